@@ -1,0 +1,248 @@
+// Package api adapts API Gateway HTTP API (payload format 2.0) events to the
+// lock service in locklogic and back. It owns request parsing, the JSON and
+// problem+json shapes, the mapping of outcomes to status codes, and the
+// route table shared by the Lambda functions, the local runner and the CDK
+// app. It holds no lock rules.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+// TimeFormat is how every timestamp leaves the API: RFC 3339, UTC,
+// millisecond precision.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Handler serves the four lock routes. Build one per process (cold start);
+// it is safe for concurrent use.
+type Handler struct {
+	svc *locklogic.Service
+	log *slog.Logger
+	now func() time.Time
+}
+
+// NewHandler returns a Handler over svc that logs one JSON line per request
+// to log. now is the clock used for Retry-After; nil means time.Now.
+func NewHandler(svc *locklogic.Service, log *slog.Logger, now func() time.Time) *Handler {
+	if now == nil {
+		now = time.Now
+	}
+	return &Handler{svc: svc, log: log, now: now}
+}
+
+// LockJSON is a live lease as the API shows it.
+type LockJSON struct {
+	Resource     string `json:"resource"`
+	Owner        string `json:"owner"`
+	FencingToken int64  `json:"fencing_token"`
+	AcquiredAt   string `json:"acquired_at"`
+	ExpiresAt    string `json:"expires_at"`
+}
+
+// AcquireResponse is the 200 body of POST /locks/{resource}.
+type AcquireResponse struct {
+	Acquired bool      `json:"acquired"`
+	Lock     *LockJSON `json:"lock,omitempty"`
+	// Resource and ExpiresAt are set when the lock is held by someone else;
+	// ExpiresAt only when the store reported the holder's expiry.
+	Resource  string `json:"resource,omitempty"`
+	ExpiresAt string `json:"expires_at,omitempty"`
+}
+
+// RenewResponse is the 200 body of POST /locks/{resource}/renew.
+type RenewResponse struct {
+	Renewed bool     `json:"renewed"`
+	Lock    LockJSON `json:"lock"`
+}
+
+func lockJSON(l locklogic.Lock) LockJSON {
+	return LockJSON{
+		Resource:     l.Resource,
+		Owner:        l.Owner,
+		FencingToken: l.FencingToken,
+		AcquiredAt:   l.AcquiredAt.UTC().Format(TimeFormat),
+		ExpiresAt:    l.ExpiresAt.UTC().Format(TimeFormat),
+	}
+}
+
+// result is what a route produces before it becomes a response.
+type result struct {
+	status  int
+	body    any // nil for an empty body
+	outcome string
+	headers map[string]string
+}
+
+// Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"}.
+func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, req, func(resource string) (result, error) {
+		b, err := parseBody(req, "owner", "ttl_seconds")
+		if err != nil {
+			return result{}, err
+		}
+		owner, ttl := b.str("owner"), b.int("ttl_seconds", true)
+		if err := b.errs.Err(); err != nil {
+			return result{}, err
+		}
+		res, err := h.svc.Acquire(ctx, locklogic.AcquireRequest{
+			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)}, TTLSeconds: *ttl,
+		})
+		if err != nil {
+			return result{}, err
+		}
+		if res.Acquired {
+			l := lockJSON(res.Lock)
+			return result{status: 200, body: AcquireResponse{Acquired: true, Lock: &l}, outcome: "acquired"}, nil
+		}
+		out := result{status: 200, body: AcquireResponse{Resource: resource}, outcome: "held"}
+		if !res.HolderExpiresAt.IsZero() {
+			out.body = AcquireResponse{Resource: resource, ExpiresAt: res.HolderExpiresAt.UTC().Format(TimeFormat)}
+			secs := math.Ceil(res.HolderExpiresAt.Sub(h.now()).Seconds())
+			out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
+		}
+		return out, nil
+	})
+}
+
+// Status serves GET /locks/{resource}: the live lease, or 404.
+func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, req, func(resource string) (result, error) {
+		lock, err := h.svc.Status(ctx, resource)
+		if err != nil {
+			return result{}, err
+		}
+		return result{status: 200, body: lockJSON(lock), outcome: "found"}, nil
+	})
+}
+
+// Release serves DELETE /locks/{resource} with body {"owner"} and an
+// optional "fencing_token": 204, or 404/403/409.
+func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, req, func(resource string) (result, error) {
+		b, err := parseBody(req, "owner", "fencing_token")
+		if err != nil {
+			return result{}, err
+		}
+		owner, token := b.str("owner"), b.int("fencing_token", false)
+		if err := b.errs.Err(); err != nil {
+			return result{}, err
+		}
+		err = h.svc.Release(ctx, locklogic.ReleaseRequest{
+			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)}, FencingToken: token,
+		})
+		if err != nil {
+			return result{}, err
+		}
+		return result{status: 204, outcome: "released"}, nil
+	})
+}
+
+// Renew serves POST /locks/{resource}/renew with body {"owner",
+// "ttl_seconds"} and an optional "fencing_token".
+func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, req, func(resource string) (result, error) {
+		b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
+		if err != nil {
+			return result{}, err
+		}
+		owner, ttl, token := b.str("owner"), b.int("ttl_seconds", true), b.int("fencing_token", false)
+		if err := b.errs.Err(); err != nil {
+			return result{}, err
+		}
+		lock, err := h.svc.Renew(ctx, locklogic.RenewRequest{
+			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)},
+			TTLSeconds: *ttl, FencingToken: token,
+		})
+		if err != nil {
+			return result{}, err
+		}
+		return result{status: 200, body: RenewResponse{Renewed: true, Lock: lockJSON(lock)}, outcome: "renewed"}, nil
+	})
+}
+
+// serve runs one route: it recovers panics, renders the result or the
+// problem, and logs one line with the request id, route, resource, outcome
+// and latency. It never returns an error, so API Gateway never answers a bare
+// 500 of its own.
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, route func(resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	start := time.Now()
+	resource := req.PathParameters["resource"]
+	var (
+		res result
+		err error
+	)
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.New("panic: " + stringify(p))
+			res = result{}
+			resp = h.render(res, err, req, resource)
+		}
+		h.logRequest(ctx, req, resource, resp.StatusCode, res.outcome, err, time.Since(start))
+	}()
+	res, err = route(resource)
+	resp = h.render(res, err, req, resource)
+	return resp, nil
+}
+
+func (h *Handler) render(res result, err error, req events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {
+	if err != nil {
+		p := problemFor(err, resource)
+		p.Instance = req.RawPath
+		return problemResponse(p)
+	}
+	headers := map[string]string{"cache-control": "no-store"}
+	for k, v := range res.headers {
+		headers[k] = v
+	}
+	resp := events.APIGatewayV2HTTPResponse{StatusCode: res.status, Headers: headers}
+	if res.body != nil {
+		b, merr := json.Marshal(res.body)
+		if merr != nil {
+			return problemResponse(problemFor(merr, resource))
+		}
+		headers["content-type"] = "application/json"
+		resp.Body = string(b)
+	}
+	return resp
+}
+
+func (h *Handler) logRequest(ctx context.Context, req events.APIGatewayV2HTTPRequest, resource string, status int, outcome string, err error, latency time.Duration) {
+	if outcome == "" && err != nil {
+		outcome = problemFor(err, resource).Type[len(ProblemTypeBase):]
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", req.RequestContext.RequestID),
+		slog.String("route", req.RouteKey),
+		slog.String("resource", resource),
+		slog.String("outcome", outcome),
+		slog.Int("status", status),
+		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	h.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+func stringify(v any) string {
+	if err, ok := v.(error); ok {
+		return err.Error()
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}

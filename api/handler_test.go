@@ -1,0 +1,325 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// fakeDB answers UpdateItem and GetItem as the test says and records calls.
+type fakeDB struct {
+	update  func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	get     func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+	updates []*dynamodb.UpdateItemInput
+	gets    int
+}
+
+func (f *fakeDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.updates = append(f.updates, in)
+	if f.update == nil {
+		return nil, errors.New("unexpected UpdateItem")
+	}
+	return f.update(in)
+}
+
+func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.gets++
+	if f.get == nil {
+		return nil, errors.New("unexpected GetItem")
+	}
+	return f.get(in)
+}
+
+func lockItem(owner string, token int64, exp time.Time) map[string]types.AttributeValue {
+	n := func(i int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)} }
+	return map[string]types.AttributeValue{
+		locklogic.AttrResource:   &types.AttributeValueMemberS{Value: "payment:42"},
+		locklogic.AttrOwner:      &types.AttributeValueMemberS{Value: owner},
+		locklogic.AttrToken:      n(token),
+		locklogic.AttrAcquiredAt: n(t0.UnixMilli()),
+		locklogic.AttrExpiresAt:  n(exp.UnixMilli()),
+	}
+}
+
+func newTestHandler(db locklogic.DynamoDBAPI, logTo io.Writer) *Handler {
+	now := func() time.Time { return t0 }
+	return NewHandler(locklogic.New(db, locklogic.Config{Table: "secret-table-name", Now: now}), slog.New(slog.NewJSONHandler(logTo, nil)), now)
+}
+
+func loadEvent(tb testing.TB, name string) events.APIGatewayV2HTTPRequest {
+	tb.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(b, &ev); err != nil {
+		tb.Fatal(err)
+	}
+	return ev
+}
+
+func decodeBody(tb testing.TB, resp events.APIGatewayV2HTTPResponse) map[string]any {
+	tb.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(resp.Body), &m); err != nil {
+		tb.Fatalf("body %q: %v", resp.Body, err)
+	}
+	return m
+}
+
+// TestAcquireEvent runs a real API Gateway v2 event with an IAM identity
+// through Acquire and checks the write and the response.
+func TestAcquireEvent(t *testing.T) {
+	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 1796212800000001, t0.Add(30*time.Second))}, nil
+	}}
+	var logs bytes.Buffer
+	resp, err := newTestHandler(db, &logs).Acquire(context.Background(), loadEvent(t, "acquire-iam.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Headers["content-type"] != "application/json" {
+		t.Fatalf("got %d %v, want 200 application/json", resp.StatusCode, resp.Headers)
+	}
+	want := `{"acquired":true,"lock":{"resource":"payment:42","owner":"w1","fencing_token":1796212800000001,"acquired_at":"2026-12-02T12:00:00.000Z","expires_at":"2026-12-02T12:00:30.000Z"}}`
+	if resp.Body != want {
+		t.Errorf("got body %s, want %s", resp.Body, want)
+	}
+	in := db.updates[0]
+	if p := in.ExpressionAttributeValues[":p"].(*types.AttributeValueMemberS).Value; p != "arn:aws:sts::123456789012:assumed-role/worker" {
+		t.Errorf("got principal %q, want the role without its session", p)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+		t.Fatalf("log line %q: %v", logs.String(), err)
+	}
+	for k, v := range map[string]any{"request_id": "C3zNUjR9FiAEJxw=", "route": "POST /locks/{resource}", "resource": "payment:42", "outcome": "acquired", "status": 200.0} {
+		if line[k] != v {
+			t.Errorf("log %s: got %v, want %v", k, line[k], v)
+		}
+	}
+	if _, ok := line["latency_ms"]; !ok {
+		t.Errorf("log line lacks latency_ms: %s", logs.String())
+	}
+}
+
+// TestReleaseBase64Event: API Gateway base64-encodes bodies of non-text
+// content types.
+func TestReleaseBase64Event(t *testing.T) {
+	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return &dynamodb.UpdateItemOutput{}, nil }}
+	resp, _ := newTestHandler(db, io.Discard).Release(context.Background(), loadEvent(t, "release-base64.json"))
+	if resp.StatusCode != 204 || resp.Body != "" {
+		t.Fatalf("got %d %q, want 204 and no body", resp.StatusCode, resp.Body)
+	}
+	if tok := db.updates[0].ExpressionAttributeValues[":tok"].(*types.AttributeValueMemberN).Value; tok != "7" {
+		t.Errorf("got token condition %s, want 7", tok)
+	}
+	if _, ok := db.updates[0].ExpressionAttributeValues[":p"]; ok {
+		t.Errorf("a request without IAM identity was bound to a principal")
+	}
+}
+
+// TestHeldRetryAfter: when DynamoDB returns the holder's item with the
+// failed condition, the answer carries its expiry and Retry-After.
+func TestHeldRetryAfter(t *testing.T) {
+	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return nil, &types.ConditionalCheckFailedException{Item: lockItem("w1", 5, t0.Add(2500*time.Millisecond))}
+	}}
+	ev := loadEvent(t, "acquire-iam.json")
+	resp, _ := newTestHandler(db, io.Discard).Acquire(context.Background(), ev)
+	body := decodeBody(t, resp)
+	if resp.StatusCode != 200 || body["acquired"] != false || body["resource"] != "payment:42" || body["expires_at"] != "2026-12-02T12:00:02.500Z" {
+		t.Fatalf("got %d %s, want 200 acquired:false with the holder's expires_at", resp.StatusCode, resp.Body)
+	}
+	if ra := resp.Headers["retry-after"]; ra != "3" {
+		t.Errorf("got Retry-After %q, want 3 (2.5 s rounded up)", ra)
+	}
+	if _, leaked := body["owner"]; leaked {
+		t.Errorf("held answer leaks the holder's owner: %s", resp.Body)
+	}
+	if db.gets != 0 {
+		t.Errorf("got %d reads, want none", db.gets)
+	}
+}
+
+// TestStoreFailuresHideInternals: 5xx answers carry no SDK text or table
+// name, and 503 says when to retry.
+func TestStoreFailuresHideInternals(t *testing.T) {
+	cases := []struct {
+		name   string
+		err    error
+		status int
+	}{
+		{"Throttled", &types.ProvisionedThroughputExceededException{Message: ptr("Throughput exceeds the current capacity of your table secret-table-name")}, 503},
+		{"TableMissing", &types.ResourceNotFoundException{Message: ptr("Requested resource not found: Table: secret-table-name not found")}, 500},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.err }}
+			var logs bytes.Buffer
+			resp, err := newTestHandler(db, &logs).Acquire(context.Background(), loadEvent(t, "acquire-iam.json"))
+			if err != nil {
+				t.Fatalf("handler returned error %v; it must answer instead", err)
+			}
+			if resp.StatusCode != tc.status || resp.Headers["content-type"] != "application/problem+json" {
+				t.Fatalf("got %d %v, want %d problem+json", resp.StatusCode, resp.Headers, tc.status)
+			}
+			if strings.Contains(resp.Body, "secret-table-name") || strings.Contains(resp.Body, "Exception") || strings.Contains(resp.Body, `"acquired"`) {
+				t.Errorf("body leaks internals or claims an outcome: %s", resp.Body)
+			}
+			if tc.status == 503 && resp.Headers["retry-after"] == "" {
+				t.Errorf("503 without Retry-After")
+			}
+			if !strings.Contains(logs.String(), "secret-table-name") {
+				t.Errorf("the cause should be logged for operators: %s", logs.String())
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// TestBadInputNeverReachesStore runs malformed bodies through every route
+// and checks the problem answer and that DynamoDB was not called.
+func TestBadInputNeverReachesStore(t *testing.T) {
+	routes := map[string]HandlerFunc{}
+	cases := []struct {
+		name   string
+		route  string
+		body   string
+		b64    bool
+		status int
+		slug   string
+	}{
+		{"ErrTTLString", "acquire", `{"owner":"w1","ttl_seconds":"3600"}`, false, 422, "validation-failed"},
+		{"ErrTTLFloat", "acquire", `{"owner":"w1","ttl_seconds":60.5}`, false, 422, "validation-failed"},
+		{"ErrTTLFloatZeroFraction", "renew", `{"owner":"w1","ttl_seconds":60.0}`, false, 422, "validation-failed"},
+		{"ErrTTLBool", "acquire", `{"owner":"w1","ttl_seconds":true}`, false, 422, "validation-failed"},
+		{"ErrTTLMissing", "renew", `{"owner":"w1"}`, false, 422, "validation-failed"},
+		{"ErrOwnerBlank", "release", `{"owner":" "}`, false, 422, "validation-failed"},
+		{"ErrOwnerNumber", "release", `{"owner":7}`, false, 422, "validation-failed"},
+		{"ErrUnknownMember", "release", `{"owner":"w1","force":true}`, false, 422, "validation-failed"},
+		{"ErrInvalidJSON", "acquire", `{"owner":"w1",}`, false, 400, "invalid-json"},
+		{"ErrNotObject", "renew", `[]`, false, 400, "invalid-json"},
+		{"ErrInvalidUTF8", "acquire", "{\"owner\":\"w\xff\",\"ttl_seconds\":1}", false, 400, "invalid-json"},
+		{"ErrBadBase64", "acquire", `%%%`, true, 400, "invalid-json"},
+		{"ErrTooLarge", "acquire", `{"owner":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, false, 413, "payload-too-large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeDB{}
+			h := newTestHandler(db, io.Discard)
+			for _, rt := range Routes {
+				routes[rt.Name] = func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+					return rt.Handle(h, ctx, req)
+				}
+			}
+			ev := events.APIGatewayV2HTTPRequest{PathParameters: map[string]string{"resource": "r"}, Body: tc.body, IsBase64Encoded: tc.b64}
+			resp, _ := routes[tc.route](context.Background(), ev)
+			p := decodeBody(t, resp)
+			if resp.StatusCode != tc.status || p["type"] != ProblemTypeBase+tc.slug || p["status"] != float64(tc.status) {
+				t.Errorf("got %d %s, want %d %s", resp.StatusCode, resp.Body, tc.status, tc.slug)
+			}
+			if len(db.updates) != 0 || db.gets != 0 {
+				t.Errorf("bad input reached DynamoDB")
+			}
+		})
+	}
+}
+
+// TestErrorTable checks every domain outcome has its own status and slug.
+func TestErrorTable(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		slug   string
+	}{
+		{locklogic.ErrNotFound, 404, "not-found"},
+		{locklogic.ErrForbidden, 403, "forbidden"},
+		{locklogic.ErrStaleToken, 409, "stale-token"},
+		{locklogic.ErrUnavailable, 503, "service-unavailable"},
+		{&locklogic.ValidationError{Fields: []locklogic.FieldError{{Field: "owner", Detail: "x"}}}, 422, "validation-failed"},
+		{&bodyError{400, "x"}, 400, "invalid-json"},
+		{&bodyError{413, "x"}, 413, "payload-too-large"},
+		{errors.New("anything else"), 500, "internal"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.slug, func(t *testing.T) {
+			p := problemFor(errors.Join(errors.New("context"), tc.err), "r")
+			if p.Status != tc.status || p.Type != ProblemTypeBase+tc.slug || p.Title == "" || p.Detail == "" {
+				t.Errorf("got %+v, want %d %s with title and detail", p, tc.status, tc.slug)
+			}
+		})
+	}
+}
+
+func TestPrincipal(t *testing.T) {
+	cases := []struct {
+		name string
+		iam  *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription
+		want string
+	}{
+		{"NoIdentity", nil, ""},
+		{"User", &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:user/bob"}, "arn:aws:iam::123456789012:user/bob"},
+		{"AssumedRoleDropsSession", &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:sts::123456789012:assumed-role/worker/i-0abc"}, "arn:aws:sts::123456789012:assumed-role/worker"},
+		{"AssumedRoleOtherPartition", &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws-cn:sts::123456789012:assumed-role/w/s"}, "arn:aws-cn:sts::123456789012:assumed-role/w"},
+		{"NoARNUsesUserID", &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "1", UserID: "AROAX:sess"}, "account:1:id:AROAX"},
+		{"Empty", &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var req events.APIGatewayV2HTTPRequest
+			if tc.iam != nil {
+				req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: tc.iam}
+			}
+			if got := principal(req); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cfg, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MAX_TTL_SECONDS": "60", "TOMBSTONE_RETENTION_SECONDS": "3600", "LOG_LEVEL": "debug"}))
+	if err != nil || cfg.Table != "t" || cfg.MaxTTLSeconds != 60 || cfg.Retention != time.Hour || cfg.LogLevel != slog.LevelDebug {
+		t.Fatalf("got %+v, %v", cfg, err)
+	}
+	_, err = ConfigFromEnv(env(map[string]string{"MAX_TTL_SECONDS": "0", "LOG_LEVEL": "loud"}))
+	for _, want := range []string{"TABLE_NAME", "MAX_TTL_SECONDS", "LOG_LEVEL"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error naming %s", err, want)
+		}
+	}
+}
+
+// TestPanicBecomesProblem: a panic below the handler is a logged 500, not
+// a crashed invocation.
+func TestPanicBecomesProblem(t *testing.T) {
+	db := &fakeDB{get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { panic("boom") }}
+	var logs bytes.Buffer
+	resp, err := newTestHandler(db, &logs).Status(context.Background(), events.APIGatewayV2HTTPRequest{PathParameters: map[string]string{"resource": "r"}})
+	if err != nil || resp.StatusCode != 500 || strings.Contains(resp.Body, "boom") {
+		t.Fatalf("got %d %s %v, want a 500 problem without the panic text", resp.StatusCode, resp.Body, err)
+	}
+	if !strings.Contains(logs.String(), "boom") {
+		t.Errorf("panic not logged: %s", logs.String())
+	}
+}

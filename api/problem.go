@@ -1,0 +1,112 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+// ProblemTypeBase prefixes every problem type URI; the slug after it names
+// the problem (RFC 9457 "type").
+const ProblemTypeBase = "https://ft288.dev/problems/"
+
+// Problem is an RFC 9457 problem details object.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance,omitempty"`
+	// Errors lists the invalid fields of a validation-failed problem.
+	Errors []locklogic.FieldError `json:"errors,omitempty"`
+}
+
+// problemKind is one row of the error table: the HTTP status, the type slug
+// and the fixed title for one class of outcome.
+type problemKind struct {
+	status int
+	slug   string
+	title  string
+}
+
+// Problem kinds that are not tied to a locklogic sentinel.
+var (
+	kindValidation  = problemKind{422, "validation-failed", "Request validation failed"}
+	kindInvalidJSON = problemKind{400, "invalid-json", "Malformed request body"}
+	kindTooLarge    = problemKind{413, "payload-too-large", "Request body too large"}
+	kindInternal    = problemKind{500, "internal", "Internal error"}
+)
+
+// errorTable maps every domain error to its HTTP answer. It is the one place
+// where lock outcomes meet status codes.
+var errorTable = []struct {
+	err  error
+	kind problemKind
+}{
+	{locklogic.ErrNotFound, problemKind{404, "not-found", "Lock not found"}},
+	{locklogic.ErrForbidden, problemKind{403, "forbidden", "Lock held by another owner"}},
+	{locklogic.ErrStaleToken, problemKind{409, "stale-token", "Stale fencing token"}},
+	{locklogic.ErrUnavailable, problemKind{503, "service-unavailable", "Lock store unavailable"}},
+}
+
+// problemFor turns err into a problem. The detail never carries err's text
+// for 5xx answers: SDK messages and table names stay in the logs.
+func problemFor(err error, resource string) Problem {
+	var verr *locklogic.ValidationError
+	if errors.As(err, &verr) {
+		p := newProblem(kindValidation, "The request has invalid fields; see errors.")
+		p.Errors = verr.Fields
+		return p
+	}
+	var berr *bodyError
+	if errors.As(err, &berr) {
+		kind := kindInvalidJSON
+		if berr.status == 413 {
+			kind = kindTooLarge
+		}
+		return newProblem(kind, berr.detail)
+	}
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			return newProblem(row.kind, detailFor(row.err, resource))
+		}
+	}
+	return newProblem(kindInternal, "The request could not be completed; it has been logged.")
+}
+
+func newProblem(k problemKind, detail string) Problem {
+	return Problem{Type: ProblemTypeBase + k.slug, Title: k.title, Status: k.status, Detail: detail}
+}
+
+func detailFor(err error, resource string) string {
+	q := strconv.Quote(resource)
+	switch err {
+	case locklogic.ErrNotFound:
+		return "There is no live lock on " + q + ": it was never taken, was released, or has expired."
+	case locklogic.ErrForbidden:
+		return "The lock on " + q + " is held by another owner."
+	case locklogic.ErrStaleToken:
+		return "The lock on " + q + " is held by this owner under a different fencing token: a newer lease replaced yours."
+	case locklogic.ErrUnavailable:
+		return "The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment."
+	}
+	return ""
+}
+
+// problemResponse renders p as an application/problem+json response.
+func problemResponse(p Problem) events.APIGatewayV2HTTPResponse {
+	b, _ := json.Marshal(p)
+	resp := events.APIGatewayV2HTTPResponse{
+		StatusCode: p.Status,
+		Headers:    map[string]string{"content-type": "application/problem+json", "cache-control": "no-store"},
+		Body:       string(b),
+	}
+	if p.Status == 503 {
+		resp.Headers["retry-after"] = "1"
+	}
+	return resp
+}

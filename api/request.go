@@ -1,0 +1,153 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+// MaxBodyBytes is the largest request body accepted (16 KiB); anything
+// larger is answered 413 before it is parsed.
+const MaxBodyBytes = 16 << 10
+
+// bodyError is a request body that cannot be read as a JSON object.
+type bodyError struct {
+	status int // 400 or 413
+	detail string
+}
+
+func (e *bodyError) Error() string { return e.detail }
+
+// body holds the members of a request's JSON object, raw, for typed access
+// that can tell "3600" from 3600 and 60.0 from 60 (seed ATK-08).
+type body struct {
+	members map[string]json.RawMessage
+	errs    locklogic.ValidationError
+}
+
+// parseBody reads req's body as one JSON object whose member names are all
+// in allowed. Size and syntax problems are *bodyError; unknown or duplicate
+// members are recorded as validation errors in the returned body.
+func parseBody(req events.APIGatewayV2HTTPRequest, allowed ...string) (*body, error) {
+	raw := []byte(req.Body)
+	if req.IsBase64Encoded {
+		dec, err := base64.StdEncoding.DecodeString(req.Body)
+		if err != nil {
+			return nil, &bodyError{400, "The request body is not valid base64."}
+		}
+		raw = dec
+	}
+	if len(raw) > MaxBodyBytes {
+		return nil, &bodyError{413, "The request body is larger than " + strconv.Itoa(MaxBodyBytes) + " bytes."}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, &bodyError{400, "The request body must be a JSON object, e.g. {\"owner\": \"worker-1\", \"ttl_seconds\": 30}."}
+	}
+	if !utf8.Valid(raw) {
+		return nil, &bodyError{400, "The request body is not valid UTF-8."}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, &bodyError{400, "The request body is not valid JSON."}
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, &bodyError{400, "The request body must be a JSON object."}
+	}
+	b := &body{members: map[string]json.RawMessage{}}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, &bodyError{400, "The request body is not valid JSON."}
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, &bodyError{400, "The request body is not valid JSON."}
+		}
+		switch _, dup := b.members[name]; {
+		case dup:
+			b.errs.Add(name, "appears more than once")
+		case !contains(allowed, name):
+			b.errs.Add(name, "is not a known member; allowed: "+strings.Join(allowed, ", "))
+		}
+		b.members[name] = value
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, &bodyError{400, "The request body is not valid JSON."}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, &bodyError{400, "The request body must hold exactly one JSON object."}
+	}
+	return b, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// str returns the required string member name. A lone UTF-16 surrogate
+// escape, which encoding/json silently turns into U+FFFD, is rejected.
+func (b *body) str(name string) string {
+	raw, ok := b.members[name]
+	if !ok {
+		b.errs.Add(name, "is required")
+		return ""
+	}
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		b.errs.Add(name, "must be a JSON string")
+		return ""
+	}
+	if strings.ContainsRune(s, utf8.RuneError) && !explicitReplacementChar(raw) {
+		b.errs.Add(name, "must be valid UTF-8 (no lone surrogate escapes)")
+		return ""
+	}
+	return s
+}
+
+func explicitReplacementChar(raw []byte) bool {
+	l := bytes.ToLower(raw)
+	return bytes.Contains(l, []byte(`\ufffd`)) || bytes.Contains(raw, []byte("\uFFFD"))
+}
+
+// integerLiteral matches a JSON number written without fraction or exponent.
+var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// int returns the integer member name. Only a JSON integer literal counts:
+// "3600", 60.5, 60.0, 1e3, true and null are all rejected. Optional members
+// that are absent or null return nil.
+func (b *body) int(name string, required bool) *int64 {
+	raw, ok := b.members[name]
+	if !ok || (!required && string(raw) == "null") {
+		if required {
+			b.errs.Add(name, "is required")
+		}
+		return nil
+	}
+	if !integerLiteral.Match(raw) {
+		b.errs.Add(name, "must be a JSON integer (not a string, fraction, exponent, boolean or null)")
+		return nil
+	}
+	i, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		b.errs.Add(name, "is out of range")
+		return nil
+	}
+	return &i
+}

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+// Config is the service configuration, read from the environment once per
+// process.
+type Config struct {
+	// Table is TABLE_NAME, the DynamoDB table holding the locks (required).
+	Table string
+	// MaxTTLSeconds is MAX_TTL_SECONDS, the longest lease granted
+	// (default 86400).
+	MaxTTLSeconds int64
+	// Retention is TOMBSTONE_RETENTION_SECONDS, how long an idle record is
+	// kept before DynamoDB's TTL may delete it (default 604800, 7 days).
+	Retention time.Duration
+	// Endpoint is DYNAMODB_ENDPOINT, a DynamoDB-compatible endpoint to use
+	// instead of AWS's (dynalite, DynamoDB Local). Empty in AWS.
+	Endpoint string
+	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
+	LogLevel slog.Level
+}
+
+// ConfigFromEnv reads Config from getenv (os.Getenv in production) and
+// reports every missing or malformed variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	cfg := Config{
+		Table:         getenv("TABLE_NAME"),
+		MaxTTLSeconds: locklogic.DefaultMaxTTLSeconds,
+		Retention:     locklogic.DefaultRetention,
+		Endpoint:      getenv("DYNAMODB_ENDPOINT"),
+	}
+	var errs []error
+	if cfg.Table == "" {
+		errs = append(errs, errors.New("TABLE_NAME is required"))
+	}
+	if v := getenv("MAX_TTL_SECONDS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("MAX_TTL_SECONDS=%q: want a positive integer", v))
+		}
+		cfg.MaxTTLSeconds = n
+	}
+	if v := getenv("TOMBSTONE_RETENTION_SECONDS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("TOMBSTONE_RETENTION_SECONDS=%q: want a positive integer", v))
+		}
+		cfg.Retention = time.Duration(n) * time.Second
+	}
+	if v := getenv("LOG_LEVEL"); v != "" {
+		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v))
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// NewDynamoDB builds the DynamoDB client from the default AWS configuration
+// chain. With endpoint set it talks to that server instead, and uses static
+// placeholder credentials and region us-east-1 when none are configured, so
+// a local run needs no AWS account.
+func NewDynamoDB(ctx context.Context, endpoint string, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
+	var loadOpts []func(*config.LoadOptions) error
+	if endpoint != "" {
+		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+			loadOpts = append(loadOpts, config.WithRegion("us-east-1"))
+		}
+		if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+			loadOpts = append(loadOpts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+		}
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	opts := []func(*dynamodb.Options){}
+	if endpoint != "" {
+		opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	}
+	return dynamodb.NewFromConfig(awsCfg, append(opts, optFns...)...), nil
+}
+
+// NewLogger returns the JSON logger every entry point uses.
+func NewLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level}))
+}
+
+// NewFromEnv builds the Handler of a Lambda function: configuration from the
+// environment, one DynamoDB client and one Service for the life of the
+// process. Call it once in main, before lambda.Start.
+func NewFromEnv(ctx context.Context) (*Handler, error) {
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	db, err := NewDynamoDB(ctx, cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	svc := locklogic.New(db, locklogic.Config{Table: cfg.Table, MaxTTLSeconds: cfg.MaxTTLSeconds, Retention: cfg.Retention})
+	return NewHandler(svc, NewLogger(cfg.LogLevel), nil), nil
+}

@@ -1,0 +1,97 @@
+// Command locald serves the lock API on a laptop: `make run`.
+//
+// Without DYNAMODB_ENDPOINT it starts an in-memory dynalite on a free port;
+// with it, it uses that DynamoDB-compatible endpoint (DynamoDB Local, or AWS
+// itself with real credentials). Either way it creates TABLE_NAME (default
+// "locks") when missing and serves the four routes of api.Routes through the
+// same handlers the Lambda functions run. Ctrl-C or SIGTERM stops it and
+// dynalite.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/local"
+	"github.com/ft288/locks/locklogic"
+)
+
+func main() {
+	addr := flag.String("addr", envOr("ADDR", "127.0.0.1:8080"), "address to listen on (env ADDR)")
+	flag.Parse()
+	if os.Getenv("TABLE_NAME") == "" {
+		os.Setenv("TABLE_NAME", "locks")
+	}
+	if err := run(*addr); err != nil {
+		fmt.Fprintln(os.Stderr, "locald:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr string) error {
+	cfg, err := api.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	log := api.NewLogger(cfg.LogLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if cfg.Endpoint == "" {
+		d, err := local.StartDynalite(ctx)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		cfg.Endpoint = d.Endpoint
+		log.Info("started in-memory dynalite", "endpoint", d.Endpoint)
+	}
+	db, err := api.NewDynamoDB(ctx, cfg.Endpoint)
+	if err != nil {
+		return err
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	created, err := local.EnsureTable(setupCtx, db, cfg.Table)
+	cancel()
+	if err != nil {
+		return err
+	}
+	log.Info("table ready", "table", cfg.Table, "created", created, "endpoint", cfg.Endpoint)
+
+	svc := locklogic.New(db, locklogic.Config{Table: cfg.Table, MaxTTLSeconds: cfg.MaxTTLSeconds, Retention: cfg.Retention})
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           local.NewRunner(api.NewHandler(svc, log, nil), log),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("serving the lock API", "url", "http://"+addr)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,241 @@
+package local
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ft288/locks/api"
+)
+
+// maxPayloadBytes is API Gateway's request payload limit (10 MB).
+const maxPayloadBytes = 10 << 20
+
+// IdentityFunc returns the IAM identity to put into a request's
+// requestContext.authorizer.iam, as API Gateway's IAM authorizer would, or
+// nil for none.
+type IdentityFunc func(r *http.Request) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription
+
+// Runner serves api.Routes over plain HTTP the way an API Gateway HTTP API
+// with Lambda proxy integrations (payload format 2.0) would: it builds the
+// event, calls the route's handler, and writes the handler's response.
+type Runner struct {
+	handler *api.Handler
+	log     *slog.Logger
+	// Identity, when set, attaches an IAM identity to each request. It is
+	// for tests of principal binding; the default (nil) attaches none.
+	Identity IdentityFunc
+}
+
+// NewRunner returns a Runner over h. log receives runner-level failures.
+func NewRunner(h *api.Handler, log *slog.Logger) *Runner {
+	return &Runner{handler: h, log: log}
+}
+
+// ServeHTTP routes r like API Gateway: unmatched method or path is
+// 404 {"message":"Not Found"}.
+func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	route, params, ok := match(r.Method, r.URL.EscapedPath())
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if params == nil {
+		writeMessage(w, http.StatusBadRequest, "Bad Request")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxPayloadBytes+1))
+	if err != nil {
+		writeMessage(w, http.StatusBadRequest, "Bad Request")
+		return
+	}
+	if len(body) > maxPayloadBytes {
+		writeMessage(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+		return
+	}
+	ev := rn.event(r, route, params, body)
+	resp, err := route.Handle(rn.handler, r.Context(), ev)
+	if err != nil {
+		rn.log.Error("handler returned an error", "route", route.Key(), "error", err)
+		writeMessage(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	writeResponse(w, resp)
+}
+
+// match finds the route for method and the escaped path, and decodes its
+// path parameters. params is nil when a parameter is not valid
+// percent-encoding.
+func match(method, escapedPath string) (api.Route, map[string]string, bool) {
+	segs := strings.Split(escapedPath, "/")
+	for _, rt := range api.Routes {
+		if rt.Method != method {
+			continue
+		}
+		tmpl := strings.Split(rt.Path, "/")
+		if len(tmpl) != len(segs) {
+			continue
+		}
+		params := map[string]string{}
+		ok := true
+		for i, t := range tmpl {
+			if name, isParam := strings.CutPrefix(t, "{"); isParam {
+				if segs[i] == "" {
+					ok = false
+					break
+				}
+				v, err := url.PathUnescape(segs[i])
+				if err != nil {
+					return rt, nil, true
+				}
+				params[strings.TrimSuffix(name, "}")] = v
+			} else if t != segs[i] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return rt, params, true
+		}
+	}
+	return api.Route{}, nil, false
+}
+
+func (rn *Runner) event(r *http.Request, rt api.Route, params map[string]string, body []byte) events.APIGatewayV2HTTPRequest {
+	now := time.Now()
+	headers := map[string]string{}
+	for k, v := range r.Header {
+		if strings.EqualFold(k, "Cookie") {
+			continue
+		}
+		headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	headers["host"] = r.Host
+	var cookies []string
+	for _, c := range r.Header.Values("Cookie") {
+		for _, part := range strings.Split(c, ";") {
+			if part = strings.TrimSpace(part); part != "" {
+				cookies = append(cookies, part)
+			}
+		}
+	}
+	var query map[string]string
+	if q := r.URL.Query(); len(q) > 0 {
+		query = map[string]string{}
+		for k, v := range q {
+			query[k] = strings.Join(v, ",")
+		}
+	}
+	sourceIP, _, _ := net.SplitHostPort(r.RemoteAddr)
+	ev := events.APIGatewayV2HTTPRequest{
+		Version:               "2.0",
+		RouteKey:              rt.Key(),
+		RawPath:               r.URL.EscapedPath(),
+		RawQueryString:        r.URL.RawQuery,
+		Cookies:               cookies,
+		Headers:               headers,
+		QueryStringParameters: query,
+		PathParameters:        params,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey:     rt.Key(),
+			AccountID:    "000000000000",
+			Stage:        "$default",
+			RequestID:    requestID(),
+			APIID:        "local",
+			DomainName:   r.Host,
+			DomainPrefix: strings.Split(r.Host, ".")[0],
+			Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+			TimeEpoch:    now.UnixMilli(),
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
+				Method:    r.Method,
+				Path:      r.URL.EscapedPath(),
+				Protocol:  r.Proto,
+				SourceIP:  sourceIP,
+				UserAgent: r.UserAgent(),
+			},
+		},
+	}
+	if rn.Identity != nil {
+		if iam := rn.Identity(r); iam != nil {
+			ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: iam}
+		}
+	}
+	if len(body) > 0 {
+		if isText(r.Header.Get("Content-Type")) {
+			ev.Body = string(body)
+		} else {
+			ev.Body = base64.StdEncoding.EncodeToString(body)
+			ev.IsBase64Encoded = true
+		}
+	}
+	return ev
+}
+
+// isText reports whether API Gateway would pass a body of this content type
+// as text rather than base64.
+func isText(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(mt, "text/"), strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+xml"):
+		return true
+	}
+	switch mt {
+	case "application/json", "application/xml", "application/javascript", "application/x-www-form-urlencoded":
+		return true
+	}
+	return false
+}
+
+func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
+	h := w.Header()
+	for k, v := range resp.Headers {
+		h.Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	for _, c := range resp.Cookies {
+		h.Add("Set-Cookie", c)
+	}
+	body := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if dec, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
+			body = dec
+		}
+	}
+	status := resp.StatusCode
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeMessage(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(map[string]string{"message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func requestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,460 @@
+package locklogic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client the service calls, with the
+// SDK's exact signatures so *dynamodb.Client satisfies it as is and tests can
+// substitute a small fake for failure paths a real server cannot produce.
+type DynamoDBAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+
+// Item attribute names. The partition key is AttrResource; AttrTTL is the
+// attribute DynamoDB's TTL is configured on (garbage collection only).
+const (
+	AttrResource   = "resource"
+	AttrOwner      = "owner"
+	AttrPrincipal  = "principal"
+	AttrToken      = "fencing_token"
+	AttrAcquiredAt = "acquired_at" // epoch milliseconds
+	AttrExpiresAt  = "expires_at"  // epoch milliseconds; the lease is live while now < expires_at
+	AttrReleasedAt = "released_at" // epoch milliseconds; present on a released record (tombstone)
+	AttrTTL        = "ttl"         // epoch seconds: expires_at + retention
+)
+
+// DefaultRetention is how long an idle record (released or expired) is kept
+// before DynamoDB's TTL may delete it.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// Config configures a Service. Zero values mean the defaults.
+type Config struct {
+	// Table is the DynamoDB table name (required; the caller checks it).
+	Table string
+	// MaxTTLSeconds caps ttl_seconds; DefaultMaxTTLSeconds when zero.
+	MaxTTLSeconds int64
+	// Retention is added to a lease's expiry to form the garbage-collection
+	// time written to AttrTTL; DefaultRetention when zero.
+	Retention time.Duration
+	// Now is the clock; time.Now when nil. Tests swap it to move time.
+	Now func() time.Time
+}
+
+// Service implements the lock rules over one DynamoDB table. It is safe for
+// concurrent use and cheap to share: build one per process (cold start).
+type Service struct {
+	db        DynamoDBAPI
+	table     string
+	maxTTL    int64
+	retention time.Duration
+	now       func() time.Time
+}
+
+// New returns a Service over db. It does not touch the network.
+func New(db DynamoDBAPI, cfg Config) *Service {
+	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, retention: cfg.Retention, now: cfg.Now}
+	if s.maxTTL <= 0 {
+		s.maxTTL = DefaultMaxTTLSeconds
+	}
+	if s.retention <= 0 {
+		s.retention = DefaultRetention
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// MaxTTLSeconds returns the longest lease the service grants.
+func (s *Service) MaxTTLSeconds() int64 { return s.maxTTL }
+
+// Lock is a live lease.
+type Lock struct {
+	Resource string
+	Owner    string
+	// FencingToken grows with every successful acquire of Resource; a
+	// protected system rejects writes carrying a smaller token than it saw.
+	FencingToken int64
+	AcquiredAt   time.Time
+	ExpiresAt    time.Time
+}
+
+// Caller identifies who asks: the owner string from the request body and,
+// when the request was authenticated, the caller's principal. A lease taken
+// with a principal answers only to that principal and owner together.
+type Caller struct {
+	Owner     string
+	Principal string
+}
+
+// AcquireRequest asks for a lease of TTLSeconds on Resource.
+type AcquireRequest struct {
+	Resource   string
+	Caller     Caller
+	TTLSeconds int64
+}
+
+// AcquireResult is the outcome of Acquire. A lock held by someone else is an
+// outcome (Acquired false), not an error: the caller should try again later.
+type AcquireResult struct {
+	Acquired bool
+	// Lock is the new lease when Acquired.
+	Lock Lock
+	// HolderExpiresAt is when the other holder's lease ends, when the store
+	// reported it with the failed condition; zero when unknown.
+	HolderExpiresAt time.Time
+}
+
+// RenewRequest asks to extend a live lease to now + TTLSeconds. With
+// FencingToken set, the live lease must carry exactly that token.
+type RenewRequest struct {
+	Resource     string
+	Caller       Caller
+	TTLSeconds   int64
+	FencingToken *int64
+}
+
+// ReleaseRequest asks to end a live lease. With FencingToken set, the live
+// lease must carry exactly that token.
+type ReleaseRequest struct {
+	Resource     string
+	Caller       Caller
+	FencingToken *int64
+}
+
+func (s *Service) validate(resource string, c *Caller, ttl *int64, token *int64) error {
+	var v ValidationError
+	ValidateResource(resource, &v)
+	c.Owner = NormalizeOwner(c.Owner, &v)
+	if ttl != nil {
+		ValidateTTL(*ttl, s.maxTTL, &v)
+	}
+	ValidateFencingToken(token, &v)
+	return v.Err()
+}
+
+// Acquire takes the lease on req.Resource when it is free, expired, or
+// already held by the same caller (a re-acquire restarts the lease), with one
+// conditional UpdateItem. Every success returns a fencing token greater than
+// any issued before for the resource.
+func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error) {
+	if err := s.validate(req.Resource, &req.Caller, &req.TTLSeconds, nil); err != nil {
+		return AcquireResult{}, err
+	}
+	now := s.now()
+	nowMs := now.UnixMilli()
+	expMs := nowMs + req.TTLSeconds*1000
+
+	names := map[string]string{
+		"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
+		"#a": AttrAcquiredAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
+	}
+	values := map[string]types.AttributeValue{
+		":o":    &types.AttributeValueMemberS{Value: req.Caller.Owner},
+		":now":  num(nowMs),
+		":exp":  num(expMs),
+		":gc":   num(s.gcAt(expMs)),
+		":base": num(now.UnixMicro()),
+		":one":  num(1),
+	}
+	update := "SET #o = :o, #a = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
+	remove := " REMOVE #x"
+	if req.Caller.Principal != "" {
+		update += ", #p = :p"
+		values[":p"] = &types.AttributeValueMemberS{Value: req.Caller.Principal}
+	} else {
+		remove += ", #p"
+	}
+	cond := "attribute_not_exists(#r) OR #e <= :now OR (#o = :o AND " + principalCond(req.Caller, values) + ")"
+
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(req.Resource),
+		UpdateExpression:                    aws.String(update + remove),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			res := AcquireResult{}
+			if old, ok := decode(req.Resource, ccf.Item); ok && old.ExpiresAt.After(now) {
+				res.HolderExpiresAt = old.ExpiresAt
+			}
+			return res, nil
+		}
+		return AcquireResult{}, storeErr("acquire", req.Resource, err)
+	}
+	lock, ok := decode(req.Resource, out.Attributes)
+	if !ok {
+		return AcquireResult{}, fmt.Errorf("acquire %q: store returned an incomplete item", req.Resource)
+	}
+	return AcquireResult{Acquired: true, Lock: lock}, nil
+}
+
+// Renew extends the caller's live lease to now + req.TTLSeconds, keeping its
+// fencing token. An expired lease cannot be renewed (ErrNotFound): take it
+// again with Acquire.
+func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
+	if err := s.validate(req.Resource, &req.Caller, &req.TTLSeconds, req.FencingToken); err != nil {
+		return Lock{}, err
+	}
+	now := s.now()
+	expMs := now.UnixMilli() + req.TTLSeconds*1000
+	names, values, cond := s.holderCondition(req.Caller, req.FencingToken, now)
+	names["#g"] = AttrTTL
+	values[":exp"] = num(expMs)
+	values[":gc"] = num(s.gcAt(expMs))
+
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(req.Resource),
+		UpdateExpression:                    aws.String("SET #e = :exp, #g = :gc"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return Lock{}, s.explain(ctx, "renew", req.Resource, req.Caller, req.FencingToken, now, err)
+	}
+	lock, ok := decode(req.Resource, out.Attributes)
+	if !ok {
+		return Lock{}, fmt.Errorf("renew %q: store returned an incomplete item", req.Resource)
+	}
+	return lock, nil
+}
+
+// Release ends the caller's live lease. The record stays as a tombstone
+// (expired, with released_at set) so the fencing counter survives; DynamoDB's
+// TTL removes it after the retention period.
+func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
+	if err := s.validate(req.Resource, &req.Caller, nil, req.FencingToken); err != nil {
+		return err
+	}
+	now := s.now()
+	nowMs := now.UnixMilli()
+	names, values, cond := s.holderCondition(req.Caller, req.FencingToken, now)
+	names["#g"] = AttrTTL
+	names["#x"] = AttrReleasedAt
+	values[":gc"] = num(s.gcAt(nowMs))
+
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(req.Resource),
+		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #g = :gc"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return s.explain(ctx, "release", req.Resource, req.Caller, req.FencingToken, now, err)
+	}
+	return nil
+}
+
+// Status returns the live lease on resource with one strongly consistent
+// read, or ErrNotFound when there is none (absent, released or expired —
+// never stale data).
+func (s *Service) Status(ctx context.Context, resource string) (Lock, error) {
+	var v ValidationError
+	ValidateResource(resource, &v)
+	if err := v.Err(); err != nil {
+		return Lock{}, err
+	}
+	now := s.now()
+	item, err := s.get(ctx, resource)
+	if err != nil {
+		return Lock{}, storeErr("status", resource, err)
+	}
+	lock, ok := decode(resource, item)
+	if !ok || !lock.ExpiresAt.After(now) {
+		return Lock{}, ErrNotFound
+	}
+	return lock, nil
+}
+
+// holderCondition builds the condition "the caller holds a live lease (with
+// this token)" shared by Renew and Release.
+func (s *Service) holderCondition(c Caller, token *int64, now time.Time) (map[string]string, map[string]types.AttributeValue, string) {
+	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt}
+	values := map[string]types.AttributeValue{
+		":o":   &types.AttributeValueMemberS{Value: c.Owner},
+		":now": num(now.UnixMilli()),
+	}
+	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now"
+	if token != nil {
+		names["#t"] = AttrToken
+		values[":tok"] = num(*token)
+		cond += " AND #t = :tok"
+	}
+	return names, values, cond
+}
+
+// principalCond returns the condition on #p for caller c, adding :p to values
+// when c has a principal.
+func principalCond(c Caller, values map[string]types.AttributeValue) string {
+	if c.Principal == "" {
+		return "attribute_not_exists(#p)"
+	}
+	values[":p"] = &types.AttributeValueMemberS{Value: c.Principal}
+	return "#p = :p"
+}
+
+// explain turns a failed Renew or Release write into its outcome. When the
+// store returned the old item with the failed condition (real DynamoDB does)
+// no further request is made; otherwise one strongly consistent read tells
+// ErrNotFound from ErrForbidden and ErrStaleToken.
+func (s *Service) explain(ctx context.Context, op, resource string, c Caller, token *int64, now time.Time, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return storeErr(op, resource, err)
+	}
+	item := ccf.Item
+	if item == nil {
+		var gerr error
+		if item, gerr = s.get(ctx, resource); gerr != nil {
+			return storeErr(op, resource, gerr)
+		}
+	}
+	return classify(item, c, token, now)
+}
+
+// classify says why the holder condition fails for item. If it would hold
+// now, the lease changed between the write and the read (for example it
+// expired and the same owner took it again), so the caller's lease is gone:
+// ErrNotFound.
+func classify(item map[string]types.AttributeValue, c Caller, token *int64, now time.Time) error {
+	lock, ok := decode("", item)
+	if !ok || !lock.ExpiresAt.After(now) {
+		return ErrNotFound
+	}
+	if lock.Owner != c.Owner || str(item, AttrPrincipal) != c.Principal {
+		return ErrForbidden
+	}
+	if token != nil && lock.FencingToken != *token {
+		return ErrStaleToken
+	}
+	return ErrNotFound
+}
+
+func (s *Service) get(ctx context.Context, resource string) (map[string]types.AttributeValue, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.key(resource),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+func (s *Service) key(resource string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrResource: &types.AttributeValueMemberS{Value: resource}}
+}
+
+// gcAt is the epoch second after which DynamoDB may delete a record whose
+// lease ends at expMs.
+func (s *Service) gcAt(expMs int64) int64 {
+	return (expMs+999)/1000 + int64(s.retention/time.Second)
+}
+
+// decode reads a lock item. ok is false when item is nil or lacks the lease
+// attributes. resource overrides the stored key when non-empty.
+func decode(resource string, item map[string]types.AttributeValue) (Lock, bool) {
+	if item == nil {
+		return Lock{}, false
+	}
+	tok, ok1 := n(item, AttrToken)
+	acq, ok2 := n(item, AttrAcquiredAt)
+	exp, ok3 := n(item, AttrExpiresAt)
+	if !ok1 || !ok2 || !ok3 {
+		return Lock{}, false
+	}
+	if resource == "" {
+		resource = str(item, AttrResource)
+	}
+	return Lock{
+		Resource:     resource,
+		Owner:        str(item, AttrOwner),
+		FencingToken: tok,
+		AcquiredAt:   time.UnixMilli(acq).UTC(),
+		ExpiresAt:    time.UnixMilli(exp).UTC(),
+	}, true
+}
+
+func str(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func n(item map[string]types.AttributeValue, name string) (int64, bool) {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(v.Value, 10, 64)
+	return i, err == nil
+}
+
+func num(i int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)}
+}
+
+// storeErr wraps a store failure. Failures worth retrying (throttling, 5xx,
+// timeouts, network errors) become ErrUnavailable; the rest stay internal.
+// The SDK's own error text is kept for logs only.
+func storeErr(op, resource string, err error) error {
+	if transient(err) {
+		return fmt.Errorf("%s %q: %w: %w", op, resource, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s %q: %w", op, resource, err)
+}
+
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var maxAttempts *retry.MaxAttemptsError
+	if errors.As(err, &maxAttempts) {
+		return true
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+			"InternalServerError", "ServiceUnavailable", "LimitExceededException":
+			return true
+		}
+	}
+	var respErr *smithyhttp.ResponseError
+	if errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500 {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}

@@ -1,0 +1,286 @@
+package locklogic
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// fakeDB is a DynamoDBAPI whose answers the test scripts, for failure paths
+// a real server does not produce on demand (and for DynamoDB behaviour
+// dynalite lacks, such as returning the old item on a failed condition).
+type fakeDB struct {
+	update  func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	get     func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+	updates []*dynamodb.UpdateItemInput
+	gets    int
+}
+
+func (f *fakeDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.updates = append(f.updates, in)
+	return f.update(in)
+}
+
+func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.gets++
+	if f.get == nil {
+		return nil, errors.New("unexpected GetItem")
+	}
+	return f.get(in)
+}
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func newTestService(db DynamoDBAPI) *Service {
+	return New(db, Config{Table: "t", Now: func() time.Time { return t0 }})
+}
+
+func item(owner, principal string, token int64, exp time.Time) map[string]types.AttributeValue {
+	it := map[string]types.AttributeValue{
+		AttrResource:   &types.AttributeValueMemberS{Value: "r"},
+		AttrOwner:      &types.AttributeValueMemberS{Value: owner},
+		AttrToken:      num(token),
+		AttrAcquiredAt: num(t0.Add(-time.Minute).UnixMilli()),
+		AttrExpiresAt:  num(exp.UnixMilli()),
+	}
+	if principal != "" {
+		it[AttrPrincipal] = &types.AttributeValueMemberS{Value: principal}
+	}
+	return it
+}
+
+func ccf(old map[string]types.AttributeValue) error {
+	return &types.ConditionalCheckFailedException{Message: strPtr("The conditional request failed"), Item: old}
+}
+
+func strPtr(s string) *string { return &s }
+
+func TestAcquireHeld(t *testing.T) {
+	holderExp := t0.Add(2500 * time.Millisecond)
+	cases := []struct {
+		name    string
+		old     map[string]types.AttributeValue
+		wantExp time.Time
+	}{
+		{"OldItemReturned", item("w1", "", 7, holderExp), holderExp},
+		{"NoOldItem", nil, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(tc.old) }}
+			res, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w2"}, TTLSeconds: 30})
+			if err != nil || res.Acquired {
+				t.Fatalf("got %+v, %v; want not acquired, nil error", res, err)
+			}
+			if !res.HolderExpiresAt.Equal(tc.wantExp) {
+				t.Errorf("got holder expiry %v, want %v", res.HolderExpiresAt, tc.wantExp)
+			}
+			if db.gets != 0 || len(db.updates) != 1 {
+				t.Errorf("got %d updates and %d gets, want 1 and 0 (no extra read for holder info)", len(db.updates), db.gets)
+			}
+			if rv := db.updates[0].ReturnValuesOnConditionCheckFailure; rv != types.ReturnValuesOnConditionCheckFailureAllOld {
+				t.Errorf("got ReturnValuesOnConditionCheckFailure %q, want ALL_OLD", rv)
+			}
+		})
+	}
+}
+
+// TestAcquireUsesPlaceholders checks that caller input reaches DynamoDB only
+// as expression attribute values and the key, never inside an expression
+// (seed ATK-06).
+func TestAcquireUsesPlaceholders(t *testing.T) {
+	evil := `x'; DROP TABLE locks; -- #o = :o OR attribute_exists(#r)`
+	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{Attributes: item(evil, "", 1, t0.Add(time.Minute))}, nil
+	}}
+	res, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: evil, Caller: Caller{Owner: evil}, TTLSeconds: 60})
+	if err != nil || !res.Acquired {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	in := db.updates[0]
+	for _, expr := range []string{*in.UpdateExpression, *in.ConditionExpression} {
+		if strings.Contains(expr, "DROP") || strings.Contains(expr, AttrOwner) || strings.Contains(expr, AttrExpiresAt) {
+			t.Errorf("expression %q contains input or a literal attribute name", expr)
+		}
+	}
+	if v := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS).Value; v != evil {
+		t.Errorf("got :o = %q, want the owner verbatim", v)
+	}
+	if k := in.Key[AttrResource].(*types.AttributeValueMemberS).Value; k != evil {
+		t.Errorf("got key %q, want the resource verbatim", k)
+	}
+}
+
+func TestRenewReleaseOutcomes(t *testing.T) {
+	tok := int64(42)
+	other := int64(41)
+	live, expired := t0.Add(time.Minute), t0
+	cases := []struct {
+		name     string
+		old      map[string]types.AttributeValue // returned with the failed condition
+		getItem  map[string]types.AttributeValue // returned by the follow-up read (when old is nil)
+		caller   Caller
+		token    *int64
+		want     error
+		wantGets int
+	}{
+		{"NotFoundAbsent", nil, nil, Caller{Owner: "w1"}, nil, ErrNotFound, 1},
+		{"NotFoundExpired", item("w1", "", tok, expired), nil, Caller{Owner: "w1"}, nil, ErrNotFound, 0},
+		{"Forbidden", item("w1", "", tok, live), nil, Caller{Owner: "w2"}, nil, ErrForbidden, 0},
+		{"ForbiddenOtherPrincipal", item("w1", "arn:a", tok, live), nil, Caller{Owner: "w1", Principal: "arn:b"}, nil, ErrForbidden, 0},
+		{"ForbiddenNoPrincipal", item("w1", "arn:a", tok, live), nil, Caller{Owner: "w1"}, nil, ErrForbidden, 0},
+		{"StaleToken", item("w1", "", tok, live), nil, Caller{Owner: "w1"}, &other, ErrStaleToken, 0},
+		{"ReadAfterDynalite", nil, item("w1", "", tok, live), Caller{Owner: "w2"}, nil, ErrForbidden, 1},
+		{"ChangedSinceWrite", nil, item("w1", "", tok, live), Caller{Owner: "w1"}, &tok, ErrNotFound, 1},
+	}
+	for _, tc := range cases {
+		for _, op := range []string{"Renew", "Release"} {
+			t.Run(tc.name+"/"+op, func(t *testing.T) {
+				db := &fakeDB{
+					update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(tc.old) },
+					get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+						return &dynamodb.GetItemOutput{Item: tc.getItem}, nil
+					},
+				}
+				s := newTestService(db)
+				var err error
+				if op == "Renew" {
+					_, err = s.Renew(context.Background(), RenewRequest{Resource: "r", Caller: tc.caller, TTLSeconds: 30, FencingToken: tc.token})
+				} else {
+					err = s.Release(context.Background(), ReleaseRequest{Resource: "r", Caller: tc.caller, FencingToken: tc.token})
+				}
+				if !errors.Is(err, tc.want) {
+					t.Errorf("got %v, want %v", err, tc.want)
+				}
+				if db.gets != tc.wantGets {
+					t.Errorf("got %d reads, want %d", db.gets, tc.wantGets)
+				}
+			})
+		}
+	}
+}
+
+type apiErr struct{ code string }
+
+func (e apiErr) Error() string                 { return e.code + ": secret detail about table t" }
+func (e apiErr) ErrorCode() string             { return e.code }
+func (e apiErr) ErrorMessage() string          { return "m" }
+func (e apiErr) ErrorFault() smithy.ErrorFault { return smithy.FaultServer }
+
+func TestStoreErrors(t *testing.T) {
+	cases := []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"Throttled", apiErr{"ProvisionedThroughputExceededException"}, true},
+		{"Throttling", apiErr{"ThrottlingException"}, true},
+		{"InternalServerError", apiErr{"InternalServerError"}, true},
+		{"RetriesExhausted", &retry.MaxAttemptsError{Attempt: 3, Err: errors.New("boom")}, true},
+		{"Timeout", context.DeadlineExceeded, true},
+		{"TableMissing", &types.ResourceNotFoundException{Message: strPtr("Requested resource not found")}, false},
+		{"Validation", apiErr{"ValidationException"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeDB{
+				update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.err },
+				get:    func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, tc.err },
+			}
+			s := newTestService(db)
+			res, err := s.Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w"}, TTLSeconds: 1})
+			if err == nil || res.Acquired {
+				t.Fatalf("acquire: got %+v, %v; want an error and never acquired", res, err)
+			}
+			_, serr := s.Status(context.Background(), "r")
+			rerr := s.Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w"}})
+			for _, e := range []error{err, serr, rerr} {
+				if got := errors.Is(e, ErrUnavailable); got != tc.unavailable {
+					t.Errorf("errors.Is(%v, ErrUnavailable) = %v, want %v", e, got, tc.unavailable)
+				}
+				if errors.Is(e, ErrNotFound) || errors.Is(e, ErrForbidden) {
+					t.Errorf("store failure %v reported as a lock outcome", e)
+				}
+			}
+		})
+	}
+}
+
+func TestValidation(t *testing.T) {
+	cases := []struct {
+		name     string
+		resource string
+		owner    string
+		ttl      int64
+		field    string // "" when valid
+	}{
+		{"OK", "payment:42", "w1", 30, ""},
+		{"OKMaxTTL", "r", "w1", DefaultMaxTTLSeconds, ""},
+		{"OKUnicode", "zahlung-ä-42", "wörker", 1, ""},
+		{"ErrTTLZero", "r", "w1", 0, "ttl_seconds"},
+		{"ErrTTLNegative", "r", "w1", -100, "ttl_seconds"},
+		{"ErrTTLTooLong", "r", "w1", DefaultMaxTTLSeconds + 1, "ttl_seconds"},
+		{"ErrOwnerEmpty", "r", "", 30, "owner"},
+		{"ErrOwnerBlank", "r", " \t ", 30, "owner"},
+		{"ErrOwnerControl", "r", "w\x071", 30, "owner"},
+		{"ErrOwnerTooLong", "r", strings.Repeat("o", 256), 30, "owner"},
+		{"ErrOwnerInvalidUTF8", "r", "w\xff", 30, "owner"},
+		{"ErrResourceEmpty", "", "w1", 30, "resource"},
+		{"ErrResourceTooLong", strings.Repeat("r", 256), "w1", 30, "resource"},
+		{"ErrResourceSlash", "a/b", "w1", 30, "resource"},
+		{"ErrResourceControl", "a\nb", "w1", 30, "resource"},
+		{"ErrResourceInvalidUTF8", "a\xc3", "w1", 30, "resource"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				return &dynamodb.UpdateItemOutput{Attributes: item("w1", "", 1, t0.Add(time.Second))}, nil
+			}}
+			_, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: tc.resource, Caller: Caller{Owner: tc.owner}, TTLSeconds: tc.ttl})
+			var verr *ValidationError
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			if !errors.As(err, &verr) || len(verr.Fields) != 1 || verr.Fields[0].Field != tc.field {
+				t.Fatalf("got %v, want one validation error on %s", err, tc.field)
+			}
+			if len(db.updates) != 0 {
+				t.Errorf("invalid input reached the store")
+			}
+		})
+	}
+}
+
+// TestTokenBaseAboveClock checks a fresh counter starts at the clock in
+// microseconds, above any token the old counter could have reached.
+func TestTokenBaseAboveClock(t *testing.T) {
+	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{Attributes: item("w1", "", 1, t0.Add(time.Second))}, nil
+	}}
+	_, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w1"}, TTLSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := db.updates[0]
+	if got, want := in.ExpressionAttributeValues[":base"].(*types.AttributeValueMemberN).Value, strconv.FormatInt(t0.UnixMicro(), 10); got != want {
+		t.Errorf("got :base %s, want %s", got, want)
+	}
+	if !strings.Contains(*in.UpdateExpression, "if_not_exists(#t, :base) + :one") {
+		t.Errorf("update %q does not bump the token from a clock base", *in.UpdateExpression)
+	}
+	gc := in.ExpressionAttributeValues[":gc"].(*types.AttributeValueMemberN).Value
+	if want := strconv.FormatInt(t0.Add(time.Second+DefaultRetention).Unix(), 10); gc != want {
+		t.Errorf("got ttl %s, want expiry + retention = %s", gc, want)
+	}
+}

@@ -1,0 +1,76 @@
+package locklogic
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on inputs. Resource and owner are bounded so a hostile client cannot
+// grow items or keys (seed ATK-12); DynamoDB allows 2,048-byte partition keys.
+const (
+	MaxResourceBytes = 255
+	MaxOwnerBytes    = 255
+	// DefaultMaxTTLSeconds is the longest lease a caller may ask for unless
+	// the service is configured otherwise.
+	DefaultMaxTTLSeconds = 86400
+)
+
+// ValidateResource checks a resource name taken from the (decoded) URL path:
+// 1–255 bytes of valid UTF-8 with no control characters and no "/".
+func ValidateResource(resource string, v *ValidationError) {
+	if detail := checkName(resource, MaxResourceBytes); detail != "" {
+		v.Add("resource", detail)
+		return
+	}
+	if strings.Contains(resource, "/") {
+		v.Add("resource", `must not contain "/"`)
+	}
+}
+
+// NormalizeOwner trims white space around owner and checks the rest: 1–255
+// bytes of valid UTF-8 with no control characters (seed ATK-07: " " is not
+// an owner). It returns the trimmed owner, which is what gets stored.
+func NormalizeOwner(owner string, v *ValidationError) string {
+	if !utf8.ValidString(owner) {
+		v.Add("owner", "must be valid UTF-8")
+		return ""
+	}
+	owner = strings.TrimSpace(owner)
+	if detail := checkName(owner, MaxOwnerBytes); detail != "" {
+		v.Add("owner", detail)
+	}
+	return owner
+}
+
+// ValidateTTL checks a lease length in whole seconds: 1 ≤ ttl ≤ maxTTL
+// (seed ATK-05: a zero or negative TTL would create a lock that is already
+// expired).
+func ValidateTTL(ttlSeconds, maxTTL int64, v *ValidationError) {
+	if ttlSeconds < 1 || ttlSeconds > maxTTL {
+		v.Add("ttl_seconds", "must be an integer from 1 to "+strconv.FormatInt(maxTTL, 10))
+	}
+}
+
+// ValidateFencingToken checks an optional fencing token sent back by a
+// holder: when present it must be positive.
+func ValidateFencingToken(token *int64, v *ValidationError) {
+	if token != nil && *token < 1 {
+		v.Add("fencing_token", "must be a positive integer")
+	}
+}
+
+func checkName(s string, maxBytes int) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case len(s) > maxBytes:
+		return "must be at most " + strconv.Itoa(maxBytes) + " bytes"
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return "must not contain control characters"
+	}
+	return ""
+}
