@@ -47,7 +47,9 @@ func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func
 }
 
 func lockItem(owner string, token int64, exp time.Time) map[string]types.AttributeValue {
-	n := func(i int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)} }
+	n := func(i int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)}
+	}
 	return map[string]types.AttributeValue{
 		locklogic.AttrResource:   &types.AttributeValueMemberS{Value: "payment:42"},
 		locklogic.AttrOwner:      &types.AttributeValueMemberS{Value: owner},
@@ -123,7 +125,9 @@ func TestAcquireEvent(t *testing.T) {
 // TestReleaseBase64Event: API Gateway base64-encodes bodies of non-text
 // content types.
 func TestReleaseBase64Event(t *testing.T) {
-	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return &dynamodb.UpdateItemOutput{}, nil }}
+	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{}, nil
+	}}
 	resp, _ := newTestHandler(db, io.Discard).Release(context.Background(), loadEvent(t, "release-base64.json"))
 	if resp.StatusCode != 204 || resp.Body != "" {
 		t.Fatalf("got %d %q, want 204 and no body", resp.StatusCode, resp.Body)

@@ -15,8 +15,8 @@ import (
 func TestEventShape(t *testing.T) {
 	cases := []struct {
 		name, method, target, contentType, body string
-		wantRoute, wantResource                  string
-		wantBase64                               bool
+		wantRoute, wantResource                 string
+		wantBase64                              bool
 	}{
 		{"AcquireDecodesPath", "POST", "/locks/payment%3A42%20x?a=1&a=2", "application/json", `{"owner":"w"}`, "POST /locks/{resource}", "payment:42 x", false},
 		{"RenewRoute", "POST", "/locks/r/renew", "text/plain; charset=utf-8", `{}`, "POST /locks/{resource}/renew", "r", false},
