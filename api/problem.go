@@ -90,7 +90,7 @@ func detailFor(err error, resource string) string {
 	case locklogic.ErrForbidden:
 		return "The lock on " + q + " is held by another owner."
 	case locklogic.ErrStaleToken:
-		return "The lock on " + q + " is held by this owner under a different fencing token: a newer lease replaced yours."
+		return "The lock on " + q + " is held by this owner under a different fencing token: your lease was replaced by a newer one, or the token is wrong."
 	case locklogic.ErrUnavailable:
 		return "The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment."
 	}
