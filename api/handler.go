@@ -85,7 +85,7 @@ type result struct {
 
 // Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"}.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(resource string) (result, error) {
+	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
 		b, err := parseBody(req, "owner", "ttl_seconds")
 		if err != nil {
 			return result{}, err
@@ -116,7 +116,7 @@ func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPReques
 
 // Status serves GET /locks/{resource}: the live lease, or 404.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(resource string) (result, error) {
+	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
 		lock, err := h.svc.Status(ctx, resource)
 		if err != nil {
 			return result{}, err
@@ -128,7 +128,7 @@ func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
 // optional "fencing_token": 204, or 404/403/409.
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(resource string) (result, error) {
+	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
 		b, err := parseBody(req, "owner", "fencing_token")
 		if err != nil {
 			return result{}, err
@@ -150,7 +150,7 @@ func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPReques
 // Renew serves POST /locks/{resource}/renew with body {"owner",
 // "ttl_seconds"} and an optional "fencing_token".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(resource string) (result, error) {
+	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
 		b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
 		if err != nil {
 			return result{}, err
@@ -174,8 +174,10 @@ func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
 // 500 of its own.
-func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, route func(resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, route func(ctx context.Context, resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
+	ctx, cancel := storeContext(ctx, start)
+	defer cancel()
 	resource := req.PathParameters["resource"]
 	var (
 		res result
@@ -189,9 +191,28 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		}
 		h.logRequest(ctx, req, resource, resp.StatusCode, res.outcome, err, time.Since(start))
 	}()
-	res, err = route(resource)
+	res, err = route(ctx, resource)
 	resp = h.render(res, err, req, resource)
 	return resp, nil
+}
+
+// StoreBudget bounds the time one request may spend on DynamoDB, SDK
+// retries included; past it the answer is 503 service-unavailable.
+const StoreBudget = 3 * time.Second
+
+// deadlineReserve is kept back from the Lambda deadline so a slow store
+// still gets a problem answer instead of a runtime timeout (which API
+// Gateway would turn into a bare 500/503 without a body we control).
+const deadlineReserve = 300 * time.Millisecond
+
+// storeContext derives the context store calls run under: StoreBudget from
+// start, and never later than the invocation's deadline minus a reserve.
+func storeContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
+	deadline := start.Add(StoreBudget)
+	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineReserve).Before(deadline) {
+		deadline = d.Add(-deadlineReserve)
+	}
+	return context.WithDeadline(ctx, deadline)
 }
 
 func (h *Handler) render(res result, err error, req events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {

@@ -327,3 +327,31 @@ func TestPanicBecomesProblem(t *testing.T) {
 		t.Errorf("panic not logged: %s", logs.String())
 	}
 }
+
+// slowDB blocks every call until the caller's context ends, like a store
+// that stopped answering.
+type slowDB struct{}
+
+func (slowDB) UpdateItem(ctx context.Context, _ *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (slowDB) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestSlowStoreAnswersBeforeDeadline: a hanging store yields a 503 problem
+// before the Lambda deadline, not a runtime timeout.
+func TestSlowStoreAnswersBeforeDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadlineReserve+200*time.Millisecond)
+	defer cancel()
+	resp, err := newTestHandler(slowDB{}, io.Discard).Acquire(ctx, loadEvent(t, "acquire-iam.json"))
+	if err != nil || resp.StatusCode != 503 || resp.Headers["retry-after"] == "" {
+		t.Fatalf("got %d %s %v, want 503 with Retry-After", resp.StatusCode, resp.Body, err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("answered only after the invocation deadline")
+	}
+}

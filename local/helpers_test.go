@@ -37,6 +37,13 @@ func call(tb testing.TB, srv *localtest.Server, method, path, body string) reply
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return do(tb, req)
+}
+
+// do sends req and decodes the JSON answer, if any.
+func do(tb testing.TB, req *http.Request) reply {
+	tb.Helper()
+	method, path := req.Method, req.URL.Path
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,24 @@
+// Command infra is the AWS CDK app of the lock service. `cdk synth` (see
+// cdk.json at the repository root) runs it from the repository root; it
+// expects `make build` to have left build/lambda/<name>/bootstrap for every
+// row of api.Routes. Context flags: auth=none, destroy=true, throttleRate,
+// throttleBurst, assetDir, stackName (see app.go).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/aws/jsii-runtime-go"
+)
+
+func main() {
+	defer jsii.Close()
+	app, _, err := NewApp(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "infra:", err)
+		jsii.Close()
+		os.Exit(1)
+	}
+	app.Synth(nil)
+}
