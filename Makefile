@@ -14,7 +14,7 @@ CDK_ARGS ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: help deps run test lint build synth deploy destroy clean
+.PHONY: help deps run test lint build lockctl synth deploy destroy clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ build: ## build every Lambda function to build/lambda/<name>/bootstrap (linux/ar
 	  echo "build $$f"; \
 	  $(LAMBDA_ENV) go build $(LAMBDA_FLAGS) -o build/lambda/$$f/bootstrap ./functions/$$f || exit 1; \
 	done
+
+lockctl: ## build the CLI to bin/lockctl
+	go build -trimpath -o bin/lockctl ./cmd/lockctl
 
 synth: deps build ## synthesize the CloudFormation template offline (cdk.out/), with the cdk-nag report
 	$(CDK) synth $(CDK_ARGS)

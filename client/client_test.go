@@ -1,0 +1,236 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/local/localtest"
+)
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		url     string
+		opts    []client.Option
+		wantErr bool
+	}{
+		{name: "OK", url: "http://127.0.0.1:8080"},
+		{name: "OKStagePath", url: "https://abc.execute-api.eu-west-1.amazonaws.com/prod/"},
+		{name: "ErrNoScheme", url: "127.0.0.1:8080", wantErr: true},
+		{name: "ErrFTP", url: "ftp://example.com", wantErr: true},
+		{name: "ErrQuery", url: "http://example.com/?a=b", wantErr: true},
+		{name: "ErrBackoff", url: "http://example.com", opts: []client.Option{client.WithBackoff(time.Second, time.Millisecond)}, wantErr: true},
+		{name: "ErrSigV4NoRegion", url: "http://example.com", opts: []client.Option{client.WithSigV4("", nil)}, wantErr: true},
+		{name: "ErrNilHTTPClient", url: "http://example.com", opts: []client.Option{client.WithHTTPClient(nil)}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := client.New(tt.url, tt.opts...)
+			if got := err != nil; got != tt.wantErr {
+				t.Errorf("New(%q): got error %v, want error %t", tt.url, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestTryAcquireRejectsArgsBeforeSending(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv.URL)
+	tests := []struct {
+		name     string
+		resource string
+		owner    string
+		ttl      time.Duration
+	}{
+		{"ErrTTLFraction", "r", "w1", 1500 * time.Millisecond},
+		{"ErrTTLZero", "r", "w1", 0},
+		{"ErrTTLNegative", "r", "w1", -time.Second},
+		{"ErrTTLSubSecond", "r", "w1", 999 * time.Millisecond},
+		{"ErrOwnerBlank", "r", "  ", time.Second},
+		{"ErrResourceEmpty", "", "w1", time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, call := range []func() error{
+				func() error { _, err := c.TryAcquire(context.Background(), tt.resource, tt.owner, tt.ttl); return err },
+				func() error { _, err := c.Acquire(context.Background(), tt.resource, tt.owner, tt.ttl); return err },
+				func() error {
+					_, err := c.Renew(context.Background(), tt.resource, tt.owner, tt.ttl, 0)
+					return err
+				},
+			} {
+				if err := call(); !errors.Is(err, client.ErrInvalid) {
+					t.Errorf("got %v, want an error matching ErrInvalid", err)
+				}
+			}
+		})
+	}
+	if got := calls.Load(); got != 0 {
+		t.Errorf("requests sent: got %d, want 0", got)
+	}
+}
+
+func TestTryAcquire(t *testing.T) {
+	t.Parallel()
+	srv := localtest.Start(t, localtest.Options{})
+	c := newClient(t, srv.URL)
+	res := resourceName(t) + " odd:chars?&%é"
+	ctx := context.Background()
+
+	l := acquire(t, c, res, " w1 ", 30*time.Second)
+	if l.Resource() != res || l.Owner() != "w1" || l.FencingToken() <= 0 || l.TTL() != 30*time.Second {
+		t.Errorf("lease: got (%q, %q, %d, %s), want (%q, %q, >0, 30s)", l.Resource(), l.Owner(), l.FencingToken(), l.TTL(), res, "w1")
+	}
+	if got, err := c.Status(ctx, res); err != nil || got.Owner != "w1" || got.FencingToken != l.FencingToken() {
+		t.Errorf("Status: got %+v, %v, want owner w1 with token %d", got, err, l.FencingToken())
+	}
+
+	_, err := c.TryAcquire(ctx, res, "w2", 30*time.Second)
+	var held *client.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, client.ErrHeld) {
+		t.Fatalf("TryAcquire by another owner: got %v, want a *HeldError matching ErrHeld", err)
+	}
+	if held.Resource != res {
+		t.Errorf("HeldError.Resource: got %q, want %q", held.Resource, res)
+	}
+
+	again := acquire(t, c, res, "w1", 30*time.Second)
+	if again.FencingToken() <= l.FencingToken() {
+		t.Errorf("re-acquire by the holder: got token %d, want more than %d", again.FencingToken(), l.FencingToken())
+	}
+	if err := again.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, err := c.Status(ctx, res); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Status after Release: got %v, want ErrNotFound", err)
+	}
+	if err := again.Release(ctx); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("second Release: got %v, want ErrNotFound", err)
+	}
+	if !errors.Is(again.Err(), client.ErrReleased) {
+		t.Errorf("Err after Release: got %v, want ErrReleased", again.Err())
+	}
+}
+
+func TestAcquireWaitsForRelease(t *testing.T) {
+	t.Parallel()
+	srv := localtest.Start(t, localtest.Options{})
+	res := resourceName(t)
+	holder := acquire(t, newClient(t, srv.URL), res, "holder", 30*time.Second)
+
+	// The waiter's transport reports each acquire answer, so the test knows
+	// the waiter has been told "held" before the holder lets go.
+	answers := make(chan struct{}, 100)
+	waiter := newClient(t, srv.URL, client.WithHTTPClient(&http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		answers <- struct{}{}
+		return resp, err
+	})}))
+	type result struct {
+		l   *client.Lease
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		l, err := waiter.Acquire(ctx, res, "waiter", 30*time.Second)
+		got <- result{l, err, time.Now()}
+	}()
+	for range 2 {
+		<-answers
+	}
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Acquire: %v", r.err)
+	}
+	defer r.l.Release(context.Background())
+	if wait := r.at.Sub(released); wait > 2*time.Second {
+		t.Errorf("Acquire got the lock %s after the release, want within 2s", wait)
+	}
+	if r.l.FencingToken() <= holder.FencingToken() {
+		t.Errorf("waiter's token: got %d, want more than the holder's %d", r.l.FencingToken(), holder.FencingToken())
+	}
+}
+
+func TestAcquireStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
+	held := `{"acquired":false,"resource":"r","expires_at":"2030-01-01T00:00:00.000Z"}`
+	tests := []struct {
+		name      string
+		url       func(t *testing.T, res string) string
+		opts      []client.Option
+		wantCalls int32 // 0: any number
+	}{
+		{
+			name: "HeldLocally",
+			url: func(t *testing.T, res string) string {
+				srv := localtest.Start(t, localtest.Options{})
+				acquire(t, newClient(t, srv.URL), res, "holder", 30*time.Second)
+				return srv.URL
+			},
+		},
+		{
+			// Retry-After is a lower bound on the wait (here above the
+			// context's end), so only one request goes out.
+			name: "RetryAfterBeyondContext",
+			url: func(t *testing.T, res string) string {
+				return answer(t, 200, map[string]string{"Retry-After": "30", "Content-Type": "application/json"}, held)
+			},
+			opts:      []client.Option{client.WithBackoff(time.Millisecond, 5*time.Second)},
+			wantCalls: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int32
+			counting := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				calls.Add(1)
+				return http.DefaultTransport.RoundTrip(r)
+			})}
+			res := resourceName(t)
+			c, err := client.New(tt.url(t, res), append([]client.Option{client.WithHTTPClient(counting)}, tt.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			l, err := c.Acquire(ctx, res, "waiter", 30*time.Second)
+			elapsed := time.Since(start)
+			if l != nil {
+				t.Fatalf("Acquire: got a lease with token %d, want none", l.FencingToken())
+			}
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrHeld) {
+				t.Errorf("Acquire: got %v, want an error matching context.DeadlineExceeded and ErrHeld", err)
+			}
+			if elapsed > 1500*time.Millisecond {
+				t.Errorf("Acquire returned %s after start, want soon after the 300ms context ends", elapsed)
+			}
+			if got := calls.Load(); tt.wantCalls != 0 && got != tt.wantCalls {
+				t.Errorf("requests: got %d, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,20 @@
+// Package client is the Go SDK of the lock service: it takes, renews and
+// releases leases over the service's HTTP API, optionally signing requests
+// with AWS SigV4 for the IAM-authorised API in AWS.
+//
+// The lock model: a lock on a named resource is a lease held by one owner
+// for a time-to-live of whole seconds. While the lease is live no other
+// owner can take it; the holder extends it with renewals, ends it with a
+// release, or lets it expire. Every successful acquire of a resource hands
+// out a fencing token larger than any issued before for that resource, so a
+// system that the lock protects can reject writes from a holder that paused,
+// lost its lease and did not notice: it only has to remember the highest
+// token it has seen.
+//
+// A Lease knows its own deadline on the client's monotonic clock, measured
+// from before the request that granted or last renewed it was sent, minus a
+// safety margin. Its Context is cancelled the moment the client can no
+// longer be sure it holds the lock: a renewal was refused, or no renewal
+// succeeded before that deadline. Work done under the lock should run under
+// Lease.Context and carry Lease.FencingToken to the systems it writes.
+package client

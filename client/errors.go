@@ -1,0 +1,218 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ProblemTypeBase prefixes the type URI of every problem the lock service
+// answers with; the slug after it names the problem.
+const ProblemTypeBase = "https://ft288.dev/problems/"
+
+// Sentinel errors. Compare with errors.Is: the typed errors of this package
+// (*ProblemError, *HeldError, *LeaseLostError) match them.
+var (
+	// ErrHeld means the lock is held by another owner; see *HeldError for
+	// when it may come free.
+	ErrHeld = errors.New("lock held by another owner")
+	// ErrNotFound means there is no live lease to renew or release: it was
+	// never taken, was released, or has expired. Take the lock again.
+	ErrNotFound = errors.New("lock not found")
+	// ErrForbidden means a live lease exists but belongs to another owner.
+	ErrForbidden = errors.New("live lease belongs to another owner")
+	// ErrStaleToken means the owner matches but the fencing token does not:
+	// a newer lease of the same owner replaced the one the caller holds.
+	ErrStaleToken = errors.New("fencing token is not the live lease's")
+	// ErrInvalid means the request was invalid: rejected by this package
+	// before it was sent, or answered 400, 413 or 422 by the service.
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnavailable means the service could not decide (503, or a gateway
+	// error). Nothing was changed that the caller was told about; retrying
+	// is safe.
+	ErrUnavailable = errors.New("lock service unavailable")
+	// ErrLeaseLost is the cause of a lease's context when the lease was
+	// lost; the *LeaseLostError that matches it says why.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrLeaseExpired is the reason of a lost lease whose local deadline
+	// passed without a successful renewal (the service was unreachable,
+	// slow, or never asked).
+	ErrLeaseExpired = errors.New("no successful renewal before the lease's local deadline")
+	// ErrReleased is the cause of a lease's context after Release.
+	ErrReleased = errors.New("lease released")
+)
+
+// FieldError is one invalid field of a validation-failed problem.
+type FieldError struct {
+	// Field is the JSON member or path parameter, e.g. "ttl_seconds".
+	Field string `json:"field"`
+	// Detail says what is wrong with it.
+	Detail string `json:"detail"`
+}
+
+// ProblemError is an error answer of the service: an RFC 9457 problem
+// document, or the bare {"message": ...} API Gateway itself answers with
+// (then only Status and Title are set).
+type ProblemError struct {
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Type is the problem type URI, e.g.
+	// "https://ft288.dev/problems/not-found"; empty when the answer was not
+	// a problem document.
+	Type string `json:"type"`
+	// Title is the problem's short summary (or API Gateway's message).
+	Title string `json:"title"`
+	// Detail explains this occurrence.
+	Detail string `json:"detail"`
+	// Instance is the request path the problem is about.
+	Instance string `json:"instance"`
+	// Errors lists the invalid fields of a validation-failed problem.
+	Errors []FieldError `json:"errors"`
+	// RetryAfter is the Retry-After header's delay; zero when absent.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// Slug returns the problem's slug ("not-found", "stale-token", ...), or ""
+// when Type is not one of the lock service's problem types.
+func (e *ProblemError) Slug() string {
+	slug, ok := strings.CutPrefix(e.Type, ProblemTypeBase)
+	if !ok {
+		return ""
+	}
+	return slug
+}
+
+// Error describes the problem in one line.
+func (e *ProblemError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", e.Status)
+	if e.Title != "" {
+		b.WriteString(" " + e.Title)
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	for i, f := range e.Errors {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Field + ": " + f.Detail)
+		if i == len(e.Errors)-1 {
+			b.WriteString(")")
+		}
+	}
+	return b.String()
+}
+
+// Is matches the sentinel errors. The lock outcomes (ErrNotFound,
+// ErrForbidden, ErrStaleToken) match only the service's own problem types:
+// API Gateway answers a wrong path 404 and a bad signature 403 with a bare
+// message, and those must not read as "no lease" or "held by another".
+func (e *ProblemError) Is(target error) bool {
+	slug := e.Slug()
+	switch target {
+	case ErrNotFound:
+		return slug == "not-found"
+	case ErrForbidden:
+		return slug == "forbidden"
+	case ErrStaleToken:
+		return slug == "stale-token"
+	case ErrInvalid:
+		switch slug {
+		case "validation-failed", "invalid-json", "payload-too-large":
+			return true
+		}
+		return slug == "" && (e.Status == 400 || e.Status == 413 || e.Status == 422)
+	case ErrUnavailable:
+		return slug == "service-unavailable" || e.Status == 502 || e.Status == 503 || e.Status == 504
+	}
+	return false
+}
+
+// temporary reports whether the same request may succeed later: server
+// errors, throttling and timeouts.
+func (e *ProblemError) temporary() bool {
+	return e.Status >= 500 || e.Status == 429 || e.Status == 408
+}
+
+// HeldError is TryAcquire's answer when another owner holds the lock. It
+// matches ErrHeld.
+type HeldError struct {
+	// Resource is the lock's name.
+	Resource string
+	// ExpiresAt is when the holder's lease ends by the service's clock;
+	// zero when the service did not say. The holder may renew it.
+	ExpiresAt time.Time
+	// RetryAfter is the service's advice on when to try again (the
+	// Retry-After header); zero when absent.
+	RetryAfter time.Duration
+}
+
+// Error says who holds what and, when known, until when.
+func (e *HeldError) Error() string {
+	msg := fmt.Sprintf("lock %q is held by another owner", e.Resource)
+	if !e.ExpiresAt.IsZero() {
+		msg += " until " + e.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return msg
+}
+
+// Is reports whether target is ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// LeaseLostError is the cause of a lost lease's context (see Lease.Err). It
+// matches ErrLeaseLost and unwraps to the reason: a renewal answered with
+// ErrNotFound, ErrForbidden or ErrStaleToken, ErrLeaseExpired, or another
+// error the service gave that renewing cannot get past.
+type LeaseLostError struct {
+	// Resource is the lock's name.
+	Resource string
+	// FencingToken is the lost lease's token.
+	FencingToken int64
+	// Reason is why the lease was lost.
+	Reason error
+}
+
+// Error names the lease and the reason.
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("lease on %q (fencing token %d) lost: %v", e.Resource, e.FencingToken, e.Reason)
+}
+
+// Is reports whether target is ErrLeaseLost.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// Unwrap returns the reason.
+func (e *LeaseLostError) Unwrap() error { return e.Reason }
+
+// permanentError marks a failure on the client's side that retrying will
+// not cure, such as missing credentials.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// retryable reports whether a failed request may be sent again: transport
+// failures (which may or may not have reached the service; every request of
+// this API is safe to repeat) and temporary service answers.
+func retryable(err error) bool {
+	var perm *permanentError
+	if errors.As(err, &perm) || errors.Is(err, ErrInvalid) {
+		return false
+	}
+	var p *ProblemError
+	if errors.As(err, &p) {
+		return p.temporary()
+	}
+	return true
+}
+
+// definitive reports whether a renewal's failure means the lease is gone.
+func definitive(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrStaleToken)
+}

@@ -1,0 +1,289 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is a lock held by this client. Its local deadline is measured on
+// the client's monotonic clock from before the request that granted or last
+// renewed it was sent: t0 + ttl − margin. The service's clock never decides
+// whether the client believes it holds the lock.
+//
+// The lease's Context is cancelled the moment the lease is lost or
+// released; Err says why. Renew extends it once; KeepAlive renews it in the
+// background. A Lease is safe for concurrent use.
+type Lease struct {
+	c        *Client
+	resource string
+	owner    string
+	token    int64
+	ttl      time.Duration
+	margin   time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	lock     Lock      // the service's latest view
+	deadline time.Time // local, monotonic
+	watchdog *time.Timer
+	ended    bool // lost or released; ctx is (being) cancelled
+	kaCancel context.CancelFunc
+	kaDone   chan struct{}
+}
+
+func newLease(c *Client, lock Lock, ttl time.Duration, t0 time.Time) *Lease {
+	margin := c.margin
+	if margin <= 0 || margin >= ttl {
+		margin = min(ttl/10, time.Second)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{
+		c: c, resource: lock.Resource, owner: lock.Owner, token: lock.FencingToken,
+		ttl: ttl, margin: margin, ctx: ctx, cancel: cancel,
+		lock: lock, deadline: t0.Add(ttl - margin),
+	}
+	l.mu.Lock()
+	l.watchdog = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
+	return l
+}
+
+// Resource returns the lock's name.
+func (l *Lease) Resource() string { return l.resource }
+
+// Owner returns the owner the lease is held for, as the service stored it.
+func (l *Lease) Owner() string { return l.owner }
+
+// FencingToken returns the lease's fencing token. Send it with every write
+// to a system the lock protects; the system rejects tokens smaller than the
+// largest it has seen.
+func (l *Lease) FencingToken() int64 { return l.token }
+
+// TTL returns the lease's time-to-live, which every renewal restarts.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// ExpiresAt returns when the lease ends by the service's clock, as of the
+// latest grant or renewal. It is informational: use Deadline or Context to
+// decide whether the lease is held.
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lock.ExpiresAt
+}
+
+// Lock returns the lease as the service last reported it (at the grant or
+// the latest renewal).
+func (l *Lease) Lock() Lock {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lock
+}
+
+// Deadline returns the local deadline: when the client gives the lease up
+// unless a renewal succeeds first.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Context returns a context that is cancelled when the lease is lost or
+// released. Run the work the lock protects under it. context.Cause gives
+// the same error as Err.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done returns a channel that is closed when the lease is lost or released.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held; then a *LeaseLostError matching
+// ErrLeaseLost when it was lost, or ErrReleased after Release.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// expire runs when the watchdog fires at the local deadline.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 { // a renewal moved the deadline meanwhile
+		l.watchdog.Reset(d)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.lose(ErrLeaseExpired)
+}
+
+// lose ends the lease for reason unless it has ended already.
+func (l *Lease) lose(reason error) {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	l.ended = true
+	l.watchdog.Stop()
+	l.mu.Unlock()
+	l.cancel(&LeaseLostError{Resource: l.resource, FencingToken: l.token, Reason: reason})
+}
+
+// extend records a successful renewal sent at t0. It returns false when the
+// lease ended before the answer came.
+func (l *Lease) extend(t0 time.Time, lock Lock) bool {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return false
+	}
+	if !time.Now().Before(l.deadline) {
+		// Too late: the lease may have lapsed before the renewal reached
+		// the service (the watchdog is about to fire anyway).
+		l.mu.Unlock()
+		l.lose(ErrLeaseExpired)
+		return false
+	}
+	l.lock = lock
+	if d := t0.Add(l.ttl - l.margin); d.After(l.deadline) {
+		l.deadline = d
+		l.watchdog.Reset(time.Until(d))
+	}
+	l.mu.Unlock()
+	return true
+}
+
+// Renew extends the lease by its TTL once. A refusal that means the lease
+// is gone (ErrNotFound, ErrForbidden, ErrStaleToken, or another answer
+// renewing cannot get past) ends the lease, and the error matches
+// ErrLeaseLost too. A temporary failure (5xx, network) leaves it held until
+// its local deadline.
+func (l *Lease) Renew(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("renew %q: %w", l.resource, err)
+	}
+	t0 := time.Now()
+	lock, err := l.c.Renew(ctx, l.resource, l.owner, l.ttl, l.token)
+	if err != nil {
+		if definitive(err) || !retryable(err) {
+			l.lose(err)
+			return fmt.Errorf("renew %q: %w", l.resource, l.Err())
+		}
+		return err
+	}
+	if !l.extend(t0, lock) {
+		return fmt.Errorf("renew %q: %w", l.resource, l.Err())
+	}
+	return nil
+}
+
+// KeepAlive renews the lease in the background every TTL/3 until the lease
+// is released or lost, or ctx ends. Temporary failures are retried quickly
+// until the local deadline. When ctx ends the renewals stop and the lease
+// lapses at its deadline unless renewed otherwise. Calls after the first
+// do nothing.
+func (l *Lease) KeepAlive(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || l.kaDone != nil {
+		return
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	l.kaCancel, l.kaDone = cancel, make(chan struct{})
+	go l.keepAlive(kctx, l.kaDone)
+}
+
+func (l *Lease) keepAlive(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	interval := l.ttl / 3
+	last := time.Now()
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		t0, ok := l.renewUntilDeadline(ctx, interval)
+		if !ok {
+			return
+		}
+		last = t0
+		t.Reset(time.Until(last.Add(interval)))
+	}
+}
+
+// renewUntilDeadline renews the lease, retrying temporary failures with
+// short backoff until the local deadline. It returns when the successful
+// request was sent, or false when the lease ended or ctx did.
+func (l *Lease) renewUntilDeadline(ctx context.Context, interval time.Duration) (time.Time, bool) {
+	b := backoff{base: l.c.backoff.base, max: max(l.c.backoff.base, min(l.c.backoff.max, l.ttl/8))}
+	for attempt := 0; ; attempt++ {
+		deadline := l.Deadline()
+		t0 := time.Now()
+		if !t0.Before(deadline) || l.ctx.Err() != nil {
+			return t0, false
+		}
+		end := t0.Add(interval)
+		if deadline.Before(end) {
+			end = deadline
+		}
+		actx, cancel := context.WithDeadline(ctx, end)
+		err := l.Renew(actx)
+		cancel()
+		if err == nil {
+			return t0, true
+		}
+		if l.ctx.Err() != nil || ctx.Err() != nil {
+			return t0, false
+		}
+		t := time.NewTimer(min(b.delay(attempt, 0), time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+		case <-l.ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// stopKeepAlive stops the background renewals and waits for them to end.
+func (l *Lease) stopKeepAlive() {
+	l.mu.Lock()
+	cancel, done := l.kaCancel, l.kaDone
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// Release stops the keep-alive, cancels the lease's context with
+// ErrReleased (unless it was lost) and ends the lease at the service,
+// sending its fencing token so that a newer lease of the same owner is left
+// alone. It returns ErrNotFound when the lease had expired, ErrForbidden or
+// ErrStaleToken when another lease replaced it; Release may be called again
+// after a temporary failure.
+func (l *Lease) Release(ctx context.Context) error {
+	l.stopKeepAlive()
+	l.mu.Lock()
+	wasEnded := l.ended
+	l.ended = true
+	l.watchdog.Stop()
+	l.mu.Unlock()
+	if !wasEnded {
+		l.cancel(ErrReleased)
+	}
+	return l.c.Release(ctx, l.resource, l.owner, l.token)
+}

@@ -1,0 +1,301 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/cmd/lockctl/internal/cli"
+	"github.com/ft288/locks/local/localtest"
+)
+
+func TestMain(m *testing.M) { localtest.Main(m) }
+
+// lockctl runs cli.Main with LOCKS_ENDPOINT set to endpoint and returns the
+// exit code and output.
+func lockctl(tb testing.TB, endpoint string, args ...string) (code int, stdout, stderr string) {
+	tb.Helper()
+	var out, errOut bytes.Buffer
+	env := cli.Env{
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+		Getenv: func(k string) string {
+			if k == "LOCKS_ENDPOINT" {
+				return endpoint
+			}
+			return ""
+		},
+		Environ: []string{"PATH=" + os.Getenv("PATH")},
+	}
+	code = cli.Main(args, env)
+	return code, out.String(), errOut.String()
+}
+
+// hold takes resource for owner through the client package.
+func hold(tb testing.TB, endpoint, resource, owner string) *client.Lease {
+	tb.Helper()
+	c, err := client.New(endpoint)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := c.TryAcquire(context.Background(), resource, owner, 30*time.Second)
+	if err != nil {
+		tb.Fatalf("TryAcquire(%q, %q): %v", resource, owner, err)
+	}
+	tb.Cleanup(func() { _ = l.Release(context.Background()) })
+	return l
+}
+
+func TestMainCommands(t *testing.T) {
+	t.Parallel()
+	tokenRE := `"fencing_token":[1-9][0-9]*`
+	tests := []struct {
+		name string
+		// setup prepares the lock res on the server at url and returns the
+		// lease it took, if any.
+		setup      func(t *testing.T, url, res string) *client.Lease
+		args       func(res string, l *client.Lease) []string
+		wantCode   int
+		wantStdout string // regexp
+		wantStderr string // substring
+		after      func(t *testing.T, url, res string)
+	}{
+		{
+			name: "AcquireOK",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"acquire", res, "--owner", "w1", "--ttl", "30s"}
+			},
+			wantStdout: `^\{"resource":"[^"]+","owner":"w1",` + tokenRE + `,"acquired_at":"[^"]+","expires_at":"[^"]+"\}\n$`,
+			after:      wantOwner("w1"),
+		},
+		{
+			name:       "AcquireDefaultOwnerIsUnique",
+			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", res} },
+			wantStdout: `"owner":"[^":]+:[0-9]+:[0-9a-f]{8}"`,
+		},
+		{
+			name:       "AcquireHeld",
+			setup:      holdBy("holder"),
+			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--owner", "w2"} },
+			wantCode:   cli.ExitHeld,
+			wantStderr: "held by another owner",
+			after:      wantOwner("holder"),
+		},
+		{
+			name:       "AcquireWaitRunsOut",
+			setup:      holdBy("holder"),
+			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", "--wait", "300ms", res} },
+			wantCode:   cli.ExitHeld,
+			wantStderr: "context deadline exceeded",
+		},
+		{
+			name:       "StatusOK",
+			setup:      holdBy("holder"),
+			args:       func(res string, _ *client.Lease) []string { return []string{"status", res} },
+			wantStdout: `"owner":"holder",` + tokenRE,
+		},
+		{
+			name:       "StatusNotFound",
+			args:       func(res string, _ *client.Lease) []string { return []string{"status", res} },
+			wantCode:   cli.ExitNotFound,
+			wantStderr: "Lock not found",
+		},
+		{
+			name:  "RenewOK",
+			setup: holdBy("holder"),
+			args: func(res string, l *client.Lease) []string {
+				return []string{"renew", res, "--owner", "holder", "--ttl", "60s", "--token", itoa(l.FencingToken())}
+			},
+			wantStdout: `"owner":"holder",` + tokenRE,
+		},
+		{
+			name:       "RenewNotFound",
+			args:       func(res string, _ *client.Lease) []string { return []string{"renew", res, "--owner", "w1"} },
+			wantCode:   cli.ExitNotFound,
+			wantStderr: "Lock not found",
+		},
+		{
+			name:       "RenewOtherOwner",
+			setup:      holdBy("holder"),
+			args:       func(res string, _ *client.Lease) []string { return []string{"renew", res, "--owner", "w2"} },
+			wantCode:   cli.ExitConflict,
+			wantStderr: "held by another owner",
+		},
+		{
+			name:  "RenewStaleToken",
+			setup: holdBy("holder"),
+			args: func(res string, l *client.Lease) []string {
+				return []string{"renew", res, "--owner", "holder", "--token", itoa(l.FencingToken() - 1)}
+			},
+			wantCode:   cli.ExitConflict,
+			wantStderr: "Stale fencing token",
+		},
+		{
+			name:  "ReleaseOK",
+			setup: holdBy("holder"),
+			args: func(res string, l *client.Lease) []string {
+				return []string{"release", res, "--owner", "holder", "--token", itoa(l.FencingToken())}
+			},
+			wantStdout: `^\{"released":true,"resource":"[^"]+"\}\n$`,
+			after:      wantFree,
+		},
+		{
+			name:       "ReleaseOtherOwner",
+			setup:      holdBy("holder"),
+			args:       func(res string, _ *client.Lease) []string { return []string{"release", res, "--owner", "w2"} },
+			wantCode:   cli.ExitConflict,
+			wantStderr: "held by another owner",
+			after:      wantOwner("holder"),
+		},
+		{
+			name:     "ReleaseNotFound",
+			args:     func(res string, _ *client.Lease) []string { return []string{"release", res, "--owner", "w1"} },
+			wantCode: cli.ExitNotFound,
+		},
+		{
+			name:       "RunPassesExitStatus",
+			args:       func(res string, _ *client.Lease) []string { return []string{"run", res, "--", "sh", "-c", "exit 7"} },
+			wantCode:   7,
+			wantStdout: `^$`,
+			after:      wantFree,
+		},
+		{
+			name: "RunExportsLease",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"run", res, "--owner", "w9", "--ttl", "5s", "sh", "-c", `echo "$LOCK_RESOURCE|$LOCK_OWNER|$LOCK_FENCING_TOKEN"`}
+			},
+			wantStdout: `^lockctl-TestMainCommands_RunExportsLease-[0-9]+\|w9\|[1-9][0-9]{9,}\n$`,
+			after:      wantFree,
+		},
+		{
+			name:       "RunHeld",
+			setup:      holdBy("holder"),
+			args:       func(res string, _ *client.Lease) []string { return []string{"run", res, "--", "sh", "-c", "echo ran"} },
+			wantCode:   cli.ExitHeld,
+			wantStdout: `^$`,
+			wantStderr: "not running the command",
+		},
+		{
+			name: "RunCommandNotFound",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"run", res, "--", "no-such-command-lockctl"}
+			},
+			wantCode:   127,
+			wantStderr: "no-such-command-lockctl",
+			after:      wantFree,
+		},
+		{
+			name: "ServiceDown",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"status", res, "--endpoint", "http://127.0.0.1:1"}
+			},
+			wantCode:   cli.ExitError,
+			wantStderr: "connection refused",
+		},
+		{name: "ErrNoArgs", args: func(string, *client.Lease) []string { return nil }, wantCode: cli.ExitUsage},
+		{name: "ErrUnknownCommand", args: func(string, *client.Lease) []string { return []string{"grab", "x"} }, wantCode: cli.ExitUsage, wantStderr: `unknown command "grab"`},
+		{name: "ErrMissingResource", args: func(string, *client.Lease) []string { return []string{"status"} }, wantCode: cli.ExitUsage, wantStderr: "missing RESOURCE"},
+		{name: "ErrUnknownFlag", args: func(res string, _ *client.Lease) []string { return []string{"status", res, "--nope"} }, wantCode: cli.ExitUsage, wantStderr: "nope"},
+		{name: "ErrTTLFraction", args: func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "1500ms"} }, wantCode: cli.ExitUsage, wantStderr: "whole seconds"},
+		{name: "ErrReleaseWithoutOwner", args: func(res string, _ *client.Lease) []string { return []string{"release", res} }, wantCode: cli.ExitUsage, wantStderr: "--owner is required"},
+		{name: "ErrRunWithoutCommand", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "--ttl", "5s"} }, wantCode: cli.ExitUsage, wantStderr: "missing the command"},
+		{name: "ErrExtraArgs", args: func(res string, _ *client.Lease) []string { return []string{"status", res, "other"} }, wantCode: cli.ExitUsage, wantStderr: "unexpected arguments"},
+		{name: "Help", args: func(string, *client.Lease) []string { return []string{"help"} }, wantStdout: `(?s)Exit codes:.*76 `},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := localtest.Start(t, localtest.Options{})
+			res := uniqueName(t)
+			var l *client.Lease
+			if tt.setup != nil {
+				l = tt.setup(t, srv.URL, res)
+			}
+			code, stdout, stderr := lockctl(t, srv.URL, tt.args(res, l)...)
+			if code != tt.wantCode {
+				t.Errorf("exit code: got %d, want %d (stderr %q)", code, tt.wantCode, stderr)
+			}
+			if tt.wantStdout != "" && !regexp.MustCompile(tt.wantStdout).MatchString(stdout) {
+				t.Errorf("stdout: got %q, want a match for %q", stdout, tt.wantStdout)
+			}
+			if !strings.Contains(stderr, tt.wantStderr) {
+				t.Errorf("stderr: got %q, want it to contain %q", stderr, tt.wantStderr)
+			}
+			if strings.HasPrefix(stdout, "{") {
+				var v map[string]any
+				if err := json.Unmarshal([]byte(stdout), &v); err != nil {
+					t.Errorf("stdout %q is not JSON: %v", stdout, err)
+				}
+			}
+			if tt.after != nil {
+				tt.after(t, srv.URL, res)
+			}
+		})
+	}
+}
+
+func TestMainEndpointFlagOverridesEnv(t *testing.T) {
+	t.Parallel()
+	srv := localtest.Start(t, localtest.Options{})
+	res := uniqueName(t)
+	hold(t, srv.URL, res, "holder")
+	code, stdout, stderr := lockctl(t, "http://127.0.0.1:1", "status", "--endpoint", srv.URL, res)
+	if code != cli.ExitOK || !strings.Contains(stdout, `"owner":"holder"`) {
+		t.Errorf("status with --endpoint: got %d, %q, %q, want 0 and the holder", code, stdout, stderr)
+	}
+}
+
+// TestRunSigV4NeedsRegion is not parallel: it sets the environment the AWS
+// default chain reads.
+func TestRunSigV4NeedsRegion(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	code, _, stderr := lockctl(t, "http://127.0.0.1:1", "status", "x", "--sigv4")
+	if code != cli.ExitError || !strings.Contains(stderr, "--sigv4") || !strings.Contains(stderr, "region") {
+		t.Errorf("status --sigv4 without a region: got %d, %q, want %d and a message about the region", code, stderr, cli.ExitError)
+	}
+}
+
+var seq atomic.Int64
+
+// uniqueName returns a lock name for the test, new with every call, so that
+// -count=N runs against one dynalite do not meet each other's leases.
+func uniqueName(tb testing.TB) string {
+	return fmt.Sprintf("lockctl-%s-%d%d", strings.ReplaceAll(tb.Name(), "/", "_"), time.Now().UnixNano()%1e9, seq.Add(1))
+}
+
+func holdBy(owner string) func(t *testing.T, url, res string) *client.Lease {
+	return func(t *testing.T, url, res string) *client.Lease { return hold(t, url, res, owner) }
+}
+
+func wantOwner(owner string) func(t *testing.T, url, res string) {
+	return func(t *testing.T, url, res string) {
+		t.Helper()
+		code, stdout, stderr := lockctl(t, url, "status", res)
+		if code != 0 || !strings.Contains(stdout, `"owner":"`+owner+`"`) {
+			t.Errorf("status afterwards: got %d, %q, %q, want the lock held by %q", code, stdout, stderr, owner)
+		}
+	}
+}
+
+func wantFree(t *testing.T, url, res string) {
+	t.Helper()
+	if code, stdout, _ := lockctl(t, url, "status", res); code != cli.ExitNotFound {
+		t.Errorf("status afterwards: got %d, %q, want %d (released)", code, stdout, cli.ExitNotFound)
+	}
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }

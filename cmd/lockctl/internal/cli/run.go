@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// releaseTimeout bounds the release after the command ended.
+const releaseTimeout = 10 * time.Second
+
+func runCmd(args []string, env Env) int {
+	fs, com := newFlagSet("run", env)
+	ttl := fs.Duration("ttl", 30*time.Second, "lease length, whole seconds; renewed every ttl/3")
+	wait := fs.Duration("wait", 0, "how long to wait for the lock; 0 tries once")
+	owner := fs.String("owner", "", "owner (default HOST:PID:RANDOM)")
+	grace := fs.Duration("grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL")
+	resource, argv, err := parse(fs, args)
+	if err == nil {
+		err = checkTTL(*ttl)
+	}
+	if err == nil && len(argv) == 0 {
+		err = &usageError{"missing the command to run: lockctl run RESOURCE [flags] -- CMD [ARGS...]"}
+	}
+	if err == nil && (*grace < 0 || *wait < 0) {
+		err = &usageError{"--grace and --wait must not be negative"}
+	}
+	if err != nil {
+		return parseFailed(env, err)
+	}
+	if *owner == "" {
+		*owner = defaultOwner()
+	}
+
+	// From here on SIGINT, SIGTERM and SIGHUP are ours to handle: they stop
+	// the wait for the lock, and are forwarded to the command.
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	lease, code := waitForLock(com, resource, *owner, *ttl, *wait, sigc, env)
+	if lease == nil {
+		return code
+	}
+	lease.KeepAlive(context.Background())
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
+	cmd.Env = append(append([]string(nil), env.Environ...),
+		"LOCK_RESOURCE="+lease.Resource(),
+		"LOCK_OWNER="+lease.Owner(),
+		"LOCK_FENCING_TOKEN="+strconv.FormatInt(lease.FencingToken(), 10),
+	)
+	// Its own process group, so that signals reach everything it starts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		release(lease, env)
+		fmt.Fprintf(env.Stderr, "lockctl: start %s: %v\n", argv[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	return supervise(cmd, lease, *grace, sigc, env)
+}
+
+// waitForLock takes the lock, giving up on a signal. It returns the lease,
+// or nil and the exit code.
+func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := com.client(ctx)
+	if err != nil {
+		return nil, failed(env, err)
+	}
+	type result struct {
+		lease *client.Lease
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := take(ctx, c, resource, owner, ttl, wait)
+		done <- result{l, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			if errors.Is(r.err, client.ErrHeld) {
+				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, wait)
+				return nil, ExitHeld
+			}
+			return nil, failed(env, r.err)
+		}
+		return r.lease, ExitOK
+	case sig := <-sigc:
+		cancel()
+		if r := <-done; r.lease != nil {
+			release(r.lease, env)
+		}
+		fmt.Fprintf(env.Stderr, "lockctl: %v while waiting for lock %q\n", sig, resource)
+		return nil, 128 + int(sig.(syscall.Signal))
+	}
+}
+
+// supervise waits for the command, forwarding signals to its process group
+// and stopping it when the lease is lost, then releases the lease.
+func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc <-chan os.Signal, env Env) int {
+	pgid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	leaseDone := lease.Done()
+	var kill <-chan time.Time
+	var werr error
+wait:
+	for {
+		select {
+		case sig := <-sigc:
+			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+		case <-leaseDone:
+			leaseDone = nil
+			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), grace)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			// The command has not been reaped (waited has not fired), so
+			// its pid, and with it the group id, cannot have been reused.
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case werr = <-waited:
+			break wait
+		}
+	}
+
+	if err := lease.Err(); errors.Is(err, client.ErrLeaseLost) {
+		if errors.Is(err, client.ErrLeaseExpired) {
+			release(lease, env) // the service may still hold it
+		}
+		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
+		return ExitLeaseLost
+	}
+	release(lease, env)
+	return commandStatus(werr, env)
+}
+
+// release ends the lease, reporting but otherwise ignoring a failure: the
+// lease runs out by itself.
+func release(lease *client.Lease, env Env) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	err := lease.Release(ctx)
+	if err != nil && !errors.Is(lease.Err(), client.ErrLeaseLost) {
+		fmt.Fprintf(env.Stderr, "lockctl: warning: %v (the lease expires by itself)\n", err)
+	}
+}
+
+// commandStatus is the exit code for the command's end: its own, or 128+n
+// when signal n killed it.
+func commandStatus(err error, env Env) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintln(env.Stderr, "lockctl: wait for the command:", err)
+	return ExitError
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/cmd/lockctl/internal/cli"
+	"github.com/ft288/locks/local/localtest"
+)
+
+// raceEnabled is set when the tests run with -race; the lockctl binary is
+// then built with -race too (which also reuses the test's build cache).
+var raceEnabled bool
+
+func TestMain(m *testing.M) { localtest.Main(m) }
+
+// TestProcess runs the real lockctl binary, built once into a temporary
+// directory, as separate processes.
+func TestProcess(t *testing.T) {
+	bin := buildLockctl(t)
+	t.Run("NoOverlap", func(t *testing.T) { t.Parallel(); testNoOverlap(t, bin) })
+	t.Run("LeaseLost", func(t *testing.T) { t.Parallel(); testLeaseLost(t, bin) })
+	t.Run("ForwardsSIGTERM", func(t *testing.T) { t.Parallel(); testForwardsSIGTERM(t, bin) })
+}
+
+func buildLockctl(tb testing.TB) string {
+	tb.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Fatalf("go tool not found: %v", err)
+	}
+	bin := filepath.Join(tb.TempDir(), "lockctl")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("go build lockctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is a lockctl process under test.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	code           int
+}
+
+// startLockctl starts bin with args against endpoint; env adds variables.
+// The process is killed if it is still running after 20s.
+func startLockctl(tb testing.TB, bin, endpoint string, env []string, args ...string) *proc {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan struct{})}
+	p.cmd.Env = append(append(os.Environ(), "LOCKS_ENDPOINT="+endpoint), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		tb.Fatalf("start lockctl: %v", err)
+	}
+	go func() {
+		defer cancel()
+		defer close(p.done)
+		_ = p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+	}()
+	tb.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait waits up to limit for the process to exit and returns its code.
+func (p *proc) wait(tb testing.TB, limit time.Duration) int {
+	tb.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(limit):
+		tb.Fatalf("lockctl still running after %s; stderr: %s", limit, p.stderr.String())
+		return -1
+	}
+}
+
+// waitFile waits up to 10s for path to exist and returns its contents.
+func waitFile(tb testing.TB, path string, p *proc) string {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		select {
+		case <-p.done:
+			if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+				return string(b) // written just before lockctl exited
+			}
+			tb.Fatalf("lockctl exited %d before %s appeared; stderr: %s", p.code, filepath.Base(path), p.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s did not appear within 10s", path)
+		}
+	}
+}
+
+// uniqueName returns a lock name for the test, new with every call, so that
+// -count=N runs against one dynalite do not meet each other's leases.
+func uniqueName(tb testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(tb.Name(), "/", "_"), time.Now().UnixNano())
+}
+
+// alive reports whether a process with pid exists.
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func testNoOverlap(t *testing.T, bin string) {
+	srv := localtest.Start(t, localtest.Options{})
+	log, res := filepath.Join(t.TempDir(), "log"), uniqueName(t)
+	const script = `echo "start $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"; sleep 0.2; echo "end $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"`
+	const n = 3
+	procs := make([]*proc, n)
+	for i := range procs {
+		procs[i] = startLockctl(t, bin, srv.URL, []string{"LOG=" + log},
+			"run", res, "--ttl", "2s", "--wait", "15s", "--", "sh", "-c", script)
+	}
+	for i, p := range procs {
+		if code := p.wait(t, 20*time.Second); code != 0 {
+			t.Fatalf("lockctl %d: exit %d, want 0; stderr: %s", i, code, p.stderr.String())
+		}
+	}
+
+	type interval struct {
+		token      int64
+		start, end int64
+	}
+	byToken := map[int64]*interval{}
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kind string
+		var token, at int64
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d", &kind, &token, &at); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		iv := byToken[token]
+		if iv == nil {
+			iv = &interval{token: token}
+			byToken[token] = iv
+		}
+		switch kind {
+		case "start":
+			iv.start = at
+		case "end":
+			iv.end = at
+		}
+	}
+	var ivs []interval
+	for _, iv := range byToken {
+		if iv.start == 0 || iv.end == 0 || iv.end < iv.start {
+			t.Errorf("token %d: got start %d end %d, want both, in order", iv.token, iv.start, iv.end)
+		}
+		ivs = append(ivs, *iv)
+	}
+	if len(ivs) != n {
+		t.Fatalf("intervals: got %d (%v), want %d with distinct tokens", len(ivs), ivs, n)
+	}
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+	for i := 1; i < len(ivs); i++ {
+		prev, cur := ivs[i-1], ivs[i]
+		if cur.start < prev.end {
+			t.Errorf("token %d started at %d, before token %d ended at %d: the commands overlapped", cur.token, cur.start, prev.token, prev.end)
+		}
+		if cur.token <= prev.token {
+			t.Errorf("token %d started after token %d: want tokens increasing in start order", cur.token, prev.token)
+		}
+	}
+}
+
+func testLeaseLost(t *testing.T, bin string) {
+	tests := []struct {
+		name string
+		trap string // the command's TERM handler
+		// grace is lockctl's --grace; the test fails if it has to wait
+		// this long when the command exits on SIGTERM.
+		grace    time.Duration
+		wantKill bool // the command ignores SIGTERM, so SIGKILL must end it
+	}{
+		{name: "ExitsOnTERM", trap: `echo term >> "$MARK"; exit 143`, grace: 30 * time.Second},
+		{name: "IgnoresTERM", trap: `echo term >> "$MARK"`, grace: 700 * time.Millisecond, wantKill: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := localtest.NewClock()
+			srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+			dir, res := t.TempDir(), uniqueName(t)
+			ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
+			script := `trap '` + tt.trap + `' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
+			p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "MARK=" + mark},
+				"run", res, "--ttl", "3s", "--grace", tt.grace.String(), "--", "sh", "-c", script)
+			pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
+			if err != nil {
+				t.Fatalf("pid file: %v", err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+
+			// The lease expires by the service's clock and another owner
+			// takes the lock: lockctl's next renewal is refused.
+			clock.Advance(time.Hour)
+			c, err := client.New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := c.TryAcquire(context.Background(), res, "other", 30*time.Second)
+			if err != nil {
+				t.Fatalf("TryAcquire by another owner: %v", err)
+			}
+			defer other.Release(context.Background())
+
+			waitFile(t, mark, p)
+			termSeen := time.Now()
+			code := p.wait(t, 10*time.Second)
+			exited := time.Now()
+			if code != cli.ExitLeaseLost {
+				t.Errorf("exit code: got %d, want %d", code, cli.ExitLeaseLost)
+			}
+			stderr := p.stderr.String()
+			for _, want := range []string{"lost", "stopping the command", "exiting 76"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr: got %q, want it to contain %q", stderr, want)
+				}
+			}
+			if alive(pid) {
+				t.Errorf("the command (pid %d) is still running after lockctl exited", pid)
+			}
+			if took := exited.Sub(termSeen); tt.wantKill && took < tt.grace-150*time.Millisecond {
+				t.Errorf("lockctl exited %s after SIGTERM, want about --grace %s before SIGKILL", took, tt.grace)
+			}
+		})
+	}
+}
+
+func testForwardsSIGTERM(t *testing.T, bin string) {
+	srv := localtest.Start(t, localtest.Options{})
+	dir, res := t.TempDir(), uniqueName(t)
+	ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
+	script := `trap 'echo term >> "$MARK"; exit 3' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
+	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "MARK=" + mark},
+		"run", res, "--ttl", "5s", "--", "sh", "-c", script)
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
+	if err != nil {
+		t.Fatalf("pid file: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal lockctl: %v", err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 3 {
+		t.Errorf("exit code: got %d, want the command's 3; stderr: %s", code, p.stderr.String())
+	}
+	if got := waitFile(t, mark, p); got != "term\n" {
+		t.Errorf("command's TERM marker: got %q, want %q", got, "term\n")
+	}
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(context.Background(), res); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("status after lockctl exited: got %v, want ErrNotFound (released)", err)
+	}
+}
