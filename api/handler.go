@@ -11,7 +11,9 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -29,6 +31,8 @@ type Handler struct {
 	svc *locklogic.Service
 	log *slog.Logger
 	now func() time.Time
+	// storeBudget bounds one request's time on the store (StoreBudget).
+	storeBudget time.Duration
 }
 
 // NewHandler returns a Handler over svc that logs one JSON line per request
@@ -37,7 +41,7 @@ func NewHandler(svc *locklogic.Service, log *slog.Logger, now func() time.Time) 
 	if now == nil {
 		now = time.Now
 	}
-	return &Handler{svc: svc, log: log, now: now}
+	return &Handler{svc: svc, log: log, now: now, storeBudget: StoreBudget}
 }
 
 // LockJSON is a live lease as the API shows it.
@@ -176,7 +180,7 @@ func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 // 500 of its own.
 func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, route func(ctx context.Context, resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	ctx, cancel := storeContext(ctx, start)
+	ctx, cancel := storeContext(ctx, start, h.storeBudget)
 	defer cancel()
 	resource := req.PathParameters["resource"]
 	var (
@@ -205,10 +209,10 @@ const StoreBudget = 3 * time.Second
 // Gateway would turn into a bare 500/503 without a body we control).
 const deadlineReserve = 300 * time.Millisecond
 
-// storeContext derives the context store calls run under: StoreBudget from
+// storeContext derives the context store calls run under: budget from
 // start, and never later than the invocation's deadline minus a reserve.
-func storeContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
-	deadline := start.Add(StoreBudget)
+func storeContext(ctx context.Context, start time.Time, budget time.Duration) (context.Context, context.CancelFunc) {
+	deadline := start.Add(budget)
 	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineReserve).Before(deadline) {
 		deadline = d.Add(-deadlineReserve)
 	}
@@ -218,7 +222,7 @@ func storeContext(ctx context.Context, start time.Time) (context.Context, contex
 func (h *Handler) render(res result, err error, req events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {
 	if err != nil {
 		p := problemFor(err, resource)
-		p.Instance = req.RawPath
+		p.Instance = canonicalPath(req.RawPath)
 		return problemResponse(p)
 	}
 	headers := map[string]string{"cache-control": "no-store"}
@@ -250,11 +254,25 @@ func (h *Handler) logRequest(ctx context.Context, req events.APIGatewayV2HTTPReq
 		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 	}
 	level := slog.LevelInfo
-	if status >= 500 {
+	if status >= 500 && err != nil {
 		level = slog.LevelError
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	h.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// canonicalPath percent-encodes each segment of path, whether API Gateway
+// delivered it decoded or encoded, so a problem's instance is always a valid
+// URI reference.
+func canonicalPath(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if dec, err := url.PathUnescape(s); err == nil {
+			s = dec
+		}
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
 }
 
 func stringify(v any) string {

@@ -355,3 +355,77 @@ func TestSlowStoreAnswersBeforeDeadline(t *testing.T) {
 		t.Errorf("answered only after the invocation deadline")
 	}
 }
+
+func TestLoneSurrogate(t *testing.T) {
+	cases := []struct {
+		raw  string
+		want bool
+	}{
+		{`"plain"`, false},
+		{`"\ud83d\ude00"`, false}, // a pair: 😀
+		{`"\uD83D\uDE00x"`, false},
+		{`"\ufffd"`, false},
+		{`"\\ud800"`, false}, // an escaped backslash, then text
+		{`"\ud800"`, true},
+		{`"\udc00"`, true},
+		{`"\ud800x"`, true},
+		{`"\ud800\u0041"`, true},
+		{`"\ufffd\ud800"`, true},
+		{`"\\\ud800"`, true},
+		{`"x\ude00\ud83d"`, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.raw, func(t *testing.T) {
+			if got := loneSurrogate([]byte(tc.raw)); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStoreBudget: without any invocation deadline, a store that hangs is
+// given up after the handler's budget with a 503.
+func TestStoreBudget(t *testing.T) {
+	h := newTestHandler(slowDB{}, io.Discard)
+	h.storeBudget = 50 * time.Millisecond
+	done := make(chan events.APIGatewayV2HTTPResponse, 1)
+	go func() {
+		resp, _ := h.Status(context.Background(), events.APIGatewayV2HTTPRequest{PathParameters: map[string]string{"resource": "r"}})
+		done <- resp
+	}()
+	select {
+	case resp := <-done:
+		if resp.StatusCode != 503 {
+			t.Fatalf("got %d %s, want 503", resp.StatusCode, resp.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler waited for the store without a budget")
+	}
+}
+
+func TestCanonicalInstance(t *testing.T) {
+	for raw, want := range map[string]string{
+		"/locks/payment:42":       "/locks/payment:42",
+		"/locks/a b/renew":        "/locks/a%20b/renew",
+		"/locks/a%20b/renew":      "/locks/a%20b/renew",
+		"/locks/100%":             "/locks/100%25",
+		"/locks/zahlung-ä":        "/locks/zahlung-%C3%A4",
+		"/locks/x%2Fy":            "/locks/x%2Fy",
+		"/locks/x'; DROP TABLE t": "/locks/x%27%3B%20DROP%20TABLE%20t",
+	} {
+		if got := canonicalPath(raw); got != want {
+			t.Errorf("canonicalPath(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for ep, want := range map[string]bool{
+		"http://127.0.0.1:4567": true, "http://localhost:8000": true, "http://[::1]:8000": true,
+		"https://dynamodb.eu-central-1.amazonaws.com": false, "": false, "http://10.0.0.5:8000": false,
+	} {
+		if got := isLoopback(ep); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", ep, got, want)
+		}
+	}
+}

@@ -114,16 +114,65 @@ func (b *body) str(name string) string {
 		b.errs.Add(name, "must be a JSON string")
 		return ""
 	}
-	if strings.ContainsRune(s, utf8.RuneError) && !explicitReplacementChar(raw) {
+	if loneSurrogate(raw) {
 		b.errs.Add(name, "must be valid UTF-8 (no lone surrogate escapes)")
 		return ""
 	}
 	return s
 }
 
-func explicitReplacementChar(raw []byte) bool {
-	l := bytes.ToLower(raw)
-	return bytes.Contains(l, []byte(`\ufffd`)) || bytes.Contains(raw, []byte("\uFFFD"))
+// loneSurrogate reports whether the JSON string literal raw has a \uXXXX
+// escape of a UTF-16 surrogate that is not part of a high+low pair, which
+// encoding/json would silently turn into U+FFFD.
+func loneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // an escaped character such as \\ or \"
+			continue
+		}
+		r, ok := hex4(raw, i+2)
+		if !ok {
+			continue
+		}
+		i += 5
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true // a low surrogate without a high one
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo, ok := hex4(raw, i+3); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					i += 6
+					continue
+				}
+			}
+			return true // a high surrogate without a low one
+		}
+	}
+	return false
+}
+
+// hex4 parses the four hex digits at raw[at:].
+func hex4(raw []byte, at int) (rune, bool) {
+	if at+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[at : at+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // integerLiteral matches a JSON number written without fraction or exponent.

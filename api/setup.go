@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -33,6 +35,17 @@ type Config struct {
 	Endpoint string
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
+}
+
+// OldItemOnFailure reports whether the store is AWS DynamoDB itself, which
+// returns the old item with a failed condition, so an explanation never
+// needs a read (see locklogic.Config.OldItemOnFailure). With an endpoint
+// override (dynalite, DynamoDB Local) the service does not rely on it.
+func (c Config) OldItemOnFailure() bool { return c.Endpoint == "" }
+
+// ServiceConfig returns the locklogic configuration for c.
+func (c Config) ServiceConfig() locklogic.Config {
+	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention, OldItemOnFailure: c.OldItemOnFailure()}
 }
 
 // ConfigFromEnv reads Config from getenv (os.Getenv in production) and
@@ -71,12 +84,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 // NewDynamoDB builds the DynamoDB client from the default AWS configuration
-// chain. With endpoint set it talks to that server instead, and uses static
-// placeholder credentials and region us-east-1 when none are configured, so
-// a local run needs no AWS account.
+// chain. With endpoint set it talks to that server instead; when that server
+// is on this machine (dynalite, DynamoDB Local) and no credentials or region
+// are in the environment, it uses placeholder credentials and us-east-1, so
+// a local run needs no AWS account. A remote endpoint keeps the default
+// chain (profiles, SSO, roles).
 func NewDynamoDB(ctx context.Context, endpoint string, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
 	var loadOpts []func(*config.LoadOptions) error
-	if endpoint != "" {
+	if isLoopback(endpoint) {
 		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 			loadOpts = append(loadOpts, config.WithRegion("us-east-1"))
 		}
@@ -112,6 +127,18 @@ func NewFromEnv(ctx context.Context) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := locklogic.New(db, locklogic.Config{Table: cfg.Table, MaxTTLSeconds: cfg.MaxTTLSeconds, Retention: cfg.Retention})
-	return NewHandler(svc, NewLogger(cfg.LogLevel), nil), nil
+	return NewHandler(locklogic.New(db, cfg.ServiceConfig()), NewLogger(cfg.LogLevel), nil), nil
+}
+
+// isLoopback reports whether endpoint is a URL of this machine.
+func isLoopback(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
 }

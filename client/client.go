@@ -314,8 +314,8 @@ func hint(err error) time.Duration {
 // Status returns the live lease on resource, or ErrNotFound when there is
 // none.
 func (c *Client) Status(ctx context.Context, resource string) (Lock, error) {
-	if resource == "" {
-		return Lock{}, fmt.Errorf("status: %w: empty resource", ErrInvalid)
+	if resource == "" || strings.Contains(resource, "/") {
+		return Lock{}, fmt.Errorf("status %q: %w: resource must be non-empty and without \"/\"", resource, ErrInvalid)
 	}
 	resp, err := c.send(ctx, http.MethodGet, lockPath(resource), nil)
 	if err != nil {
@@ -368,8 +368,8 @@ func (c *Client) Renew(ctx context.Context, resource, owner string, ttl time.Dur
 // no live lease (it expired or was released), ErrForbidden when another
 // owner holds it and ErrStaleToken when a newer lease replaced token's.
 func (c *Client) Release(ctx context.Context, resource, owner string, token int64) error {
-	if resource == "" || strings.TrimSpace(owner) == "" {
-		return fmt.Errorf("release %q: %w: resource and owner must not be empty", resource, ErrInvalid)
+	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(owner) == "" {
+		return fmt.Errorf("release %q: %w: resource and owner must not be empty, and resource has no \"/\"", resource, ErrInvalid)
 	}
 	req := map[string]any{"owner": owner}
 	if token != 0 {
@@ -385,6 +385,10 @@ func checkArgs(resource, owner string, ttl time.Duration) error {
 	switch {
 	case resource == "":
 		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	case strings.Contains(resource, "/"):
+		// The server refuses it too, but an API Gateway may route an
+		// encoded "/" elsewhere before the server sees it.
+		return fmt.Errorf("%w: resource must not contain \"/\"", ErrInvalid)
 	case strings.TrimSpace(owner) == "":
 		return fmt.Errorf("%w: empty owner", ErrInvalid)
 	case ttl < time.Second || ttl%time.Second != 0:

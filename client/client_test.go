@@ -59,6 +59,7 @@ func TestTryAcquireRejectsArgsBeforeSending(t *testing.T) {
 		{"ErrTTLSubSecond", "r", "w1", 999 * time.Millisecond},
 		{"ErrOwnerBlank", "r", "  ", time.Second},
 		{"ErrResourceEmpty", "", "w1", time.Second},
+		{"ErrResourceSlash", "a/b", "w1", time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +73,14 @@ func TestTryAcquireRejectsArgsBeforeSending(t *testing.T) {
 			} {
 				if err := call(); !errors.Is(err, client.ErrInvalid) {
 					t.Errorf("got %v, want an error matching ErrInvalid", err)
+				}
+			}
+			if tt.resource != "r" {
+				if _, err := c.Status(context.Background(), tt.resource); !errors.Is(err, client.ErrInvalid) {
+					t.Errorf("status: got %v, want ErrInvalid", err)
+				}
+				if err := c.Release(context.Background(), tt.resource, "w1", 0); !errors.Is(err, client.ErrInvalid) {
+					t.Errorf("release: got %v, want ErrInvalid", err)
 				}
 			}
 		})

@@ -42,14 +42,14 @@ const (
 
 // DynamoDBActions lists, per route name (api.Route.Name), exactly the
 // DynamoDB actions that function's handler calls. Each function's role is
-// granted these on the lock table and nothing else: acquire is one
-// conditional UpdateItem; renew and release are a conditional UpdateItem
-// followed, when the condition fails and the old item was not returned, by a
-// GetItem that tells 404 from 403/409; status is a GetItem.
+// granted these on the lock table and nothing else: acquire, renew and
+// release are one conditional UpdateItem each (against DynamoDB itself a
+// failed condition returns the old item, which tells 404 from 403/409, so
+// they never read: locklogic.Config.OldItemOnFailure); status is a GetItem.
 var DynamoDBActions = map[string][]string{
 	"acquire": {"dynamodb:UpdateItem"},
-	"renew":   {"dynamodb:UpdateItem", "dynamodb:GetItem"},
-	"release": {"dynamodb:UpdateItem", "dynamodb:GetItem"},
+	"renew":   {"dynamodb:UpdateItem"},
+	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
 }
 

@@ -24,8 +24,8 @@ import (
 // than read from DynamoDBActions so that widening a grant fails a test.
 var wantDynamoDBActions = map[string][]string{
 	"acquire": {"dynamodb:UpdateItem"},
-	"renew":   {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-	"release": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+	"renew":   {"dynamodb:UpdateItem"},
+	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
 }
 

@@ -16,6 +16,7 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 
 // reply is one HTTP answer, decoded.
 type reply struct {
+	path   string // the escaped request path
 	status int
 	header http.Header
 	raw    string
@@ -50,7 +51,7 @@ func do(tb testing.TB, req *http.Request) reply {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(b)}
+	r := reply{path: req.URL.EscapedPath(), status: resp.StatusCode, header: resp.Header, raw: string(b)}
 	if len(b) > 0 {
 		d := json.NewDecoder(bytes.NewReader(b))
 		d.UseNumber()
@@ -121,7 +122,12 @@ func wantProblem(tb testing.TB, r reply, status int, slug string) {
 	if n, _ := r.json["status"].(json.Number).Int64(); n != int64(status) {
 		tb.Errorf("got problem status %v, want %d", r.json["status"], status)
 	}
-	if r.json["title"] == "" || r.json["detail"] == "" {
-		tb.Errorf("problem lacks title or detail: %s", r.raw)
+	for _, k := range []string{"title", "detail"} {
+		if s, _ := r.json[k].(string); s == "" {
+			tb.Errorf("problem lacks %s: %s", k, r.raw)
+		}
+	}
+	if r.json["instance"] != r.path {
+		tb.Errorf("got instance %v, want the request path %q", r.json["instance"], r.path)
 	}
 }

@@ -440,3 +440,24 @@ func TestOneRequestPerOperation(t *testing.T) {
 	b, _ := json.Marshal(steps[0].want)
 	t.Logf("acquire sends %s", b)
 }
+
+// TestReleasedStaysReleased: a release is final even for requests stamped
+// before it — a renew that arrives late, or a Lambda whose clock lags — and
+// a released lock is free at once for everyone, whatever their clock says.
+func TestReleasedStaysReleased(t *testing.T) {
+	t.Parallel()
+	clock := localtest.NewClock()
+	fast := localtest.Start(t, localtest.Options{Now: clock.Now})
+	lagging := localtest.Start(t, localtest.Options{Now: func() time.Time { return clock.Now().Add(-50 * time.Millisecond) }})
+	r0 := res(t)
+	tok := token(t, acquire(t, fast, r0, "w1", 30))
+	if r := call(t, fast, "DELETE", lockPath(r0), ownerBody("w1", tok)); r.status != 204 {
+		t.Fatalf("release: got %d %s", r.status, r.raw)
+	}
+	wantProblem(t, call(t, lagging, "POST", lockPath(r0)+"/renew", renewBody("w1", 30, tok)), 404, "not-found")
+	wantProblem(t, call(t, lagging, "GET", lockPath(r0), ""), 404, "not-found")
+	wantProblem(t, call(t, lagging, "DELETE", lockPath(r0), ownerBody("w1", tok)), 404, "not-found")
+	if next := token(t, acquire(t, lagging, r0, "w2", 30)); next <= tok {
+		t.Fatalf("acquire after release on a lagging clock: token %d, want > %d", next, tok)
+	}
+}

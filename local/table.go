@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ft288/locks/locklogic"
 )
@@ -56,9 +57,15 @@ func EnsureTable(ctx context.Context, db TableAPI, table string) (created bool, 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	_, _ = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+	_, err = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(locklogic.AttrTTL), Enabled: aws.Bool(true)},
 	})
+	var apiErr smithy.APIError
+	if err != nil && !(errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException") {
+		// dynalite answers UnknownOperationException (it has no TTL);
+		// anything else is a real failure to report.
+		return true, fmt.Errorf("enable TTL on %q: %w", table, err)
+	}
 	return true, nil
 }

@@ -2,6 +2,8 @@ package locklogic
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -36,6 +38,7 @@ const (
 	AttrAcquiredAt = "acquired_at" // epoch milliseconds
 	AttrExpiresAt  = "expires_at"  // epoch milliseconds; the lease is live while now < expires_at
 	AttrReleasedAt = "released_at" // epoch milliseconds; present on a released record (tombstone)
+	AttrReleaseID  = "release_id"  // random id of the release call that made the tombstone
 	AttrTTL        = "ttl"         // epoch seconds: expires_at + retention
 )
 
@@ -54,6 +57,13 @@ type Config struct {
 	Retention time.Duration
 	// Now is the clock; time.Now when nil. Tests swap it to move time.
 	Now func() time.Time
+	// OldItemOnFailure says the store returns the old item with every failed
+	// condition on an existing item (ReturnValuesOnConditionCheckFailure),
+	// as DynamoDB does, so a failure without one means the item is absent
+	// and no read is needed to explain it. dynalite ignores the parameter:
+	// leave this false there, and a failed renew or release spends one
+	// consistent read to tell 404 from 403/409.
+	OldItemOnFailure bool
 }
 
 // Service implements the lock rules over one DynamoDB table. It is safe for
@@ -64,11 +74,12 @@ type Service struct {
 	maxTTL    int64
 	retention time.Duration
 	now       func() time.Time
+	oldItem   bool
 }
 
 // New returns a Service over db. It does not touch the network.
 func New(db DynamoDBAPI, cfg Config) *Service {
-	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, retention: cfg.Retention, now: cfg.Now}
+	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, retention: cfg.Retention, now: cfg.Now, oldItem: cfg.OldItemOnFailure}
 	if s.maxTTL <= 0 {
 		s.maxTTL = DefaultMaxTTLSeconds
 	}
@@ -163,7 +174,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 
 	names := map[string]string{
 		"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
-		"#a": AttrAcquiredAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
+		"#a": AttrAcquiredAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt, "#ri": AttrReleaseID,
 	}
 	values := map[string]types.AttributeValue{
 		":o":    &types.AttributeValueMemberS{Value: req.Caller.Owner},
@@ -174,14 +185,16 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 		":one":  num(1),
 	}
 	update := "SET #o = :o, #a = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
-	remove := " REMOVE #x"
+	remove := " REMOVE #x, #ri"
 	if req.Caller.Principal != "" {
 		update += ", #p = :p"
 		values[":p"] = &types.AttributeValueMemberS{Value: req.Caller.Principal}
 	} else {
 		remove += ", #p"
 	}
-	cond := "attribute_not_exists(#r) OR #e <= :now OR (#o = :o AND " + principalCond(req.Caller, values) + ")"
+	// A released record (#x set) is free whatever the clocks say; an expired
+	// one is free by the server's clock.
+	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND " + principalCond(req.Caller, values) + ")"
 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -197,7 +210,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			res := AcquireResult{}
-			if old, ok := decode(req.Resource, ccf.Item); ok && old.ExpiresAt.After(now) {
+			if old, ok := decode(req.Resource, ccf.Item); ok && live(ccf.Item, now) {
 				res.HolderExpiresAt = old.ExpiresAt
 			}
 			return res, nil
@@ -236,7 +249,7 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		return Lock{}, s.explain(ctx, "renew", req.Resource, req.Caller, req.FencingToken, now, err)
+		return Lock{}, s.explain(ctx, "renew", req.Resource, req.Caller, req.FencingToken, now, "", err)
 	}
 	lock, ok := decode(req.Resource, out.Attributes)
 	if !ok {
@@ -256,20 +269,22 @@ func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
 	nowMs := now.UnixMilli()
 	names, values, cond := s.holderCondition(req.Caller, req.FencingToken, now)
 	names["#g"] = AttrTTL
-	names["#x"] = AttrReleasedAt
+	names["#ri"] = AttrReleaseID
 	values[":gc"] = num(s.gcAt(nowMs))
+	releaseID := newReleaseID()
+	values[":ri"] = &types.AttributeValueMemberS{Value: releaseID}
 
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #g = :gc"),
+		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #ri = :ri, #g = :gc"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		return s.explain(ctx, "release", req.Resource, req.Caller, req.FencingToken, now, err)
+		return s.explain(ctx, "release", req.Resource, req.Caller, req.FencingToken, now, releaseID, err)
 	}
 	return nil
 }
@@ -289,21 +304,34 @@ func (s *Service) Status(ctx context.Context, resource string) (Lock, error) {
 		return Lock{}, storeErr("status", resource, err)
 	}
 	lock, ok := decode(resource, item)
-	if !ok || !lock.ExpiresAt.After(now) {
+	if !ok || !live(item, now) {
 		return Lock{}, ErrNotFound
 	}
 	return lock, nil
 }
 
+// live reports whether item holds a lease that is live at now: not released
+// and not expired.
+func live(item map[string]types.AttributeValue, now time.Time) bool {
+	if _, released := item[AttrReleasedAt]; released {
+		return false
+	}
+	exp, ok := n(item, AttrExpiresAt)
+	return ok && exp > now.UnixMilli()
+}
+
 // holderCondition builds the condition "the caller holds a live lease (with
 // this token)" shared by Renew and Release.
 func (s *Service) holderCondition(c Caller, token *int64, now time.Time) (map[string]string, map[string]types.AttributeValue, string) {
-	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt}
+	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: c.Owner},
 		":now": num(now.UnixMilli()),
 	}
-	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now"
+	// attribute_not_exists(#x): a released lease stays released even for a
+	// renew whose :now was taken before the release (a late or retried
+	// request, or a Lambda whose clock lags).
+	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x)"
 	if token != nil {
 		names["#t"] = AttrToken
 		values[":tok"] = num(*token)
@@ -323,22 +351,42 @@ func principalCond(c Caller, values map[string]types.AttributeValue) string {
 }
 
 // explain turns a failed Renew or Release write into its outcome. When the
-// store returned the old item with the failed condition (real DynamoDB does)
-// no further request is made; otherwise one strongly consistent read tells
-// ErrNotFound from ErrForbidden and ErrStaleToken.
-func (s *Service) explain(ctx context.Context, op, resource string, c Caller, token *int64, now time.Time, err error) error {
+// store returned the old item with the failed condition (DynamoDB does for
+// an existing item) no further request is made; a failure without it means
+// the item is absent when the store is known to return it
+// (Config.OldItemOnFailure), and otherwise one strongly consistent read
+// tells ErrNotFound from ErrForbidden and ErrStaleToken.
+//
+// releaseID is the id a release wrote: finding it on the tombstone means the
+// SDK retried a write whose first attempt succeeded but whose answer was
+// lost, so the release did happen (nil).
+func (s *Service) explain(ctx context.Context, op, resource string, c Caller, token *int64, now time.Time, releaseID string, err error) error {
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return storeErr(op, resource, err)
 	}
 	item := ccf.Item
 	if item == nil {
+		if s.oldItem {
+			return ErrNotFound
+		}
 		var gerr error
 		if item, gerr = s.get(ctx, resource); gerr != nil {
 			return storeErr(op, resource, gerr)
 		}
 	}
+	if releaseID != "" && str(item, AttrReleaseID) == releaseID {
+		return nil
+	}
 	return classify(item, c, token, now)
+}
+
+// newReleaseID returns a random id that tells this release's tombstone from
+// any other.
+func newReleaseID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // classify says why the holder condition fails for item. If it would hold
@@ -347,7 +395,7 @@ func (s *Service) explain(ctx context.Context, op, resource string, c Caller, to
 // ErrNotFound.
 func classify(item map[string]types.AttributeValue, c Caller, token *int64, now time.Time) error {
 	lock, ok := decode("", item)
-	if !ok || !lock.ExpiresAt.After(now) {
+	if !ok || !live(item, now) {
 		return ErrNotFound
 	}
 	if lock.Owner != c.Owner || str(item, AttrPrincipal) != c.Principal {

@@ -238,6 +238,9 @@ func TestValidation(t *testing.T) {
 		{"ErrResourceSlash", "a/b", "w1", 30, "resource"},
 		{"ErrResourceControl", "a\nb", "w1", 30, "resource"},
 		{"ErrResourceInvalidUTF8", "a\xc3", "w1", 30, "resource"},
+		{"ErrResourceBidiOverride", "pay\u202ement", "w1", 30, "resource"},
+		{"ErrOwnerZeroWidthSpace", "r", "w\u200b1", 30, "owner"},
+		{"ErrOwnerLineSeparator", "r", "w\u20281", 30, "owner"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -282,5 +285,47 @@ func TestTokenBaseAboveClock(t *testing.T) {
 	gc := in.ExpressionAttributeValues[":gc"].(*types.AttributeValueMemberN).Value
 	if want := strconv.FormatInt(t0.Add(time.Second+DefaultRetention).Unix(), 10); gc != want {
 		t.Errorf("got ttl %s, want expiry + retention = %s", gc, want)
+	}
+}
+
+// TestReleaseRetriedAfterLostAnswer: when the SDK retries a release whose
+// first attempt succeeded, the retry's failed condition finds this call's
+// own tombstone, and the release is reported done, not 404.
+func TestReleaseRetriedAfterLostAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		own  bool
+		want error
+	}{{"OwnTombstone", true, nil}, {"OtherTombstone", false, ErrNotFound}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				tomb := item("w1", "", 7, t0)
+				tomb[AttrReleasedAt] = num(t0.UnixMilli())
+				id := "someone-else"
+				if tc.own {
+					id = in.ExpressionAttributeValues[":ri"].(*types.AttributeValueMemberS).Value
+				}
+				tomb[AttrReleaseID] = &types.AttributeValueMemberS{Value: id}
+				return nil, ccf(tomb)
+			}}
+			tok := int64(7)
+			err := newTestService(db).Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}, FencingToken: &tok})
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOldItemOnFailureSkipsRead: against a store that returns the old item
+// with every failed condition (DynamoDB), a failure without one means the
+// item is absent: 404 without a read.
+func TestOldItemOnFailureSkipsRead(t *testing.T) {
+	db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(nil) }}
+	s := New(db, Config{Table: "t", Now: func() time.Time { return t0 }, OldItemOnFailure: true})
+	_, rerr := s.Renew(context.Background(), RenewRequest{Resource: "r", Caller: Caller{Owner: "w1"}, TTLSeconds: 5})
+	lerr := s.Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}})
+	if !errors.Is(rerr, ErrNotFound) || !errors.Is(lerr, ErrNotFound) || db.gets != 0 {
+		t.Fatalf("got renew %v, release %v, %d reads; want ErrNotFound twice and no read", rerr, lerr, db.gets)
 	}
 }

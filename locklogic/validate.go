@@ -69,8 +69,16 @@ func checkName(s string, maxBytes int) string {
 		return "must be at most " + strconv.Itoa(maxBytes) + " bytes"
 	case !utf8.ValidString(s):
 		return "must be valid UTF-8"
-	case strings.ContainsFunc(s, unicode.IsControl):
-		return "must not contain control characters"
+	case strings.ContainsFunc(s, invisible):
+		return "must not contain control or invisible formatting characters"
 	}
 	return ""
+}
+
+// invisible reports control characters (Cc), invisible formatting
+// characters such as U+200B or the bidi override U+202E (Cf), and the line
+// and paragraph separators U+2028/U+2029: all of them make a name look like
+// another one in logs and listings.
+func invisible(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }

@@ -34,6 +34,7 @@ func TestProcess(t *testing.T) {
 	t.Run("NoOverlap", func(t *testing.T) { t.Parallel(); testNoOverlap(t, bin) })
 	t.Run("LeaseLost", func(t *testing.T) { t.Parallel(); testLeaseLost(t, bin) })
 	t.Run("ForwardsSIGTERM", func(t *testing.T) { t.Parallel(); testForwardsSIGTERM(t, bin) })
+	t.Run("TakenOverUnnoticed", func(t *testing.T) { t.Parallel(); testTakenOverUnnoticed(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {
@@ -289,5 +290,43 @@ func testForwardsSIGTERM(t *testing.T, bin string) {
 	}
 	if _, err := c.Status(context.Background(), res); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("status after lockctl exited: got %v, want ErrNotFound (released)", err)
+	}
+}
+
+// testTakenOverUnnoticed: the lease is taken over between two renewals and
+// the command finishes before the next one. The command's success must not
+// hide that the lock was lost: the release is refused and lockctl exits 76.
+func testTakenOverUnnoticed(t *testing.T, bin string) {
+	clock := localtest.NewClock()
+	srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+	dir, res := t.TempDir(), uniqueName(t)
+	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
+	// --ttl 30s: the next renewal is 10 s away, far beyond this test.
+	script := `echo $$ > "$READY"; while [ ! -e "$GO" ]; do sleep 0.02; done; exit 0`
+	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "GO=" + goOn},
+		"run", res, "--ttl", "30s", "--", "sh", "-c", script)
+	waitFile(t, ready, p)
+
+	clock.Advance(time.Hour)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.TryAcquire(context.Background(), res, "other", 30*time.Second)
+	if err != nil {
+		t.Fatalf("TryAcquire by another owner: %v", err)
+	}
+	defer other.Release(context.Background())
+	if err := os.WriteFile(goOn, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != cli.ExitLeaseLost {
+		t.Errorf("exit code: got %d, want %d; stderr: %s", code, cli.ExitLeaseLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "taken over") {
+		t.Errorf("stderr: got %q, want it to say the lease was taken over", p.stderr.String())
+	}
+	if st, err := c.Status(context.Background(), res); err != nil || st.Owner != "other" {
+		t.Errorf("status: got %+v, %v; want the other owner's lease untouched", st, err)
 	}
 }

@@ -66,7 +66,7 @@ func run(addr string) error {
 	}
 	log.Info("table ready", "table", cfg.Table, "created", created, "endpoint", cfg.Endpoint)
 
-	svc := locklogic.New(db, locklogic.Config{Table: cfg.Table, MaxTTLSeconds: cfg.MaxTTLSeconds, Retention: cfg.Retention})
+	svc := locklogic.New(db, cfg.ServiceConfig())
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           local.NewRunner(api.NewHandler(svc, log, nil), log),

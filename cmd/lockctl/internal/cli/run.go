@@ -36,6 +36,7 @@ func runCmd(args []string, env Env) int {
 	if err != nil {
 		return parseFailed(env, err)
 	}
+	ownOwner := *owner == "" // unique to this process: safe to clean up after
 	if *owner == "" {
 		*owner = defaultOwner()
 	}
@@ -46,11 +47,15 @@ func runCmd(args []string, env Env) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
-	lease, code := waitForLock(com, resource, *owner, *ttl, *wait, sigc, env)
+	lease, code := waitForLock(com, resource, *owner, *ttl, *wait, ownOwner, sigc, env)
 	if lease == nil {
 		return code
 	}
 	lease.KeepAlive(context.Background())
+	if err := lease.Err(); err != nil { // lost between the grant and now
+		fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
+		return ExitLeaseLost
+	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
@@ -73,8 +78,11 @@ func runCmd(args []string, env Env) int {
 }
 
 // waitForLock takes the lock, giving up on a signal. It returns the lease,
-// or nil and the exit code.
-func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
+// or nil and the exit code. When the answer to an acquire may have been lost
+// (timeout, network, 5xx) and owner is this process's own, it releases
+// owner's lease, if any, so a grant nobody heard of does not block the next
+// run for a whole TTL.
+func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, ownOwner bool, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := com.client(ctx)
@@ -97,6 +105,9 @@ func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, s
 				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, wait)
 				return nil, ExitHeld
 			}
+			if ownOwner && !errors.Is(r.err, client.ErrInvalid) {
+				releaseUnheard(c, resource, owner)
+			}
 			return nil, failed(env, r.err)
 		}
 		return r.lease, ExitOK
@@ -108,6 +119,15 @@ func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, s
 		fmt.Fprintf(env.Stderr, "lockctl: %v while waiting for lock %q\n", sig, resource)
 		return nil, 128 + int(sig.(syscall.Signal))
 	}
+}
+
+// releaseUnheard releases owner's lease on resource, if an acquire whose
+// answer was lost created one; every failure is ignored (the lease would
+// run out by itself).
+func releaseUnheard(c *client.Client, resource, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_ = c.Release(ctx, resource, owner, 0)
 }
 
 // supervise waits for the command, forwarding signals to its process group
@@ -134,8 +154,13 @@ wait:
 			kill = t.C
 		case <-kill:
 			kill = nil
-			// The command has not been reaped (waited has not fired), so
-			// its pid, and with it the group id, cannot have been reused.
+			select {
+			case werr = <-waited: // reaped meanwhile: the group may be gone
+				break wait
+			default:
+			}
+			// The leader is not reaped, so its pid, and with it the
+			// group id, cannot have been reused.
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case werr = <-waited:
 			break wait
@@ -143,25 +168,52 @@ wait:
 	}
 
 	if err := lease.Err(); errors.Is(err, client.ErrLeaseLost) {
+		// The leader is gone; whatever else of the command's group still
+		// runs gets the rest of the grace period, then SIGKILL.
+		killStragglers(pgid, kill)
 		if errors.Is(err, client.ErrLeaseExpired) {
 			release(lease, env) // the service may still hold it
 		}
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
 		return ExitLeaseLost
 	}
-	release(lease, env)
+	if err := release(lease, env); errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) {
+		// Another owner or a newer lease holds the lock: ours ended while
+		// the command ran, unnoticed between two renewals.
+		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was taken over while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
+		return ExitLeaseLost
+	}
 	return commandStatus(werr, env)
 }
 
-// release ends the lease, reporting but otherwise ignoring a failure: the
-// lease runs out by itself.
-func release(lease *client.Lease, env Env) {
+// killStragglers waits until the process group pgid is empty or kill fires
+// (nil: the grace period is over), then SIGKILLs what is left of it.
+func killStragglers(pgid int, kill <-chan time.Time) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for kill != nil {
+		if syscall.Kill(-pgid, 0) != nil { // ESRCH: no member left
+			return
+		}
+		select {
+		case <-kill:
+			kill = nil
+		case <-tick.C:
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// release ends the lease and returns the service's answer. A failure is
+// reported; the lease runs out by itself.
+func release(lease *client.Lease, env Env) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	err := lease.Release(ctx)
 	if err != nil && !errors.Is(lease.Err(), client.ErrLeaseLost) {
 		fmt.Fprintf(env.Stderr, "lockctl: warning: %v (the lease expires by itself)\n", err)
 	}
+	return err
 }
 
 // commandStatus is the exit code for the command's end: its own, or 128+n
