@@ -160,6 +160,29 @@ func (c *common) client(ctx context.Context) (*client.Client, error) {
 	return client.New(c.endpoint, append(opts, client.WithUserAgent("lockctl/1"))...)
 }
 
+// call runs one request of a subcommand: it builds the client, bounds the
+// context by timeout (0: do's own bound) and by SIGINT/SIGTERM, prints do's
+// result as JSON and returns the exit code.
+func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *client.Client) (any, error)) int {
+	ctx, stop := signalContext()
+	defer stop()
+	cl, err := c.client(ctx)
+	if err != nil {
+		return failed(env, err)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	out, err := do(ctx, cl)
+	if err != nil {
+		return failed(env, err)
+	}
+	printJSON(env.Stdout, out)
+	return ExitOK
+}
+
 // usageError is a problem with the command line.
 type usageError struct{ msg string }
 
@@ -277,18 +300,13 @@ func acquireCmd(args []string, env Env) int {
 	if *owner == "" {
 		*owner = defaultOwner()
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	c, err := com.client(ctx)
-	if err != nil {
-		return failed(env, err)
-	}
-	lease, err := take(ctx, c, resource, *owner, *ttl, *wait)
-	if err != nil {
-		return failed(env, err)
-	}
-	printJSON(env.Stdout, lease.Lock())
-	return ExitOK
+	return com.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
+		lease, err := take(ctx, c, resource, *owner, *ttl, *wait)
+		if err != nil {
+			return nil, err
+		}
+		return lease.Lock(), nil
+	})
 }
 
 func statusCmd(args []string, env Env) int {
@@ -297,20 +315,9 @@ func statusCmd(args []string, env Env) int {
 	if err != nil {
 		return parseFailed(env, err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	c, err := com.client(ctx)
-	if err != nil {
-		return failed(env, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	lock, err := c.Status(ctx, resource)
-	if err != nil {
-		return failed(env, err)
-	}
-	printJSON(env.Stdout, lock)
-	return ExitOK
+	return com.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		return c.Status(ctx, resource)
+	})
 }
 
 func renewCmd(args []string, env Env) int {
@@ -328,20 +335,9 @@ func renewCmd(args []string, env Env) int {
 	if err != nil {
 		return parseFailed(env, err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	c, err := com.client(ctx)
-	if err != nil {
-		return failed(env, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	lock, err := c.Renew(ctx, resource, *owner, *ttl, *token)
-	if err != nil {
-		return failed(env, err)
-	}
-	printJSON(env.Stdout, lock)
-	return ExitOK
+	return com.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		return c.Renew(ctx, resource, *owner, *ttl, *token)
+	})
 }
 
 func releaseCmd(args []string, env Env) int {
@@ -355,17 +351,10 @@ func releaseCmd(args []string, env Env) int {
 	if err != nil {
 		return parseFailed(env, err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	c, err := com.client(ctx)
-	if err != nil {
-		return failed(env, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	if err := c.Release(ctx, resource, *owner, *token); err != nil {
-		return failed(env, err)
-	}
-	printJSON(env.Stdout, map[string]any{"resource": resource, "released": true})
-	return ExitOK
+	return com.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		if err := c.Release(ctx, resource, *owner, *token); err != nil {
+			return nil, err
+		}
+		return map[string]any{"resource": resource, "released": true}, nil
+	})
 }
