@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +16,16 @@ import (
 	"github.com/ft288/locks/local/localtest"
 )
 
-// res returns a resource name unique to the running test.
-func res(t testing.TB) string { return strings.ReplaceAll(t.Name(), "/", ":") }
+// names holds the resource name of each running test, see res.
+var names sync.Map // testing.TB → string
+
+// res returns a resource name unique to the running test: its name plus a
+// per-run suffix, so -count=N runs against one dynalite never meet each
+// other's leases. Calls from the same test return the same name.
+func res(t testing.TB) string {
+	name, _ := names.LoadOrStore(t, fmt.Sprintf("%s#%d", strings.ReplaceAll(t.Name(), "/", ":"), time.Now().UnixNano()))
+	return name.(string)
+}
 
 // TestAttacks covers the seed design's attacks ATK-01..12 (ATK-10, the
 // concurrent race, is TestConcurrentAcquireOneWinner).
