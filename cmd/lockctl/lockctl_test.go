@@ -33,7 +33,9 @@ func TestProcess(t *testing.T) {
 	bin := buildLockctl(t)
 	t.Run("NoOverlap", func(t *testing.T) { t.Parallel(); testNoOverlap(t, bin) })
 	t.Run("LeaseLost", func(t *testing.T) { t.Parallel(); testLeaseLost(t, bin) })
-	t.Run("ForwardsSIGTERM", func(t *testing.T) { t.Parallel(); testForwardsSIGTERM(t, bin) })
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run("Forwards"+strings.ToUpper(unix(sig)), func(t *testing.T) { t.Parallel(); testForwardsSignal(t, bin, sig) })
+	}
 	t.Run("TakenOverUnnoticed", func(t *testing.T) { t.Parallel(); testTakenOverUnnoticed(t, bin) })
 }
 
@@ -262,11 +264,17 @@ func testLeaseLost(t *testing.T, bin string) {
 	}
 }
 
-func testForwardsSIGTERM(t *testing.T, bin string) {
+// unix returns the shell name of sig, e.g. "term" for SIGTERM.
+func unix(sig syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGTERM: "term", syscall.SIGINT: "int", syscall.SIGHUP: "hup"}[sig]
+}
+
+func testForwardsSignal(t *testing.T, bin string, sig syscall.Signal) {
 	srv := localtest.Start(t, localtest.Options{})
 	dir, res := t.TempDir(), uniqueName(t)
 	ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
-	script := `trap 'echo term >> "$MARK"; exit 3' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
+	name := unix(sig)
+	script := `trap 'echo ` + name + ` >> "$MARK"; exit 3' ` + strings.ToUpper(name) + `; echo $$ > "$READY"; while :; do sleep 0.05; done`
 	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "MARK=" + mark},
 		"run", res, "--ttl", "5s", "--", "sh", "-c", script)
 	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
@@ -275,14 +283,14 @@ func testForwardsSIGTERM(t *testing.T, bin string) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal lockctl: %v", err)
 	}
 	if code := p.wait(t, 10*time.Second); code != 3 {
 		t.Errorf("exit code: got %d, want the command's 3; stderr: %s", code, p.stderr.String())
 	}
-	if got := waitFile(t, mark, p); got != "term\n" {
-		t.Errorf("command's TERM marker: got %q, want %q", got, "term\n")
+	if got := waitFile(t, mark, p); got != name+"\n" {
+		t.Errorf("command's %s marker: got %q, want %q", strings.ToUpper(name), got, name+"\n")
 	}
 	c, err := client.New(srv.URL)
 	if err != nil {

@@ -194,6 +194,15 @@ func TestMainCommands(t *testing.T) {
 			after:      wantFree,
 		},
 		{
+			name: "RunCommandNotExecutable",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"run", res, "--", "/etc/passwd"}
+			},
+			wantCode:   126,
+			wantStderr: "/etc/passwd",
+			after:      wantFree,
+		},
+		{
 			name: "ServiceDown",
 			args: func(res string, _ *client.Lease) []string {
 				return []string{"status", res, "--endpoint", "http://127.0.0.1:1"}
