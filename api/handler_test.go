@@ -18,33 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ft288/locks/locklogic"
+	"github.com/ft288/locks/locklogic/dynamofake"
 )
 
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-
-// fakeDB answers UpdateItem and GetItem as the test says and records calls.
-type fakeDB struct {
-	update  func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
-	get     func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
-	updates []*dynamodb.UpdateItemInput
-	gets    int
-}
-
-func (f *fakeDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	f.updates = append(f.updates, in)
-	if f.update == nil {
-		return nil, errors.New("unexpected UpdateItem")
-	}
-	return f.update(in)
-}
-
-func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	f.gets++
-	if f.get == nil {
-		return nil, errors.New("unexpected GetItem")
-	}
-	return f.get(in)
-}
 
 func lockItem(owner string, token int64, exp time.Time) map[string]types.AttributeValue {
 	n := func(i int64) types.AttributeValue {
@@ -89,7 +66,7 @@ func decodeBody(tb testing.TB, resp events.APIGatewayV2HTTPResponse) map[string]
 // TestAcquireEvent runs a real API Gateway v2 event with an IAM identity
 // through Acquire and checks the write and the response.
 func TestAcquireEvent(t *testing.T) {
-	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 1796212800000001, t0.Add(30*time.Second))}, nil
 	}}
 	var logs bytes.Buffer
@@ -104,7 +81,7 @@ func TestAcquireEvent(t *testing.T) {
 	if resp.Body != want {
 		t.Errorf("got body %s, want %s", resp.Body, want)
 	}
-	in := db.updates[0]
+	in := db.Updates()[0]
 	if p := in.ExpressionAttributeValues[":p"].(*types.AttributeValueMemberS).Value; p != "arn:aws:sts::123456789012:assumed-role/worker" {
 		t.Errorf("got principal %q, want the role without its session", p)
 	}
@@ -125,17 +102,17 @@ func TestAcquireEvent(t *testing.T) {
 // TestReleaseBase64Event: API Gateway base64-encodes bodies of non-text
 // content types.
 func TestReleaseBase64Event(t *testing.T) {
-	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return &dynamodb.UpdateItemOutput{}, nil
 	}}
 	resp, _ := newTestHandler(db, io.Discard).Release(context.Background(), loadEvent(t, "release-base64.json"))
 	if resp.StatusCode != 204 || resp.Body != "" {
 		t.Fatalf("got %d %q, want 204 and no body", resp.StatusCode, resp.Body)
 	}
-	if tok := db.updates[0].ExpressionAttributeValues[":tok"].(*types.AttributeValueMemberN).Value; tok != "7" {
+	if tok := db.Updates()[0].ExpressionAttributeValues[":tok"].(*types.AttributeValueMemberN).Value; tok != "7" {
 		t.Errorf("got token condition %s, want 7", tok)
 	}
-	if _, ok := db.updates[0].ExpressionAttributeValues[":p"]; ok {
+	if _, ok := db.Updates()[0].ExpressionAttributeValues[":p"]; ok {
 		t.Errorf("a request without IAM identity was bound to a principal")
 	}
 }
@@ -143,7 +120,7 @@ func TestReleaseBase64Event(t *testing.T) {
 // TestHeldRetryAfter: when DynamoDB returns the holder's item with the
 // failed condition, the answer carries its expiry and Retry-After.
 func TestHeldRetryAfter(t *testing.T) {
-	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return nil, &types.ConditionalCheckFailedException{Item: lockItem("w1", 5, t0.Add(2500*time.Millisecond))}
 	}}
 	ev := loadEvent(t, "acquire-iam.json")
@@ -158,8 +135,8 @@ func TestHeldRetryAfter(t *testing.T) {
 	if _, leaked := body["owner"]; leaked {
 		t.Errorf("held answer leaks the holder's owner: %s", resp.Body)
 	}
-	if db.gets != 0 {
-		t.Errorf("got %d reads, want none", db.gets)
+	if db.Gets() != 0 {
+		t.Errorf("got %d reads, want none", db.Gets())
 	}
 }
 
@@ -176,7 +153,7 @@ func TestStoreFailuresHideInternals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.err }}
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.err }}
 			var logs bytes.Buffer
 			resp, err := newTestHandler(db, &logs).Acquire(context.Background(), loadEvent(t, "acquire-iam.json"))
 			if err != nil {
@@ -228,7 +205,7 @@ func TestBadInputNeverReachesStore(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{}
+			db := &dynamofake.DB{}
 			h := newTestHandler(db, io.Discard)
 			for _, rt := range Routes {
 				routes[rt.Name] = func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -241,7 +218,7 @@ func TestBadInputNeverReachesStore(t *testing.T) {
 			if resp.StatusCode != tc.status || p["type"] != ProblemTypeBase+tc.slug || p["status"] != float64(tc.status) {
 				t.Errorf("got %d %s, want %d %s", resp.StatusCode, resp.Body, tc.status, tc.slug)
 			}
-			if len(db.updates) != 0 || db.gets != 0 {
+			if len(db.Updates()) != 0 || db.Gets() != 0 {
 				t.Errorf("bad input reached DynamoDB")
 			}
 		})
@@ -317,7 +294,7 @@ func TestConfigFromEnv(t *testing.T) {
 // TestPanicBecomesProblem: a panic below the handler is a logged 500, not
 // a crashed invocation.
 func TestPanicBecomesProblem(t *testing.T) {
-	db := &fakeDB{get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { panic("boom") }}
+	db := &dynamofake.DB{Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { panic("boom") }}
 	var logs bytes.Buffer
 	resp, err := newTestHandler(db, &logs).Status(context.Background(), events.APIGatewayV2HTTPRequest{PathParameters: map[string]string{"resource": "r"}})
 	if err != nil || resp.StatusCode != 500 || strings.Contains(resp.Body, "boom") {

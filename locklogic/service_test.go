@@ -12,30 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/ft288/locks/locklogic/dynamofake"
 )
 
-// fakeDB is a DynamoDBAPI whose answers the test scripts, for failure paths
-// a real server does not produce on demand (and for DynamoDB behaviour
-// dynalite lacks, such as returning the old item on a failed condition).
-type fakeDB struct {
-	update  func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
-	get     func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
-	updates []*dynamodb.UpdateItemInput
-	gets    int
-}
-
-func (f *fakeDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	f.updates = append(f.updates, in)
-	return f.update(in)
-}
-
-func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	f.gets++
-	if f.get == nil {
-		return nil, errors.New("unexpected GetItem")
-	}
-	return f.get(in)
-}
+var _ DynamoDBAPI = (*dynamofake.DB)(nil)
 
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
@@ -75,7 +56,7 @@ func TestAcquireHeld(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(tc.old) }}
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(tc.old) }}
 			res, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w2"}, TTLSeconds: 30})
 			if err != nil || res.Acquired {
 				t.Fatalf("got %+v, %v; want not acquired, nil error", res, err)
@@ -83,10 +64,10 @@ func TestAcquireHeld(t *testing.T) {
 			if !res.HolderExpiresAt.Equal(tc.wantExp) {
 				t.Errorf("got holder expiry %v, want %v", res.HolderExpiresAt, tc.wantExp)
 			}
-			if db.gets != 0 || len(db.updates) != 1 {
-				t.Errorf("got %d updates and %d gets, want 1 and 0 (no extra read for holder info)", len(db.updates), db.gets)
+			if db.Gets() != 0 || len(db.Updates()) != 1 {
+				t.Errorf("got %d updates and %d gets, want 1 and 0 (no extra read for holder info)", len(db.Updates()), db.Gets())
 			}
-			if rv := db.updates[0].ReturnValuesOnConditionCheckFailure; rv != types.ReturnValuesOnConditionCheckFailureAllOld {
+			if rv := db.Updates()[0].ReturnValuesOnConditionCheckFailure; rv != types.ReturnValuesOnConditionCheckFailureAllOld {
 				t.Errorf("got ReturnValuesOnConditionCheckFailure %q, want ALL_OLD", rv)
 			}
 		})
@@ -98,14 +79,14 @@ func TestAcquireHeld(t *testing.T) {
 // (seed ATK-06).
 func TestAcquireUsesPlaceholders(t *testing.T) {
 	evil := `x'; DROP TABLE locks; -- #o = :o OR attribute_exists(#r)`
-	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return &dynamodb.UpdateItemOutput{Attributes: item(evil, "", 1, t0.Add(time.Minute))}, nil
 	}}
 	res, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: evil, Caller: Caller{Owner: evil}, TTLSeconds: 60})
 	if err != nil || !res.Acquired {
 		t.Fatalf("got %+v, %v", res, err)
 	}
-	in := db.updates[0]
+	in := db.Updates()[0]
 	for _, expr := range []string{*in.UpdateExpression, *in.ConditionExpression} {
 		if strings.Contains(expr, "DROP") || strings.Contains(expr, AttrOwner) || strings.Contains(expr, AttrExpiresAt) {
 			t.Errorf("expression %q contains input or a literal attribute name", expr)
@@ -144,9 +125,9 @@ func TestRenewReleaseOutcomes(t *testing.T) {
 	for _, tc := range cases {
 		for _, op := range []string{"Renew", "Release"} {
 			t.Run(tc.name+"/"+op, func(t *testing.T) {
-				db := &fakeDB{
-					update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(tc.old) },
-					get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				db := &dynamofake.DB{
+					Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(tc.old) },
+					Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
 						return &dynamodb.GetItemOutput{Item: tc.getItem}, nil
 					},
 				}
@@ -160,8 +141,8 @@ func TestRenewReleaseOutcomes(t *testing.T) {
 				if !errors.Is(err, tc.want) {
 					t.Errorf("got %v, want %v", err, tc.want)
 				}
-				if db.gets != tc.wantGets {
-					t.Errorf("got %d reads, want %d", db.gets, tc.wantGets)
+				if db.Gets() != tc.wantGets {
+					t.Errorf("got %d reads, want %d", db.Gets(), tc.wantGets)
 				}
 			})
 		}
@@ -191,9 +172,9 @@ func TestStoreErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{
-				update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.err },
-				get:    func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, tc.err },
+			db := &dynamofake.DB{
+				Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.err },
+				Get:    func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, tc.err },
 			}
 			s := newTestService(db)
 			res, err := s.Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w"}, TTLSeconds: 1})
@@ -244,7 +225,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 				return &dynamodb.UpdateItemOutput{Attributes: item("w1", "", 1, t0.Add(time.Second))}, nil
 			}}
 			_, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: tc.resource, Caller: Caller{Owner: tc.owner}, TTLSeconds: tc.ttl})
@@ -258,7 +239,7 @@ func TestValidation(t *testing.T) {
 			if !errors.As(err, &verr) || len(verr.Fields) != 1 || verr.Fields[0].Field != tc.field {
 				t.Fatalf("got %v, want one validation error on %s", err, tc.field)
 			}
-			if len(db.updates) != 0 {
+			if len(db.Updates()) != 0 {
 				t.Errorf("invalid input reached the store")
 			}
 		})
@@ -268,14 +249,14 @@ func TestValidation(t *testing.T) {
 // TestTokenBaseAboveClock checks a fresh counter starts at the clock in
 // microseconds, above any token the old counter could have reached.
 func TestTokenBaseAboveClock(t *testing.T) {
-	db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return &dynamodb.UpdateItemOutput{Attributes: item("w1", "", 1, t0.Add(time.Second))}, nil
 	}}
 	_, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w1"}, TTLSeconds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := db.updates[0]
+	in := db.Updates()[0]
 	if got, want := in.ExpressionAttributeValues[":base"].(*types.AttributeValueMemberN).Value, strconv.FormatInt(t0.UnixMicro(), 10); got != want {
 		t.Errorf("got :base %s, want %s", got, want)
 	}
@@ -298,7 +279,7 @@ func TestReleaseRetriedAfterLostAnswer(t *testing.T) {
 		want error
 	}{{"OwnTombstone", true, nil}, {"OtherTombstone", false, ErrNotFound}} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 				tomb := item("w1", "", 7, t0)
 				tomb[AttrReleasedAt] = num(t0.UnixMilli())
 				id := "someone-else"
@@ -321,11 +302,11 @@ func TestReleaseRetriedAfterLostAnswer(t *testing.T) {
 // with every failed condition (DynamoDB), a failure without one means the
 // item is absent: 404 without a read.
 func TestOldItemOnFailureSkipsRead(t *testing.T) {
-	db := &fakeDB{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(nil) }}
+	db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(nil) }}
 	s := New(db, Config{Table: "t", Now: func() time.Time { return t0 }, OldItemOnFailure: true})
 	_, rerr := s.Renew(context.Background(), RenewRequest{Resource: "r", Caller: Caller{Owner: "w1"}, TTLSeconds: 5})
 	lerr := s.Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}})
-	if !errors.Is(rerr, ErrNotFound) || !errors.Is(lerr, ErrNotFound) || db.gets != 0 {
-		t.Fatalf("got renew %v, release %v, %d reads; want ErrNotFound twice and no read", rerr, lerr, db.gets)
+	if !errors.Is(rerr, ErrNotFound) || !errors.Is(lerr, ErrNotFound) || db.Gets() != 0 {
+		t.Fatalf("got renew %v, release %v, %d reads; want ErrNotFound twice and no read", rerr, lerr, db.Gets())
 	}
 }
