@@ -283,8 +283,25 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil || cfg.Table != "t" || cfg.MaxTTLSeconds != 60 || cfg.Retention != time.Hour || cfg.LogLevel != slog.LevelDebug {
 		t.Fatalf("got %+v, %v", cfg, err)
 	}
-	_, err = ConfigFromEnv(env(map[string]string{"MAX_TTL_SECONDS": "0", "LOG_LEVEL": "loud"}))
-	for _, want := range []string{"TABLE_NAME", "MAX_TTL_SECONDS", "LOG_LEVEL"} {
+	if !cfg.OldItemOnFailure {
+		t.Errorf("no endpoint override: got OldItemOnFailure false, want true (DynamoDB itself)")
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{"TABLE_NAME": "t", "DYNAMODB_ENDPOINT": "http://127.0.0.1:4567"}, false},
+		{map[string]string{"TABLE_NAME": "t", "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:4567"}, false},
+		{map[string]string{"TABLE_NAME": "t", "AWS_ENDPOINT_URL": "http://127.0.0.1:4566"}, false},
+		{map[string]string{"TABLE_NAME": "t", "DYNAMODB_ENDPOINT": "https://vpce-1.dynamodb.eu-west-1.vpce.amazonaws.com", "DYNAMODB_RETURNS_OLD_ITEM": "true"}, true},
+		{map[string]string{"TABLE_NAME": "t", "DYNAMODB_RETURNS_OLD_ITEM": "false"}, false},
+	} {
+		if got, err := ConfigFromEnv(env(tc.env)); err != nil || got.OldItemOnFailure != tc.want {
+			t.Errorf("%v: got OldItemOnFailure %v (%v), want %v", tc.env, got.OldItemOnFailure, err, tc.want)
+		}
+	}
+	_, err = ConfigFromEnv(env(map[string]string{"MAX_TTL_SECONDS": "0", "LOG_LEVEL": "loud", "DYNAMODB_RETURNS_OLD_ITEM": "maybe"}))
+	for _, want := range []string{"TABLE_NAME", "MAX_TTL_SECONDS", "LOG_LEVEL", "DYNAMODB_RETURNS_OLD_ITEM"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want an error naming %s", err, want)
 		}

@@ -35,17 +35,18 @@ type Config struct {
 	Endpoint string
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
+	// OldItemOnFailure is DYNAMODB_RETURNS_OLD_ITEM: the store returns the
+	// old item with a failed condition, as DynamoDB does, so explaining a
+	// failed renew or release never needs a read (and the functions need no
+	// GetItem permission for it; see locklogic.Config.OldItemOnFailure).
+	// Default: true unless an endpoint override is set (DYNAMODB_ENDPOINT,
+	// AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL: dynalite does not).
+	OldItemOnFailure bool
 }
-
-// OldItemOnFailure reports whether the store is AWS DynamoDB itself, which
-// returns the old item with a failed condition, so an explanation never
-// needs a read (see locklogic.Config.OldItemOnFailure). With an endpoint
-// override (dynalite, DynamoDB Local) the service does not rely on it.
-func (c Config) OldItemOnFailure() bool { return c.Endpoint == "" }
 
 // ServiceConfig returns the locklogic configuration for c.
 func (c Config) ServiceConfig() locklogic.Config {
-	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention, OldItemOnFailure: c.OldItemOnFailure()}
+	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention, OldItemOnFailure: c.OldItemOnFailure}
 }
 
 // ConfigFromEnv reads Config from getenv (os.Getenv in production) and
@@ -74,6 +75,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("TOMBSTONE_RETENTION_SECONDS=%q: want a positive integer", v))
 		}
 		cfg.Retention = time.Duration(n) * time.Second
+	}
+	cfg.OldItemOnFailure = cfg.Endpoint == "" && getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && getenv("AWS_ENDPOINT_URL") == ""
+	if v := getenv("DYNAMODB_RETURNS_OLD_ITEM"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DYNAMODB_RETURNS_OLD_ITEM=%q: want true or false", v))
+		}
+		cfg.OldItemOnFailure = b
 	}
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {

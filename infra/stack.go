@@ -225,6 +225,10 @@ func newLockFunction(stack awscdk.Stack, route api.Route, table awsdynamodb.Tabl
 			"TABLE_NAME":                  table.TableName(),
 			"MAX_TTL_SECONDS":             jsii.String(fmt.Sprint(MaxTTLSeconds)),
 			"TOMBSTONE_RETENTION_SECONDS": jsii.String(fmt.Sprint(TombstoneRetentionSeconds)),
+			// DynamoDB returns the old item with a failed condition, so
+			// renew and release never read to explain one: their roles
+			// have no GetItem (DynamoDBActions).
+			"DYNAMODB_RETURNS_OLD_ITEM": jsii.String("true"),
 		},
 	})
 

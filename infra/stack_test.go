@@ -322,11 +322,27 @@ func TestFunctions(t *testing.T) {
 				"TABLE_NAME":                  map[string]any{"Ref": table},
 				"MAX_TTL_SECONDS":             "86400",
 				"TOMBSTONE_RETENTION_SECONDS": "604800",
+				"DYNAMODB_RETURNS_OLD_ITEM":   "true",
 			}
 			for k, v := range wantVars {
 				if !reflect.DeepEqual(vars[k], v) {
 					t.Errorf("env %s: got %v, want %v", k, vars[k], v)
 				}
+			}
+			// The handler reads this environment: it must talk to DynamoDB
+			// itself and never read to explain a failed write, since the
+			// renew and release roles have no GetItem.
+			cfg, err := api.ConfigFromEnv(func(k string) string {
+				if v, ok := vars[k].(string); ok {
+					return v
+				}
+				if vars[k] != nil {
+					return "table-from-ref"
+				}
+				return ""
+			})
+			if err != nil || cfg.Endpoint != "" || !cfg.OldItemOnFailure {
+				t.Errorf("function config from the stack's environment: got %+v, %v; want no endpoint override and OldItemOnFailure", cfg, err)
 			}
 			lc, _ := p["LoggingConfig"].(map[string]any)
 			if lc["LogFormat"] != "JSON" {

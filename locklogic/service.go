@@ -174,7 +174,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 
 	names := map[string]string{
 		"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
-		"#a": AttrAcquiredAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt, "#ri": AttrReleaseID,
+		"#a": AttrAcquiredAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
 	}
 	values := map[string]types.AttributeValue{
 		":o":    &types.AttributeValueMemberS{Value: req.Caller.Owner},
@@ -185,7 +185,9 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 		":one":  num(1),
 	}
 	update := "SET #o = :o, #a = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
-	remove := " REMOVE #x, #ri"
+	// release_id stays: a release retried by the SDK after this acquire must
+	// still find its own id and report the release it did make.
+	remove := " REMOVE #x"
 	if req.Caller.Principal != "" {
 		update += ", #p = :p"
 		values[":p"] = &types.AttributeValueMemberS{Value: req.Caller.Principal}

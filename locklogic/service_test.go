@@ -310,3 +310,30 @@ func TestOldItemOnFailureSkipsRead(t *testing.T) {
 		t.Fatalf("got renew %v, release %v, %d reads; want ErrNotFound twice and no read", rerr, lerr, db.Gets())
 	}
 }
+
+// TestReleaseRetryAfterReacquire: the first attempt of a release succeeded,
+// its answer was lost, and another owner acquired before the SDK's retry.
+// The retry must still report the release it made, not 403.
+func TestReleaseRetryAfterReacquire(t *testing.T) {
+	var acquired map[string]types.AttributeValue
+	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		if strings.Contains(*in.UpdateExpression, "REMOVE") { // the acquire
+			if strings.Contains(*in.UpdateExpression, "#ri") {
+				t.Errorf("acquire %q removes release_id", *in.UpdateExpression)
+			}
+			return &dynamodb.UpdateItemOutput{Attributes: acquired}, nil
+		}
+		// The release: its id is on the item the other owner now holds.
+		acquired = item("w2", "", 8, t0.Add(time.Minute))
+		acquired[AttrReleaseID] = in.ExpressionAttributeValues[":ri"]
+		return nil, ccf(acquired)
+	}}
+	s := newTestService(db)
+	tok := int64(7)
+	if err := s.Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}, FencingToken: &tok}); err != nil {
+		t.Fatalf("got %v, want the release reported done", err)
+	}
+	if _, err := s.Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w2"}, TTLSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+}
