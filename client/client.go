@@ -147,6 +147,11 @@ func SigV4FromDefaultChain(ctx context.Context, region string) (Option, error) {
 	if cfg.Credentials == nil {
 		return nil, errors.New("load AWS config: no credentials provider")
 	}
+	// Fail now if there are no credentials at all; later retrieval failures
+	// (a refresh hiccup of SSO, STS or the instance role) are retried.
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return nil, fmt.Errorf("load AWS credentials: %w", err)
+	}
 	return WithSigV4(cfg.Region, cfg.Credentials), nil
 }
 
@@ -465,7 +470,10 @@ func (s *sigv4) sign(ctx context.Context, req *http.Request, body []byte) error 
 	req.Header.Set("X-Amz-Content-Sha256", hash)
 	creds, err := s.creds.Retrieve(ctx)
 	if err != nil {
-		return &permanentError{fmt.Errorf("sigv4: retrieve credentials: %w", err)}
+		// Temporary as far as the lease is concerned: a credentials
+		// refresh that fails once must not end a healthy lease; renewals
+		// retry until the lease's local deadline.
+		return fmt.Errorf("sigv4: retrieve credentials: %w", err)
 	}
 	if err := s.signer.SignHTTP(ctx, creds, req, hash, SigV4Service, s.region, time.Now()); err != nil {
 		return &permanentError{fmt.Errorf("sigv4: sign: %w", err)}

@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +40,8 @@ func TestProcess(t *testing.T) {
 		t.Run("Forwards"+strings.ToUpper(unix(sig)), func(t *testing.T) { t.Parallel(); testForwardsSignal(t, bin, sig) })
 	}
 	t.Run("TakenOverUnnoticed", func(t *testing.T) { t.Parallel(); testTakenOverUnnoticed(t, bin) })
+	t.Run("KilledLockctlTakesCommandAlong", func(t *testing.T) { t.Parallel(); testKilledLockctl(t, bin) })
+	t.Run("UnheardGrantReleased", func(t *testing.T) { t.Parallel(); testUnheardGrantReleased(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {
@@ -336,5 +341,83 @@ func testTakenOverUnnoticed(t *testing.T, bin string) {
 	}
 	if st, err := c.Status(context.Background(), res); err != nil || st.Owner != "other" {
 		t.Errorf("status: got %+v, %v; want the other owner's lease untouched", st, err)
+	}
+}
+
+// testKilledLockctl: a lockctl killed with SIGKILL (OOM killer, kill -9)
+// cannot stop its command itself; the kernel's parent-death signal must, or
+// the command would run on with nobody renewing its lease.
+func testKilledLockctl(t *testing.T, bin string) {
+	srv := localtest.Start(t, localtest.Options{})
+	ready := filepath.Join(t.TempDir(), "ready")
+	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready},
+		"run", uniqueName(t), "--ttl", "30s", "--", "sh", "-c", `echo $$ > "$READY"; exec sleep 30`)
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
+	if err != nil {
+		t.Fatalf("pid file: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 5*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d) still runs 5s after its lockctl was killed", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testUnheardGrantReleased: --wait runs out while an acquire is in flight;
+// the service grants it but the answer comes too late. lockctl must not
+// leave that lease behind to block the next run for a whole TTL.
+func testUnheardGrantReleased(t *testing.T, bin string) {
+	srv := localtest.Start(t, localtest.Options{})
+	// The proxy forwards at once but answers acquires 1.5 s late.
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(context.Background(), r.Method, srv.URL+r.URL.RequestURI(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/renew") {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(proxy.Close)
+
+	res := uniqueName(t)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := c.TryAcquire(context.Background(), res, "holder", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startLockctl(t, bin, proxy.URL, nil, "run", res, "--ttl", "30s", "--wait", "2s", "--", "true")
+	time.Sleep(200 * time.Millisecond) // the first attempt is in flight
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t, 10*time.Second)
+	if code != cli.ExitHeld && code != cli.ExitOK {
+		t.Fatalf("exit code: got %d, want %d (or %d if an answer came in time); stderr: %s", code, cli.ExitHeld, cli.ExitOK, p.stderr.String())
+	}
+	if _, err := c.Status(context.Background(), res); !errors.Is(err, client.ErrNotFound) {
+		st, _ := c.Status(context.Background(), res)
+		t.Errorf("after lockctl exited %d: got %+v, %v; want the lock free (no lease left behind)", code, st, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -53,6 +54,7 @@ func runCmd(args []string, env Env) int {
 	}
 	lease.KeepAlive(context.Background())
 	if err := lease.Err(); err != nil { // lost between the grant and now
+		release(lease, env) // the service may still hold it (a slow answer)
 		fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
 		return ExitLeaseLost
 	}
@@ -64,8 +66,13 @@ func runCmd(args []string, env Env) int {
 		"LOCK_OWNER="+lease.Owner(),
 		"LOCK_FENCING_TOKEN="+strconv.FormatInt(lease.FencingToken(), 10),
 	)
-	// Its own process group, so that signals reach everything it starts.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that signals reach everything it starts;
+	// and SIGKILL if lockctl dies without stopping it (OOM killer, kill -9),
+	// so no command runs on without a lease renewer.
+	cmd.SysProcAttr = procAttr()
+	// The parent-death signal fires when the thread that forked the child
+	// exits: pin this goroutine (main) to its thread for good.
+	runtime.LockOSThread()
 	if err := cmd.Start(); err != nil {
 		release(lease, env)
 		fmt.Fprintf(env.Stderr, "lockctl: start %s: %v\n", argv[0], err)
@@ -78,10 +85,12 @@ func runCmd(args []string, env Env) int {
 }
 
 // waitForLock takes the lock, giving up on a signal. It returns the lease,
-// or nil and the exit code. When the answer to an acquire may have been lost
-// (timeout, network, 5xx) and owner is this process's own, it releases
-// owner's lease, if any, so a grant nobody heard of does not block the next
-// run for a whole TTL.
+// or nil and the exit code. Whenever it ends without a lease and owner is
+// this process's own, it releases owner's lease, if any: an attempt still in
+// flight when --wait ran out or a signal came, or one whose answer was lost,
+// may have been granted, and a grant nobody heard of would block the next
+// run for a whole TTL. The owner is unique to this process, so this can
+// only ever end a lease of its own.
 func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, ownOwner bool, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -101,12 +110,12 @@ func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, o
 	select {
 	case r := <-done:
 		if r.err != nil {
+			if ownOwner && !errors.Is(r.err, client.ErrInvalid) {
+				releaseUnheard(c, resource, owner)
+			}
 			if errors.Is(r.err, client.ErrHeld) {
 				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, wait)
 				return nil, ExitHeld
-			}
-			if ownOwner && !errors.Is(r.err, client.ErrInvalid) {
-				releaseUnheard(c, resource, owner)
 			}
 			return nil, failed(env, r.err)
 		}
@@ -115,6 +124,8 @@ func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, o
 		cancel()
 		if r := <-done; r.lease != nil {
 			release(r.lease, env)
+		} else if ownOwner {
+			releaseUnheard(c, resource, owner)
 		}
 		fmt.Fprintf(env.Stderr, "lockctl: %v while waiting for lock %q\n", sig, resource)
 		return nil, 128 + int(sig.(syscall.Signal))
@@ -140,6 +151,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc <-c
 	leaseDone := lease.Done()
 	var kill <-chan time.Time
 	var werr error
+	termSent := false
 wait:
 	for {
 		select {
@@ -149,6 +161,7 @@ wait:
 			leaseDone = nil
 			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), grace)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			termSent = true
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			kill = t.C
@@ -169,7 +182,16 @@ wait:
 
 	if err := lease.Err(); errors.Is(err, client.ErrLeaseLost) {
 		// The leader is gone; whatever else of the command's group still
-		// runs gets the rest of the grace period, then SIGKILL.
+		// runs gets the rest of the grace period, then SIGKILL. If the
+		// leader exited just as the loss was noticed, the rest of the group
+		// has not had its SIGTERM yet.
+		if !termSent {
+			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping what is left of the command (SIGTERM, then SIGKILL after %s)\n", err, grace)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			kill = t.C
+		}
 		killStragglers(pgid, kill)
 		if errors.Is(err, client.ErrLeaseExpired) {
 			release(lease, env) // the service may still hold it
@@ -177,10 +199,12 @@ wait:
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
 		return ExitLeaseLost
 	}
-	if err := release(lease, env); errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) {
-		// Another owner or a newer lease holds the lock: ours ended while
-		// the command ran, unnoticed between two renewals.
-		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was taken over while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
+	if err := release(lease, env); errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound) {
+		// Another owner or a newer lease holds the lock, or the lease was
+		// already over (ended by the service's clock before ours, or released
+		// elsewhere): the command ran at least partly without it, unnoticed
+		// between two renewals.
+		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was taken over or ended while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
 		return ExitLeaseLost
 	}
 	return commandStatus(werr, env)
