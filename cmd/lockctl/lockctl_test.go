@@ -235,16 +235,7 @@ func testLeaseLost(t *testing.T, bin string) {
 
 			// The lease expires by the service's clock and another owner
 			// takes the lock: lockctl's next renewal is refused.
-			clock.Advance(time.Hour)
-			c, err := client.New(srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			other, err := c.TryAcquire(context.Background(), res, "other", 30*time.Second)
-			if err != nil {
-				t.Fatalf("TryAcquire by another owner: %v", err)
-			}
-			defer other.Release(context.Background())
+			takeOver(t, srv, clock, res)
 
 			waitFile(t, mark, p)
 			termSeen := time.Now()
@@ -320,16 +311,7 @@ func testTakenOverUnnoticed(t *testing.T, bin string) {
 		"run", res, "--ttl", "30s", "--", "sh", "-c", script)
 	waitFile(t, ready, p)
 
-	clock.Advance(time.Hour)
-	c, err := client.New(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := c.TryAcquire(context.Background(), res, "other", 30*time.Second)
-	if err != nil {
-		t.Fatalf("TryAcquire by another owner: %v", err)
-	}
-	defer other.Release(context.Background())
+	c := takeOver(t, srv, clock, res)
 	if err := os.WriteFile(goOn, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -420,4 +402,21 @@ func testUnheardGrantReleased(t *testing.T, bin string) {
 		st, _ := c.Status(context.Background(), res)
 		t.Errorf("after lockctl exited %d: got %+v, %v; want the lock free (no lease left behind)", code, st, err)
 	}
+}
+
+// takeOver expires every lease by the server's clock and has owner "other"
+// take res, released when the test ends. It returns a client of srv.
+func takeOver(tb testing.TB, srv *localtest.Server, clock *localtest.Clock, res string) *client.Client {
+	tb.Helper()
+	clock.Advance(time.Hour)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	other, err := c.TryAcquire(context.Background(), res, "other", 30*time.Second)
+	if err != nil {
+		tb.Fatalf("TryAcquire by another owner: %v", err)
+	}
+	tb.Cleanup(func() { _ = other.Release(context.Background()) })
+	return c
 }
