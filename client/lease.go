@@ -204,7 +204,6 @@ func (l *Lease) KeepAlive(ctx context.Context) {
 func (l *Lease) keepAlive(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	interval := l.ttl / 3
-	last := time.Now()
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -219,8 +218,7 @@ func (l *Lease) keepAlive(ctx context.Context, done chan struct{}) {
 		if !ok {
 			return
 		}
-		last = t0
-		t.Reset(time.Until(last.Add(interval)))
+		t.Reset(time.Until(t0.Add(interval)))
 	}
 }
 

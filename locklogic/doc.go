@@ -3,7 +3,8 @@
 // one conditional write.
 //
 // A lock is one item per resource. A lease is live while the server's clock is
-// before the item's expires_at; expiry is decided inside the condition
+// before the item's expires_at and no release has marked the item
+// (released_at); both are decided inside the condition
 // expression, never by DynamoDB's TTL, which only garbage-collects idle items
 // (its deletions may lag by days). Acquire succeeds when there is no live lease,
 // the lease has expired, or the caller already owns it; every successful

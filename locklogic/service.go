@@ -235,7 +235,7 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	}
 	now := s.now()
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
-	names, values, cond := s.holderCondition(req.Caller, req.FencingToken, now)
+	names, values, cond := holderCondition(req.Caller, req.FencingToken, now)
 	names["#g"] = AttrTTL
 	values[":exp"] = num(expMs)
 	values[":gc"] = num(s.gcAt(expMs))
@@ -269,7 +269,7 @@ func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
 	}
 	now := s.now()
 	nowMs := now.UnixMilli()
-	names, values, cond := s.holderCondition(req.Caller, req.FencingToken, now)
+	names, values, cond := holderCondition(req.Caller, req.FencingToken, now)
 	names["#g"] = AttrTTL
 	names["#ri"] = AttrReleaseID
 	values[":gc"] = num(s.gcAt(nowMs))
@@ -324,7 +324,7 @@ func live(item map[string]types.AttributeValue, now time.Time) bool {
 
 // holderCondition builds the condition "the caller holds a live lease (with
 // this token)" shared by Renew and Release.
-func (s *Service) holderCondition(c Caller, token *int64, now time.Time) (map[string]string, map[string]types.AttributeValue, string) {
+func holderCondition(c Caller, token *int64, now time.Time) (map[string]string, map[string]types.AttributeValue, string) {
 	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: c.Owner},
