@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,8 +12,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,6 +42,16 @@ const (
 // maxResponseBytes bounds how much of a response body is read.
 const maxResponseBytes = 1 << 20
 
+// Bounds of the clean-up after an acquire its caller stopped waiting for.
+const (
+	// lateAnswerTimeout is how long an acquire's answer is still awaited
+	// after its caller stopped waiting for it: longer than the service
+	// takes to decide (its store budget is 3 s).
+	lateAnswerTimeout = 10 * time.Second
+	// cleanupTimeout bounds the release of what such an acquire granted.
+	cleanupTimeout = 10 * time.Second
+)
+
 // Client talks to one lock service. It is safe for concurrent use; build
 // one per process and share it.
 type Client struct {
@@ -48,6 +61,9 @@ type Client struct {
 	backoff   backoff
 	margin    time.Duration // 0: min(ttl/10, 1s)
 	sign      *sigv4
+	noRenew   bool // WithoutKeepAlive: leases start without background renewals
+
+	cleanups cleanups // releases of grants nobody waited for
 }
 
 type sigv4 struct {
@@ -103,6 +119,19 @@ func WithLeaseMargin(d time.Duration) Option {
 			return fmt.Errorf("WithLeaseMargin(%s): want a positive duration", d)
 		}
 		c.margin = d
+		return nil
+	}
+}
+
+// WithoutKeepAlive makes leases start without background renewals. By
+// default every lease renews itself every TTL/3, counted from its grant,
+// until it is released or lost, so that no caller can forget to. Without
+// keep-alive the caller renews with Lease.Renew, or starts the renewals
+// later with Lease.KeepAlive; the lease is lost at its local deadline if
+// neither happens in time.
+func WithoutKeepAlive() Option {
+	return func(c *Client) error {
+		c.noRenew = true
 		return nil
 	}
 }
@@ -208,23 +237,231 @@ func (l Lock) check(resource string) error {
 
 // TryAcquire asks once for a lease of ttl on resource for owner. It returns
 // the lease, or a *HeldError (errors.Is(err, ErrHeld)) when another owner
-// holds the lock. ttl must be whole seconds, at least one. An owner that
-// already holds the lock gets a new lease with a larger fencing token, so
-// repeating a TryAcquire whose answer was lost is safe.
+// holds the lock. ttl must be whole seconds, at least one.
+//
+// An empty owner gets a new unique owner, HOST:PID:RANDOM (see
+// Lease.Owner); two leases never share it, so two processes or goroutines
+// can never both hold the lock. Choose an owner only to act on the lease
+// from elsewhere (renew or release it from another process) or to make an
+// acquire repeatable across restarts: an owner that already holds the lock
+// gets a new lease with a larger fencing token, so repeating a TryAcquire
+// whose answer was lost is safe.
+//
+// The lease renews itself in the background unless the Client was made
+// WithoutKeepAlive. When ctx ends while the request is in flight,
+// TryAcquire returns at once; if the service grants the request after
+// all, the lease is released in the background (see Drain). When the
+// outcome is unknown (a network failure or a 5xx answer) and the owner was
+// generated, the lease it may have created is released too: nobody else
+// could.
 func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
-	if err := checkArgs(resource, owner, ttl); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+	a, err := c.newAcquisition(resource, owner, ttl)
+	if err != nil {
+		return nil, err
 	}
-	return c.tryAcquire(ctx, resource, owner, ttl)
+	r, abandoned := a.attempt(ctx)
+	if abandoned {
+		return nil, fmt.Errorf("acquire %q: %w", resource, context.Cause(ctx))
+	}
+	a.note(r)
+	if r.out == granted {
+		return newLease(c, r.grant, ttl), nil
+	}
+	a.abandon(ctx)
+	return nil, r.err
 }
 
-func (c *Client) tryAcquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
+// Acquire waits for a lease of ttl on resource for owner until ctx ends.
+// Between attempts it waits with jittered exponential backoff, at least the
+// service's Retry-After (capped at the backoff maximum, so an early release
+// is noticed) but never past ctx's end. Answers that may be temporary (503,
+// other 5xx, network failures) are retried the same way: every attempt asks
+// for the same owner, so one granted unheard is granted again. When ctx
+// ends it returns an error that matches both ctx's error and the last
+// attempt's (ErrHeld while the lock stayed held).
+//
+// The owner and the keep-alive are as for TryAcquire. Acquire never leaves
+// behind a lease it did not hand out: a grant that arrives after ctx ended
+// is released with its fencing token, and a lease of a generated owner that
+// an attempt with an unknown outcome may have created is released by owner.
+// A clean "held" answer needs no clean-up. The releases run in the
+// background; Drain waits for them.
+func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
+	a, err := c.newAcquisition(resource, owner, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			a.abandon(ctx)
+			return nil, waitErr(ctx, resource, last)
+		}
+		r, abandoned := a.attempt(ctx)
+		if abandoned {
+			return nil, waitErr(ctx, resource, last)
+		}
+		a.note(r)
+		if r.out == granted {
+			return newLease(c, r.grant, ttl), nil
+		}
+		if !errors.Is(r.err, ErrHeld) && !retryable(r.err) {
+			a.abandon(ctx)
+			return nil, r.err
+		}
+		last = r.err
+		t := time.NewTimer(c.backoff.delay(attempt, hint(r.err)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			a.abandon(ctx)
+			return nil, waitErr(ctx, resource, last)
+		case <-t.C:
+		}
+	}
+}
+
+// Drain waits until the client has finished releasing leases that were
+// granted after their caller stopped waiting (see Acquire), or until ctx
+// ends. Call it before the process exits, or such a lease blocks its
+// resource until its TTL runs out.
+func (c *Client) Drain(ctx context.Context) error {
+	return c.cleanups.wait(ctx)
+}
+
+// outcome is what one acquire attempt is known to have done at the service.
+type outcome int
+
+const (
+	// notGranted: a clean answer that the lease was not given (held by
+	// another owner, or refused), or a request that was never sent.
+	notGranted outcome = iota
+	// granted: the answer carried the new lease.
+	granted
+	// unknown: the request may have been applied but no usable answer came
+	// (a network failure, a 5xx, a malformed answer).
+	unknown
+)
+
+// grant is a granted acquire: the service's lease and when the request was
+// sent.
+type grant struct {
+	lock Lock
+	t0   time.Time
+}
+
+// attemptResult is the answer to one acquire request.
+type attemptResult struct {
+	out   outcome
+	grant grant // when out is granted
+	err   error // otherwise
+}
+
+// acquisition is one call of TryAcquire or Acquire: its arguments, and
+// whether an attempt may have created a lease nobody heard of.
+type acquisition struct {
+	c         *Client
+	resource  string
+	owner     string
+	ttl       time.Duration
+	generated bool // owner is new, unique to this call
+	// unsure: an attempt's outcome is unknown and no later answer settled
+	// it (a grant replaces it, "held" shows it is not live).
+	unsure bool
+}
+
+func (c *Client) newAcquisition(resource, owner string, ttl time.Duration) (*acquisition, error) {
+	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl}
+	if owner == "" {
+		a.owner, a.generated = newOwner(), true
+	}
+	if err := checkArgs(resource, a.owner, ttl); err != nil {
+		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+	}
+	return a, nil
+}
+
+// newOwner returns an owner no other lease has: HOST:PID:RANDOM.
+func newOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	if len(host) > 200 { // owners are at most 255 bytes
+		host = host[:200]
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// note records what r says about leases earlier attempts may have left.
+func (a *acquisition) note(r attemptResult) {
+	switch {
+	case r.out == granted, errors.Is(r.err, ErrHeld):
+		a.unsure = false
+	case r.out == unknown:
+		a.unsure = true
+	}
+}
+
+// abandon is called when the acquisition ends without handing out a lease:
+// if an attempt may have created one for a generated owner, it releases
+// that owner's lease in the background. Nobody else knows the owner, so
+// this can only end a lease of this acquisition. A chosen owner's lease is
+// left alone: releasing it without a token could end a lease the caller
+// took meanwhile, and the caller can repeat the acquire or release it.
+func (a *acquisition) abandon(ctx context.Context) {
+	if a.unsure && a.generated {
+		a.c.releaseLater(ctx, a.resource, a.owner, 0)
+	}
+}
+
+// attempt sends one acquire request. The request does not end with ctx:
+// when ctx ends first, attempt returns abandoned and a background
+// goroutine waits up to lateAnswerTimeout for the answer, then releases
+// what it granted (with its fencing token) or abandons the acquisition.
+func (a *acquisition) attempt(ctx context.Context) (r attemptResult, abandoned bool) {
+	if ctx.Done() == nil {
+		return a.c.acquireOnce(ctx, a.resource, a.owner, a.ttl), false
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	answer := make(chan attemptResult, 1)
+	go func() { answer <- a.c.acquireOnce(rctx, a.resource, a.owner, a.ttl) }()
+	select {
+	case r := <-answer:
+		cancel()
+		return r, false
+	case <-ctx.Done():
+	}
+	a.c.cleanups.add()
+	giveUp := time.AfterFunc(lateAnswerTimeout, cancel)
+	go func() {
+		defer a.c.cleanups.done()
+		r := <-answer
+		giveUp.Stop()
+		cancel()
+		a.note(r)
+		if r.out == granted {
+			a.c.release(ctx, a.resource, r.grant.lock.Owner, r.grant.lock.FencingToken)
+			return
+		}
+		a.abandon(ctx)
+	}()
+	return attemptResult{}, true
+}
+
+// acquireOnce sends one acquire request and sorts its answer.
+func (c *Client) acquireOnce(ctx context.Context, resource, owner string, ttl time.Duration) attemptResult {
+	fail := func(out outcome, err error) attemptResult {
+		return attemptResult{out: out, err: fmt.Errorf("acquire %q: %w", resource, err)}
+	}
 	t0 := time.Now() // before sending: the lease cannot have started earlier
 	resp, err := c.send(ctx, http.MethodPost, lockPath(resource), map[string]any{
 		"owner": owner, "ttl_seconds": int64(ttl / time.Second),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+		return fail(outcomeOf(err), err)
 	}
 	var body struct {
 		Acquired  bool   `json:"acquired"`
@@ -232,61 +469,107 @@ func (c *Client) tryAcquire(ctx context.Context, resource, owner string, ttl tim
 		ExpiresAt string `json:"expires_at"`
 	}
 	if err := resp.decode(&body); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+		return fail(unknown, err)
 	}
 	if !body.Acquired {
 		held := &HeldError{Resource: resource, RetryAfter: resp.retryAfter()}
 		if body.ExpiresAt != "" {
 			held.ExpiresAt, _ = time.Parse(time.RFC3339, body.ExpiresAt)
 		}
-		return nil, held
+		return attemptResult{out: notGranted, err: held}
 	}
 	if body.Lock == nil {
-		return nil, fmt.Errorf("acquire %q: malformed response: acquired without a lock", resource)
+		return fail(unknown, errors.New("malformed response: acquired without a lock"))
 	}
 	if err := body.Lock.check(resource); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+		return fail(unknown, err)
 	}
-	return newLease(c, *body.Lock, ttl, t0), nil
+	return attemptResult{out: granted, grant: grant{lock: *body.Lock, t0: t0}}
 }
 
-// Acquire waits for a lease of ttl on resource for owner until ctx ends.
-// Between attempts it waits with jittered exponential backoff, at least the
-// service's Retry-After (capped at the backoff maximum, so an early release
-// is noticed) but never past ctx's end. Answers that may be temporary (503,
-// other 5xx, network failures) are retried the same way. When ctx ends it
-// returns an error that matches both ctx's error and the last attempt's
-// (ErrHeld while the lock stayed held).
-func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
-	if err := checkArgs(resource, owner, ttl); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+// outcomeOf sorts a failed request: never sent or cleanly refused
+// (notGranted), or possibly applied (unknown).
+func outcomeOf(err error) outcome {
+	var unsent *unsentError
+	if errors.As(err, &unsent) {
+		return notGranted
 	}
-	var last error
+	var p *ProblemError
+	if errors.As(err, &p) && p.Status < 500 {
+		return notGranted
+	}
+	return unknown
+}
+
+// releaseLater releases owner's lease on resource (token 0: whichever is
+// live) in the background, retrying temporary failures for up to
+// cleanupTimeout. Drain waits for it.
+func (c *Client) releaseLater(ctx context.Context, resource, owner string, token int64) {
+	c.cleanups.add()
+	go func() {
+		defer c.cleanups.done()
+		c.release(ctx, resource, owner, token)
+	}()
+}
+
+// release is the clean-up release: ctx only lends its values; temporary
+// failures are retried for up to cleanupTimeout; the rest are ignored (the
+// lease runs out by itself).
+func (c *Client) release(ctx context.Context, resource, owner string, token int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, waitErr(ctx, resource, last)
+		err := c.Release(ctx, resource, owner, token)
+		if err == nil || !retryable(err) {
+			return
 		}
-		lease, err := c.tryAcquire(ctx, resource, owner, ttl)
-		if err == nil {
-			return lease, nil
-		}
-		if ctx.Err() != nil {
-			if last == nil || errors.Is(err, ErrHeld) {
-				last = err
-			}
-			return nil, waitErr(ctx, resource, last)
-		}
-		if !errors.Is(err, ErrHeld) && !retryable(err) {
-			return nil, err
-		}
-		last = err
 		t := time.NewTimer(c.backoff.delay(attempt, hint(err)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, waitErr(ctx, resource, last)
+			return
 		case <-t.C:
 		}
+	}
+}
+
+// cleanups counts the clean-up releases under way, for Drain.
+type cleanups struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (p *cleanups) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.n++
+}
+
+func (p *cleanups) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n--; p.n == 0 {
+		close(p.idle)
+	}
+}
+
+func (p *cleanups) wait(ctx context.Context) error {
+	p.mu.Lock()
+	idle := p.idle
+	n := p.n
+	p.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %w", context.Cause(ctx))
 	}
 }
 
@@ -339,7 +622,7 @@ func (c *Client) Status(ctx context.Context, resource string) (Lock, error) {
 // Renew extends owner's live lease on resource to ttl from now. With token
 // non-zero the live lease must carry that fencing token (ErrStaleToken
 // otherwise). A lease that expired cannot be renewed (ErrNotFound): acquire
-// it again. Most callers use Lease.Renew or Lease.KeepAlive instead.
+// it again. Leases renew themselves; Lease.Renew renews one by hand.
 func (c *Client) Renew(ctx context.Context, resource, owner string, ttl time.Duration, token int64) (Lock, error) {
 	if err := checkArgs(resource, owner, ttl); err != nil {
 		return Lock{}, fmt.Errorf("renew %q: %w", resource, err)
@@ -427,12 +710,12 @@ func (c *Client) send(ctx context.Context, method, path string, payload any) (*r
 	if payload != nil {
 		var err error
 		if body, err = json.Marshal(payload); err != nil {
-			return nil, &permanentError{fmt.Errorf("encode request: %w", err)}
+			return nil, &unsentError{&permanentError{fmt.Errorf("encode request: %w", err)}}
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, &permanentError{fmt.Errorf("build request: %w", err)}
+		return nil, &unsentError{&permanentError{fmt.Errorf("build request: %w", err)}}
 	}
 	if body == nil {
 		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
@@ -445,7 +728,7 @@ func (c *Client) send(ctx context.Context, method, path string, payload any) (*r
 	}
 	if c.sign != nil {
 		if err := c.sign.sign(ctx, req, body); err != nil {
-			return nil, err
+			return nil, &unsentError{err}
 		}
 	}
 	resp, err := c.hc.Do(req)

@@ -178,68 +178,6 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	}
 }
 
-func TestAcquireStopsWhenContextEnds(t *testing.T) {
-	t.Parallel()
-	held := `{"acquired":false,"resource":"r","expires_at":"2030-01-01T00:00:00.000Z"}`
-	tests := []struct {
-		name      string
-		url       func(t *testing.T, res string) string
-		opts      []client.Option
-		wantCalls int32 // 0: any number
-	}{
-		{
-			name: "HeldLocally",
-			url: func(t *testing.T, res string) string {
-				srv := localtest.Start(t, localtest.Options{})
-				acquire(t, newClient(t, srv.URL), res, "holder", 30*time.Second)
-				return srv.URL
-			},
-		},
-		{
-			// Retry-After is a lower bound on the wait (here above the
-			// context's end), so only one request goes out.
-			name: "RetryAfterBeyondContext",
-			url: func(t *testing.T, res string) string {
-				return answer(t, 200, map[string]string{"Retry-After": "30", "Content-Type": "application/json"}, held)
-			},
-			opts:      []client.Option{client.WithBackoff(time.Millisecond, 5*time.Second)},
-			wantCalls: 1,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var calls atomic.Int32
-			counting := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				calls.Add(1)
-				return http.DefaultTransport.RoundTrip(r)
-			})}
-			res := resourceName(t)
-			c, err := client.New(tt.url(t, res), append([]client.Option{client.WithHTTPClient(counting)}, tt.opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
-			start := time.Now()
-			l, err := c.Acquire(ctx, res, "waiter", 30*time.Second)
-			elapsed := time.Since(start)
-			if l != nil {
-				t.Fatalf("Acquire: got a lease with token %d, want none", l.FencingToken())
-			}
-			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrHeld) {
-				t.Errorf("Acquire: got %v, want an error matching context.DeadlineExceeded and ErrHeld", err)
-			}
-			if elapsed > 1500*time.Millisecond {
-				t.Errorf("Acquire returned %s after start, want soon after the 300ms context ends", elapsed)
-			}
-			if got := calls.Load(); tt.wantCalls != 0 && got != tt.wantCalls {
-				t.Errorf("requests: got %d, want %d", got, tt.wantCalls)
-			}
-		})
-	}
-}
-
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -13,8 +13,16 @@
 //
 // A Lease knows its own deadline on the client's monotonic clock, measured
 // from before the request that granted or last renewed it was sent, minus a
-// safety margin. Its Context is cancelled the moment the client can no
-// longer be sure it holds the lock: a renewal was refused, or no renewal
-// succeeded before that deadline. Work done under the lock should run under
-// Lease.Context and carry Lease.FencingToken to the systems it writes.
+// safety margin. It renews itself in the background every TTL/3 from its
+// grant until it is released (WithoutKeepAlive turns that off). Its Context
+// is cancelled the moment the client can no longer be sure it holds the
+// lock: a renewal was refused, or no renewal succeeded before that
+// deadline. Work done under the lock should run under Lease.Context and
+// carry Lease.FencingToken to the systems it writes.
+//
+// An owner names one holder. Acquire with an empty owner and the client
+// makes up a unique one per lease (HOST:PID:RANDOM), so the same code
+// running on two hosts can never both hold the lock. An acquire whose
+// caller stopped waiting never leaves a lease behind: the client releases
+// whatever it was granted after all (Drain waits for that).
 package client

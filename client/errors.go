@@ -197,6 +197,13 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
+// unsentError marks a failure before the request was sent (it could not be
+// built or signed): the service cannot have acted on it.
+type unsentError struct{ err error }
+
+func (e *unsentError) Error() string { return e.err.Error() }
+func (e *unsentError) Unwrap() error { return e.err }
+
 // retryable reports whether a failed request may be sent again: transport
 // failures (which may or may not have reached the service; every request of
 // this API is safe to repeat) and temporary service answers.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/ft288/locks/client"
@@ -18,23 +19,25 @@ func ExampleClient_Acquire() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	// Wait up to 10s for the lock; hold it for 30s at a time.
-	lease, err := c.Acquire(ctx, "example-nightly-report", "worker-1", 30*time.Second)
+	// Wait up to 10s for the lock; hold it for 30s at a time, renewed in
+	// the background every 10s until Release. No owner: the client makes
+	// up one that no other lease has (HOST:PID:RANDOM).
+	lease, err := c.Acquire(ctx, "example-nightly-report", "", 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer lease.Release(context.Background())
 
-	fmt.Println("holder:", lease.Owner())
+	fmt.Println("owner has host, pid and random parts:", strings.Count(lease.Owner(), ":") >= 2)
 	fmt.Println("has a fencing token:", lease.FencingToken() > 0)
 
-	// Another owner is told who is first.
-	_, err = c.TryAcquire(ctx, "example-nightly-report", "worker-2", 30*time.Second)
-	fmt.Println("worker-2 held off:", errors.Is(err, client.ErrHeld))
+	// The same code elsewhere (another host, another goroutine) is held off.
+	_, err = c.TryAcquire(ctx, "example-nightly-report", "", 30*time.Second)
+	fmt.Println("second acquire held off:", errors.Is(err, client.ErrHeld))
 	// Output:
-	// holder: worker-1
+	// owner has host, pid and random parts: true
 	// has a fencing token: true
-	// worker-2 held off: true
+	// second acquire held off: true
 }
 
 func ExampleLease_Context() {
@@ -42,13 +45,12 @@ func ExampleLease_Context() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lease, err := c.TryAcquire(context.Background(), "example-compaction", "worker-1", 3*time.Second)
+	// The lease renews itself every TTL/3; its context ends if a renewal is
+	// refused or none succeeds before the local deadline.
+	lease, err := c.TryAcquire(context.Background(), "example-compaction", "", 3*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Renew every TTL/3 in the background; the lease's context ends if a
-	// renewal is refused or none succeeds before the local deadline.
-	lease.KeepAlive(context.Background())
 
 	work := func(ctx context.Context, token int64) error {
 		// Pass ctx to every call and token to every write the lock guards.
@@ -76,6 +78,7 @@ func ExampleClient_TryAcquire() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
+	// A chosen owner names the holder across retries and restarts.
 	first, err := c.TryAcquire(ctx, "example-retry", "worker-1", 30*time.Second)
 	if err != nil {
 		log.Fatal(err)

@@ -12,9 +12,13 @@ import (
 // renewed it was sent: t0 + ttl − margin. The service's clock never decides
 // whether the client believes it holds the lock.
 //
+// A lease renews itself in the background every TTL/3, counted from its
+// grant, until it is released or lost (unless the Client was made
+// WithoutKeepAlive); Renew extends it once by hand. Release every lease:
+// one that is dropped renews on until the process exits.
+//
 // The lease's Context is cancelled the moment the lease is lost or
-// released; Err says why. Renew extends it once; KeepAlive renews it in the
-// background. A Lease is safe for concurrent use.
+// released; Err says why. A Lease is safe for concurrent use.
 type Lease struct {
 	c        *Client
 	resource string
@@ -28,34 +32,41 @@ type Lease struct {
 
 	mu       sync.Mutex
 	lock     Lock      // the service's latest view
-	deadline time.Time // local, monotonic
+	start    time.Time // when the request of the latest grant or renewal was sent
+	deadline time.Time // local, monotonic: start + ttl - margin
 	watchdog *time.Timer
 	ended    bool // lost or released; ctx is (being) cancelled
 	kaCancel context.CancelFunc
 	kaDone   chan struct{}
 }
 
-func newLease(c *Client, lock Lock, ttl time.Duration, t0 time.Time) *Lease {
+// newLease starts the lease's watchdog and, unless the client says
+// otherwise, its keep-alive.
+func newLease(c *Client, g grant, ttl time.Duration) *Lease {
 	margin := c.margin
 	if margin <= 0 || margin >= ttl {
 		margin = min(ttl/10, time.Second)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
-		c: c, resource: lock.Resource, owner: lock.Owner, token: lock.FencingToken,
+		c: c, resource: g.lock.Resource, owner: g.lock.Owner, token: g.lock.FencingToken,
 		ttl: ttl, margin: margin, ctx: ctx, cancel: cancel,
-		lock: lock, deadline: t0.Add(ttl - margin),
+		lock: g.lock, start: g.t0, deadline: g.t0.Add(ttl - margin),
 	}
 	l.mu.Lock()
 	l.watchdog = time.AfterFunc(time.Until(l.deadline), l.expire)
 	l.mu.Unlock()
+	if !c.noRenew {
+		l.KeepAlive(context.Background())
+	}
 	return l
 }
 
 // Resource returns the lock's name.
 func (l *Lease) Resource() string { return l.resource }
 
-// Owner returns the owner the lease is held for, as the service stored it.
+// Owner returns the owner the lease is held for, as the service stored it:
+// the one generated for it when the acquire named none.
 func (l *Lease) Owner() string { return l.owner }
 
 // FencingToken returns the lease's fencing token. Send it with every write
@@ -153,6 +164,9 @@ func (l *Lease) extend(t0 time.Time, lock Lock) bool {
 		return false
 	}
 	l.lock = lock
+	if t0.After(l.start) {
+		l.start = t0
+	}
 	if d := t0.Add(l.ttl - l.margin); d.After(l.deadline) {
 		l.deadline = d
 		l.watchdog.Reset(time.Until(d))
@@ -185,11 +199,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// KeepAlive renews the lease in the background every TTL/3 until the lease
-// is released or lost, or ctx ends. Temporary failures are retried quickly
-// until the local deadline. When ctx ends the renewals stop and the lease
-// lapses at its deadline unless renewed otherwise. Calls after the first
-// do nothing.
+// KeepAlive starts renewing the lease in the background, unless that is
+// under way: leases do it from their grant unless the Client was made
+// WithoutKeepAlive, so most callers never call KeepAlive. The renewals
+// come every TTL/3 counted from the grant or the latest renewal (at once
+// if that time has passed, as when KeepAlive is called late), until the
+// lease is released or lost, or ctx ends; then the lease lapses at its
+// local deadline unless renewed otherwise. Temporary failures are retried
+// quickly until the local deadline. Calls while renewals run do nothing.
 func (l *Lease) KeepAlive(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -201,37 +218,58 @@ func (l *Lease) KeepAlive(ctx context.Context) {
 	go l.keepAlive(kctx, l.kaDone)
 }
 
+// renewedAt returns when the request of the latest grant or renewal was
+// sent.
+func (l *Lease) renewedAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.start
+}
+
 func (l *Lease) keepAlive(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	interval := l.ttl / 3
-	t := time.NewTimer(interval)
-	defer t.Stop()
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		}
-		t0, ok := l.renewUntilDeadline(ctx, interval)
-		if !ok {
+		if ctx.Err() != nil || l.ctx.Err() != nil {
 			return
 		}
-		t.Reset(time.Until(t0.Add(interval)))
+		// Look again when the timer fires: a Renew by hand may have moved
+		// the start meanwhile.
+		if wait := time.Until(l.renewedAt().Add(interval)); wait > 0 {
+			if t == nil {
+				t = time.NewTimer(wait)
+			} else {
+				t.Reset(wait)
+			}
+			select {
+			case <-ctx.Done():
+			case <-l.ctx.Done():
+			case <-t.C:
+			}
+			continue
+		}
+		if !l.renewUntilDeadline(ctx, interval) {
+			return
+		}
 	}
 }
 
 // renewUntilDeadline renews the lease, retrying temporary failures with
-// short backoff until the local deadline. It returns when the successful
-// request was sent, or false when the lease ended or ctx did.
-func (l *Lease) renewUntilDeadline(ctx context.Context, interval time.Duration) (time.Time, bool) {
+// short backoff until the local deadline. It returns false when the lease
+// ended or ctx did.
+func (l *Lease) renewUntilDeadline(ctx context.Context, interval time.Duration) bool {
 	b := backoff{base: l.c.backoff.base, max: max(l.c.backoff.base, min(l.c.backoff.max, l.ttl/8))}
 	for attempt := 0; ; attempt++ {
 		deadline := l.Deadline()
 		t0 := time.Now()
 		if !t0.Before(deadline) || l.ctx.Err() != nil {
-			return t0, false
+			return false
 		}
 		end := t0.Add(interval)
 		if deadline.Before(end) {
@@ -241,10 +279,10 @@ func (l *Lease) renewUntilDeadline(ctx context.Context, interval time.Duration) 
 		err := l.Renew(actx)
 		cancel()
 		if err == nil {
-			return t0, true
+			return true
 		}
 		if l.ctx.Err() != nil || ctx.Err() != nil {
-			return t0, false
+			return false
 		}
 		t := time.NewTimer(min(b.delay(attempt, 0), time.Until(deadline)))
 		select {

@@ -1,0 +1,253 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// fakeAPI is the lock service's HTTP API in memory, as an http.RoundTripper:
+// it answers acquire, renew, release and status the way the service does,
+// on the clock of the synctest bubble it runs in, and logs every request.
+// Tests script failures and delays with intercept.
+type fakeAPI struct {
+	// intercept, when set, sees every request before it is served. It may
+	// block (on channels of the bubble, or the request's context), serve
+	// the request itself with serve, and return the answer to give: a
+	// response, a transport error, or nil and nil to serve it normally.
+	intercept func(c call) (*http.Response, error)
+
+	mu    sync.Mutex
+	locks map[string]*fakeLock
+	token int64
+	calls []call
+}
+
+// fakeLock is a lease as the fake service stores it.
+type fakeLock struct {
+	owner    string
+	token    int64
+	acquired time.Time
+	expires  time.Time
+	released bool
+}
+
+// call is one request the fake API received.
+type call struct {
+	At       time.Time
+	Op       string // acquire, renew, release or status
+	Resource string
+	Owner    string
+	Token    int64 // the fencing_token sent, 0 when none
+	TTL      time.Duration
+	Ctx      context.Context // the request's
+}
+
+// String prints the call for test messages, its time relative to the start
+// of the bubble.
+func (c call) String() string {
+	return fmt.Sprintf("%s %s owner=%q token=%d at %s", c.Op, c.Resource, c.Owner, c.Token, c.At.Sub(bubbleStart))
+}
+
+// bubbleStart is the fake clock's time when every synctest bubble starts.
+var bubbleStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newFakeAPI() *fakeAPI {
+	return &fakeAPI{locks: map[string]*fakeLock{}, token: 1_000}
+}
+
+// newFakeClient returns a client of f with fast retries and opts.
+func newFakeClient(tb testing.TB, f *fakeAPI, opts ...client.Option) *client.Client {
+	tb.Helper()
+	opts = append([]client.Option{
+		client.WithHTTPClient(&http.Client{Transport: f}),
+		client.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
+	}, opts...)
+	c, err := client.New("http://lock.test", opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// RoundTrip answers r like the lock service.
+func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body struct {
+		Owner string `json:"owner"`
+		TTL   int64  `json:"ttl_seconds"`
+		Token int64  `json:"fencing_token"`
+	}
+	if r.Body != nil {
+		data, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &body); err != nil {
+				return nil, fmt.Errorf("fake API: request body: %w", err)
+			}
+		}
+	}
+	path, ok := strings.CutPrefix(r.URL.Path, "/locks/")
+	if !ok {
+		return nil, fmt.Errorf("fake API: unexpected path %q", r.URL.Path)
+	}
+	c := call{At: time.Now(), Resource: path, Owner: body.Owner, Token: body.Token, TTL: time.Duration(body.TTL) * time.Second, Ctx: r.Context()}
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(path, "/renew"):
+		c.Op, c.Resource = "renew", strings.TrimSuffix(path, "/renew")
+	case r.Method == http.MethodPost:
+		c.Op = "acquire"
+	case r.Method == http.MethodDelete:
+		c.Op = "release"
+	case r.Method == http.MethodGet:
+		c.Op = "status"
+	default:
+		return nil, fmt.Errorf("fake API: unexpected %s %s", r.Method, r.URL.Path)
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	intercept := f.intercept
+	f.mu.Unlock()
+	if intercept != nil {
+		resp, err := intercept(c)
+		if err != nil {
+			return nil, err
+		}
+		if resp != nil {
+			resp.Request = r
+			return resp, nil
+		}
+	}
+	resp := f.serve(c)
+	resp.Request = r
+	return resp, nil
+}
+
+// serve applies c to the fake service's state and returns its answer.
+func (f *fakeAPI) serve(c call) *http.Response {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	l := f.locks[c.Resource]
+	live := l != nil && !l.released && now.Before(l.expires)
+	switch c.Op {
+	case "acquire":
+		if live && l.owner != c.Owner {
+			secs := math.Ceil(l.expires.Sub(now).Seconds())
+			return jsonResponse(200, map[string]string{"Retry-After": strconv.Itoa(int(secs))},
+				map[string]any{"acquired": false, "resource": c.Resource, "expires_at": l.expires.Format(time.RFC3339Nano)})
+		}
+		f.token++
+		l = &fakeLock{owner: c.Owner, token: f.token, acquired: now, expires: now.Add(c.TTL)}
+		f.locks[c.Resource] = l
+		return jsonResponse(200, nil, map[string]any{"acquired": true, "lock": l.json(c.Resource)})
+	case "status":
+		if !live {
+			return problemResponse(404, "not-found")
+		}
+		return jsonResponse(200, nil, l.json(c.Resource))
+	}
+	switch { // renew and release
+	case !live:
+		return problemResponse(404, "not-found")
+	case l.owner != c.Owner:
+		return problemResponse(403, "forbidden")
+	case c.Token != 0 && c.Token != l.token:
+		return problemResponse(409, "stale-token")
+	}
+	if c.Op == "release" {
+		l.released = true
+		return &http.Response{StatusCode: 204, Header: http.Header{}, Body: http.NoBody}
+	}
+	l.expires = now.Add(c.TTL)
+	return jsonResponse(200, nil, map[string]any{"renewed": true, "lock": l.json(c.Resource)})
+}
+
+func (l *fakeLock) json(resource string) map[string]any {
+	return map[string]any{
+		"resource": resource, "owner": l.owner, "fencing_token": l.token,
+		"acquired_at": l.acquired.Format(time.RFC3339Nano), "expires_at": l.expires.Format(time.RFC3339Nano),
+	}
+}
+
+// expireAll ends every lease by the fake service's clock, as if the
+// service's clock had run ahead.
+func (f *fakeAPI) expireAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.locks {
+		l.expires = time.Now()
+	}
+}
+
+// holder returns the live lease's owner and token on resource; ok is false
+// when there is none.
+func (f *fakeAPI) holder(resource string) (owner string, token int64, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.locks[resource]
+	if l == nil || l.released || !time.Now().Before(l.expires) {
+		return "", 0, false
+	}
+	return l.owner, l.token, true
+}
+
+// record returns the fake service's record of resource, live or not.
+func (f *fakeAPI) record(resource string) fakeLock {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.locks[resource]; l != nil {
+		return *l
+	}
+	return fakeLock{}
+}
+
+// log returns the requests received so far with Op among ops (all when
+// none is given).
+func (f *fakeAPI) log(ops ...string) []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []call
+	for _, c := range f.calls {
+		if len(ops) == 0 || contains(ops, c.Op) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func jsonResponse(status int, header map[string]string, v any) *http.Response {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	for k, v := range header {
+		h.Set(k, v)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(string(data)))}
+}
+
+// problemResponse is the service's problem answer with slug.
+func problemResponse(status int, slug string) *http.Response {
+	resp := jsonResponse(status, nil, map[string]any{
+		"type": client.ProblemTypeBase + slug, "title": slug, "status": status,
+	})
+	resp.Header.Set("Content-Type", "application/problem+json")
+	if status == 503 {
+		resp.Header.Set("Retry-After", "1")
+	}
+	return resp
+}
