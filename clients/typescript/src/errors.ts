@@ -1,0 +1,260 @@
+/** Prefix of the `type` URI of every problem the lock service answers with; the slug follows it. */
+export const PROBLEM_TYPE_BASE = "https://ft288.dev/problems/";
+
+/** Base class of every error this package defines. */
+export class LocksError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** One invalid field of a validation-failed problem. */
+export interface FieldError {
+  /** The JSON member or path parameter, e.g. `"ttl_seconds"`. */
+  field: string;
+  /** What is wrong with it. */
+  detail: string;
+}
+
+/** The parts of an error answer a {@link ProblemError} is built from. */
+export interface ProblemInit {
+  status: number;
+  type?: string;
+  title?: string;
+  detail?: string;
+  instance?: string;
+  errors?: FieldError[];
+  retryAfterMs?: number;
+}
+
+/**
+ * An error answer of the service: an RFC 9457 problem document, or the bare
+ * `{"message": "..."}` API Gateway itself answers with (then `type` is "" and
+ * `title` is the message). The subclasses name the lock service's problem
+ * types; an API Gateway answer (a 403 for a bad signature, a 404 for a wrong
+ * URL) is never a {@link ForbiddenError} or a {@link NotFoundError}.
+ */
+export class ProblemError extends LocksError {
+  /** The HTTP status code. */
+  readonly status: number;
+  /** The problem type URI, e.g. `https://ft288.dev/problems/not-found`; "" when the answer was not a problem document. */
+  readonly type: string;
+  /** The problem's short summary (or API Gateway's message). */
+  readonly title: string;
+  /** What happened in this occurrence. */
+  readonly detail: string;
+  /** The request path the problem is about. */
+  readonly instance: string;
+  /** The invalid fields of a validation-failed problem. */
+  readonly errors: FieldError[];
+  /** The Retry-After header in milliseconds; undefined when absent. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(operation: string, init: ProblemInit) {
+    super(`${operation}: ${describe(init)}`);
+    this.status = init.status;
+    this.type = init.type ?? "";
+    this.title = init.title ?? "";
+    this.detail = init.detail ?? "";
+    this.instance = init.instance ?? "";
+    this.errors = init.errors ?? [];
+    this.retryAfterMs = init.retryAfterMs;
+  }
+
+  /** The slug of `type` ("not-found", "stale-token", ...), or "" when it is not one of the lock service's types. */
+  get slug(): string {
+    return this.type.startsWith(PROBLEM_TYPE_BASE) ? this.type.slice(PROBLEM_TYPE_BASE.length) : "";
+  }
+
+  /** Whether the same request may succeed later: server errors, throttling and timeouts. */
+  get temporary(): boolean {
+    return this.status >= 500 || this.status === 429 || this.status === 408;
+  }
+}
+
+function describe(p: ProblemInit): string {
+  let s = String(p.status);
+  if (p.title) s += ` ${p.title}`;
+  if (p.detail) s += `: ${p.detail}`;
+  if (p.errors?.length) s += ` (${p.errors.map((f) => `${f.field}: ${f.detail}`).join("; ")})`;
+  return s;
+}
+
+/** 404 `not-found`: no live lease (never taken, released, or expired). Take the lock again. */
+export class NotFoundError extends ProblemError {}
+/** 403 `forbidden`: a live lease exists but belongs to another owner (or, with IAM auth, another principal). */
+export class ForbiddenError extends ProblemError {}
+/** 409 `stale-token`: the owner matches but the fencing token does not; a newer lease replaced the caller's. */
+export class StaleTokenError extends ProblemError {}
+/** The service refused the request as invalid (400, 413, 422). Sending it again will not help. */
+export class InvalidRequestError extends ProblemError {}
+/** 422 `validation-failed`: a field is missing, of the wrong type, out of range or unknown; see `errors`. */
+export class ValidationError extends InvalidRequestError {}
+/** 400 `invalid-json`: the body is not one JSON object. */
+export class InvalidJsonError extends InvalidRequestError {}
+/** 413 `payload-too-large`: the body is over 16 KiB. */
+export class PayloadTooLargeError extends InvalidRequestError {}
+/**
+ * 503 `service-unavailable` (the store was throttled, failed or too slow), or
+ * a gateway's 502/503/504. Nothing the caller was told about changed; retrying
+ * is safe.
+ */
+export class ServiceUnavailableError extends ProblemError {}
+/** 500 `internal`: a failure of the service; the cause is in its logs. */
+export class InternalError extends ProblemError {}
+
+const bySlug: Record<string, new (operation: string, init: ProblemInit) => ProblemError> = {
+  "not-found": NotFoundError,
+  forbidden: ForbiddenError,
+  "stale-token": StaleTokenError,
+  "validation-failed": ValidationError,
+  "invalid-json": InvalidJsonError,
+  "payload-too-large": PayloadTooLargeError,
+  "service-unavailable": ServiceUnavailableError,
+  internal: InternalError,
+};
+
+/**
+ * Builds the error for a non-2xx answer: the problem document's class by its
+ * slug; else (API Gateway's `{"message"}`, a proxy's page) a class by status
+ * only where that is safe: 502/503/504 → ServiceUnavailableError,
+ * 400/413/422 → InvalidRequestError, anything else a plain ProblemError.
+ */
+export function problemFromAnswer(operation: string, status: number, body: string, retryAfterMs: number | undefined): ProblemError {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(body);
+  } catch {
+    doc = undefined;
+  }
+  const o = typeof doc === "object" && doc !== null && !Array.isArray(doc) ? (doc as Record<string, unknown>) : {};
+  const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+  const type = str(o.type);
+  const title = str(o.title);
+  if (type || title) {
+    const errors = Array.isArray(o.errors)
+      ? o.errors
+          .filter((e): e is Record<string, unknown> => typeof e === "object" && e !== null)
+          .map((e) => ({ field: str(e.field) ?? "", detail: str(e.detail) ?? "" }))
+      : [];
+    const init: ProblemInit = { status, type, title, detail: str(o.detail), instance: str(o.instance), errors, retryAfterMs };
+    const slug = type?.startsWith(PROBLEM_TYPE_BASE) ? type.slice(PROBLEM_TYPE_BASE.length) : "";
+    const Cls = Object.hasOwn(bySlug, slug) ? bySlug[slug]! : ProblemError;
+    return new Cls(operation, init);
+  }
+  const init: ProblemInit = { status, title: str(o.message) ?? statusText(status), retryAfterMs };
+  if (status === 502 || status === 503 || status === 504) return new ServiceUnavailableError(operation, init);
+  if (status === 400 || status === 413 || status === 422) return new InvalidRequestError(operation, init);
+  return new ProblemError(operation, init);
+}
+
+function statusText(status: number): string {
+  const texts: Record<number, string> = {
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+    413: "Content Too Large", 422: "Unprocessable Content", 429: "Too Many Requests",
+    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+  };
+  return texts[status] ?? "";
+}
+
+/** The answer of {@link LockClient.tryAcquire} (and of an `acquire` that ran out of time) when another owner holds the lock. */
+export class HeldError extends LocksError {
+  /** The lock's name. */
+  readonly resource: string;
+  /** When the holder's lease ends by the service's clock, when the service said; the holder may renew it. */
+  readonly expiresAt: Date | undefined;
+  /** The service's advice on when to try again (Retry-After), in milliseconds, when given. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(resource: string, expiresAt?: Date, retryAfterMs?: number) {
+    let msg = `lock ${JSON.stringify(resource)} is held by another owner`;
+    if (expiresAt) msg += ` until ${expiresAt.toISOString()}`;
+    if (retryAfterMs !== undefined) msg += ` (retry after ${retryAfterMs} ms)`;
+    super(msg);
+    this.resource = resource;
+    this.expiresAt = expiresAt;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * The reason of a {@link LeaseLostError} when no renewal succeeded before the
+ * lease's local deadline (the service was unreachable or slow, or nobody
+ * renewed).
+ */
+export class LeaseExpiredError extends LocksError {
+  constructor() {
+    super("no successful renewal before the lease's local deadline");
+  }
+}
+
+/**
+ * Why a lease was lost: `reason` (also `cause`) is the refusal of a renewal
+ * (a {@link NotFoundError}, {@link ForbiddenError}, {@link StaleTokenError}
+ * or another answer renewing cannot get past) or a {@link LeaseExpiredError}.
+ * It is the `reason` of the lease's `signal`.
+ */
+export class LeaseLostError extends LocksError {
+  /** The lock's name. */
+  readonly resource: string;
+  /** The lost lease's fencing token. */
+  readonly fencingToken: number;
+  /** Why it was lost. */
+  readonly reason: Error;
+
+  constructor(resource: string, fencingToken: number, reason: Error) {
+    super(`lease on ${JSON.stringify(resource)} (fencing token ${fencingToken}) lost: ${reason.message}`, { cause: reason });
+    this.resource = resource;
+    this.fencingToken = fencingToken;
+    this.reason = reason;
+  }
+}
+
+/** The `reason` of a lease's `signal` after {@link Lease.release}. */
+export class LeaseReleasedError extends LocksError {
+  constructor(resource: string) {
+    super(`lease on ${JSON.stringify(resource)} released`);
+  }
+}
+
+/**
+ * A request that got no answer: a network failure or the client's own
+ * timeout (`cause` says which). The service may or may not have acted on it;
+ * every request of this API is safe to repeat.
+ */
+export class RequestFailedError extends LocksError {}
+
+/**
+ * A 2xx answer that is not what the API promises (a proxy's page, a
+ * truncated body). Treated like no answer: retried, and an acquire that got
+ * it may have been granted.
+ */
+export class UnexpectedAnswerError extends LocksError {}
+
+/**
+ * Signing was asked for but no credentials could be had. `temporary` is true
+ * when credentials were obtained before (a refresh failed: renewals keep
+ * trying until the lease's deadline), false on the first try (misconfigured:
+ * nothing will work).
+ */
+export class CredentialsError extends LocksError {
+  readonly temporary: boolean;
+  constructor(message: string, temporary: boolean, options?: ErrorOptions) {
+    super(message, options);
+    this.temporary = temporary;
+  }
+}
+
+/** Whether a failed request may be sent again: no answer, a temporary answer, a credentials refresh hiccup. */
+export function retryable(err: unknown): boolean {
+  if (err instanceof ProblemError) return err.temporary;
+  if (err instanceof RequestFailedError || err instanceof UnexpectedAnswerError) return true;
+  if (err instanceof CredentialsError) return err.temporary;
+  return false;
+}
+
+/** Whether a failed acquire may have been granted all the same: it was sent and no definite answer came. */
+export function outcomeUnknown(err: unknown): boolean {
+  return err instanceof RequestFailedError || err instanceof UnexpectedAnswerError || (err instanceof ProblemError && err.status >= 500);
+}

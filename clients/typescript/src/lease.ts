@@ -1,0 +1,243 @@
+import type { LockClient, LockInfo } from "./client.js";
+import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, retryable } from "./errors.js";
+import { Backoff, sleep } from "./util.js";
+
+/** How a {@link LockClient} sets up a lease; not for direct use. */
+export interface LeaseSetup {
+  client: LockClient;
+  lock: LockInfo;
+  ttlSeconds: number;
+  /** performance.now() just before the request that granted the lease was sent. */
+  t0: number;
+  marginMs: number | undefined;
+  backoff: Backoff;
+  keepAlive: boolean;
+}
+
+/**
+ * A lock held by this client, as {@link LockClient.acquire} and
+ * {@link LockClient.tryAcquire} return it.
+ *
+ * Its local deadline is measured on the monotonic clock (performance.now())
+ * from before the request that granted or last renewed it was sent:
+ * t0 + ttl − margin, margin min(ttl/10, 1 s) unless the client sets another.
+ * The service's clock (`expiresAt`) never decides whether the client believes
+ * it holds the lock.
+ *
+ * Unless turned off, a keep-alive renews the lease every ttl/3, timed from
+ * the grant, from the moment the lease exists. `signal` aborts the moment the
+ * lease is lost — a renewal was refused, or none succeeded before the local
+ * deadline — with a {@link LeaseLostError} as its reason, or after `release()`
+ * with a {@link LeaseReleasedError}. Run the protected work under it and send
+ * `fencingToken` with every write to the protected system.
+ */
+export class Lease {
+  /** The lock's name. */
+  readonly resource: string;
+  /** The owner the lease is held for, as the service stored it. */
+  readonly owner: string;
+  /** Grows with every acquire of the resource; renewals keep it. Send it with every write the lock protects. */
+  readonly fencingToken: number;
+  /** The lease's time-to-live; every renewal restarts it. */
+  readonly ttlSeconds: number;
+
+  readonly #client: LockClient;
+  readonly #backoff: Backoff;
+  readonly #ttlMs: number;
+  readonly #marginMs: number;
+  readonly #ac = new AbortController();
+  #lock: LockInfo;
+  #deadline: number;
+  #lastT0: number;
+  #watchdog: ReturnType<typeof setTimeout> | undefined;
+  #ended = false;
+  #keepAlive: { stop: AbortController; done: Promise<void> } | undefined;
+
+  /** Leases are made by {@link LockClient.acquire} and {@link LockClient.tryAcquire}, not directly. */
+  constructor(setup: LeaseSetup) {
+    const { lock, ttlSeconds, t0 } = setup;
+    this.resource = lock.resource;
+    this.owner = lock.owner;
+    this.fencingToken = lock.fencingToken;
+    this.ttlSeconds = ttlSeconds;
+    this.#client = setup.client;
+    this.#backoff = setup.backoff;
+    this.#ttlMs = ttlSeconds * 1000;
+    const m = setup.marginMs;
+    this.#marginMs = m !== undefined && m > 0 && m < this.#ttlMs ? m : Math.min(this.#ttlMs / 10, 1000);
+    this.#lock = lock;
+    this.#lastT0 = t0;
+    this.#deadline = t0 + this.#ttlMs - this.#marginMs;
+    if (performance.now() >= this.#deadline) {
+      // The grant came too late to trust: the lease may have lapsed already.
+      this.#lose(new LeaseExpiredError());
+      return;
+    }
+    this.#arm();
+    if (setup.keepAlive) this.keepAlive();
+  }
+
+  /** Aborts when the lease is lost (reason: {@link LeaseLostError}) or released (reason: {@link LeaseReleasedError}). */
+  get signal(): AbortSignal {
+    return this.#ac.signal;
+  }
+
+  /** True until the lease is lost or released. */
+  get held(): boolean {
+    return !this.#ended;
+  }
+
+  /** The local deadline on the performance.now() clock: the lease is given up then unless a renewal succeeds first. */
+  get deadline(): number {
+    return this.#deadline;
+  }
+
+  /** Milliseconds left until the local deadline (0 once the lease has ended). */
+  get remainingMs(): number {
+    return this.#ended ? 0 : Math.max(0, this.#deadline - performance.now());
+  }
+
+  /** The lease as the service last reported it (at the grant or the latest renewal). */
+  get lock(): LockInfo {
+    return this.#lock;
+  }
+
+  /** When the lease ends by the service's clock, as of the latest grant or renewal. Informational only: use `signal`, `held` or `deadline`. */
+  get expiresAt(): Date {
+    return this.#lock.expiresAt;
+  }
+
+  /**
+   * Renews the lease by its TTL once. A refusal that means the lease is gone
+   * (404, 403, 409, or another answer renewing cannot get past) ends the
+   * lease and rejects with the {@link LeaseLostError}; a temporary failure (5xx,
+   * no answer) rejects with that error and leaves the lease held until its
+   * local deadline. Aborting `options.signal` only abandons this request.
+   */
+  async renew(options: { signal?: AbortSignal } = {}): Promise<void> {
+    if (this.#ended) throw this.#ac.signal.reason;
+    const t0 = performance.now();
+    let lock: LockInfo;
+    try {
+      lock = await this.#client.renew(this.resource, {
+        owner: this.owner,
+        ttlSeconds: this.ttlSeconds,
+        fencingToken: this.fencingToken,
+        signal: options.signal,
+      });
+    } catch (err) {
+      if (options.signal?.aborted && err === options.signal.reason) throw err;
+      if (!retryable(err)) {
+        this.#lose(err instanceof Error ? err : new Error(String(err)));
+        throw this.#ac.signal.reason;
+      }
+      throw err;
+    }
+    if (!this.#extend(t0, lock)) throw this.#ac.signal.reason;
+  }
+
+  /**
+   * Starts renewing the lease every ttl/3 (timed from the latest grant or
+   * renewal) until it is released or lost. Temporary failures are retried with
+   * short backoff until the local deadline. The lease starts this itself
+   * unless `keepAlive: false` was given; calls after the first do nothing.
+   */
+  keepAlive(): void {
+    if (this.#ended || this.#keepAlive) return;
+    const stop = new AbortController();
+    // A keep-alive must not die silently: a bug in it ends the lease.
+    const done = this.#keepAliveLoop(stop.signal).catch((err: unknown) => this.#lose(err instanceof Error ? err : new Error(String(err))));
+    this.#keepAlive = { stop, done };
+  }
+
+  /**
+   * Stops the keep-alive, aborts `signal` with {@link LeaseReleasedError}
+   * (unless the lease was lost) and ends the lease at the service, sending its
+   * fencing token so that a newer lease of the same owner is left alone.
+   * Rejects with {@link NotFoundError} when the lease had already ended at the
+   * service, {@link ForbiddenError} or {@link StaleTokenError} when another
+   * lease replaced it; it may be called again after a temporary failure.
+   */
+  async release(options: { signal?: AbortSignal } = {}): Promise<void> {
+    const ka = this.#keepAlive;
+    if (ka) {
+      ka.stop.abort();
+      await ka.done;
+    }
+    if (!this.#ended) {
+      this.#ended = true;
+      clearTimeout(this.#watchdog);
+      this.#ac.abort(new LeaseReleasedError(this.resource));
+    }
+    await this.#client.release(this.resource, { owner: this.owner, fencingToken: this.fencingToken, signal: options.signal });
+  }
+
+  #arm(): void {
+    clearTimeout(this.#watchdog);
+    this.#watchdog = setTimeout(() => this.#expire(), Math.max(0, this.#deadline - performance.now()));
+    this.#watchdog.unref();
+  }
+
+  #expire(): void {
+    if (this.#ended) return;
+    if (performance.now() < this.#deadline) {
+      this.#arm(); // a renewal moved the deadline, or the timer fired early
+      return;
+    }
+    this.#lose(new LeaseExpiredError());
+  }
+
+  #lose(reason: Error): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearTimeout(this.#watchdog);
+    this.#keepAlive?.stop.abort();
+    this.#ac.abort(new LeaseLostError(this.resource, this.fencingToken, reason));
+  }
+
+  /** Records a renewal sent at t0; false when the lease had ended before its answer came. */
+  #extend(t0: number, lock: LockInfo): boolean {
+    if (this.#ended) return false;
+    if (performance.now() >= this.#deadline) {
+      // Too late: the lease may have lapsed before the renewal reached the service.
+      this.#lose(new LeaseExpiredError());
+      return false;
+    }
+    this.#lock = lock;
+    const d = t0 + this.#ttlMs - this.#marginMs;
+    if (d > this.#deadline) {
+      this.#deadline = d;
+      this.#lastT0 = t0;
+      this.#arm();
+    }
+    return true;
+  }
+
+  async #keepAliveLoop(stop: AbortSignal): Promise<void> {
+    const interval = this.#ttlMs / 3;
+    for (;;) {
+      if (!(await sleep(this.#lastT0 + interval - performance.now(), stop, true))) return;
+      if (!(await this.#renewUntilDeadline(stop, interval))) return;
+    }
+  }
+
+  /** Renews, retrying temporary failures with short backoff until the local deadline; false when the lease or the keep-alive ended. */
+  async #renewUntilDeadline(stop: AbortSignal, interval: number): Promise<boolean> {
+    const base = this.#backoff.baseMs;
+    const b = new Backoff(base, Math.max(base, Math.min(this.#backoff.maxMs, this.#ttlMs / 8)));
+    for (let attempt = 0; ; attempt++) {
+      const deadline = this.#deadline;
+      const t0 = performance.now();
+      if (t0 >= deadline || this.#ended || stop.aborted) return false;
+      // One try may take until the next renewal is due, never past the deadline.
+      const cut = AbortSignal.any([stop, AbortSignal.timeout(Math.max(1, Math.ceil(Math.min(interval, deadline - t0))))]);
+      try {
+        await this.renew({ signal: cut });
+        return true;
+      } catch {
+        if (this.#ended || stop.aborted) return false;
+      }
+      if (!(await sleep(Math.min(b.delay(attempt), deadline - performance.now()), stop, true))) return false;
+    }
+  }
+}

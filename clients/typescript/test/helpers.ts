@@ -1,0 +1,236 @@
+// Test helpers: the real local runner, a delaying proxy in front of it, and
+// a stub fetch.
+import { execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** The repository root: this file runs from clients/typescript/dist-test/. */
+export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
+
+export interface Runner {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Builds local/cmd/locald and starts it on a free port over its own
+ * in-memory dynalite; resolves once it logs the URL it serves.
+ */
+export async function startRunner(): Promise<Runner> {
+  const dir = await mkdtemp(join(tmpdir(), "locks-ts-client-"));
+  const bin = join(dir, "locald");
+  await new Promise<void>((resolve, reject) => {
+    execFile("go", ["build", "-o", bin, "./local/cmd/locald"], { cwd: repoRoot }, (err, _stdout, stderr) =>
+      err ? reject(new Error(`go build ./local/cmd/locald: ${err.message}\n${stderr}`)) : resolve(),
+    );
+  });
+  const env = { ...process.env };
+  delete env.DYNAMODB_ENDPOINT;
+  const child = spawn(bin, ["-addr", "127.0.0.1:0"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`locald did not serve within 60 s\n${stderr}`)), 60_000);
+    // Keep reading its log for as long as it runs, or its writes would block.
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      try {
+        const m = JSON.parse(line) as { msg?: string; url?: string };
+        if (m.msg === "serving the lock API" && m.url) {
+          clearTimeout(timer);
+          resolve(m.url);
+        }
+      } catch {
+        // not a JSON log line
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`locald exited (${code}) before serving\n${stderr}`));
+    });
+  }).catch(async (err: unknown) => {
+    child.kill("SIGKILL");
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  });
+  return {
+    url,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM");
+        const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
+        await exited;
+        clearTimeout(t);
+      }
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A resource name no other test uses. */
+export function uniqueName(prefix: string): string {
+  return `ts-${prefix}-${randomBytes(4).toString("hex")}`;
+}
+
+export interface Recorded {
+  method: string;
+  path: string;
+  body: string;
+  /** The target's status, once it answered (the proxy may still be holding the answer back). */
+  upstream?: number;
+}
+
+export interface Proxy {
+  url: string;
+  requests: Recorded[];
+  close(): Promise<void>;
+}
+
+/** An HTTP proxy to target that answers acquires (POST /locks/{r}) `delayMs` late, after forwarding them at once. */
+export async function delayingProxy(target: string, delayMs: number): Promise<Proxy> {
+  const requests: Recorded[] = [];
+  const server: Server = createServer((req: IncomingMessage, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", async () => {
+      const body = Buffer.concat(chunks).toString();
+      const path = req.url ?? "/";
+      const rec: Recorded = { method: req.method ?? "", path, body };
+      requests.push(rec);
+      try {
+        const up = await fetch(target + path, {
+          method: req.method,
+          headers: { "content-type": "application/json" },
+          body: req.method === "GET" ? undefined : body,
+        });
+        const text = await up.text();
+        rec.upstream = up.status;
+        if (req.method === "POST" && !path.endsWith("/renew")) await new Promise((r) => setTimeout(r, delayMs));
+        const headers: Record<string, string> = {};
+        up.headers.forEach((v, k) => {
+          if (k !== "content-length" && k !== "transfer-encoding" && k !== "connection") headers[k] = v;
+        });
+        res.writeHead(up.status, headers).end(text);
+      } catch (err) {
+        res.writeHead(502).end(JSON.stringify({ message: String(err) }));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+export interface StubRequest {
+  method: string;
+  url: URL;
+  headers: Record<string, string>;
+  text: string;
+  /** The parsed JSON body, or undefined. */
+  body: Record<string, unknown> | undefined;
+  /** performance.now() when the request was made. */
+  at: number;
+}
+
+export type StubHandler = (req: StubRequest, n: number) => Response | Promise<Response>;
+
+/** A fetch that answers with handler and records every request; like fetch, it rejects with the signal's reason on abort. */
+export function stubFetch(handler: StubHandler): { fetch: typeof globalThis.fetch; calls: StubRequest[] } {
+  const calls: StubRequest[] = [];
+  const f = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    const headers: Record<string, string> = {};
+    new Headers(init.headers).forEach((v, k) => (headers[k] = v));
+    const text = typeof init.body === "string" ? init.body : "";
+    const req: StubRequest = {
+      method: init.method ?? "GET",
+      url,
+      headers,
+      text,
+      body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined,
+      at: performance.now(),
+    };
+    calls.push(req);
+    const signal = init.signal;
+    signal?.throwIfAborted();
+    const answer = Promise.resolve(handler(req, calls.length - 1));
+    if (!signal) return answer;
+    return new Promise<Response>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      answer.then(
+        (r) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(r);
+        },
+        (e: unknown) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      );
+    });
+  };
+  return { fetch: f as typeof globalThis.fetch, calls };
+}
+
+/** A JSON answer. */
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  const type = status >= 400 && typeof body === "object" && body !== null && "type" in body ? "application/problem+json" : "application/json";
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": type, ...headers } });
+}
+
+/** A lock document as the service writes it. */
+export function lockDoc(resource: string, owner: string, token: number, ttlSeconds = 30): Record<string, unknown> {
+  const now = Date.now();
+  return {
+    resource,
+    owner,
+    fencing_token: token,
+    acquired_at: new Date(now).toISOString(),
+    expires_at: new Date(now + ttlSeconds * 1000).toISOString(),
+  };
+}
+
+/** A problem document of the service. */
+export function problem(status: number, slug: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Response {
+  return json(status, { type: `https://ft288.dev/problems/${slug}`, title: slug, status, detail: `a ${slug} problem`, instance: "/locks/x", ...extra }, headers);
+}
+
+/** Resolves once cond() is true; rejects after ms. */
+export async function until(cond: () => unknown, ms = 3000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`condition not met within ${ms} ms`);
+    await delay(10);
+  }
+}
+
+export const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Resolves with the signal's reason when it aborts; rejects after ms. */
+export function aborted(signal: AbortSignal, ms: number): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return resolve(signal.reason);
+    const t = setTimeout(() => reject(new Error(`signal did not abort within ${ms} ms`)), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve(signal.reason);
+    }, { once: true });
+  });
+}

@@ -1,0 +1,276 @@
+// Against the real local runner (local/cmd/locald over an in-memory
+// dynalite), built and started here.
+import assert from "node:assert/strict";
+import { hostname } from "node:os";
+import { after, before, describe, test } from "node:test";
+import {
+  ForbiddenError,
+  HeldError,
+  InvalidRequestError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LeaseReleasedError,
+  LockClient,
+  NotFoundError,
+  ProblemError,
+  StaleTokenError,
+  ValidationError,
+  withLock,
+} from "../dist/index.js";
+import { aborted, delay, delayingProxy, startRunner, uniqueName, until, type Runner } from "./helpers.js";
+
+let runner: Runner;
+let locks: LockClient;
+
+before(async () => {
+  runner = await startRunner();
+  locks = new LockClient(runner.url);
+  // The first requests to a fresh runner are slow; pay for them before the timed tests.
+  await Promise.all(
+    [1, 2, 3].map(async (i) => (await locks.tryAcquire(`ts-warm-up-${i}`, { ttlSeconds: 5, keepAlive: false })).release()),
+  );
+});
+
+after(async () => {
+  await runner?.stop();
+});
+
+describe("against the local runner", { concurrency: true }, () => {
+  test("acquire, status, renew, release round trip", async () => {
+    const res = uniqueName("roundtrip");
+    const lease = await locks.tryAcquire(res, { ttlSeconds: 30, keepAlive: false });
+    assert.equal(lease.resource, res);
+    assert.ok(Number.isSafeInteger(lease.fencingToken) && lease.fencingToken > 0);
+    assert.match(lease.owner, new RegExp(`^${hostname().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:${process.pid}:[0-9a-f]{12}$`));
+    assert.ok(lease.held);
+    assert.ok(lease.remainingMs > 25_000 && lease.remainingMs <= 29_000, `remaining ${lease.remainingMs}`);
+
+    const st = await locks.status(res);
+    assert.equal(st.owner, lease.owner);
+    assert.equal(st.fencingToken, lease.fencingToken);
+    assert.equal(st.expiresAt.getTime(), lease.expiresAt.getTime());
+
+    const before = lease.deadline;
+    await delay(20);
+    await lease.renew();
+    assert.ok(lease.deadline > before, "renewal moves the local deadline");
+    assert.ok(lease.expiresAt.getTime() > st.expiresAt.getTime(), "renewal moves the service's expiry");
+    assert.equal((await locks.status(res)).fencingToken, lease.fencingToken, "renewal keeps the token");
+
+    await lease.release();
+    assert.equal(lease.held, false);
+    assert.ok(lease.signal.reason instanceof LeaseReleasedError);
+    await assert.rejects(locks.status(res), NotFoundError);
+    await assert.rejects(lease.release(), NotFoundError, "a second release finds no lease");
+    await assert.rejects(lease.renew(), LeaseReleasedError);
+
+    const next = await locks.tryAcquire(res, { ttlSeconds: 5, keepAlive: false });
+    assert.ok(next.fencingToken > lease.fencingToken, "the token grows across a release");
+    await next.release();
+  });
+
+  test("contention: a second owner is told the lock is held, and gets it once it is released", async () => {
+    const res = uniqueName("contention");
+    const a = await locks.tryAcquire(res, { owner: "worker-a", ttlSeconds: 30 });
+    const held = await locks.tryAcquire(res, { owner: "worker-b", ttlSeconds: 30 }).then(
+      () => assert.fail("granted a held lock"),
+      (e: unknown) => e,
+    );
+    assert.ok(held instanceof HeldError, String(held));
+    assert.equal(held.resource, res);
+
+    // Waiting runs out while the lock stays held: the answer is HeldError.
+    let t = performance.now();
+    await assert.rejects(locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitSeconds: 0.3 }), HeldError);
+    const waited = performance.now() - t;
+    assert.ok(waited >= 290 && waited < 1500, `waited ${waited} ms`);
+
+    // A waiter gets the lock soon after the holder lets go.
+    t = performance.now();
+    const waiter = locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitSeconds: 10 });
+    await delay(300);
+    await a.release();
+    const b = await waiter;
+    const took = performance.now() - t;
+    assert.ok(took >= 300 && took < 3000, `took ${took} ms`);
+    assert.equal(b.owner, "worker-b");
+    assert.ok(b.fencingToken > a.fencingToken);
+    assert.equal((await locks.status(res)).owner, "worker-b");
+    await b.release();
+  });
+
+  test("lease loss: the local deadline passes, another owner takes over after expiry, the old lease is refused", async () => {
+    const res = uniqueName("expiry");
+    const t = performance.now();
+    const a = await locks.tryAcquire(res, { owner: "worker-a", ttlSeconds: 1, keepAlive: false });
+    // t0 + ttl − margin (min(ttl/10, 1 s) = 100 ms) on the monotonic clock, t0 taken before the request.
+    assert.ok(a.deadline - t >= 900 && a.deadline - t < 920, `deadline ${a.deadline - t} ms after the call`);
+    const reason = await aborted(a.signal, 3000);
+    assert.ok(performance.now() >= a.deadline, "not before the deadline");
+    assert.ok(reason instanceof LeaseLostError, String(reason));
+    assert.ok(reason.reason instanceof LeaseExpiredError, String(reason.reason));
+    assert.equal(reason.fencingToken, a.fencingToken);
+    assert.equal(a.held, false);
+
+    // The service still holds it for a moment; once it has expired there, another owner takes over.
+    const b = await locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitSeconds: 5 });
+    assert.ok(b.fencingToken > a.fencingToken);
+    await assert.rejects(a.renew(), LeaseLostError, "a lost lease is not renewed");
+    await assert.rejects(locks.renew(res, { owner: "worker-a", ttlSeconds: 1, fencingToken: a.fencingToken }), ForbiddenError);
+    await assert.rejects(a.release(), ForbiddenError, "the service refuses the old owner");
+    assert.equal((await locks.status(res)).owner, "worker-b", "and the new holder keeps the lock");
+    await b.release();
+  });
+
+  test("lease loss: the keep-alive's renewal is refused after a takeover, and the signal fires with the refusal", async () => {
+    const res = uniqueName("takeover");
+    const a = await locks.tryAcquire(res, { owner: "worker-a", ttlSeconds: 3 }); // renews every second
+    // The lease ends behind the holder's back (an operator's release), and worker-b takes the lock.
+    await locks.release(res, { owner: "worker-a" });
+    const b = await locks.tryAcquire(res, { owner: "worker-b", ttlSeconds: 30, keepAlive: false });
+    const t = performance.now();
+    const reason = await aborted(a.signal, 3000);
+    assert.ok(performance.now() - t < 2500, "noticed at the next renewal");
+    assert.ok(reason instanceof LeaseLostError, String(reason));
+    assert.ok(reason.reason instanceof ForbiddenError, String(reason.reason));
+    assert.equal(reason.reason.status, 403);
+    assert.equal((await locks.status(res)).owner, "worker-b");
+    await b.release();
+  });
+
+  test("keep-alive holds a short lease well past its TTL", async () => {
+    const res = uniqueName("keepalive");
+    const lease = await locks.tryAcquire(res, { ttlSeconds: 2 }); // renewed every 667 ms
+    const first = lease.expiresAt.getTime();
+    await delay(2600);
+    assert.ok(lease.held, String(lease.signal.reason));
+    assert.equal((await locks.status(res)).fencingToken, lease.fencingToken);
+    assert.ok(lease.expiresAt.getTime() > first + 500, "renewed");
+    await lease.release();
+    await assert.rejects(locks.status(res), NotFoundError);
+  });
+
+  test("a grant that arrives after the caller stopped waiting is released; a late refusal needs nothing", async () => {
+    const proxy = await delayingProxy(runner.url, 700);
+    try {
+      const slow = new LockClient(proxy.url);
+      const res = uniqueName("late");
+      const err = await slow.tryAcquire(res, { owner: "late-worker", ttlSeconds: 30, signal: AbortSignal.timeout(150) }).then(
+        () => assert.fail("resolved after the abort"),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof DOMException && err.name === "TimeoutError", String(err));
+      // The service did grant it: the answer is still on its way.
+      await until(() => proxy.requests[0]?.upstream === 200);
+      assert.equal((await locks.status(res)).owner, "late-worker");
+      await slow.flush();
+      await assert.rejects(locks.status(res), NotFoundError, "the late grant was released");
+      const del = proxy.requests.filter((r) => r.method === "DELETE");
+      assert.equal(del.length, 1);
+      const body = JSON.parse(del[0]!.body) as { owner: string; fencing_token: number };
+      assert.equal(body.owner, "late-worker");
+      assert.ok(body.fencing_token > 0, "released with its token");
+
+      // Held by someone else: the late answer is acquired:false, and nothing is released.
+      const holder = await locks.tryAcquire(res, { owner: "holder", ttlSeconds: 30, keepAlive: false });
+      const ac = new AbortController();
+      const p = slow.acquire(res, { owner: "late-worker", ttlSeconds: 30, signal: ac.signal });
+      setTimeout(() => ac.abort(new Error("caller gave up")), 150);
+      await assert.rejects(p, /caller gave up/);
+      await slow.flush();
+      assert.equal(proxy.requests.filter((r) => r.method === "DELETE").length, 1, "no DELETE for a refusal");
+      assert.equal((await locks.status(res)).owner, "holder");
+      await holder.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("withLock runs the work with the token and releases, also when the work throws", async () => {
+    const res = uniqueName("withlock");
+    const out = await locks.withLock(
+      res,
+      async (signal, token, lease) => {
+        assert.equal(signal.aborted, false);
+        const st = await locks.status(res);
+        assert.equal(st.fencingToken, token);
+        assert.equal(lease.fencingToken, token);
+        // A second job on the same lock is skipped: withLock tries once by default.
+        let ran = false;
+        await assert.rejects(
+          withLock(res, () => {
+            ran = true;
+          }, { ttlSeconds: 30, client: locks }),
+          HeldError,
+        );
+        assert.equal(ran, false);
+        return token;
+      },
+      { ttlSeconds: 30 },
+    );
+    assert.ok(out > 0);
+    await assert.rejects(locks.status(res), NotFoundError, "released after the work");
+
+    const boom = new Error("boom");
+    let seen: AbortSignal | undefined;
+    await assert.rejects(
+      locks.withLock(res, async (signal) => {
+        seen = signal;
+        throw boom;
+      }, { ttlSeconds: 30 }),
+      (e: unknown) => e === boom,
+    );
+    assert.ok(seen?.aborted, "the work's signal ends with the lease");
+    await assert.rejects(locks.status(res), NotFoundError, "released after the throw");
+  });
+
+  test("problems map to typed errors: 422, 403, 409, 404", async () => {
+    const res = uniqueName("problems");
+    const v = await locks.tryAcquire(res, { owner: "bad\u200bowner", ttlSeconds: 30 }).then(
+      () => assert.fail("accepted an invisible character"),
+      (e: unknown) => e,
+    );
+    assert.ok(v instanceof ValidationError && v instanceof InvalidRequestError && v instanceof ProblemError, String(v));
+    assert.equal(v.status, 422);
+    assert.equal(v.slug, "validation-failed");
+    assert.deepEqual(v.errors.map((f) => f.field), ["owner"]);
+    assert.equal(v.instance, `/locks/${res}`);
+
+    const big = await locks.tryAcquire(res, { owner: "w", ttlSeconds: 10 ** 9 }).catch((e: unknown) => e);
+    assert.ok(big instanceof ValidationError);
+    assert.deepEqual(big.errors.map((f) => f.field), ["ttl_seconds"]);
+
+    const lease = await locks.tryAcquire(res, { owner: "w1", ttlSeconds: 30, keepAlive: false });
+    const f = await locks.release(res, { owner: "w2" }).catch((e: unknown) => e);
+    assert.ok(f instanceof ForbiddenError, String(f));
+    assert.equal(f.status, 403);
+    assert.equal(f.slug, "forbidden");
+
+    const s = await locks.renew(res, { owner: "w1", ttlSeconds: 30, fencingToken: lease.fencingToken + 1 }).catch((e: unknown) => e);
+    assert.ok(s instanceof StaleTokenError, String(s));
+    assert.equal(s.status, 409);
+
+    // The same owner takes the lock again: the old lease is now stale, and its renewal ends it.
+    const again = await locks.tryAcquire(res, { owner: "w1", ttlSeconds: 30, keepAlive: false });
+    assert.ok(again.fencingToken > lease.fencingToken);
+    const lost = await lease.renew().catch((e: unknown) => e);
+    assert.ok(lost instanceof LeaseLostError && lost.reason instanceof StaleTokenError, String(lost));
+    assert.equal(lease.signal.reason, lost);
+    await assert.rejects(lease.release(), StaleTokenError, "and its release leaves the new lease alone");
+    await again.release();
+
+    const n = await locks.status(res).catch((e: unknown) => e);
+    assert.ok(n instanceof NotFoundError && n.status === 404, String(n));
+  });
+
+  test("odd resource names round-trip", async () => {
+    for (const res of [uniqueName("a:b c!*'()"), `${uniqueName("u")}-ünïcødé-🔒`, `${uniqueName("q")}?x=1#frag%2F`]) {
+      const lease = await locks.tryAcquire(res, { ttlSeconds: 5, keepAlive: false });
+      assert.equal(lease.resource, res);
+      assert.equal((await locks.status(res)).resource, res);
+      await lease.release();
+    }
+    await assert.rejects(locks.tryAcquire("a/b", { ttlSeconds: 5 }), TypeError);
+    await assert.rejects(locks.tryAcquire("..", { ttlSeconds: 5 }), TypeError);
+  });
+});
