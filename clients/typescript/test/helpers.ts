@@ -4,7 +4,7 @@ import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -18,9 +18,20 @@ export interface Runner {
   stop(): Promise<void>;
 }
 
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const srv = createNetServer();
+  await new Promise<void>((resolve, reject) => srv.once("error", reject).listen(0, "127.0.0.1", resolve));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
 /**
  * Builds local/cmd/locald and starts it on a free port over its own
- * in-memory dynalite; resolves once it logs the URL it serves.
+ * in-memory dynalite; resolves once it logs the URL it serves. The port is
+ * chosen here rather than with -addr 127.0.0.1:0, so that a locald that
+ * logs the address it was given (not the one the kernel chose) works too.
  */
 export async function startRunner(): Promise<Runner> {
   const dir = await mkdtemp(join(tmpdir(), "locks-ts-client-"));
@@ -32,7 +43,7 @@ export async function startRunner(): Promise<Runner> {
   });
   const env = { ...process.env };
   delete env.DYNAMODB_ENDPOINT;
-  const child = spawn(bin, ["-addr", "127.0.0.1:0"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(bin, ["-addr", `127.0.0.1:${await freePort()}`], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
