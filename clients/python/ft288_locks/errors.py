@@ -1,0 +1,289 @@
+"""Exceptions of the lock client.
+
+Everything the client raises is a :class:`LockError`::
+
+    LockError
+    ├── InvalidRequest (also a ValueError)   rejected before sending, or 400/413/422
+    ├── ProblemError                         any error answer of the service or of API Gateway
+    │   ├── NotFound            404 not-found: no live lease (absent, released, expired)
+    │   ├── Forbidden           403 forbidden: a live lease of another owner
+    │   ├── StaleToken          409 stale-token: owner matches, fencing token does not
+    │   ├── ValidationFailed    422 validation-failed (+ InvalidRequest); .errors lists the fields
+    │   ├── InvalidJSON         400 invalid-json (+ InvalidRequest)
+    │   ├── PayloadTooLarge     413 payload-too-large (+ InvalidRequest)
+    │   ├── ServiceUnavailable  503 service-unavailable (and 502/504); .retry_after
+    │   ├── InternalError       500 internal
+    │   └── GatewayError        API Gateway's own {"message": ...} answers (bad signature,
+    │       │                   wrong URL, throttling); never NotFound/Forbidden
+    │       ├── GatewayUnavailable  its 502/503/504 (+ ServiceUnavailable)
+    │       └── GatewayRejected     its 400/413/422 (+ InvalidRequest)
+    ├── Held                    acquired: false; .expires_at and .retry_after when the service says
+    ├── AcquireTimeout          a grant answered after acquire() stopped waiting (it was released)
+    ├── TransportError          no answer: connection failed, timed out, malformed response
+    ├── LeaseLost               the lease was lost; .reason says why
+    ├── LeaseExpired            a reason: no renewal succeeded before the local deadline
+    ├── LeaseReleased           check()/renew() on a lease this client released
+    └── SigningError            SigV4 cannot be set up (no region, no credentials)
+        └── SigV4Unavailable    signing was asked for but botocore is not installed
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, List, Mapping, Optional
+
+PROBLEM_TYPE_BASE = "https://ft288.dev/problems/"
+
+
+class LockError(Exception):
+    """Base class of every exception of this package."""
+
+
+class InvalidRequest(LockError, ValueError):
+    """The request is invalid: rejected by the client before it was sent, or
+    answered 400, 413 or 422 by the service (then it is also a ProblemError)."""
+
+
+class FieldError:
+    """One invalid field of a validation-failed problem."""
+
+    __slots__ = ("field", "detail")
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+
+    def __repr__(self) -> str:
+        return f"FieldError(field={self.field!r}, detail={self.detail!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FieldError) and (self.field, self.detail) == (other.field, other.detail)
+
+    def __hash__(self) -> int:
+        return hash((self.field, self.detail))
+
+
+class ProblemError(LockError):
+    """An error answer: an RFC 9457 problem document of the lock service, or the
+    bare ``{"message": ...}`` API Gateway itself answers with (then only
+    ``status`` and ``title`` are set and the exception is a GatewayError)."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str = "",
+        title: str = "",
+        detail: str = "",
+        instance: str = "",
+        errors: Optional[List[FieldError]] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.title = title
+        self.detail = detail
+        self.instance = instance
+        self.errors: List[FieldError] = list(errors or [])
+        self.retry_after = retry_after
+        super().__init__(self._message())
+
+    @property
+    def slug(self) -> str:
+        """The problem's slug ("not-found", ...), or "" when ``type`` is not
+        one of the lock service's problem types."""
+        if self.type.startswith(PROBLEM_TYPE_BASE):
+            return self.type[len(PROBLEM_TYPE_BASE):]
+        return ""
+
+    @property
+    def temporary(self) -> bool:
+        """Whether the same request may succeed later (5xx, 429, 408)."""
+        return self.status >= 500 or self.status in (408, 429)
+
+    def _message(self) -> str:
+        msg = str(self.status)
+        if self.title:
+            msg += " " + self.title
+        if self.detail:
+            msg += ": " + self.detail
+        if self.errors:
+            msg += " (" + "; ".join(f"{e.field}: {e.detail}" for e in self.errors) + ")"
+        return msg
+
+
+class NotFound(ProblemError):
+    """404 not-found: there is no live lease (never taken, released or expired)."""
+
+
+class Forbidden(ProblemError):
+    """403 forbidden: a live lease exists but belongs to another owner (or, with
+    IAM auth, another principal)."""
+
+
+class StaleToken(ProblemError):
+    """409 stale-token: the owner matches but the fencing token does not; a newer
+    lease of the same owner replaced the one the caller holds."""
+
+
+class ValidationFailed(ProblemError, InvalidRequest):
+    """422 validation-failed; ``errors`` lists the invalid fields."""
+
+
+class InvalidJSON(ProblemError, InvalidRequest):
+    """400 invalid-json: the body is not one JSON object."""
+
+
+class PayloadTooLarge(ProblemError, InvalidRequest):
+    """413 payload-too-large: the body is over 16 KiB."""
+
+
+class ServiceUnavailable(ProblemError):
+    """503 service-unavailable (or a 502/504 of the gateway): the service could
+    not decide. ``retry_after`` is the Retry-After delay in seconds, if given."""
+
+
+class InternalError(ProblemError):
+    """500 internal: a failure the service logged but does not describe."""
+
+
+class GatewayError(ProblemError):
+    """An answer of API Gateway itself, not of the lock service: ``{"message":
+    "Forbidden"}`` for a missing or bad signature, ``Not Found`` for a wrong
+    URL, ``Too Many Requests`` when throttled. It never means "no lease" or
+    "held by another"."""
+
+
+class GatewayUnavailable(GatewayError, ServiceUnavailable):
+    """A 502, 503 or 504 of the gateway."""
+
+
+class GatewayRejected(GatewayError, InvalidRequest):
+    """A 400, 413 or 422 of the gateway."""
+
+
+_BY_SLUG = {
+    "not-found": NotFound,
+    "forbidden": Forbidden,
+    "stale-token": StaleToken,
+    "validation-failed": ValidationFailed,
+    "invalid-json": InvalidJSON,
+    "payload-too-large": PayloadTooLarge,
+    "service-unavailable": ServiceUnavailable,
+    "internal": InternalError,
+}
+
+
+def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], reason: str) -> ProblemError:
+    """The exception for an error answer with JSON body ``doc`` (None when the
+    body was not JSON); ``reason`` is the status text, used when there is no
+    message at all."""
+    if isinstance(doc, Mapping) and (_str(doc.get("type")) or _str(doc.get("title"))):
+        typ = _str(doc.get("type"))
+        cls = ProblemError
+        if typ.startswith(PROBLEM_TYPE_BASE):
+            cls = _BY_SLUG.get(typ[len(PROBLEM_TYPE_BASE):], ProblemError)
+        errors = []
+        raw = doc.get("errors")
+        if isinstance(raw, list):
+            for e in raw:
+                if isinstance(e, Mapping):
+                    errors.append(FieldError(_str(e.get("field")), _str(e.get("detail"))))
+        return cls(
+            status,
+            type=typ,
+            title=_str(doc.get("title")),
+            detail=_str(doc.get("detail")),
+            instance=_str(doc.get("instance")),
+            errors=errors,
+            retry_after=retry_after,
+        )
+    title = _str(doc.get("message")) if isinstance(doc, Mapping) else ""
+    cls = GatewayError
+    if status in (502, 503, 504):
+        cls = GatewayUnavailable
+    elif status in (400, 413, 422):
+        cls = GatewayRejected
+    return cls(status, title=title or reason, retry_after=retry_after)
+
+
+def _str(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+class Held(LockError):
+    """The lock is held by another owner (``acquired: false``).
+
+    ``expires_at`` is when the holder's lease ends by the service's clock (the
+    holder may renew it), ``retry_after`` the service's advice in seconds;
+    either is None when the service did not say (the local runner says
+    neither). ``waited`` is how long acquire() waited, 0 for try_acquire()."""
+
+    def __init__(
+        self,
+        resource: str,
+        expires_at: Optional[_dt.datetime] = None,
+        retry_after: Optional[float] = None,
+        waited: float = 0.0,
+    ) -> None:
+        self.resource = resource
+        self.expires_at = expires_at
+        self.retry_after = retry_after
+        self.waited = waited
+        msg = f"lock {resource!r} is held by another owner"
+        if expires_at is not None:
+            msg += " until " + expires_at.isoformat()
+        if retry_after is not None:
+            msg += f" (retry after {retry_after:g} s)"
+        if waited > 0:
+            msg += f"; gave up after waiting {waited:.3g} s"
+        super().__init__(msg)
+
+
+class AcquireTimeout(LockError, TimeoutError):
+    """acquire() stopped waiting while a request was in flight and the answer
+    that came later was a grant; the client released that grant again."""
+
+
+class TransportError(LockError):
+    """No usable answer: the connection failed or timed out, or the response
+    was malformed. ``maybe_sent`` is False only when the request certainly did
+    not reach the service (connection refused, credentials unavailable)."""
+
+    def __init__(self, message: str, maybe_sent: bool = True) -> None:
+        self.maybe_sent = maybe_sent
+        super().__init__(message)
+
+
+class LeaseExpired(LockError):
+    """No renewal succeeded before the lease's local deadline (the service was
+    unreachable or slow, or nobody renewed). A reason of LeaseLost."""
+
+    def __init__(self, message: str = "no successful renewal before the lease's local deadline") -> None:
+        super().__init__(message)
+
+
+class LeaseLost(LockError):
+    """The lease is lost: the client can no longer be sure it holds the lock.
+
+    ``reason`` is the cause: LeaseExpired, or the refusal of a renewal or of
+    the release (NotFound, Forbidden, StaleToken, or another answer renewing
+    cannot get past)."""
+
+    def __init__(self, resource: str, fencing_token: int, reason: BaseException) -> None:
+        self.resource = resource
+        self.fencing_token = fencing_token
+        self.reason = reason
+        super().__init__(f"lease on {resource!r} (fencing token {fencing_token}) lost: {reason}")
+
+
+class LeaseReleased(LockError):
+    """The lease was released by this client; it cannot be checked or renewed."""
+
+
+class SigningError(LockError):
+    """SigV4 signing cannot be set up: no region or no credentials."""
+
+
+class SigV4Unavailable(SigningError, ImportError):
+    """Signing was asked for, but botocore is not installed
+    (``pip install 'ft288-locks[sigv4]'``; every AWS Lambda Python runtime has it)."""

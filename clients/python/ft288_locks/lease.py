@@ -1,0 +1,324 @@
+"""A lease held by this client, with its keep-alive thread."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Optional
+
+from ._retry import Backoff, definitive, hint, retryable
+from .errors import LeaseExpired, LeaseLost, LeaseReleased, LockError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client, Lock
+
+log = logging.getLogger("ft288_locks")
+
+# Attempts of the release when a ``with`` block ends (temporary failures only).
+_EXIT_RELEASE_ATTEMPTS = 3
+
+
+class Lease:
+    """A lock held by this client; made by Client.try_acquire/acquire/lock.
+
+    Its local deadline is measured on ``time.monotonic()`` from before the
+    request that granted or last renewed it was sent: ``t0 + ttl - margin``,
+    margin ``min(ttl/10, 1 s)`` unless the client sets ``lease_margin``. The
+    service's clock never decides whether the client believes it holds the
+    lock.
+
+    A daemon thread starts with the lease. It renews the lease every ttl/3
+    (timed from the request that granted or last renewed it, retrying
+    temporary failures with short backoff until the deadline) unless the
+    lease was made with ``keepalive=False``, and in either case sets ``lost``
+    when the local deadline passes without a successful renewal. A refused
+    renewal (NotFound, Forbidden, StaleToken) sets ``lost`` at once.
+    release() stops the thread and waits for it.
+
+    ``lost`` is a threading.Event; ``check()`` raises LeaseLost (with the
+    reason) once it is set. A Lease is safe for use from several threads and
+    is a context manager that releases it (see Client.lock).
+    """
+
+    def __init__(self, client: "Client", lock: "Lock", ttl: int, t0: float, keepalive: bool = True) -> None:
+        self._client = client
+        self._resource = lock.resource
+        self._owner = lock.owner
+        self._token = lock.fencing_token
+        self._ttl = ttl
+        margin = client.lease_margin
+        if margin is None or margin >= ttl:
+            margin = min(ttl / 10, 1.0)
+        self._margin = margin
+        self._keepalive = keepalive
+        self._interval = ttl / 3
+
+        self.lost = threading.Event()
+        """Set when the lease is lost: a renewal or the release was refused, or
+        the local deadline passed without a successful renewal."""
+
+        self._mu = threading.Lock()
+        self._release_mu = threading.Lock()
+        self._lock = lock  # the service's latest view
+        self._deadline = t0 + ttl - margin
+        self._reason: Optional[BaseException] = None
+        self._ended = False  # lost or released: nothing may extend the lease
+        self._released = False  # release() was called
+        self._release_done = False  # the service confirmed it (or an earlier attempt may have)
+        self._release_unknown = False  # a release attempt got no definite answer
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(t0,), name=f"ft288-locks-lease:{lock.resource}", daemon=True
+        )
+        self._thread.start()
+
+    # -- what the lease is ---------------------------------------------------
+
+    @property
+    def resource(self) -> str:
+        """The lock's name."""
+        return self._resource
+
+    @property
+    def owner(self) -> str:
+        """The owner the lease is held for, as the service stored it."""
+        return self._owner
+
+    @property
+    def fencing_token(self) -> int:
+        """The lease's fencing token. Send it with every write to a system the
+        lock protects; the system rejects tokens smaller than the largest it
+        has seen."""
+        return self._token
+
+    @property
+    def ttl(self) -> int:
+        """The lease's time-to-live in seconds; every renewal restarts it."""
+        return self._ttl
+
+    @property
+    def keepalive(self) -> bool:
+        """Whether the lease's thread renews it."""
+        return self._keepalive
+
+    @property
+    def lock(self) -> "Lock":
+        """The lease as the service last reported it (grant or latest renewal)."""
+        with self._mu:
+            return self._lock
+
+    @property
+    def expires_at(self) -> _dt.datetime:
+        """When the lease ends by the service's clock, as of the latest grant or
+        renewal. Informational: use held, check() or lost to decide."""
+        return self.lock.expires_at
+
+    @property
+    def deadline(self) -> float:
+        """The local deadline on the time.monotonic() clock."""
+        with self._mu:
+            return self._deadline
+
+    @property
+    def remaining(self) -> float:
+        """Seconds until the local deadline (negative once past)."""
+        return self.deadline - time.monotonic()
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is neither lost nor released and its local deadline
+        has not passed."""
+        with self._mu:
+            return not self._ended and time.monotonic() < self._deadline
+
+    @property
+    def reason(self) -> Optional[BaseException]:
+        """Why the lease was lost; None while it is not."""
+        with self._mu:
+            return self._reason
+
+    def check(self) -> None:
+        """Raises LeaseLost (its ``reason`` says why) if the lease is lost,
+        including when its local deadline has just passed, and LeaseReleased
+        after release(). Call it before every step of the protected work."""
+        with self._mu:
+            expired = not self._ended and time.monotonic() >= self._deadline
+        if expired:
+            self._lose(LeaseExpired())
+        self._raise_if_ended()
+
+    def __repr__(self) -> str:
+        return (
+            f"Lease(resource={self._resource!r}, owner={self._owner!r}, "
+            f"fencing_token={self._token}, held={self.held})"
+        )
+
+    # -- renewing --------------------------------------------------------------
+
+    def renew(self) -> None:
+        """Extends the lease by its TTL once. A refusal that means the lease is
+        gone (NotFound, Forbidden, StaleToken, or another answer renewing
+        cannot get past) loses the lease and raises LeaseLost. A temporary
+        failure (5xx, no answer) raises that error; the lease stays held until
+        its local deadline."""
+        self._renew(self._client.timeout)
+
+    def _renew(self, timeout: float) -> None:
+        self.check()
+        sent = time.monotonic()
+        try:
+            lock = self._client._renew(self._resource, self._owner, self._ttl, self._token, timeout)
+        except LockError as e:
+            if definitive(e) or not retryable(e):
+                self._lose(e)
+                self._raise_if_ended(e)
+            raise
+        with self._mu:
+            if not self._ended and time.monotonic() >= self._deadline:
+                # Too late: the lease may have lapsed before the renewal
+                # reached the service.
+                late = True
+            else:
+                late = False
+                if not self._ended:
+                    self._lock = lock
+                    self._deadline = max(self._deadline, sent + self._ttl - self._margin)
+        if late:
+            self._lose(LeaseExpired())
+        self._raise_if_ended()
+
+    def _raise_if_ended(self, cause: Optional[BaseException] = None) -> None:
+        with self._mu:
+            ended, reason, released = self._ended, self._reason, self._released
+        if reason is not None:
+            raise LeaseLost(self._resource, self._token, reason) from (cause or reason)
+        if released:
+            raise LeaseReleased(f"lease on {self._resource!r} (fencing token {self._token}) was released")
+        assert not ended
+
+    def _lose(self, reason: BaseException) -> None:
+        """Ends the lease for reason unless it has ended already."""
+        with self._mu:
+            if self._ended:
+                return
+            self._ended = True
+            self._reason = reason
+        self.lost.set()
+        self._stop.set()
+
+    def _run(self, t0: float) -> None:
+        """The lease's thread: renewals (with keep-alive) and the deadline."""
+        next_renewal = t0 + self._interval
+        while not self._stop.is_set():
+            with self._mu:
+                if self._ended:
+                    return
+                deadline = self._deadline
+            now = time.monotonic()
+            if now >= deadline:
+                self._lose(LeaseExpired())
+                return
+            until = min(next_renewal, deadline) if self._keepalive else deadline
+            if self._stop.wait(until - now):
+                return
+            if self._keepalive and time.monotonic() >= next_renewal:
+                sent = self._renew_until_deadline()
+                if sent is not None:
+                    next_renewal = sent + self._interval
+
+    def _renew_until_deadline(self) -> Optional[float]:
+        """Renews, retrying temporary failures with short backoff until the
+        local deadline. Returns when the successful request was sent, or None
+        when the lease ended, release() was called or the deadline passed."""
+        c = self._client
+        b = Backoff(c.backoff.base, max(c.backoff.base, min(c.backoff.max, self._ttl / 8)))
+        attempt = 0
+        while not self._stop.is_set():
+            with self._mu:
+                if self._ended:
+                    return None
+                deadline = self._deadline
+            sent = time.monotonic()
+            if sent >= deadline:
+                return None
+            try:
+                self._renew(min(c.timeout, self._interval, deadline - sent))
+                return sent
+            except (LeaseLost, LeaseReleased):
+                return None
+            except Exception as e:  # temporary: retry until the deadline
+                log.debug("renewing lease on %r failed, retrying: %s", self._resource, e)
+            delay = min(b.delay(attempt), deadline - time.monotonic())
+            attempt += 1
+            if self._stop.wait(max(delay, 0.0)):
+                return None
+        return None
+
+    # -- releasing -------------------------------------------------------------
+
+    def release(self) -> None:
+        """Stops the lease's thread (waiting for it) and ends the lease at the
+        service, sending its fencing token so that a newer lease of the same
+        owner is left alone.
+
+        Raises NotFound (the lease had expired), Forbidden or StaleToken
+        (another lease replaced it) and then also sets ``lost`` with that
+        reason, unless it was set already: the lease ended before the
+        release. After a temporary failure (raised as is) release() may be
+        called again; if a later attempt then finds no live lease, it returns
+        quietly, since the earlier attempt may have been the one that
+        released it. Calls after a successful release do nothing."""
+        with self._release_mu:  # one release at a time
+            with self._mu:
+                if self._release_done:
+                    return
+                self._ended = True
+                self._released = True
+            self._stop.set()
+            if self._thread is not threading.current_thread():
+                self._thread.join()
+            try:
+                self._client._release(self._resource, self._owner, self._token, self._client.timeout)
+            except LockError as e:
+                if definitive(e):
+                    with self._mu:
+                        self._release_done = True
+                        if self._release_unknown:
+                            return
+                        if self._reason is None:
+                            self._reason = e
+                    self.lost.set()
+                elif retryable(e):
+                    with self._mu:
+                        self._release_unknown = True
+                raise
+            with self._mu:
+                self._release_done = True
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        """Releases the lease, retrying temporary failures a few times. With
+        no exception in flight, raises LeaseLost if the lease was lost at any
+        point before the release; an exception in flight propagates as is.
+        A release that keeps failing temporarily is logged, not raised (the
+        lease runs out by itself)."""
+        for attempt in range(_EXIT_RELEASE_ATTEMPTS):
+            try:
+                self.release()
+                break
+            except LockError as e:
+                if definitive(e):
+                    break  # recorded as the reason
+                if not retryable(e) or attempt == _EXIT_RELEASE_ATTEMPTS - 1:
+                    log.warning("releasing lease on %r failed: %s", self._resource, e)
+                    break
+                time.sleep(self._client.backoff.delay(attempt, hint(e)))
+        if exc_type is None:
+            reason = self.reason
+            if reason is not None:
+                raise LeaseLost(self._resource, self._token, reason) from reason
+        return False

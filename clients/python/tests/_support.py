@@ -1,0 +1,302 @@
+"""Test helpers: the local runner, a delaying proxy, a stub transport, and a
+check that no lease thread outlives its test."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import itertools
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from ft288_locks import Response
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+_RUN_ID = format(int(time.time() * 1000) % (1 << 40), "x")
+_seq = itertools.count(1)
+
+
+def resource_name(test: unittest.TestCase) -> str:
+    """A lock name unique to the call that names the test."""
+    return f"py-{test.id().rsplit('.', 1)[-1]}-{_RUN_ID}-{next(_seq)}"
+
+
+# -- the local runner ----------------------------------------------------------
+
+
+class Runner:
+    """locald over its own in-memory dynalite, built from this checkout."""
+
+    def __init__(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="ft288-locks-py-")
+        self.proc: Optional[subprocess.Popen] = None
+        self.url = ""
+        try:
+            binary = os.environ.get("LOCKS_LOCALD") or self._build()
+            self.url = self._start(binary, "127.0.0.1:0")
+            if urllib.parse.urlsplit(self.url).port == 0:  # a runner that does not report its port
+                self.stop()
+                self.url = self._start(binary, f"127.0.0.1:{_free_port()}")
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self) -> str:
+        if not (REPO_ROOT / "go.mod").is_file():
+            raise RuntimeError(f"no go.mod in {REPO_ROOT}: the tests must run from a checkout of the repository")
+        binary = os.path.join(self.tmp, "locald")
+        try:
+            subprocess.run(
+                ["go", "build", "-o", binary, "./local/cmd/locald"],
+                cwd=REPO_ROOT, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600,
+            )
+        except FileNotFoundError:
+            raise RuntimeError("building the local runner needs Go on PATH") from None
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"go build ./local/cmd/locald failed:\n{e.output.decode(errors='replace')}") from None
+        return binary
+
+    def _start(self, binary: str, addr: str) -> str:
+        env = dict(os.environ)
+        for k in ("DYNAMODB_ENDPOINT", "TABLE_NAME", "MAX_TTL_SECONDS", "TOMBSTONE_RETENTION_SECONDS", "ADDR"):
+            env.pop(k, None)
+        env["LOG_LEVEL"] = "info"  # the "serving" line is at info
+        # dynalite does not return the old item with a failed condition; say
+        # so, or a refused renew/release is explained as 404 whatever the cause.
+        env["DYNAMODB_RETURNS_OLD_ITEM"] = "false"
+        self.log_path = os.path.join(self.tmp, "locald.log")
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [binary, "-addr", addr], cwd=REPO_ROOT, env=env,
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        with open(self.log_path, "rb") as f:
+            buf = b""
+            while time.monotonic() < deadline:
+                buf += f.read()
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if entry.get("msg") == "serving the lock API":
+                        return entry["url"]
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # locald stops dynalite too
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- a delaying proxy ------------------------------------------------------------
+
+
+class DelayProxy:
+    """An HTTP proxy in front of upstream that forwards each request at once
+    and holds back the answer for delay(method, path) seconds, or until the
+    client hangs up."""
+
+    def __init__(self, upstream: str, delay: Callable[[str, str], float]) -> None:
+        up = urllib.parse.urlsplit(upstream)
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=10)
+                try:
+                    conn.request(self.command, self.path, body=body or None,
+                                 headers={"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    status, headers, data = resp.status, resp.getheaders(), resp.read()
+                finally:
+                    conn.close()
+                # Hold the answer back, but stop as soon as the client hangs up.
+                select.select([self.connection], [], [], delay(self.command, self.path))
+                try:
+                    self.send_response(status)
+                    for k, v in headers:
+                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
+                            self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up on this answer
+
+            do_GET = do_POST = do_DELETE = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = False  # so that server_close() joins the handler threads
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="delay-proxy", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()  # waits for the handler threads
+        self._thread.join()
+
+
+# -- a stub transport --------------------------------------------------------------
+
+
+class Request:
+    def __init__(self, method: str, url: str, headers: Dict[str, str], body: Optional[bytes], timeout: float) -> None:
+        self.method = method
+        self.url = url
+        self.path = urllib.parse.urlsplit(url).path
+        self.headers = {k.lower(): v for k, v in headers.items()}
+        self.raw = body
+        self.body = json.loads(body) if body else None
+        self.timeout = timeout
+        self.at = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"{self.method} {self.path} {self.body}"
+
+
+class Stub:
+    """A transport that records every request and answers with handler(req)."""
+
+    def __init__(self, handler: Callable[[Request], Response]) -> None:
+        self.handler = handler
+        self.requests: List[Request] = []
+        self._mu = threading.Lock()
+
+    def __call__(self, method, url, headers, body, timeout):  # the Transport signature
+        req = Request(method, url, headers, body, timeout)
+        with self._mu:
+            self.requests.append(req)
+        return self.handler(req)
+
+    def sent(self, method: Optional[str] = None, suffix: str = "") -> List[Request]:
+        with self._mu:
+            return [r for r in self.requests if (method is None or r.method == method) and r.path.endswith(suffix)]
+
+
+def answer(status: int, doc: Any = None, headers: Optional[Dict[str, str]] = None, raw: Optional[bytes] = None) -> Response:
+    body = raw if raw is not None else (b"" if doc is None else json.dumps(doc).encode())
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    return Response(status, h, body)
+
+
+_serial = itertools.count(1)
+
+
+def lock_doc(resource: str, owner: str, token: Optional[int] = None, ttl: int = 30) -> Dict[str, Any]:
+    now = time.time()
+
+    def fmt(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+    return {
+        "resource": resource, "owner": owner, "fencing_token": token or next(_serial),
+        "acquired_at": fmt(now), "expires_at": fmt(now + ttl),
+    }
+
+
+def grant(req: Request, token: Optional[int] = None) -> Response:
+    """The service's answer to an acquire request that succeeded."""
+    resource = urllib.parse.unquote(req.path.split("/")[2])
+    return answer(200, {"acquired": True, "lock": lock_doc(resource, req.body["owner"], token, req.body["ttl_seconds"])})
+
+
+def renewed(req: Request) -> Response:
+    """The service's answer to a renew request that succeeded."""
+    resource = urllib.parse.unquote(req.path.split("/")[2])
+    lock = lock_doc(resource, req.body["owner"], req.body.get("fencing_token"), req.body["ttl_seconds"])
+    return answer(200, {"renewed": True, "lock": lock})
+
+
+def held(req: Request, headers: Optional[Dict[str, str]] = None, **extra: Any) -> Response:
+    resource = urllib.parse.unquote(req.path.split("/")[2])
+    return answer(200, dict({"acquired": False, "resource": resource}, **extra), headers)
+
+
+def problem(status: int, slug: str, **extra: Any) -> Response:
+    doc = {"type": "https://ft288.dev/problems/" + slug, "title": slug, "status": status, "detail": "d", "instance": "/x"}
+    headers = extra.pop("headers", None)
+    doc.update(extra)
+    return answer(status, doc, headers)
+
+
+# -- no thread outlives its test ---------------------------------------------------
+
+
+def lease_threads() -> List[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("ft288-locks-lease:") and t.is_alive()]
+
+
+class TestCase(unittest.TestCase):
+    """Fails a test that leaves a lease thread running (after its cleanups)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.addCleanup(self._check_threads)  # runs last: cleanups are LIFO
+
+    def _check_threads(self) -> None:
+        deadline = time.monotonic() + 2
+        while lease_threads() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = lease_threads()
+        if left:
+            self.fail(f"lease threads still running after the test: {[t.name for t in left]}")
+
+    def keep(self, lease):
+        """Releases lease when the test ends, whatever state it is in."""
+        def release() -> None:
+            try:
+                lease.release()
+            except Exception:
+                pass
+        self.addCleanup(release)
+        return lease
