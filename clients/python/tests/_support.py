@@ -78,12 +78,14 @@ class Runner:
         env["DYNAMODB_RETURNS_OLD_ITEM"] = "false"
         self.log_path = os.path.join(self.tmp, "locald.log")
         self._log = open(self.log_path, "ab")
+        offset = self._log.tell()  # this start's lines only
         self.proc = subprocess.Popen(
             [binary, "-addr", addr], cwd=REPO_ROOT, env=env,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
         with open(self.log_path, "rb") as f:
+            f.seek(offset)
             buf = b""
             while time.monotonic() < deadline:
                 buf += f.read()
