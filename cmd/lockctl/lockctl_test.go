@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -6,12 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +41,8 @@ func TestProcess(t *testing.T) {
 	}
 	t.Run("TakenOverUnnoticed", func(t *testing.T) { t.Parallel(); testTakenOverUnnoticed(t, bin) })
 	t.Run("KilledLockctlTakesCommandAlong", func(t *testing.T) { t.Parallel(); testKilledLockctl(t, bin) })
-	t.Run("UnheardGrantReleased", func(t *testing.T) { t.Parallel(); testUnheardGrantReleased(t, bin) })
+	t.Run("LeaseCoversBackgroundChildren", func(t *testing.T) { t.Parallel(); testBackgroundChildren(t, bin) })
+	t.Run("CtrlZStopsCommand", func(t *testing.T) { t.Parallel(); testCtrlZ(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {
@@ -146,7 +147,7 @@ func testNoOverlap(t *testing.T, bin string) {
 	procs := make([]*proc, n)
 	for i := range procs {
 		procs[i] = startLockctl(t, bin, srv.URL, []string{"LOG=" + log},
-			"run", res, "--ttl", "2s", "--wait", "15s", "--", "sh", "-c", script)
+			"run", res, "--ttl", "3s", "--wait", "15s", "--", "sh", "-c", script)
 	}
 	for i, p := range procs {
 		if code := p.wait(t, 20*time.Second); code != 0 {
@@ -352,56 +353,178 @@ func testKilledLockctl(t *testing.T, bin string) {
 	}
 }
 
-// testUnheardGrantReleased: --wait runs out while an acquire is in flight;
-// the service grants it but the answer comes too late. lockctl must not
-// leave that lease behind to block the next run for a whole TTL.
-func testUnheardGrantReleased(t *testing.T, bin string) {
-	srv := localtest.Start(t, localtest.Options{})
-	// The proxy forwards at once but answers acquires 1.5 s late.
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(context.Background(), r.Method, srv.URL+r.URL.RequestURI(), bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
+// testBackgroundChildren: the command's main process exits while a child
+// it started in the background still runs. The lease must cover that
+// child: lockctl keeps it (renewing) until the child exits, and a lost
+// lease stops the child.
+func testBackgroundChildren(t *testing.T, bin string) {
+	tests := []struct {
+		name string
+		// lost: the lease is taken over while the child runs; else the
+		// child is told to finish.
+		lost     bool
+		wantCode int
+	}{
+		{name: "ReleasedWhenLastExits", wantCode: 0},
+		{name: "LostStopsLeftovers", lost: true, wantCode: cli.ExitLeaseLost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := localtest.NewClock()
+			srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+			dir, res := t.TempDir(), uniqueName(t)
+			f := func(name string) string { return filepath.Join(dir, name) }
+			child := `trap 'echo term > "$MARK"; exit 143' TERM; echo $$ > "$CHILD"; ` +
+				`while [ ! -e "$GO" ]; do sleep 0.02; done; echo done > "$DONE"`
+			if err := os.WriteFile(f("child.sh"), []byte(child), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := startLockctl(t, bin, srv.URL,
+				[]string{"MAIN=" + f("main"), "CHILD=" + f("child"), "GO=" + f("go"), "DONE=" + f("done"), "MARK=" + f("mark"), "SCRIPT=" + f("child.sh")},
+				"run", res, "--ttl", "3s", "--", "sh", "-c", `echo $$ > "$MAIN"; sh "$SCRIPT" & exit 0`)
+			mainPid := atoi(t, waitFile(t, f("main"), p))
+			childPid := atoi(t, waitFile(t, f("child"), p))
+			t.Cleanup(func() { _ = syscall.Kill(childPid, syscall.SIGKILL) })
+			for deadline := time.Now().Add(5 * time.Second); alive(mainPid); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the command's main process (pid %d) still runs after 5s", mainPid)
+				}
+			}
+			// The main process is gone; lockctl looks at its group every
+			// 50 ms. Give it several looks: it must still hold the lock.
+			time.Sleep(300 * time.Millisecond)
+			// (Its output pipe stays open in the child, so look at the
+			// process, not at p.done.)
+			if !alive(p.cmd.Process.Pid) {
+				t.Fatalf("lockctl exited when the command's main process did, while its child (pid %d) still ran; stderr: %s", childPid, p.stderr.String())
+			}
+			c, err := client.New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Status(context.Background(), res); err != nil {
+				t.Fatalf("status while the child runs: got %v, want the lock held", err)
+			}
+
+			if tt.lost {
+				takeOver(t, srv, clock, res)
+			} else if err := os.WriteFile(f("go"), []byte("1"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t, 10*time.Second); code != tt.wantCode {
+				t.Errorf("exit code: got %d, want %d; stderr: %s", code, tt.wantCode, p.stderr.String())
+			}
+			if alive(childPid) {
+				t.Errorf("the child (pid %d) still runs after lockctl exited", childPid)
+			}
+			want, file := "done\n", "done"
+			if tt.lost {
+				want, file = "term\n", "mark"
+			}
+			if got, _ := os.ReadFile(f(file)); string(got) != want {
+				t.Errorf("child's %s file: got %q, want %q", file, got, want)
+			}
+			if !tt.lost {
+				if _, err := c.Status(context.Background(), res); !errors.Is(err, client.ErrNotFound) {
+					t.Errorf("status after lockctl exited: got %v, want ErrNotFound (released)", err)
+				}
+			}
+		})
+	}
+}
+
+// testCtrlZ: SIGTSTP (Ctrl-Z) reaches lockctl's process group, not the
+// command's. lockctl must stop the command with itself, or the command
+// would run on while nothing renews its lease, and continue it with
+// itself; a stop past the lease's local deadline loses the lease.
+func testCtrlZ(t *testing.T, bin string) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads process states from /proc")
+	}
+	tests := []struct {
+		name string
+		ttl  string
+		// stoppedFor is how long the test leaves lockctl stopped.
+		stoppedFor time.Duration
+		wantCode   int
+	}{
+		{name: "StopAndContinue", ttl: "30s", wantCode: 128 + int(syscall.SIGTERM)},
+		// Local deadline 1.8 s after the latest renewal.
+		{name: "StoppedPastDeadline", ttl: "2s", stoppedFor: 2 * time.Second, wantCode: cli.ExitLeaseLost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := localtest.Start(t, localtest.Options{})
+			ready, res := filepath.Join(t.TempDir(), "ready"), uniqueName(t)
+			// One process that forks nothing: a shell stopped while it
+			// waits for a vfork child to exec shows state D, not T.
+			p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready},
+				"run", res, "--ttl", tt.ttl, "--", "sh", "-c", `echo $$ > "$READY"; exec sleep 30`)
+			pid := atoi(t, waitFile(t, ready, p))
+			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+			lockctlPid := p.cmd.Process.Pid
+
+			if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, lockctlPid, "lockctl", true)
+			waitState(t, pid, "the command", true)
+			time.Sleep(tt.stoppedFor)
+			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatalf("continue lockctl: %v; exit code %d, stderr: %s", err, p.code, p.stderr.String())
+			}
+			waitState(t, lockctlPid, "lockctl", false)
+			if tt.wantCode != cli.ExitLeaseLost {
+				waitState(t, pid, "the command", false)
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			} // else the lease ran out while stopped: lockctl stops the command
+			if code := p.wait(t, 10*time.Second); code != tt.wantCode {
+				t.Errorf("exit code: got %d, want %d; stderr: %s", code, tt.wantCode, p.stderr.String())
+			}
+			if alive(pid) {
+				t.Errorf("the command (pid %d) still runs after lockctl exited", pid)
+			}
+		})
+	}
+}
+
+// waitState waits up to 5s for the process pid (what names it) to be
+// stopped (state T in /proc/PID/stat) or not, as want says.
+func waitState(tb testing.TB, pid int, what string, want bool) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if errors.Is(err, os.ErrNotExist) && !want {
+			return // gone: not stopped either
+		}
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+			tb.Fatalf("%s (pid %d): %v", what, pid, err)
+		}
+		// pid (comm) STATE ...; comm may hold spaces and parentheses.
+		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+		state := strings.Fields(rest)[0]
+		if (state == "T") == want {
 			return
 		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/renew") {
-			time.Sleep(1500 * time.Millisecond)
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s (pid %d): state %s after 5s, want stopped %t", what, pid, state, want)
 		}
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(out)
-	}))
-	t.Cleanup(proxy.Close)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
-	res := uniqueName(t)
-	c, err := client.New(srv.URL)
+func atoi(tb testing.TB, s string) int {
+	tb.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatalf("pid file: %v", err)
 	}
-	holder, err := c.TryAcquire(context.Background(), res, "holder", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startLockctl(t, bin, proxy.URL, nil, "run", res, "--ttl", "30s", "--wait", "2s", "--", "true")
-	time.Sleep(200 * time.Millisecond) // the first attempt is in flight
-	if err := holder.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	code := p.wait(t, 10*time.Second)
-	if code != cli.ExitHeld && code != cli.ExitOK {
-		t.Fatalf("exit code: got %d, want %d (or %d if an answer came in time); stderr: %s", code, cli.ExitHeld, cli.ExitOK, p.stderr.String())
-	}
-	if _, err := c.Status(context.Background(), res); !errors.Is(err, client.ErrNotFound) {
-		st, _ := c.Status(context.Background(), res)
-		t.Errorf("after lockctl exited %d: got %+v, %v; want the lock free (no lease left behind)", code, st, err)
-	}
+	return n
 }
 
 // takeOver expires every lease by the server's clock and has owner "other"

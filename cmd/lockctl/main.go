@@ -1,9 +1,10 @@
 // Command lockctl takes, inspects, renews and releases locks of the lock
 // service, and runs a command while holding one:
 //
-//	lockctl run nightly-report --ttl 60s --wait 0s -- /usr/local/bin/report.sh
+//	lockctl run nightly-report --ttl 60 -E 0 -q -- /usr/local/bin/report.sh
 //
-// Run `lockctl help` for the subcommands, flags, environment and exit codes.
+// Run `lockctl help` for the subcommands, flags, environment and exit codes,
+// and `lockctl COMMAND --help` for one command.
 package main
 
 import (

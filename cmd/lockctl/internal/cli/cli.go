@@ -5,8 +5,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +12,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,7 @@ const (
 	ExitConflict = 4
 	// ExitHeld means the lock was held by another owner and could not be
 	// had within --wait (acquire, run); EX_TEMPFAIL: try again later.
+	// --held-exit replaces it.
 	ExitHeld = 75
 	// ExitLeaseLost means `run` lost its lease while the command ran, and
 	// stopped the command.
@@ -51,6 +53,10 @@ const DefaultEndpoint = "http://127.0.0.1:8080"
 // requestTimeout bounds single requests that are not part of a wait.
 const requestTimeout = 30 * time.Second
 
+// drainTimeout bounds how long lockctl waits, before it exits, for the
+// release of a lease granted after it stopped waiting for it.
+const drainTimeout = 10 * time.Second
+
 // Env is what lockctl gets from its process: standard streams, environment
 // variables (Getenv) and the environment handed to a command (Environ).
 type Env struct {
@@ -60,25 +66,101 @@ type Env struct {
 	Environ        []string
 }
 
-const usage = `Usage: lockctl COMMAND RESOURCE [flags]
+// command is one subcommand of lockctl.
+type command struct {
+	name     string
+	synopsis string // what follows "lockctl NAME"
+	summary  string // one line for `lockctl help`
+	help     string // the rest of `lockctl NAME --help`, before the flags
+	run      func(args []string, env Env) int
+}
 
-Commands:
-  acquire RESOURCE [--ttl 30s] [--wait 0s] [--owner X]
-        take the lock and print the lease as JSON
-  status RESOURCE
-        print the live lease as JSON
-  renew RESOURCE --owner X [--ttl 30s] [--token N]
-        extend the live lease and print it as JSON
-  release RESOURCE --owner X [--token N]
-        end the live lease
-  run RESOURCE [--ttl 30s] [--wait 0s] [--owner X] [--grace 10s] -- CMD [ARGS...]
-        take the lock, run CMD while renewing it every ttl/3, release it
-        when CMD exits and exit with CMD's status. CMD gets LOCK_RESOURCE,
-        LOCK_OWNER and LOCK_FENCING_TOKEN in its environment, and runs in its
-        own process group. SIGINT, SIGTERM and SIGHUP are forwarded to it. If
-        the lease is lost, CMD's process group gets SIGTERM, then SIGKILL
-        after --grace, and lockctl exits 76.
+// commands lists the subcommands in the order `lockctl help` shows them;
+// filled in by init, since their help refers back to it.
+var commands []*command
 
+func init() {
+	commands = []*command{
+		{
+			name: "acquire", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [-E CODE] [-q]",
+			summary: "take the lock and print the lease as JSON",
+			help: `Takes the lock on RESOURCE and prints the lease as JSON; it stays held
+until its TTL runs out unless renewed ('lockctl renew') or released
+('lockctl release') with the owner and token printed. Without --owner the
+owner is HOST:PID:RANDOM, unique to this call.
+
+If --wait runs out while a request is in flight and the service grants it
+after all, lockctl releases that lease before it exits.`,
+			run: acquireCmd,
+		},
+		{
+			name: "status", synopsis: "RESOURCE",
+			summary: "print the live lease as JSON",
+			help:    `Prints the live lease on RESOURCE as JSON; exits 3 when there is none.`,
+			run:     statusCmd,
+		},
+		{
+			name: "renew", synopsis: "RESOURCE --owner X [--ttl 30] [--token N]",
+			summary: "extend the live lease and print it as JSON",
+			help: `Extends the owner's live lease on RESOURCE to --ttl from now and prints it.
+With --token the live lease must carry that fencing token.`,
+			run: renewCmd,
+		},
+		{
+			name: "release", synopsis: "RESOURCE --owner X [--token N]",
+			summary: "end the live lease",
+			help: `Ends the owner's live lease on RESOURCE. With --token the live lease must
+carry that fencing token.`,
+			run: releaseCmd,
+		},
+		{
+			name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [-E CODE] [-q] -- CMD [ARGS...]",
+			summary: "run CMD while holding the lock",
+			help:    runHelp,
+			run:     runCmd,
+		},
+		{
+			name: "version", synopsis: "",
+			summary: "print lockctl's version",
+			help:    `Prints the version of lockctl's module (or "(devel)" for a build from a checkout without version control information).`,
+			run:     versionCmd,
+		},
+	}
+}
+
+// runHelp is the help of `lockctl run`.
+const runHelp = `Takes the lock on RESOURCE (trying once, or waiting up to --wait), runs CMD
+with LOCK_RESOURCE, LOCK_OWNER and LOCK_FENCING_TOKEN in its environment,
+renews the lease every ttl/3, and releases it when CMD is done, exiting with
+CMD's status.
+
+CMD runs in its own process group. SIGINT, SIGTERM and SIGHUP are forwarded
+to that group. The lease covers every process of the group: when CMD's main
+process exits while processes it started in the background still run,
+lockctl keeps renewing and waits until the last of them has exited before it
+releases the lock (as flock(1) holds its lock while a background child keeps
+the descriptor open). Background steps are part of the job, and stopping
+them could leave their work half done; a job whose children must not outlive
+it waits for them or kills them itself. Processes that leave the group
+(setsid, daemons) are not covered.
+
+If the lease is lost, CMD's process group gets SIGTERM, then SIGKILL after
+--grace, and lockctl exits 76. Ctrl-Z (SIGTSTP) stops CMD's group together
+with lockctl, and continuing lockctl (fg, bg, SIGCONT) continues the group;
+a stop longer than the lease's local deadline loses the lease.
+
+When the lock is held by another owner, lockctl exits 75 and says so on
+stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
+success, like flock -n -E 0.`
+
+// overview is `lockctl help`.
+func overview() string {
+	var b strings.Builder
+	b.WriteString("Usage: lockctl COMMAND RESOURCE [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %s %s\n        %s\n", c.name, c.synopsis, c.summary)
+	}
+	b.WriteString(`
 Flags of every command:
   --endpoint URL   the lock service (env LOCKS_ENDPOINT, default ` + DefaultEndpoint + `)
   --sigv4          sign requests with AWS SigV4 (IAM auth), credentials from
@@ -86,8 +168,9 @@ Flags of every command:
   --region R       the API's AWS region for --sigv4 (default: env AWS_REGION
                    or the profile's region)
 
---owner defaults to HOST:PID:RANDOM, unique per process. --ttl is whole
-seconds. --wait 0s tries once.
+--owner defaults to HOST:PID:RANDOM, unique per process. --ttl, --wait and
+--grace take seconds (90) or a duration (90s, 1m30s); --ttl is whole seconds.
+--wait 0 tries once. 'lockctl COMMAND --help' tells more about a command.
 
 Exit codes:
   0   success (run: the command's own status)
@@ -95,35 +178,81 @@ Exit codes:
   2   usage error
   3   no live lease (status, renew, release)
   4   the lease belongs to another owner or to a newer lease (renew, release)
-  75  the lock is held by another owner and --wait ran out (acquire, run)
+  75  the lock is held by another owner and --wait ran out (acquire, run;
+      --held-exit changes it)
   76  run: the lease was lost while the command ran; the command was stopped
   126, 127  run: the command could not be executed or was not found
-`
+`)
+	return b.String()
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
 
 // Main runs lockctl with args (without the program name) and returns the
 // exit code.
 func Main(args []string, env Env) int {
 	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, usage)
+		fmt.Fprint(env.Stderr, overview())
 		return ExitUsage
 	}
 	switch args[0] {
-	case "acquire":
-		return acquireCmd(args[1:], env)
-	case "status":
-		return statusCmd(args[1:], env)
-	case "renew":
-		return renewCmd(args[1:], env)
-	case "release":
-		return releaseCmd(args[1:], env)
-	case "run":
-		return runCmd(args[1:], env)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(env.Stdout, usage)
+		if len(args) > 1 {
+			c := lookup(args[1])
+			if c == nil {
+				fmt.Fprintf(env.Stderr, "lockctl: unknown command %q\nRun 'lockctl help' for usage.\n", args[1])
+				return ExitUsage
+			}
+			return c.run([]string{"--help"}, env)
+		}
+		fmt.Fprint(env.Stdout, overview())
 		return ExitOK
+	case "-version", "--version":
+		return versionCmd(nil, env)
 	}
-	fmt.Fprintf(env.Stderr, "lockctl: unknown command %q\n\n%s", args[0], usage)
+	if c := lookup(args[0]); c != nil {
+		return c.run(args[1:], env)
+	}
+	fmt.Fprintf(env.Stderr, "lockctl: unknown command %q\n\n%s", args[0], overview())
 	return ExitUsage
+}
+
+// Version returns lockctl's module version from the build information:
+// a release tag, a pseudo-version of the commit it was built from, or
+// "(devel)".
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+func versionCmd(args []string, env Env) int {
+	fs := newFlagSet(lookup("version"), env)
+	if err := fs.Parse(args); err != nil {
+		return parseFailed(fs, env, err)
+	}
+	if fs.NArg() > 0 {
+		return parseFailed(fs, env, &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())})
+	}
+	fmt.Fprintf(env.Stdout, "lockctl %s (%s %s/%s)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return ExitOK
+}
+
+// flagSet is a subcommand's flags: the command's own and, unless it is
+// `version`, those of every command.
+type flagSet struct {
+	*flag.FlagSet
+	cmd    *command
+	common *common
+	short  map[string]string // long name → its one-letter alias
 }
 
 // common holds the flags every command has.
@@ -133,23 +262,125 @@ type common struct {
 	region   string
 }
 
-func newFlagSet(name string, env Env) (*flag.FlagSet, *common) {
-	fs := flag.NewFlagSet("lockctl "+name, flag.ContinueOnError)
+// commonFlags are the names of the flags in common.
+var commonFlags = map[string]bool{"endpoint": true, "sigv4": true, "region": true}
+
+func newFlagSet(cmd *command, env Env) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet("lockctl "+cmd.name, flag.ContinueOnError), cmd: cmd, short: map[string]string{}}
 	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprintln(env.Stderr, "Run 'lockctl help' for usage.") }
-	c := &common{}
+	fs.Usage = func() {} // parseFailed says what to do
+	if cmd.name == "version" {
+		return fs
+	}
+	fs.common = &common{}
 	endpoint := env.Getenv("LOCKS_ENDPOINT")
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
-	fs.StringVar(&c.endpoint, "endpoint", endpoint, "the lock service's base URL")
-	fs.BoolVar(&c.sigv4, "sigv4", false, "sign requests with AWS SigV4")
-	fs.StringVar(&c.region, "region", env.Getenv("AWS_REGION"), "the API's AWS region for --sigv4")
-	return fs, c
+	fs.StringVar(&fs.common.endpoint, "endpoint", endpoint, "the lock service's base `URL` (env LOCKS_ENDPOINT)")
+	fs.BoolVar(&fs.common.sigv4, "sigv4", false, "sign requests with AWS SigV4 (IAM auth), credentials from the AWS default chain")
+	fs.StringVar(&fs.common.region, "region", env.Getenv("AWS_REGION"), "the API's AWS `region` for --sigv4 (env AWS_REGION, else the profile's)")
+	return fs
 }
 
-func (c *common) client(ctx context.Context) (*client.Client, error) {
-	var opts []client.Option
+// duration defines a flag of seconds (90) or a Go duration (90s, 1m30s).
+func (fs *flagSet) duration(name string, value time.Duration, usage string) *time.Duration {
+	d := value
+	fs.Var((*seconds)(&d), name, usage)
+	return &d
+}
+
+// heldFlags defines --held-exit/-E and --quiet/-q.
+func (fs *flagSet) heldFlags() *heldOptions {
+	h := &heldOptions{code: ExitHeld}
+	fs.IntVar(&h.code, "held-exit", ExitHeld, "exit `code` when the lock is held by another owner (0 for cron: nothing to do)")
+	fs.IntVar(&h.code, "E", ExitHeld, "")
+	fs.BoolVar(&h.quiet, "quiet", false, "say nothing when the lock is held by another owner (errors are still reported)")
+	fs.BoolVar(&h.quiet, "q", false, "")
+	fs.short["held-exit"], fs.short["quiet"] = "E", "q"
+	return h
+}
+
+// heldOptions say how to exit when the lock is held by another owner.
+type heldOptions struct {
+	code  int
+	quiet bool
+}
+
+func (h *heldOptions) check() error {
+	if h.code < 0 || h.code > 255 {
+		return &usageError{fmt.Sprintf("--held-exit %d: want a code from 0 to 255", h.code)}
+	}
+	return nil
+}
+
+// help is `lockctl NAME --help`.
+func (fs *flagSet) help() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: lockctl %s %s\n\n%s\n", fs.cmd.name, fs.cmd.synopsis, fs.cmd.help)
+	alias := map[string]bool{}
+	for _, s := range fs.short {
+		alias[s] = true
+	}
+	own, every := &strings.Builder{}, &strings.Builder{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if alias[f.Name] {
+			return
+		}
+		w := own
+		if commonFlags[f.Name] {
+			w = every
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if s := fs.short[f.Name]; s != "" {
+			name = "-" + s + ", " + name
+		}
+		if kind == "value" {
+			kind = "SECONDS"
+		}
+		if kind != "" {
+			name += " " + strings.ToUpper(kind)
+		}
+		fmt.Fprintf(w, "  %s\n        %s", name, usage)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		w.WriteString("\n")
+	})
+	if own.Len() > 0 {
+		b.WriteString("\nFlags:\n" + own.String())
+	}
+	if every.Len() > 0 {
+		b.WriteString("\nFlags of every command:\n" + every.String())
+	}
+	return b.String()
+}
+
+// seconds is a flag.Value of a duration written as whole seconds ("90") or
+// as a Go duration ("90s", "1m30s"): etcdctl and consul users type
+// integers.
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+
+func (s *seconds) Set(v string) error {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > int64(time.Duration(1<<63-1)/time.Second) {
+			return errors.New("out of range")
+		}
+		*s = seconds(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("want seconds (90) or a duration (90s, 1m30s)")
+	}
+	*s = seconds(d)
+	return nil
+}
+
+func (c *common) client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	if c.sigv4 {
 		opt, err := client.SigV4FromDefaultChain(ctx, c.region)
 		if err != nil {
@@ -162,14 +393,18 @@ func (c *common) client(ctx context.Context) (*client.Client, error) {
 
 // call runs one request of a subcommand: it builds the client, bounds the
 // context by timeout (0: do's own bound) and by SIGINT/SIGTERM, prints do's
-// result as JSON and returns the exit code.
+// result as JSON and returns the exit code. Before it returns it waits (up
+// to drainTimeout) for the release of any lease the service granted after
+// do stopped waiting.
 func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *client.Client) (any, error)) int {
 	ctx, stop := signalContext()
 	defer stop()
-	cl, err := c.client(ctx)
+	// The lease of `acquire` outlives lockctl: nothing renews it.
+	cl, err := c.client(ctx, client.WithoutKeepAlive())
 	if err != nil {
 		return failed(env, err)
 	}
+	defer drain(cl)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -183,6 +418,13 @@ func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *
 	return ExitOK
 }
 
+// drain waits up to drainTimeout for c's clean-up releases.
+func drain(c *client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	_ = c.Drain(ctx)
+}
+
 // usageError is a problem with the command line.
 type usageError struct{ msg string }
 
@@ -191,7 +433,7 @@ func (e *usageError) Error() string { return e.msg }
 // parse parses args, which hold one RESOURCE with flags before or after it.
 // It returns the resource and what follows the flags after it (after a
 // "--", if any).
-func parse(fs *flag.FlagSet, args []string) (string, []string, error) {
+func parse(fs *flagSet, args []string) (string, []string, error) {
 	if err := fs.Parse(args); err != nil {
 		return "", nil, err
 	}
@@ -206,7 +448,7 @@ func parse(fs *flag.FlagSet, args []string) (string, []string, error) {
 }
 
 // parseOnly is parse for commands that take nothing after the flags.
-func parseOnly(fs *flag.FlagSet, args []string) (string, error) {
+func parseOnly(fs *flagSet, args []string) (string, error) {
 	resource, rest, err := parse(fs, args)
 	if err == nil && len(rest) > 0 {
 		err = &usageError{fmt.Sprintf("unexpected arguments: %q", rest)}
@@ -214,27 +456,37 @@ func parseOnly(fs *flag.FlagSet, args []string) (string, error) {
 	return resource, err
 }
 
-// parseFailed reports a parse error and returns the exit code for it.
-func parseFailed(env Env, err error) int {
+// parseFailed reports a parse error and returns the exit code for it; for
+// --help it prints the command's help.
+func parseFailed(fs *flagSet, env Env, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(env.Stdout, fs.help())
 		return ExitOK
 	}
 	var u *usageError
 	if errors.As(err, &u) {
-		fmt.Fprintf(env.Stderr, "lockctl: %v\nRun 'lockctl help' for usage.\n", err)
-	}
+		fmt.Fprintf(env.Stderr, "lockctl %s: %v\n", fs.cmd.name, err)
+	} // else the flag package has said what is wrong
+	fmt.Fprintf(env.Stderr, "Run 'lockctl %s --help' for usage.\n", fs.cmd.name)
 	return ExitUsage
 }
 
 func checkTTL(ttl time.Duration) error {
 	if ttl < time.Second || ttl%time.Second != 0 {
-		return &usageError{fmt.Sprintf("--ttl %s: must be whole seconds, at least 1s", ttl)}
+		return &usageError{fmt.Sprintf("--ttl %s: must be whole seconds, at least 1", ttl)}
 	}
 	return nil
 }
 
 // failed reports err and returns its exit code.
 func failed(env Env, err error) int {
+	var held *heldError
+	if errors.As(err, &held) {
+		if !held.opt.quiet {
+			fmt.Fprintln(env.Stderr, "lockctl:", err)
+		}
+		return held.opt.code
+	}
 	fmt.Fprintln(env.Stderr, "lockctl:", err)
 	return exitCode(err)
 }
@@ -253,19 +505,18 @@ func exitCode(err error) int {
 	return ExitError
 }
 
-func printJSON(w io.Writer, v any) {
-	_ = json.NewEncoder(w).Encode(v)
+// heldError is an error for the lock being held by another owner, reported
+// and coded as heldOptions say.
+type heldError struct {
+	err error
+	opt *heldOptions
 }
 
-// defaultOwner is unique per process: HOST:PID:RANDOM.
-func defaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
+
+func printJSON(w io.Writer, v any) {
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.
@@ -274,6 +525,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 // take acquires resource: once when wait is 0, else waiting up to wait.
+// An empty owner has the client make up a unique one.
 func take(ctx context.Context, c *client.Client, resource, owner string, ttl, wait time.Duration) (*client.Lease, error) {
 	if wait <= 0 {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -286,22 +538,26 @@ func take(ctx context.Context, c *client.Client, resource, owner string, ttl, wa
 }
 
 func acquireCmd(args []string, env Env) int {
-	fs, com := newFlagSet("acquire", env)
-	ttl := fs.Duration("ttl", 30*time.Second, "lease length, whole seconds")
-	wait := fs.Duration("wait", 0, "how long to wait for the lock; 0 tries once")
-	owner := fs.String("owner", "", "owner (default HOST:PID:RANDOM)")
+	fs := newFlagSet(lookup("acquire"), env)
+	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds`: 90 or 90s")
+	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
+	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
+	held := fs.heldFlags()
 	resource, err := parseOnly(fs, args)
 	if err == nil {
 		err = checkTTL(*ttl)
 	}
+	if err == nil {
+		err = held.check()
+	}
 	if err != nil {
-		return parseFailed(env, err)
+		return parseFailed(fs, env, err)
 	}
-	if *owner == "" {
-		*owner = defaultOwner()
-	}
-	return com.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
+	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
 		lease, err := take(ctx, c, resource, *owner, *ttl, *wait)
+		if errors.Is(err, client.ErrHeld) {
+			return nil, &heldError{err, held}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -310,21 +566,21 @@ func acquireCmd(args []string, env Env) int {
 }
 
 func statusCmd(args []string, env Env) int {
-	fs, com := newFlagSet("status", env)
+	fs := newFlagSet(lookup("status"), env)
 	resource, err := parseOnly(fs, args)
 	if err != nil {
-		return parseFailed(env, err)
+		return parseFailed(fs, env, err)
 	}
-	return com.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
 		return c.Status(ctx, resource)
 	})
 }
 
 func renewCmd(args []string, env Env) int {
-	fs, com := newFlagSet("renew", env)
-	ttl := fs.Duration("ttl", 30*time.Second, "new lease length from now, whole seconds")
-	owner := fs.String("owner", "", "the lease's owner (required)")
-	token := fs.Int64("token", 0, "the lease's fencing token (optional)")
+	fs := newFlagSet(lookup("renew"), env)
+	ttl := fs.duration("ttl", 30*time.Second, "new lease length from now, in whole `seconds`: 90 or 90s")
+	owner := fs.String("owner", "", "the lease's `owner` (required)")
+	token := fs.Int64("token", 0, "the lease's fencing `token` (optional)")
 	resource, err := parseOnly(fs, args)
 	if err == nil {
 		err = checkTTL(*ttl)
@@ -333,25 +589,25 @@ func renewCmd(args []string, env Env) int {
 		err = &usageError{"--owner is required"}
 	}
 	if err != nil {
-		return parseFailed(env, err)
+		return parseFailed(fs, env, err)
 	}
-	return com.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
 		return c.Renew(ctx, resource, *owner, *ttl, *token)
 	})
 }
 
 func releaseCmd(args []string, env Env) int {
-	fs, com := newFlagSet("release", env)
-	owner := fs.String("owner", "", "the lease's owner (required)")
-	token := fs.Int64("token", 0, "the lease's fencing token (optional)")
+	fs := newFlagSet(lookup("release"), env)
+	owner := fs.String("owner", "", "the lease's `owner` (required)")
+	token := fs.Int64("token", 0, "the lease's fencing `token` (optional)")
 	resource, err := parseOnly(fs, args)
 	if err == nil && strings.TrimSpace(*owner) == "" {
 		err = &usageError{"--owner is required"}
 	}
 	if err != nil {
-		return parseFailed(env, err)
+		return parseFailed(fs, env, err)
 	}
-	return com.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
 		if err := c.Release(ctx, resource, *owner, *token); err != nil {
 			return nil, err
 		}

@@ -62,12 +62,13 @@ func TestMainCommands(t *testing.T) {
 		name string
 		// setup prepares the lock res on the server at url and returns the
 		// lease it took, if any.
-		setup      func(t *testing.T, url, res string) *client.Lease
-		args       func(res string, l *client.Lease) []string
-		wantCode   int
-		wantStdout string // regexp
-		wantStderr string // substring
-		after      func(t *testing.T, url, res string)
+		setup        func(t *testing.T, url, res string) *client.Lease
+		args         func(res string, l *client.Lease) []string
+		wantCode     int
+		wantStdout   string // regexp
+		wantStderr   string // substring
+		wantNoStderr bool
+		after        func(t *testing.T, url, res string)
 	}{
 		{
 			name: "AcquireOK",
@@ -80,7 +81,25 @@ func TestMainCommands(t *testing.T) {
 		{
 			name:       "AcquireDefaultOwnerIsUnique",
 			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", res} },
-			wantStdout: `"owner":"[^":]+:[0-9]+:[0-9a-f]{8}"`,
+			wantStdout: `"owner":"[^":]+:[0-9]+:[0-9a-f]{16}"`,
+		},
+		{
+			name:  "AcquireTTLSeconds",
+			args:  func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "90"} },
+			after: wantTTL(90 * time.Second),
+		},
+		{
+			name:  "AcquireTTLDuration",
+			args:  func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "1m30s"} },
+			after: wantTTL(90 * time.Second),
+		},
+		{
+			name:         "AcquireHeldQuietSuccess",
+			setup:        holdBy("holder"),
+			args:         func(res string, _ *client.Lease) []string { return []string{"acquire", res, "-E", "0", "-q"} },
+			wantStdout:   `^$`,
+			wantNoStderr: true,
+			after:        wantOwner("holder"),
 		},
 		{
 			name:       "AcquireHeld",
@@ -185,6 +204,32 @@ func TestMainCommands(t *testing.T) {
 			wantStderr: "not running the command",
 		},
 		{
+			name:  "RunTTLSeconds",
+			args:  func(res string, _ *client.Lease) []string { return []string{"run", res, "--ttl", "5", "--", "true"} },
+			after: wantFree,
+		},
+		{
+			// cron: another host has it, so there is nothing to do.
+			name:  "RunHeldQuietSuccess",
+			setup: holdBy("holder"),
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"run", res, "--held-exit", "0", "--quiet", "--", "sh", "-c", "echo ran"}
+			},
+			wantStdout:   `^$`,
+			wantNoStderr: true,
+			after:        wantOwner("holder"),
+		},
+		{
+			name:  "RunHeldExitCode",
+			setup: holdBy("holder"),
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"run", res, "-E", "9", "--", "sh", "-c", "echo ran"}
+			},
+			wantCode:   9,
+			wantStdout: `^$`,
+			wantStderr: "held by another owner",
+		},
+		{
 			name: "RunCommandNotFound",
 			args: func(res string, _ *client.Lease) []string {
 				return []string{"run", res, "--", "no-such-command-lockctl"}
@@ -215,10 +260,34 @@ func TestMainCommands(t *testing.T) {
 		{name: "ErrMissingResource", args: func(string, *client.Lease) []string { return []string{"status"} }, wantCode: cli.ExitUsage, wantStderr: "missing RESOURCE"},
 		{name: "ErrUnknownFlag", args: func(res string, _ *client.Lease) []string { return []string{"status", res, "--nope"} }, wantCode: cli.ExitUsage, wantStderr: "nope"},
 		{name: "ErrTTLFraction", args: func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "1500ms"} }, wantCode: cli.ExitUsage, wantStderr: "whole seconds"},
+		{name: "ErrTTLUnit", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "--ttl", "90x", "--", "true"} }, wantCode: cli.ExitUsage, wantStderr: "want seconds (90) or a duration"},
+		{name: "ErrTTLNegative", args: func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "-5"} }, wantCode: cli.ExitUsage, wantStderr: "out of range"},
+		{name: "ErrHeldExitRange", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "-E", "256", "--", "true"} }, wantCode: cli.ExitUsage, wantStderr: "--held-exit 256"},
+		{name: "ErrUsageNamesCommandHelp", args: func(res string, _ *client.Lease) []string { return []string{"renew", res} }, wantCode: cli.ExitUsage, wantStderr: "Run 'lockctl renew --help' for usage."},
 		{name: "ErrReleaseWithoutOwner", args: func(res string, _ *client.Lease) []string { return []string{"release", res} }, wantCode: cli.ExitUsage, wantStderr: "--owner is required"},
 		{name: "ErrRunWithoutCommand", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "--ttl", "5s"} }, wantCode: cli.ExitUsage, wantStderr: "missing the command"},
 		{name: "ErrExtraArgs", args: func(res string, _ *client.Lease) []string { return []string{"status", res, "other"} }, wantCode: cli.ExitUsage, wantStderr: "unexpected arguments"},
 		{name: "Help", args: func(string, *client.Lease) []string { return []string{"help"} }, wantStdout: `(?s)Exit codes:.*76 `},
+		{
+			name:       "RunHelp",
+			args:       func(string, *client.Lease) []string { return []string{"run", "--help"} },
+			wantStdout: `(?s)^Usage: lockctl run RESOURCE .*-- CMD.*process group.*Flags:\n.*-E, --held-exit CODE\n.*-q, --quiet\n.*--ttl SECONDS\n.*Flags of every command:\n  --endpoint URL`,
+		},
+		{
+			name:       "HelpRun",
+			args:       func(string, *client.Lease) []string { return []string{"help", "run"} },
+			wantStdout: `(?s)^Usage: lockctl run RESOURCE .*--grace SECONDS`,
+		},
+		{
+			name:       "AcquireHelp",
+			args:       func(string, *client.Lease) []string { return []string{"acquire", "-h"} },
+			wantStdout: `(?s)^Usage: lockctl acquire RESOURCE .*--owner OWNER.*--wait SECONDS`,
+		},
+		{
+			name:       "Version",
+			args:       func(string, *client.Lease) []string { return []string{"version"} },
+			wantStdout: `^lockctl (\(devel\)|v[0-9]\S*) \(go[0-9.]+\S* [a-z0-9]+/[a-z0-9]+\)\n$`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,6 +307,9 @@ func TestMainCommands(t *testing.T) {
 			}
 			if !strings.Contains(stderr, tt.wantStderr) {
 				t.Errorf("stderr: got %q, want it to contain %q", stderr, tt.wantStderr)
+			}
+			if tt.wantNoStderr && stderr != "" {
+				t.Errorf("stderr: got %q, want nothing", stderr)
 			}
 			if strings.HasPrefix(stdout, "{") {
 				var v map[string]any
@@ -296,6 +368,24 @@ func wantOwner(owner string) func(t *testing.T, url, res string) {
 		code, stdout, stderr := lockctl(t, url, "status", res)
 		if code != 0 || !strings.Contains(stdout, `"owner":"`+owner+`"`) {
 			t.Errorf("status afterwards: got %d, %q, %q, want the lock held by %q", code, stdout, stderr, owner)
+		}
+	}
+}
+
+// wantTTL checks that the live lease on res lasts ttl.
+func wantTTL(ttl time.Duration) func(t *testing.T, url, res string) {
+	return func(t *testing.T, url, res string) {
+		t.Helper()
+		c, err := client.New(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Status(context.Background(), res)
+		if err != nil {
+			t.Fatalf("status afterwards: %v", err)
+		}
+		if got := l.ExpiresAt.Sub(l.AcquiredAt); got != ttl {
+			t.Errorf("lease length: got %s, want %s", got, ttl)
 		}
 	}
 }

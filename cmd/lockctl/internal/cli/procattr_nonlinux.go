@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build unix && !linux
 
 package cli
 
@@ -10,3 +10,10 @@ import "syscall"
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// becomeSubreaper does nothing outside Linux: the command's orphans go to
+// init, which reaps them, so its process group still empties.
+func becomeSubreaper() {}
+
+// reapOrphans does nothing outside Linux (see becomeSubreaper).
+func reapOrphans() {}

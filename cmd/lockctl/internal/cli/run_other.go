@@ -1,0 +1,26 @@
+//go:build !unix
+
+package cli
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// runSupported says why `run` cannot work here: it needs Unix process
+// groups and signals to keep every process of the command under the lease
+// and to stop them when the lease is lost.
+func runSupported() error {
+	return fmt.Errorf("run is not supported on %s: it needs Unix process groups and signals", runtime.GOOS)
+}
+
+// runLocked is never reached (see runSupported).
+func runLocked(argv []string, lease *client.Lease, grace time.Duration, sigc <-chan os.Signal, env Env) int {
+	release(lease, env)
+	fmt.Fprintln(env.Stderr, "lockctl:", runSupported())
+	return ExitError
+}
