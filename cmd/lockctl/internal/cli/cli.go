@@ -122,8 +122,9 @@ carry that fencing token.`,
 		{
 			name: "version", synopsis: "",
 			summary: "print lockctl's version",
-			help:    `Prints the version of lockctl's module (or "(devel)" for a build from a checkout without version control information).`,
-			run:     versionCmd,
+			help: `Prints the version of lockctl's module: a release tag, the pseudo-version
+of the commit it was built from, or "(devel)" when the build recorded none.`,
+			run: versionCmd,
 		},
 	}
 }
@@ -158,7 +159,7 @@ func overview() string {
 	var b strings.Builder
 	b.WriteString("Usage: lockctl COMMAND RESOURCE [flags]\n\nCommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %s %s\n        %s\n", c.name, c.synopsis, c.summary)
+		fmt.Fprintf(&b, "  %s\n        %s\n", c.usageLine(), c.summary)
 	}
 	b.WriteString(`
 Flags of every command:
@@ -184,6 +185,11 @@ Exit codes:
   126, 127  run: the command could not be executed or was not found
 `)
 	return b.String()
+}
+
+// usageLine is the command's name and synopsis.
+func (c *command) usageLine() string {
+	return strings.TrimSpace(c.name + " " + c.synopsis)
 }
 
 func lookup(name string) *command {
@@ -317,7 +323,7 @@ func (h *heldOptions) check() error {
 // help is `lockctl NAME --help`.
 func (fs *flagSet) help() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Usage: lockctl %s %s\n\n%s\n", fs.cmd.name, fs.cmd.synopsis, fs.cmd.help)
+	fmt.Fprintf(&b, "Usage: lockctl %s\n\n%s\n", fs.cmd.usageLine(), fs.cmd.help)
 	alias := map[string]bool{}
 	for _, s := range fs.short {
 		alias[s] = true
