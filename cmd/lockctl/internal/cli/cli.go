@@ -410,7 +410,7 @@ func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *
 	if err != nil {
 		return failed(env, err)
 	}
-	defer drain(cl)
+	defer drain(cl, nil)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -424,10 +424,22 @@ func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *
 	return ExitOK
 }
 
-// drain waits up to drainTimeout for c's clean-up releases.
-func drain(c *client.Client) {
+// drain waits up to drainTimeout for c's clean-up releases, or until a
+// signal arrives on abort (a second Ctrl-C).
+func drain(c *client.Client, abort <-chan os.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	if abort != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-abort:
+				cancel()
+			case <-done:
+			}
+		}()
+	}
 	_ = c.Drain(ctx)
 }
 

@@ -91,7 +91,7 @@ func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, h
 		if r.err == nil {
 			return r.lease, ExitOK
 		}
-		drain(c)
+		drain(c, sigc)
 		if errors.Is(r.err, client.ErrHeld) {
 			if !held.quiet {
 				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, wait)
@@ -104,7 +104,7 @@ func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, h
 		if r := <-done; r.lease != nil {
 			release(r.lease, env)
 		}
-		drain(c)
+		drain(c, sigc)
 		fmt.Fprintf(env.Stderr, "lockctl: %v while waiting for lock %q\n", sig, resource)
 		return nil, 128 + int(sig.(syscall.Signal))
 	}
