@@ -87,6 +87,11 @@ type result struct {
 	headers map[string]string
 }
 
+// SetStoreBudget sets the time one request may spend on the store
+// (StoreBudget by default). Tests shorten it to reach the 503 path fast;
+// call it before the handler serves.
+func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
+
 // Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"}.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {

@@ -306,6 +306,21 @@ func TestConfigFromEnv(t *testing.T) {
 			t.Errorf("got %v, want an error naming %s", err, want)
 		}
 	}
+	// Absurd bounds are refused at start-up: 2^63-1 seconds would overflow
+	// expires_at into the distant past and free every lock at once.
+	for _, tc := range []struct{ name, value string }{
+		{"MAX_TTL_SECONDS", "9223372036854775807"},
+		{"MAX_TTL_SECONDS", "31536001"},
+		{"TOMBSTONE_RETENTION_SECONDS", "9223372036854775807"},
+		{"TOMBSTONE_RETENTION_SECONDS", "315360001"},
+	} {
+		if _, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", tc.name: tc.value})); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: got %v, want an error naming %s", tc.name, tc.value, err, tc.name)
+		}
+	}
+	if cfg, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MAX_TTL_SECONDS": "31536000"})); err != nil || cfg.MaxTTLSeconds != MaxTTLLimit {
+		t.Errorf("MAX_TTL_SECONDS at the limit: got %d, %v", cfg.MaxTTLSeconds, err)
+	}
 }
 
 // TestPanicBecomesProblem: a panic below the handler is a logged 500, not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -41,8 +43,22 @@ type Config struct {
 	// GetItem permission for it; see locklogic.Config.OldItemOnFailure).
 	// Default: true unless an endpoint override is set (DYNAMODB_ENDPOINT,
 	// AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL: dynalite does not).
+	// The local runner does not guess: it asks the store (see
+	// local.ReturnsOldItem) and refuses to start if an explicit setting
+	// disagrees.
 	OldItemOnFailure bool
+	// OldItemSet says DYNAMODB_RETURNS_OLD_ITEM was set explicitly.
+	OldItemSet bool
 }
+
+// Upper bounds of the configuration: beyond them a lease's expiry or the
+// garbage-collection time would overflow, and no lock needs them.
+const (
+	// MaxTTLLimit bounds MAX_TTL_SECONDS: 365 days.
+	MaxTTLLimit = 365 * 24 * 3600
+	// MaxRetentionLimit bounds TOMBSTONE_RETENTION_SECONDS: 10 years.
+	MaxRetentionLimit = 10 * 365 * 24 * 3600
+)
 
 // ServiceConfig returns the locklogic configuration for c.
 func (c Config) ServiceConfig() locklogic.Config {
@@ -64,15 +80,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if v := getenv("MAX_TTL_SECONDS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("MAX_TTL_SECONDS=%q: want a positive integer", v))
+		if err != nil || n < 1 || n > MaxTTLLimit {
+			errs = append(errs, fmt.Errorf("MAX_TTL_SECONDS=%q: want an integer from 1 to %d (365 days)", v, MaxTTLLimit))
 		}
 		cfg.MaxTTLSeconds = n
 	}
 	if v := getenv("TOMBSTONE_RETENTION_SECONDS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("TOMBSTONE_RETENTION_SECONDS=%q: want a positive integer", v))
+		if err != nil || n < 1 || n > MaxRetentionLimit {
+			errs = append(errs, fmt.Errorf("TOMBSTONE_RETENTION_SECONDS=%q: want an integer from 1 to %d (10 years)", v, MaxRetentionLimit))
 		}
 		cfg.Retention = time.Duration(n) * time.Second
 	}
@@ -82,7 +98,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("DYNAMODB_RETURNS_OLD_ITEM=%q: want true or false", v))
 		}
-		cfg.OldItemOnFailure = b
+		cfg.OldItemOnFailure, cfg.OldItemSet = b, true
 	}
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -112,11 +128,37 @@ func NewDynamoDB(ctx context.Context, endpoint string, optFns ...func(*dynamodb.
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	opts := []func(*dynamodb.Options){}
+	opts := []func(*dynamodb.Options){func(o *dynamodb.Options) { o.Retryer = newRetryer() }}
 	if endpoint != "" {
 		opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	}
 	return dynamodb.NewFromConfig(awsCfg, append(opts, optFns...)...), nil
+}
+
+// StoreAttempts is how many times the SDK sends one DynamoDB request at
+// most (the first attempt and its retries of throttling, 5xx and connection
+// failures), all within the handler's StoreBudget. It is the DynamoDB
+// client's own default, pinned so an SDK upgrade cannot change it unseen;
+// TestStoreFaultsAre503 counts the attempts.
+const StoreAttempts = 4
+
+// newRetryer is the SDK's standard retryer with DynamoDB's own settings
+// (StoreAttempts attempts, 25 ms base backoff), pinned, plus one more
+// retryable failure: an answer cut off mid-body. The SDK does not retry that
+// by itself, yet every lock write is safe to repeat: a repeated acquire or
+// renew carries the same :now and passes its own stamp, and a repeated
+// release finds its own release_id.
+func newRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = StoreAttempts
+		o.BaseDelay = 25 * time.Millisecond
+		o.Retryables = append(o.Retryables, retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return aws.TrueTernary
+			}
+			return aws.UnknownTernary
+		}))
+	})
 }
 
 // NewLogger returns the JSON logger every entry point uses.

@@ -21,9 +21,23 @@ import (
 // dynaliteJS starts dynalite in memory on a free loopback port, prints the
 // port, and exits when its stdin closes, so it cannot outlive the Go process
 // that started it (even one killed with SIGKILL).
+//
+// dynalite throws from a request's 'error' event (a client that aborts
+// mid-request), which would kill the process and every lock with it; the
+// guard answers such a request by dropping it instead.
 const dynaliteJS = `
 const dynalite = require('dynalite');
 const server = dynalite({createTableMs: 0, deleteTableMs: 0, updateTableMs: 0});
+server.prependListener('request', (req, res) => {
+  const on = req.on;
+  req.on = function (event, fn) {
+    if (event !== 'error') return on.call(this, event, fn);
+    return on.call(this, 'error', (err) => {
+      console.error('dynalite: request aborted by its client: ' + err.message);
+      res.destroy();
+    });
+  };
+});
 server.listen(0, '127.0.0.1', () => { console.log('PORT ' + server.address().port); });
 process.stdin.on('end', () => process.exit(0));
 process.stdin.on('error', () => process.exit(0));
@@ -37,7 +51,8 @@ type Dynalite struct {
 	Endpoint string
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
-	done     chan error
+	exited   chan struct{}
+	err      error
 }
 
 // StartDynalite starts dynalite from the repository's node_modules (run
@@ -68,7 +83,7 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start dynalite (is node installed?): %w", err)
 	}
-	d := &Dynalite{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	d := &Dynalite{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	portc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -77,7 +92,8 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 				portc <- p
 			}
 		}
-		d.done <- cmd.Wait()
+		d.err = cmd.Wait()
+		close(d.exited)
 	}()
 	timeout := time.NewTimer(20 * time.Second)
 	defer timeout.Stop()
@@ -85,8 +101,8 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 	case p := <-portc:
 		d.Endpoint = "http://127.0.0.1:" + p
 		return d, nil
-	case err := <-d.done:
-		return nil, fmt.Errorf("dynalite exited before listening: %v", err)
+	case <-d.exited:
+		return nil, fmt.Errorf("dynalite exited before listening: %v", d.err)
 	case <-timeout.C:
 		d.Close()
 		return nil, errors.New("dynalite did not start within 20s")
@@ -96,14 +112,24 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 	}
 }
 
+// Exited is closed when the dynalite process has exited, whether Close
+// stopped it or it died; Err then says how.
+func (d *Dynalite) Exited() <-chan struct{} { return d.exited }
+
+// Err returns how the process ended, once Exited is closed.
+func (d *Dynalite) Err() error {
+	<-d.exited
+	return d.err
+}
+
 // Close stops dynalite and waits for it to exit.
 func (d *Dynalite) Close() error {
 	d.stdin.Close()
 	select {
-	case <-d.done:
+	case <-d.exited:
 	case <-time.After(3 * time.Second):
 		_ = d.cmd.Process.Kill()
-		<-d.done
+		<-d.exited
 	}
 	return nil
 }

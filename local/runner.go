@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -21,6 +22,10 @@ import (
 
 // maxPayloadBytes is API Gateway's request payload limit (10 MB).
 const maxPayloadBytes = 10 << 20
+
+// IntegrationTimeout is API Gateway's limit on one Lambda integration (30 s):
+// the deadline the runner gives each handler call.
+const IntegrationTimeout = 30 * time.Second
 
 // IdentityFunc returns the IAM identity to put into a request's
 // requestContext.authorizer.iam, as API Gateway's IAM authorizer would, or
@@ -65,7 +70,13 @@ func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := rn.event(r, route, params, body)
-	resp, err := route.Handle(rn.handler, r.Context(), ev)
+	// API Gateway does not cancel a Lambda when its client goes away, so
+	// neither does the runner: the handler runs to its own deadline (an
+	// invocation's, here the integration timeout), and a client that
+	// disconnects cannot abort a store call half-way.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), IntegrationTimeout)
+	defer cancel()
+	resp, err := route.Handle(rn.handler, ctx, ev)
 	if err != nil {
 		rn.log.Error("handler returned an error", "route", route.Key(), "error", err)
 		writeMessage(w, http.StatusInternalServerError, "Internal Server Error")

@@ -14,11 +14,54 @@ import (
 	"github.com/ft288/locks/locklogic"
 )
 
-// TableAPI is the part of the DynamoDB client EnsureTable uses.
+// TableAPI is the part of the DynamoDB client EnsureTable and
+// ReturnsOldItem use.
 type TableAPI interface {
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// probeKey is the item ReturnsOldItem writes and deletes again. Its name
+// has a control character, which no lock name may have, so it can never be
+// a lock.
+const probeKey = "\x00locald-probe"
+
+// ReturnsOldItem asks the store whether it returns the old item with a
+// failed condition (ReturnValuesOnConditionCheckFailure): it writes a probe
+// item, fails a condition on it and looks at the answer, then deletes it.
+// DynamoDB does; dynalite does not. The answer is what
+// locklogic.Config.OldItemOnFailure must be for this store, so it can never
+// disagree with the store actually in use.
+func ReturnsOldItem(ctx context.Context, db TableAPI, table string) (bool, error) {
+	key := map[string]types.AttributeValue{locklogic.AttrResource: &types.AttributeValueMemberS{Value: probeKey}}
+	defer db.DeleteItem(context.WithoutCancel(ctx), &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key})
+	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(table),
+		Key:                       key,
+		UpdateExpression:          aws.String("SET #p = :p"),
+		ExpressionAttributeNames:  map[string]string{"#p": "probe"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberBOOL{Value: true}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("probe %q: %w", table, err)
+	}
+	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String("SET #p = :p"),
+		ConditionExpression:                 aws.String("attribute_not_exists(#p)"),
+		ExpressionAttributeNames:            map[string]string{"#p": "probe"},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":p": &types.AttributeValueMemberBOOL{Value: false}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, fmt.Errorf("probe %q: want a failed condition, got %v", table, err)
+	}
+	return ccf.Item != nil, nil
 }
 
 var _ TableAPI = (*dynamodb.Client)(nil)

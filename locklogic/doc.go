@@ -15,6 +15,42 @@
 // above the clock in microseconds, which is higher than any token the old
 // counter could have reached (one item takes at most ~1,000 writes a second).
 //
+// # Late writes
+//
+// A request's times (:now, and expires_at = :now + ttl) are fixed when it
+// starts, but its write can reach DynamoDB much later: held in the network,
+// retried by the SDK, or landing after the caller was already answered 503
+// and retried successfully. The rule is that a request may act only on the
+// lease that existed when it was issued. Every item carries acquired_at (the
+// :now of the grant) and renewed_at (the :now of the latest acquire or
+// renew, the write that last set expires_at). Every write that acts on a
+// live lease requires acquired_at <= :now — renew, release, and an acquire
+// by the lease's own owner (which replaces it) — and those that set
+// expires_at (renew, re-acquire) also require renewed_at <= :now. A newer
+// grant or renewal is stamped with a later :now, so a write issued before it
+// fails its condition when it lands afterwards instead of ending or
+// shortening the newer lease (TestLateWriteCannotTouchNewerLease). A release
+// checks only acquired_at: a renewal racing the owner's own release must not
+// keep the lock alive. Taking a free lock (absent, released, or expired by
+// the request's own clock) needs no stamp: it ends nobody's lease, and a late
+// grant there only holds the lock, until its TTL, for a caller that was told
+// 503 — like any grant whose answer is lost, which clients release.
+//
+// Clock skew. The stamps come from the clocks of the instances that served
+// the requests. If two instances differ by at most d, a newer grant or
+// renewal is stamped after a late request's :now whenever it happened more
+// than d after that request was issued, and then the late write is refused.
+// A same-owner retry comes only after the caller gave up on the first try
+// (its own timeout, or the service's 503 after the 3 s store budget), so
+// the rule holds for any skew below that gap; Lambda instances are
+// NTP-synchronized to about a millisecond. The price of skew is liveness,
+// never safety: a renew or same-owner re-acquire served by an instance up to
+// d behind the one that stamped the lease, within d of that stamp, is refused
+// (404 / acquired: false) and can be retried. Expiry itself compares
+// expires_at with the serving instance's clock, so a lease may end up to d
+// early by another instance's clock; clients keep a safety margin
+// (the Go client's is min(ttl/10, 1 s)) that must exceed d.
+//
 // The package knows nothing of HTTP or API Gateway: it validates inputs,
 // talks to DynamoDB through the narrow DynamoDBAPI interface and reports
 // outcomes as values (AcquireResult) or sentinel errors (ErrNotFound,

@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -35,7 +33,8 @@ const (
 	AttrOwner      = "owner"
 	AttrPrincipal  = "principal"
 	AttrToken      = "fencing_token"
-	AttrAcquiredAt = "acquired_at" // epoch milliseconds
+	AttrAcquiredAt = "acquired_at" // epoch milliseconds: :now of the acquire that granted the lease
+	AttrRenewedAt  = "renewed_at"  // epoch milliseconds: :now of the latest acquire or renew (the write that set expires_at)
 	AttrExpiresAt  = "expires_at"  // epoch milliseconds; the lease is live while now < expires_at
 	AttrReleasedAt = "released_at" // epoch milliseconds; present on a released record (tombstone)
 	AttrReleaseID  = "release_id"  // random id of the release call that made the tombstone
@@ -174,7 +173,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 
 	names := map[string]string{
 		"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
-		"#a": AttrAcquiredAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
+		"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
 	}
 	values := map[string]types.AttributeValue{
 		":o":    &types.AttributeValueMemberS{Value: req.Caller.Owner},
@@ -184,7 +183,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 		":base": num(now.UnixMicro()),
 		":one":  num(1),
 	}
-	update := "SET #o = :o, #a = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
+	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
 	// release_id stays: a release retried by the SDK after this acquire must
 	// still find its own id and report the release it did make.
 	remove := " REMOVE #x"
@@ -195,8 +194,10 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 		remove += ", #p"
 	}
 	// A released record (#x set) is free whatever the clocks say; an expired
-	// one is free by the server's clock.
-	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND " + principalCond(req.Caller, values) + ")"
+	// one is free by the server's clock. A same-owner re-acquire replaces a
+	// live lease, so it must not be older than that lease (notNewer, the
+	// late-write rule); taking a free lock ends nobody's lease, late or not.
+	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND " + principalCond(req.Caller, values) + " AND " + notNewer(true) + ")"
 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -235,7 +236,7 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	}
 	now := s.now()
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
-	names, values, cond := holderCondition(req.Caller, req.FencingToken, now)
+	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, true)
 	names["#g"] = AttrTTL
 	values[":exp"] = num(expMs)
 	values[":gc"] = num(s.gcAt(expMs))
@@ -243,7 +244,7 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String("SET #e = :exp, #g = :gc"),
+		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -269,7 +270,7 @@ func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
 	}
 	now := s.now()
 	nowMs := now.UnixMilli()
-	names, values, cond := holderCondition(req.Caller, req.FencingToken, now)
+	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, false)
 	names["#g"] = AttrTTL
 	names["#ri"] = AttrReleaseID
 	values[":gc"] = num(s.gcAt(nowMs))
@@ -323,23 +324,43 @@ func live(item map[string]types.AttributeValue, now time.Time) bool {
 }
 
 // holderCondition builds the condition "the caller holds a live lease (with
-// this token)" shared by Renew and Release.
-func holderCondition(c Caller, token *int64, now time.Time) (map[string]string, map[string]types.AttributeValue, string) {
-	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt}
+// this token) that is not newer than the request" shared by Renew and
+// Release. extends says the write sets expires_at (Renew): it must then also
+// be newer than the latest renewal, so a late renew cannot shorten a lease
+// that a later renew extended.
+func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[string]string, map[string]types.AttributeValue, string) {
+	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#a": AttrAcquiredAt}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: c.Owner},
 		":now": num(now.UnixMilli()),
 	}
+	if extends {
+		names["#n"] = AttrRenewedAt
+	}
 	// attribute_not_exists(#x): a released lease stays released even for a
 	// renew whose :now was taken before the release (a late or retried
 	// request, or a Lambda whose clock lags).
-	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x)"
+	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND " + notNewer(extends)
 	if token != nil {
 		names["#t"] = AttrToken
 		values[":tok"] = num(*token)
 		cond += " AND #t = :tok"
 	}
 	return names, values, cond
+}
+
+// notNewer is the late-write rule: a request may act only on the lease that
+// existed when it was issued. The stored grant time (and, for writes that
+// set expires_at, the time of the latest renewal) must not be after the
+// request's :now, so a write delayed in flight fails once a newer grant (or
+// renewal) has landed, instead of ending or shortening it. Records written
+// before renewed_at existed lack it and pass on acquired_at alone.
+func notNewer(extends bool) string {
+	cond := "#a <= :now"
+	if extends {
+		cond += " AND (attribute_not_exists(#n) OR #n <= :now)"
+	}
+	return cond
 }
 
 // principalCond returns the condition on #p for caller c, adding :p to values
@@ -475,8 +496,8 @@ func num(i int64) *types.AttributeValueMemberN {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)}
 }
 
-// storeErr wraps a store failure. Failures worth retrying (throttling, 5xx,
-// timeouts, network errors) become ErrUnavailable; the rest stay internal.
+// storeErr wraps a store failure. A failure whose outcome is unknown or
+// worth retrying becomes ErrUnavailable (503); the rest stay internal (500).
 // The SDK's own error text is kept for logs only.
 func storeErr(op, resource string, err error) error {
 	if transient(err) {
@@ -485,26 +506,28 @@ func storeErr(op, resource string, err error) error {
 	return fmt.Errorf("%s %q: %w", op, resource, err)
 }
 
+// transient reports whether err leaves the outcome unknown or may pass on a
+// retry: throttling and 5xx answers, the budget running out, and every
+// failure to send the request or to read and decode the answer (a reset or
+// cut-off reply: the write may have been applied). Only a definitive answer
+// from the store (a 4xx such as ResourceNotFoundException or
+// AccessDeniedException: misconfiguration) or a request the SDK refused to
+// build is not transient.
 func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return true
-	}
-	var maxAttempts *retry.MaxAttemptsError
-	if errors.As(err, &maxAttempts) {
-		return true
-	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-			"InternalServerError", "ServiceUnavailable", "LimitExceededException":
+			"InternalServerError", "ServiceUnavailable", "LimitExceededException",
+			"ReplicatedWriteConflictException", "TransactionConflictException":
 			return true
 		}
+		var respErr *smithyhttp.ResponseError
+		return errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500
 	}
-	var respErr *smithyhttp.ResponseError
-	if errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500 {
-		return true
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr)
+	var (
+		params *smithy.InvalidParamsError
+		ser    *smithy.SerializationError
+	)
+	return !errors.As(err, &params) && !errors.As(err, &ser)
 }

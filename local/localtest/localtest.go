@@ -124,6 +124,11 @@ type Options struct {
 	Retention time.Duration
 	// Identity attaches IAM identities to requests (principal tests).
 	Identity local.IdentityFunc
+	// StoreEndpoint is the DynamoDB endpoint the handlers use instead of
+	// the test dynalite, e.g. a faultproxy in front of it.
+	StoreEndpoint string
+	// StoreBudget is the handlers' store budget (api.StoreBudget when 0).
+	StoreBudget time.Duration
 }
 
 // Server is a local runner over the real handlers, served by httptest.
@@ -144,7 +149,11 @@ func Start(tb testing.TB, opt Options) *Server {
 		tb.Fatal("localtest: dynalite is not running; call localtest.Main from TestMain")
 	}
 	ops := &OpCounter{counts: map[string]int{}, next: http.DefaultTransport}
-	db, err := api.NewDynamoDB(context.Background(), endpoint, func(o *dynamodb.Options) {
+	store := endpoint
+	if opt.StoreEndpoint != "" {
+		store = opt.StoreEndpoint
+	}
+	db, err := api.NewDynamoDB(context.Background(), store, func(o *dynamodb.Options) {
 		o.HTTPClient = &http.Client{Transport: ops, Timeout: 10 * time.Second}
 	})
 	if err != nil {
@@ -152,7 +161,11 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	svc := locklogic.New(db, locklogic.Config{Table: Table, MaxTTLSeconds: opt.MaxTTLSeconds, Retention: opt.Retention, Now: opt.Now})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	runner := local.NewRunner(api.NewHandler(svc, log, opt.Now), log)
+	h := api.NewHandler(svc, log, opt.Now)
+	if opt.StoreBudget > 0 {
+		h.SetStoreBudget(opt.StoreBudget)
+	}
+	runner := local.NewRunner(h, log)
 	runner.Identity = opt.Identity
 	srv := httptest.NewServer(runner)
 	tb.Cleanup(srv.Close)

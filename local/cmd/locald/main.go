@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -45,13 +46,26 @@ func run(addr string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// Bind first: a busy port fails at once, before dynalite starts and
+	// before anything claims to serve. With port 0 the "serving" line
+	// carries the port the kernel chose, so tests and scripts can start
+	// locald on a free port and read its URL from the log.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	// storeDied is closed if the embedded dynalite exits on its own: every
+	// lock is gone with it, so locald must not go on serving 503s.
+	var storeDied <-chan struct{}
 	if cfg.Endpoint == "" {
 		d, err := local.StartDynalite(ctx)
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		cfg.Endpoint = d.Endpoint
+		cfg.Endpoint, storeDied = d.Endpoint, d.Exited()
 		log.Info("started in-memory dynalite", "endpoint", d.Endpoint)
 	}
 	db, err := api.NewDynamoDB(ctx, cfg.Endpoint)
@@ -59,25 +73,39 @@ func run(addr string) error {
 		return err
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	created, err := local.EnsureTable(setupCtx, db, cfg.Table)
-	cancel()
 	if err != nil {
 		return err
 	}
-	log.Info("table ready", "table", cfg.Table, "created", created, "endpoint", cfg.Endpoint)
+	// Ask the store instead of guessing from the endpoint: the flag must
+	// match the store in use, or refused renewals and releases would all
+	// be explained as 404.
+	oldItem, err := local.ReturnsOldItem(setupCtx, db, cfg.Table)
+	if err != nil {
+		return err
+	}
+	if cfg.OldItemSet && cfg.OldItemOnFailure != oldItem {
+		return fmt.Errorf("DYNAMODB_RETURNS_OLD_ITEM=%t, but the store at %s answers as if it were %t: unset it", cfg.OldItemOnFailure, cfg.Endpoint, oldItem)
+	}
+	cfg.OldItemOnFailure = oldItem
+	cancel()
+	log.Info("table ready", "table", cfg.Table, "created", created, "endpoint", cfg.Endpoint, "returns_old_item", oldItem)
 
 	svc := locklogic.New(db, cfg.ServiceConfig())
 	srv := &http.Server{
-		Addr:              addr,
 		Handler:           local.NewRunner(api.NewHandler(svc, log, nil), log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("serving the lock API", "url", "http://"+addr)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving the lock API", "url", "http://"+ln.Addr().String())
 	select {
 	case err := <-errc:
 		return err
+	case <-storeDied:
+		srv.Close()
+		return errors.New("the in-memory dynalite exited unexpectedly; every lock it held is gone (see its output above)")
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")

@@ -1,0 +1,115 @@
+package local_test
+
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/local/faultproxy"
+	"github.com/ft288/locks/local/localtest"
+)
+
+// holdNext returns a plan that holds the next UpdateItem until its caller
+// gave up and hold is closed (a write delivered late), and forwards the rest.
+func holdNext(hold <-chan struct{}) faultproxy.Plan {
+	var armed atomic.Bool
+	armed.Store(true)
+	return func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "UpdateItem" && armed.CompareAndSwap(true, false) {
+			return faultproxy.Action{Fault: faultproxy.Late, Hold: hold}
+		}
+		return faultproxy.Action{}
+	}
+}
+
+// TestLateWriteCannotTouchNewerLease is the late-write regression: one
+// request's UpdateItem is held in a proxy until the service gave up on it
+// (503), a newer grant or renewal of the same resource lands, and only then
+// does the held write reach dynalite. The newer lease must be untouched (the
+// held write fails its condition), for every write that could carry a stale
+// :now — acquire, renew with and without a token, release.
+func TestLateWriteCannotTouchNewerLease(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		method, path, body string
+	}
+	cases := []struct {
+		name string
+		held step // answered 503 while its write is held
+		// newer runs after the held request gave up; its answer's lock
+		// is the lease that must survive.
+		newer step
+	}{
+		{"AcquireThenNewerGrant",
+			step{"POST", "", `{"owner":"w1","ttl_seconds":5}`},
+			step{"POST", "", `{"owner":"w1","ttl_seconds":30}`}},
+		{"RenewThenNewerGrant",
+			step{"POST", "/renew", `{"owner":"w1","ttl_seconds":5}`},
+			step{"POST", "", `{"owner":"w1","ttl_seconds":30}`}},
+		{"RenewThenNewerRenew",
+			step{"POST", "/renew", `{"owner":"w1","ttl_seconds":5}`},
+			step{"POST", "/renew", `{"owner":"w1","ttl_seconds":30}`}},
+		{"RenewWithTokenThenNewerGrant",
+			step{"POST", "/renew", `{"owner":"w1","ttl_seconds":5,"fencing_token":TOKEN}`},
+			step{"POST", "", `{"owner":"w1","ttl_seconds":30}`}},
+		{"ReleaseThenNewerGrant",
+			step{"DELETE", "", `{"owner":"w1"}`},
+			step{"POST", "", `{"owner":"w1","ttl_seconds":30}`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			proxy, err := faultproxy.New(localtest.Endpoint(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { proxy.Close() })
+			srv := localtest.Start(t, localtest.Options{StoreEndpoint: proxy.URL(), StoreBudget: 300 * time.Millisecond})
+			r0 := res(t)
+			path := lockPath(r0)
+			tok := token(t, acquire(t, srv, r0, "w1", 30))
+
+			hold := make(chan struct{})
+			proxy.SetPlan(holdNext(hold))
+			held := call(t, srv, tc.held.method, path+tc.held.path, strings.ReplaceAll(tc.held.body, "TOKEN", strconv.FormatInt(tok, 10)))
+			if held.status != 503 {
+				t.Fatalf("held %s: got %d %s, want 503 (write held in flight)", tc.held.method, held.status, held.raw)
+			}
+			proxy.SetPlan(nil)
+
+			// Keep the clocks apart: the newer request is stamped later
+			// than the held one, as it is in real time.
+			time.Sleep(5 * time.Millisecond)
+			newer := call(t, srv, tc.newer.method, path+tc.newer.path, tc.newer.body)
+			if newer.status != 200 {
+				t.Fatalf("newer %s: got %d %s", tc.newer.method, newer.status, newer.raw)
+			}
+			want := newer.json["lock"].(map[string]any)
+
+			close(hold)
+			proxy.Settle()
+			late := proxy.Records()[1]
+			if late.Fault != faultproxy.Late || !late.Forwarded {
+				t.Fatalf("record %+v: want the held write forwarded late", late)
+			}
+			if late.StoreStatus != 400 {
+				t.Errorf("late write: store answered %d %s, want 400 ConditionalCheckFailed", late.StoreStatus, late.StoreBody)
+			}
+
+			got := call(t, srv, "GET", path, "")
+			if got.status != 200 {
+				t.Fatalf("status after the late write: got %d %s, want 200 with the newer lease", got.status, got.raw)
+			}
+			for _, k := range []string{"owner", "fencing_token", "acquired_at", "expires_at"} {
+				if got.json[k] != want[k] {
+					t.Errorf("%s after the late write: got %v, want %v (the newer lease, untouched)", k, got.json[k], want[k])
+				}
+			}
+			if r := call(t, srv, "POST", path, `{"owner":"w2","ttl_seconds":30}`); r.json["acquired"] != false {
+				t.Errorf("w2 acquire after the late write: got %d %s, want acquired:false", r.status, r.raw)
+			}
+		})
+	}
+}

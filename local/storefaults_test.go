@@ -1,0 +1,81 @@
+package local_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/local/faultproxy"
+	"github.com/ft288/locks/local/localtest"
+)
+
+// TestStoreFaultsAre503 injects every store fault on every attempt of every
+// route and checks the answer is 503 service-unavailable with Retry-After
+// and a problem body — never 500, never a dropped connection — and counts
+// the attempts the SDK makes per request (no retry for a fault that leaves
+// no answer to retry on, api.StoreAttempts for the rest).
+func TestStoreFaultsAre503(t *testing.T) {
+	t.Parallel()
+	const budget = time.Second
+	// wantAttempts is how many times the SDK sends the request for each
+	// fault when every attempt fails; 0 means "1 to api.StoreAttempts"
+	// (throttling backs off from a 1 s base, so the budget may end first).
+	wantAttempts := map[faultproxy.Fault]int{
+		faultproxy.InternalError:      api.StoreAttempts,
+		faultproxy.Throttle:           0,
+		faultproxy.ThroughputExceeded: 0,
+		faultproxy.AppliedThen500:     api.StoreAttempts,
+		faultproxy.AppliedThenReset:   api.StoreAttempts,
+		faultproxy.AppliedThenCut:     api.StoreAttempts,
+		faultproxy.Blackhole:          1,
+		faultproxy.Late:               1,
+	}
+	routes := []struct {
+		name, method, suffix, body string
+	}{
+		{"Acquire", "POST", "", `{"owner":"w1","ttl_seconds":30}`},
+		{"Status", "GET", "", ""},
+		{"Renew", "POST", "/renew", `{"owner":"w1","ttl_seconds":30}`},
+		{"Release", "DELETE", "", `{"owner":"w1"}`},
+	}
+	for _, fault := range faultproxy.Faults() {
+		if fault == faultproxy.Delay {
+			continue // a delay is not a failure
+		}
+		for _, rt := range routes {
+			t.Run(fmt.Sprintf("%s/%s", fault, rt.name), func(t *testing.T) {
+				t.Parallel()
+				proxy, err := faultproxy.New(localtest.Endpoint(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { proxy.Close() })
+				srv := localtest.Start(t, localtest.Options{StoreEndpoint: proxy.URL(), StoreBudget: budget})
+				r0 := res(t)
+				acquire(t, localtest.Start(t, localtest.Options{}), r0, "w1", 30) // straight to dynalite
+				before := len(proxy.Records())
+
+				proxy.SetPlan(func(faultproxy.Request) faultproxy.Action { return faultproxy.Action{Fault: fault} })
+				start := time.Now()
+				r := call(t, srv, rt.method, lockPath(r0)+rt.suffix, rt.body)
+				took := time.Since(start)
+				wantProblem(t, r, 503, "service-unavailable")
+				if r.header.Get("Retry-After") == "" {
+					t.Errorf("503 without Retry-After")
+				}
+				if took > budget+500*time.Millisecond {
+					t.Errorf("answered after %v, want within the %v store budget plus a margin", took, budget)
+				}
+				proxy.SetPlan(nil)
+				proxy.Settle()
+				attempts := len(proxy.Records()) - before
+				if want := wantAttempts[fault]; want != 0 && attempts != want {
+					t.Errorf("the SDK sent %d attempts, want %d", attempts, want)
+				} else if attempts < 1 || attempts > api.StoreAttempts {
+					t.Errorf("the SDK sent %d attempts, want 1..%d", attempts, api.StoreAttempts)
+				}
+			})
+		}
+	}
+}
