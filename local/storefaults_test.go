@@ -1,7 +1,10 @@
 package local_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +80,40 @@ func TestStoreFaultsAre503(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestClientDisconnectDoesNotCancelStoreCall: API Gateway does not cancel a
+// Lambda when its client hangs up, and neither may the runner — a store
+// call cut off half-way leaves its outcome unknown (and kills dynalite). The
+// store answer here is delayed past the client's patience; the handler must
+// still read it.
+func TestClientDisconnectDoesNotCancelStoreCall(t *testing.T) {
+	t.Parallel()
+	proxy, err := faultproxy.New(localtest.Endpoint(), func(r faultproxy.Request) faultproxy.Action {
+		return faultproxy.Action{Fault: faultproxy.Delay, Delay: 300 * time.Millisecond}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	srv := localtest.Start(t, localtest.Options{StoreEndpoint: proxy.URL()})
+	r0 := res(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+lockPath(r0), strings.NewReader(acquireBody("w1", 30)))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("got an answer (%d) within 50ms, want the client to give up first", resp.StatusCode)
+	}
+	time.Sleep(500 * time.Millisecond)
+	proxy.Settle()
+	recs := proxy.Records()
+	if len(recs) != 1 || recs[0].CallerStatus != 200 {
+		t.Fatalf("got %d store calls, the first answered %d to the handler; want one, answered 200 to a handler still waiting for it", len(recs), recs[0].CallerStatus)
+	}
+	if st := call(t, srv, "GET", lockPath(r0), ""); st.status != 200 || st.json["owner"] != "w1" {
+		t.Errorf("status: got %d %s, want the lease w1 was granted", st.status, st.raw)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,10 +20,6 @@ import (
 // SIGTERM) stops it and dynalite and frees both ports — and that even a
 // SIGKILLed locald leaves no dynalite behind.
 func TestSignalsStopEverything(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "locald")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			addr := freeAddr(t)
