@@ -70,12 +70,11 @@ class Runner:
 
     def _start(self, binary: str, addr: str) -> str:
         env = dict(os.environ)
-        for k in ("DYNAMODB_ENDPOINT", "TABLE_NAME", "MAX_TTL_SECONDS", "TOMBSTONE_RETENTION_SECONDS", "ADDR"):
+        # Exactly as `make run` starts it: none of the variables that change it.
+        for k in ("DYNAMODB_ENDPOINT", "DYNAMODB_RETURNS_OLD_ITEM", "TABLE_NAME", "MAX_TTL_SECONDS",
+                  "TOMBSTONE_RETENTION_SECONDS", "ADDR"):
             env.pop(k, None)
         env["LOG_LEVEL"] = "info"  # the "serving" line is at info
-        # dynalite does not return the old item with a failed condition; say
-        # so, or a refused renew/release is explained as 404 whatever the cause.
-        env["DYNAMODB_RETURNS_OLD_ITEM"] = "false"
         self.log_path = os.path.join(self.tmp, "locald.log")
         self._log = open(self.log_path, "ab")
         offset = self._log.tell()  # this start's lines only

@@ -42,10 +42,8 @@ export async function startRunner(): Promise<Runner> {
     );
   });
   const env = { ...process.env };
-  delete env.DYNAMODB_ENDPOINT;
-  // dynalite does not return the old item with a failed condition; say so,
-  // or a locald that guesses from the endpoint answers every refusal 404.
-  env.DYNAMODB_RETURNS_OLD_ITEM = "false";
+  // Exactly as `make run` starts it: none of the variables that change it.
+  for (const k of ["DYNAMODB_ENDPOINT", "DYNAMODB_RETURNS_OLD_ITEM", "TABLE_NAME", "MAX_TTL_SECONDS", "TOMBSTONE_RETENTION_SECONDS"]) delete env[k];
   const child = spawn(bin, ["-addr", `127.0.0.1:${await freePort()}`], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => {
