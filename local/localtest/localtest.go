@@ -2,7 +2,8 @@
 // dynalite per test binary (started by Main from TestMain), the lock table
 // in it, and per-test HTTP servers that run the local runner over the real
 // handlers, with a swappable clock and a count of the DynamoDB requests the
-// SDK sends.
+// SDK sends. Every answer those servers give is held to api/openapi.yaml
+// (local/contract): one it does not describe fails the test.
 package localtest
 
 import (
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/local"
+	"github.com/ft288/locks/local/contract"
 	"github.com/ft288/locks/locklogic"
 )
 
@@ -56,7 +58,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "localtest:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	fmt.Printf("localtest: %d answers checked against api/openapi.yaml\n", contract.Checked())
+	return code
 }
 
 // Endpoint returns the dynalite URL Main started.
@@ -167,7 +171,15 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	runner := local.NewRunner(h, log)
 	runner.Identity = opt.Identity
-	srv := httptest.NewServer(runner)
+	// Every answer must be one api/openapi.yaml describes (local/contract).
+	doc, err := loadContract()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(doc.Middleware(runner, func(m *contract.Mismatch) { tb.Errorf("%v", m) }))
 	tb.Cleanup(srv.Close)
 	return &Server{URL: srv.URL, Ops: ops, DB: db}
 }
+
+// loadContract loads api/openapi.yaml once per test binary.
+var loadContract = sync.OnceValues(contract.Load)
