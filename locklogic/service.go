@@ -63,6 +63,14 @@ type Config struct {
 	// leave this false there, and a failed renew or release spends one
 	// consistent read to tell 404 from 403/409.
 	OldItemOnFailure bool
+	// MaxWaitSeconds caps an acquire's WaitSeconds: DefaultMaxWaitSeconds
+	// when zero, at most MaxWaitLimit; negative turns waiting off (only 0
+	// is accepted).
+	MaxWaitSeconds int64
+	// Sleep pauses a waiting acquire for d, or until ctx ends (then it
+	// returns ctx's error); a timer when nil. Tests that swap Now swap it
+	// too, so that a wait moves their clock.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Service implements the lock rules over one DynamoDB table. It is safe for
@@ -71,16 +79,30 @@ type Service struct {
 	db        DynamoDBAPI
 	table     string
 	maxTTL    int64
+	maxWait   int64 // -1: waiting is off
 	retention time.Duration
 	now       func() time.Time
+	sleep     func(ctx context.Context, d time.Duration) error
 	oldItem   bool
 }
 
 // New returns a Service over db. It does not touch the network.
 func New(db DynamoDBAPI, cfg Config) *Service {
-	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, retention: cfg.Retention, now: cfg.Now, oldItem: cfg.OldItemOnFailure}
+	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, maxWait: cfg.MaxWaitSeconds,
+		retention: cfg.Retention, now: cfg.Now, sleep: cfg.Sleep, oldItem: cfg.OldItemOnFailure}
 	if s.maxTTL <= 0 {
 		s.maxTTL = DefaultMaxTTLSeconds
+	}
+	switch {
+	case s.maxWait == 0:
+		s.maxWait = DefaultMaxWaitSeconds
+	case s.maxWait < 0:
+		s.maxWait = -1
+	case s.maxWait > MaxWaitLimit:
+		s.maxWait = MaxWaitLimit
+	}
+	if s.sleep == nil {
+		s.sleep = sleep
 	}
 	if s.retention <= 0 {
 		s.retention = DefaultRetention
@@ -93,6 +115,10 @@ func New(db DynamoDBAPI, cfg Config) *Service {
 
 // MaxTTLSeconds returns the longest lease the service grants.
 func (s *Service) MaxTTLSeconds() int64 { return s.maxTTL }
+
+// MaxWaitSeconds returns the longest wait an acquire may ask for; 0 when
+// waiting is off.
+func (s *Service) MaxWaitSeconds() int64 { return max(s.maxWait, 0) }
 
 // Lock is a live lease.
 type Lock struct {
@@ -113,11 +139,14 @@ type Caller struct {
 	Principal string
 }
 
-// AcquireRequest asks for a lease of TTLSeconds on Resource.
+// AcquireRequest asks for a lease of TTLSeconds on Resource. With
+// WaitSeconds above zero, an acquire that finds the lock held by someone
+// else waits up to that long for it to come free (see AcquireWait).
 type AcquireRequest struct {
-	Resource   string
-	Caller     Caller
-	TTLSeconds int64
+	Resource    string
+	Caller      Caller
+	TTLSeconds  int64
+	WaitSeconds int64
 }
 
 // AcquireResult is the outcome of Acquire. A lock held by someone else is an
@@ -127,7 +156,8 @@ type AcquireResult struct {
 	// Lock is the new lease when Acquired.
 	Lock Lock
 	// HolderExpiresAt is when the other holder's lease ends, when the store
-	// reported it with the failed condition; zero when unknown.
+	// reported it with the failed condition (or a waiting acquire read it);
+	// zero when unknown.
 	HolderExpiresAt time.Time
 }
 
@@ -162,11 +192,14 @@ func (s *Service) validate(resource string, c *Caller, ttl *int64, token *int64)
 // Acquire takes the lease on req.Resource when it is free, expired, or
 // already held by the same caller (a re-acquire restarts the lease), with one
 // conditional UpdateItem. Every success returns a fencing token greater than
-// any issued before for the resource.
+// any issued before for the resource. With req.WaitSeconds above zero it
+// waits for a held lock as AcquireWait does, every store call under ctx.
 func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error) {
-	if err := s.validate(req.Resource, &req.Caller, &req.TTLSeconds, nil); err != nil {
-		return AcquireResult{}, err
-	}
+	return s.AcquireWait(ctx, req, Budget{})
+}
+
+// acquireOnce makes one conditional write for a validated req.
+func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireResult, error) {
 	now := s.now()
 	nowMs := now.UnixMilli()
 	expMs := nowMs + req.TTLSeconds*1000
