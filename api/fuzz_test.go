@@ -138,6 +138,10 @@ func FuzzHandlers(f *testing.F) {
 		{3, storeFree, "payment:42", `{"owner":"w1","ttl_seconds":60,"fencing_token":1796217278318535}`, 0, false, ""},
 		{3, storeHeld, "payment:42", `{"owner":" holder ","ttl_seconds":60}`, 0, false, ""},
 		{3, storeAbsent, "payment:42", `{"owner":"w1","ttl_seconds":60}`, 0, false, ""},
+		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20}`, 0, false, ""},
+		{0, storeAbsent, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":2}`, 0, false, ""},
+		{0, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":0}`, 0, false, ""},
+		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":21}`, 0, false, ""},
 	} {
 		f.Add(s.route, s.store, s.resource, []byte(s.body), s.encoding, s.decodedPath, s.arn)
 	}
@@ -176,8 +180,12 @@ func FuzzHandlers(f *testing.F) {
 			}
 		}
 		db, reads := fuzzStore(state)
-		now := func() time.Time { return fuzzT0 }
-		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now}), slog.New(slog.DiscardHandler), now)
+		// The clock moves only when a waiting acquire sleeps, so a wait of
+		// up to 20 s costs no real time.
+		clock := fuzzT0
+		now := func() time.Time { return clock }
+		sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
+		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep}), slog.New(slog.DiscardHandler), now)
 
 		resp, err := rt.Handle(h, context.Background(), req)
 		if err != nil {

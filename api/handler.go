@@ -92,20 +92,27 @@ type result struct {
 // call it before the handler serves.
 func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 
-// Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"}.
+// Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"}
+// and an optional "wait_seconds": how long to wait, inside this request,
+// for a lock held by someone else (locklogic.Service.AcquireWait). Each
+// store call of a wait has its own store budget.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
-		b, err := parseBody(req, "owner", "ttl_seconds")
+	return h.serve(ctx, req, false, func(ctx context.Context, resource string) (result, error) {
+		b, err := parseBody(req, "owner", "ttl_seconds", "wait_seconds")
 		if err != nil {
 			return result{}, err
 		}
-		owner, ttl := b.str("owner"), b.int("ttl_seconds", true)
+		owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", false)
 		if err := b.errs.Err(); err != nil {
 			return result{}, err
 		}
-		res, err := h.svc.Acquire(ctx, locklogic.AcquireRequest{
+		ar := locklogic.AcquireRequest{
 			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)}, TTLSeconds: *ttl,
-		})
+		}
+		if wait != nil {
+			ar.WaitSeconds = *wait
+		}
+		res, err := h.svc.AcquireWait(ctx, ar, h.budget())
 		if err != nil {
 			return result{}, err
 		}
@@ -125,7 +132,7 @@ func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPReques
 
 // Status serves GET /locks/{resource}: the live lease, or 404.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
+	return h.serve(ctx, req, true, func(ctx context.Context, resource string) (result, error) {
 		lock, err := h.svc.Status(ctx, resource)
 		if err != nil {
 			return result{}, err
@@ -137,7 +144,7 @@ func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
 // optional "fencing_token": 204, or 404/403/409.
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
+	return h.serve(ctx, req, true, func(ctx context.Context, resource string) (result, error) {
 		b, err := parseBody(req, "owner", "fencing_token")
 		if err != nil {
 			return result{}, err
@@ -159,7 +166,7 @@ func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPReques
 // Renew serves POST /locks/{resource}/renew with body {"owner",
 // "ttl_seconds"} and an optional "fencing_token".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, func(ctx context.Context, resource string) (result, error) {
+	return h.serve(ctx, req, true, func(ctx context.Context, resource string) (result, error) {
 		b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
 		if err != nil {
 			return result{}, err
@@ -182,11 +189,16 @@ func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
-// 500 of its own.
-func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, route func(ctx context.Context, resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
+// 500 of its own. With bounded, the route runs under one store budget from
+// the request's start; otherwise it bounds each store call itself
+// (h.budget).
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, bounded bool, route func(ctx context.Context, resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	ctx, cancel := storeContext(ctx, start, h.storeBudget)
-	defer cancel()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = h.budget().Context(ctx)
+		defer cancel()
+	}
 	resource := req.PathParameters["resource"]
 	var (
 		res result
@@ -206,7 +218,8 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 }
 
 // StoreBudget bounds the time one request may spend on DynamoDB, SDK
-// retries included; past it the answer is 503 service-unavailable.
+// retries included; past it the answer is 503 service-unavailable. A
+// waiting acquire gives each of its store calls this budget.
 const StoreBudget = 3 * time.Second
 
 // deadlineReserve is kept back from the Lambda deadline so a slow store
@@ -214,14 +227,10 @@ const StoreBudget = 3 * time.Second
 // Gateway would turn into a bare 500/503 without a body we control).
 const deadlineReserve = 300 * time.Millisecond
 
-// storeContext derives the context store calls run under: budget from
-// start, and never later than the invocation's deadline minus a reserve.
-func storeContext(ctx context.Context, start time.Time, budget time.Duration) (context.Context, context.CancelFunc) {
-	deadline := start.Add(budget)
-	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineReserve).Before(deadline) {
-		deadline = d.Add(-deadlineReserve)
-	}
-	return context.WithDeadline(ctx, deadline)
+// budget is the bound of store calls: the store budget, and never later
+// than the invocation's deadline minus a reserve.
+func (h *Handler) budget() locklogic.Budget {
+	return locklogic.Budget{PerCall: h.storeBudget, Reserve: deadlineReserve}
 }
 
 func (h *Handler) render(res result, err error, req events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {

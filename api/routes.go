@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -13,11 +14,16 @@ type HandlerFunc func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 
 // Route is one row of the route table: the Lambda function Name (also the
 // folder functions/<Name> that holds its main), the HTTP Method and the API
-// Gateway Path template, and the Handler method that serves it.
+// Gateway Path template, the function's Timeout, and the Handler method
+// that serves it.
 type Route struct {
 	Name   string
 	Method string
 	Path   string
+	// Timeout is the function's timeout: the deadline of every invocation
+	// (the CDK app sets it; the local runner gives each call that long).
+	// It stays below API Gateway's 30 s integration timeout.
+	Timeout time.Duration
 	// Handle is a method expression on *Handler, so the table can be read
 	// (by the CDK app) without building a Handler.
 	Handle func(h *Handler, ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
@@ -26,11 +32,24 @@ type Route struct {
 // Key returns the API Gateway route key, e.g. "POST /locks/{resource}".
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
+// Function timeouts. One store call needs at most StoreBudget; an acquire
+// may also wait up to locklogic.MaxWaitLimit (20 s) for a held lock, then
+// write: 20 + 3 s and the deadline reserve, rounded up.
+const (
+	// RouteTimeout is the timeout of the functions that make one store call.
+	RouteTimeout = 5 * time.Second
+	// AcquireTimeout is the acquire function's timeout.
+	AcquireTimeout = 25 * time.Second
+	// IntegrationTimeout is API Gateway's limit on one Lambda integration of
+	// an HTTP API: it answers 503 after it, whatever the function does.
+	IntegrationTimeout = 30 * time.Second
+)
+
 // Routes is the one route table. The local runner serves it and the CDK app
 // in infra/ creates one function and one API Gateway route per row.
 var Routes = []Route{
-	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Handle: (*Handler).Acquire},
-	{Name: "status", Method: "GET", Path: "/locks/{resource}", Handle: (*Handler).Status},
-	{Name: "release", Method: "DELETE", Path: "/locks/{resource}", Handle: (*Handler).Release},
-	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Handle: (*Handler).Renew},
+	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Timeout: AcquireTimeout, Handle: (*Handler).Acquire},
+	{Name: "status", Method: "GET", Path: "/locks/{resource}", Timeout: RouteTimeout, Handle: (*Handler).Status},
+	{Name: "release", Method: "DELETE", Path: "/locks/{resource}", Timeout: RouteTimeout, Handle: (*Handler).Release},
+	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Timeout: RouteTimeout, Handle: (*Handler).Renew},
 }

@@ -35,6 +35,9 @@ type Config struct {
 	// Endpoint is DYNAMODB_ENDPOINT, a DynamoDB-compatible endpoint to use
 	// instead of AWS's (dynalite, DynamoDB Local). Empty in AWS.
 	Endpoint string
+	// MaxWaitSeconds is MAX_WAIT_SECONDS, the longest wait_seconds an
+	// acquire may ask for (default and upper bound 20; 0 turns waiting off).
+	MaxWaitSeconds int64
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 	// OldItemOnFailure is DYNAMODB_RETURNS_OLD_ITEM: the store returns the
@@ -62,17 +65,23 @@ const (
 
 // ServiceConfig returns the locklogic configuration for c.
 func (c Config) ServiceConfig() locklogic.Config {
-	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention, OldItemOnFailure: c.OldItemOnFailure}
+	maxWait := c.MaxWaitSeconds
+	if maxWait == 0 {
+		maxWait = -1 // off; locklogic reads 0 as its default
+	}
+	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention,
+		OldItemOnFailure: c.OldItemOnFailure, MaxWaitSeconds: maxWait}
 }
 
 // ConfigFromEnv reads Config from getenv (os.Getenv in production) and
 // reports every missing or malformed variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{
-		Table:         getenv("TABLE_NAME"),
-		MaxTTLSeconds: locklogic.DefaultMaxTTLSeconds,
-		Retention:     locklogic.DefaultRetention,
-		Endpoint:      getenv("DYNAMODB_ENDPOINT"),
+		Table:          getenv("TABLE_NAME"),
+		MaxTTLSeconds:  locklogic.DefaultMaxTTLSeconds,
+		Retention:      locklogic.DefaultRetention,
+		MaxWaitSeconds: locklogic.DefaultMaxWaitSeconds,
+		Endpoint:       getenv("DYNAMODB_ENDPOINT"),
 	}
 	var errs []error
 	if cfg.Table == "" {
@@ -91,6 +100,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("TOMBSTONE_RETENTION_SECONDS=%q: want an integer from 1 to %d (10 years)", v, MaxRetentionLimit))
 		}
 		cfg.Retention = time.Duration(n) * time.Second
+	}
+	if v := getenv("MAX_WAIT_SECONDS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > locklogic.MaxWaitLimit {
+			errs = append(errs, fmt.Errorf("MAX_WAIT_SECONDS=%q: want an integer from 0 (no waiting) to %d", v, locklogic.MaxWaitLimit))
+		}
+		cfg.MaxWaitSeconds = n
 	}
 	cfg.OldItemOnFailure = cfg.Endpoint == "" && getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && getenv("AWS_ENDPOINT_URL") == ""
 	if v := getenv("DYNAMODB_RETURNS_OLD_ITEM"); v != "" {

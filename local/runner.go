@@ -24,8 +24,8 @@ import (
 const maxPayloadBytes = 10 << 20
 
 // IntegrationTimeout is API Gateway's limit on one Lambda integration (30 s):
-// the deadline the runner gives each handler call.
-const IntegrationTimeout = 30 * time.Second
+// no handler call gets a later deadline, whatever its route's timeout.
+const IntegrationTimeout = api.IntegrationTimeout
 
 // IdentityFunc returns the IAM identity to put into a request's
 // requestContext.authorizer.iam, as API Gateway's IAM authorizer would, or
@@ -41,6 +41,10 @@ type Runner struct {
 	// Identity, when set, attaches an IAM identity to each request. It is
 	// for tests of principal binding; the default (nil) attaches none.
 	Identity IdentityFunc
+	// Timeouts overrides the timeout of the routes it names (by
+	// api.Route.Name), e.g. for tests of a deadline that ends a wait; the
+	// others get their route's Timeout, as Lambda gives a function.
+	Timeouts map[string]time.Duration
 }
 
 // NewRunner returns a Runner over h. log receives runner-level failures.
@@ -72,9 +76,9 @@ func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev := rn.event(r, route, params, body)
 	// API Gateway does not cancel a Lambda when its client goes away, so
 	// neither does the runner: the handler runs to its own deadline (an
-	// invocation's, here the integration timeout), and a client that
-	// disconnects cannot abort a store call half-way.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), IntegrationTimeout)
+	// invocation's: the function's timeout), and a client that disconnects
+	// cannot abort a store call half-way.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rn.timeout(route))
 	defer cancel()
 	resp, err := route.Handle(rn.handler, ctx, ev)
 	if err != nil {
@@ -83,6 +87,19 @@ func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeResponse(w, resp)
+}
+
+// timeout is the deadline a call of rt gets: the function's timeout (or
+// the override in Timeouts), never more than API Gateway waits for it.
+func (rn *Runner) timeout(rt api.Route) time.Duration {
+	d := rt.Timeout
+	if o, ok := rn.Timeouts[rt.Name]; ok {
+		d = o
+	}
+	if d <= 0 || d > IntegrationTimeout {
+		d = IntegrationTimeout
+	}
+	return d
 }
 
 // match finds the route for method and the escaped path, and decodes its

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft288/locks/locklogic"
+	"github.com/ft288/locks/locklogic/dynamofake"
+)
+
+func acquireEvent(body string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		RouteKey:       "POST /locks/{resource}",
+		RawPath:        "/locks/r",
+		PathParameters: map[string]string{"resource": "r"},
+		Body:           body,
+	}
+}
+
+// TestAcquireWaitSeconds: wait_seconds is an optional JSON integer from 0
+// to the configured maximum; anything else is a 422 naming it (which tells
+// a client that this server does not wait that long), and never reaches the
+// store.
+func TestAcquireWaitSeconds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		maxWait int64 // Config.MaxWaitSeconds of the service
+		body    string
+		want    int // status; 422 names wait_seconds
+	}{
+		{"Absent", 0, `{"owner":"w1","ttl_seconds":30}`, 200},
+		{"Null", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":null}`, 200},
+		{"Zero", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 200},
+		{"Max", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":20}`, 200},
+		{"OverMax", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":21}`, 422},
+		{"Negative", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":-1}`, 422},
+		{"String", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":"5"}`, 422},
+		{"Fraction", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":2.5}`, 422},
+		{"Duplicate", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1,"wait_seconds":2}`, 422},
+		{"OverConfigured", 5, `{"owner":"w1","ttl_seconds":30,"wait_seconds":6}`, 422},
+		{"WaitingOff", -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, 422},
+		{"WaitingOffZero", -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 8, t0.Add(30*time.Second))}, nil
+			}}
+			now := func() time.Time { return t0 }
+			svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, MaxWaitSeconds: tt.maxWait})
+			resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).Acquire(context.Background(), acquireEvent(tt.body))
+			if resp.StatusCode != tt.want {
+				t.Fatalf("got %d %s, want %d", resp.StatusCode, resp.Body, tt.want)
+			}
+			if tt.want != 422 {
+				return
+			}
+			var p Problem
+			if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != "wait_seconds" {
+				t.Errorf("got %s, want one error naming wait_seconds", resp.Body)
+			}
+			if len(db.Updates()) != 0 {
+				t.Errorf("an invalid request reached the store")
+			}
+		})
+	}
+}
+
+// TestAcquireWaitCallBudget: a waiting acquire gives each store call its own
+// store budget, so a wait longer than the budget is no 503, while every
+// call stays bounded.
+func TestAcquireWaitCallBudget(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	release := start.Add(800 * time.Millisecond)
+	var mu sync.Mutex
+	slowest := time.Duration(0)
+	call := func(ctx context.Context) {
+		d, _ := ctx.Deadline()
+		mu.Lock()
+		slowest = max(slowest, time.Until(d))
+		mu.Unlock()
+	}
+	held := func() map[string]types.AttributeValue { return lockItem("holder", 7, time.Now().Add(time.Minute)) }
+	db := &budgetDB{call: call, DB: dynamofake.DB{
+		Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			if time.Now().Before(release) {
+				return nil, &types.ConditionalCheckFailedException{}
+			}
+			return &dynamodb.UpdateItemOutput{Attributes: lockItem("w2", 8, time.Now().Add(30*time.Second))}, nil
+		},
+		Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			it := held()
+			if !time.Now().Before(release) {
+				it[locklogic.AttrReleasedAt] = &types.AttributeValueMemberN{Value: "1"}
+			}
+			return &dynamodb.GetItemOutput{Item: it}, nil
+		},
+	}}
+	h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t"}), slog.New(slog.DiscardHandler), nil)
+	h.SetStoreBudget(300 * time.Millisecond)
+	resp, _ := h.Acquire(context.Background(), acquireEvent(`{"owner":"w2","ttl_seconds":30,"wait_seconds":5}`))
+	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"acquired":true`) {
+		t.Fatalf("got %d %s, want 200 acquired after the release", resp.StatusCode, resp.Body)
+	}
+	if took := time.Since(start); took < 800*time.Millisecond || took > 2*time.Second {
+		t.Errorf("granted after %s, want soon after the release at 800ms", took)
+	}
+	if slowest > 300*time.Millisecond || slowest < 200*time.Millisecond {
+		t.Errorf("store calls got up to %s, want each bounded by the 300ms store budget", slowest)
+	}
+}
+
+// budgetDB records the deadline of every store call.
+type budgetDB struct {
+	dynamofake.DB
+	call func(ctx context.Context)
+}
+
+func (b *budgetDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	b.call(ctx)
+	return b.DB.UpdateItem(ctx, in, opts...)
+}
+
+func (b *budgetDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	b.call(ctx)
+	return b.DB.GetItem(ctx, in, opts...)
+}
+
+// TestAcquireWaitDeadline: the invocation's deadline ends a wait early
+// enough that the answer is the handler's own "held", not a timeout.
+func TestAcquireWaitDeadline(t *testing.T) {
+	t.Parallel()
+	db := &dynamofake.DB{
+		Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return nil, &types.ConditionalCheckFailedException{}
+		},
+		Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			return &dynamodb.GetItemOutput{Item: lockItem("holder", 7, time.Now().Add(time.Minute))}, nil
+		},
+	}
+	h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t"}), slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
+	h.SetStoreBudget(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	resp, _ := h.Acquire(ctx, acquireEvent(`{"owner":"w2","ttl_seconds":30,"wait_seconds":20}`))
+	took := time.Since(start)
+	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"acquired":false`) {
+		t.Fatalf("got %d %s, want 200 acquired:false", resp.StatusCode, resp.Body)
+	}
+	// 1.5 s − 300 ms reserve − 200 ms for the last write: about 1 s.
+	if took < 800*time.Millisecond || took > 1300*time.Millisecond {
+		t.Errorf("answered after %s, want about 1s: before the deadline minus reserve and write budget", took)
+	}
+}
+
+func TestConfigMaxWait(t *testing.T) {
+	t.Parallel()
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			switch k {
+			case "TABLE_NAME":
+				return "t"
+			case "MAX_WAIT_SECONDS":
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tt := range []struct {
+		value   string
+		want    int64 // the service's MaxWaitSeconds
+		wantErr bool
+	}{
+		{"", 20, false},
+		{"20", 20, false},
+		{"5", 5, false},
+		{"0", 0, false}, // waiting off
+		{"21", 0, true},
+		{"-1", 0, true},
+		{"5s", 0, true},
+	} {
+		cfg, err := ConfigFromEnv(env(tt.value))
+		if tt.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "MAX_WAIT_SECONDS") {
+				t.Errorf("MAX_WAIT_SECONDS=%q: got %v, want an error naming it", tt.value, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("MAX_WAIT_SECONDS=%q: %v", tt.value, err)
+		}
+		if got := locklogic.New(nil, cfg.ServiceConfig()).MaxWaitSeconds(); got != tt.want {
+			t.Errorf("MAX_WAIT_SECONDS=%q: service waits up to %d s, want %d", tt.value, got, tt.want)
+		}
+	}
+}
+
+// TestRouteTimeouts: every function's timeout leaves its work time to
+// answer before its deadline, and ends before API Gateway stops waiting.
+func TestRouteTimeouts(t *testing.T) {
+	t.Parallel()
+	for _, r := range Routes {
+		need := StoreBudget + deadlineReserve
+		if r.Name == "acquire" {
+			need += locklogic.MaxWaitLimit * time.Second
+		}
+		if r.Timeout < need || r.Timeout >= IntegrationTimeout {
+			t.Errorf("%s: timeout %s, want from %s (its work) to below %s (API Gateway)", r.Name, r.Timeout, need, IntegrationTimeout)
+		}
+		if r.Timeout%time.Second != 0 {
+			t.Errorf("%s: timeout %s, want whole seconds (Lambda's unit)", r.Name, r.Timeout)
+		}
+	}
+}
