@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,8 +34,12 @@ const (
 	// DefaultBackoffMax caps retry delays, and Retry-After with them, so an
 	// early release is noticed within about this long.
 	DefaultBackoffMax = 2 * time.Second
-	// DefaultTimeout bounds one HTTP exchange of the default HTTP client.
+	// DefaultTimeout bounds one HTTP exchange of the default HTTP client:
+	// more than a MaxServerWait round and the service's answer after it.
 	DefaultTimeout = 30 * time.Second
+	// MaxServerWait is the longest wait_seconds Acquire asks the service
+	// for in one request (the service's own maximum).
+	MaxServerWait = 20 * time.Second
 	// SigV4Service is the service name requests are signed for.
 	SigV4Service = "execute-api"
 )
@@ -45,9 +50,14 @@ const maxResponseBytes = 1 << 20
 // Bounds of the clean-up after an acquire its caller stopped waiting for.
 const (
 	// lateAnswerTimeout is how long an acquire's answer is still awaited
-	// after its caller stopped waiting for it: longer than the service
-	// takes to decide (its store budget is 3 s).
+	// after its caller stopped waiting for it, beyond the wait_seconds it
+	// asked the service for: longer than the service takes to decide (its
+	// store budget is 3 s).
 	lateAnswerTimeout = 10 * time.Second
+	// answerMargin is kept between a round's wait_seconds and the HTTP
+	// client's timeout: the service answers within wait_seconds plus its
+	// store budget (3 s).
+	answerMargin = 5 * time.Second
 	// cleanupTimeout bounds the release of what such an acquire granted.
 	cleanupTimeout = 10 * time.Second
 )
@@ -62,6 +72,10 @@ type Client struct {
 	margin    time.Duration // 0: min(ttl/10, 1s)
 	sign      *sigv4
 	noRenew   bool // WithoutKeepAlive: leases start without background renewals
+	// pollOnly: Acquire polls instead of asking the service to wait, by
+	// choice (WithoutServerWait) or because the service refused
+	// wait_seconds once.
+	pollOnly atomic.Bool
 
 	cleanups cleanups // releases of grants nobody waited for
 }
@@ -132,6 +146,16 @@ func WithLeaseMargin(d time.Duration) Option {
 func WithoutKeepAlive() Option {
 	return func(c *Client) error {
 		c.noRenew = true
+		return nil
+	}
+}
+
+// WithoutServerWait makes Acquire poll, as against a service that does
+// not wait: one attempt at a time with backoff in between, instead of
+// asking the service to hold each request until the lock is free.
+func WithoutServerWait() Option {
+	return func(c *Client) error {
+		c.pollOnly.Store(true)
 		return nil
 	}
 }
@@ -259,7 +283,7 @@ func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl tim
 	if err != nil {
 		return nil, err
 	}
-	r, abandoned := a.attempt(ctx)
+	r, abandoned := a.attempt(ctx, 0)
 	if abandoned {
 		return nil, fmt.Errorf("acquire %q: %w", resource, context.Cause(ctx))
 	}
@@ -272,18 +296,30 @@ func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl tim
 }
 
 // Acquire waits for a lease of ttl on resource for owner until ctx ends.
-// Between attempts it waits with jittered exponential backoff, at least the
-// service's Retry-After (capped at the backoff maximum, so an early release
-// is noticed) but never past ctx's end. Answers that may be temporary (503,
-// other 5xx, network failures) are retried the same way: every attempt asks
-// for the same owner, so one granted unheard is granted again. When ctx
-// ends it returns an error that matches both ctx's error and the last
-// attempt's (ErrHeld while the lock stayed held).
+//
+// It waits at the service: each request asks the service to hold it while
+// the lock is held by someone else, up to wait_seconds = min(20 s, the time
+// left until ctx's deadline, ttl/2, whole seconds), and to grant the lock
+// the moment it is free; a round that ends with the lock still held is
+// followed by the next at once, so a waiter sends one request per round.
+// The lease's local deadline still counts from before the request was
+// sent, so after a long wait its first renewal goes out at once. When less
+// than a second is left, when the service answers that it does not take
+// wait_seconds (422 naming it; remembered for the Client's life), or with
+// WithoutServerWait, it polls: one attempt at a time, with jittered
+// exponential backoff in between, at least the service's Retry-After
+// (capped at the backoff maximum, so an early release is noticed) but
+// never past ctx's end. Answers that may be temporary (503, other 5xx,
+// network failures) are retried the same way: every attempt asks for the
+// same owner, so one granted unheard is granted again. When ctx ends it
+// returns an error that matches both ctx's error and the last attempt's
+// (ErrHeld while the lock stayed held).
 //
 // The owner and the keep-alive are as for TryAcquire. Acquire never leaves
 // behind a lease it did not hand out: a grant that arrives after ctx ended
-// is released with its fencing token, and a lease of a generated owner that
-// an attempt with an unknown outcome may have created is released by owner.
+// is released with its fencing token (a round's answer is awaited for its
+// wait_seconds and 10 s more), and a lease of a generated owner that an
+// attempt with an unknown outcome may have created is released by owner.
 // A clean "held" answer needs no clean-up. The releases run in the
 // background; Drain waits for them.
 func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
@@ -297,9 +333,18 @@ func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.D
 			a.abandon(ctx)
 			return nil, waitErr(ctx, resource, last)
 		}
-		r, abandoned := a.attempt(ctx)
+		wait := c.serverWait(ctx, ttl)
+		sent := time.Now()
+		r, abandoned := a.attempt(ctx, wait)
 		if abandoned {
 			return nil, waitErr(ctx, resource, last)
+		}
+		if wait > 0 && refusesWait(r.err) {
+			// A service without server-side waiting (or with a lower
+			// maximum): poll from now on.
+			c.pollOnly.Store(true)
+			attempt--
+			continue
 		}
 		a.note(r)
 		if r.out == granted {
@@ -310,6 +355,12 @@ func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.D
 			return nil, r.err
 		}
 		last = r.err
+		if wait > 0 && errors.Is(r.err, ErrHeld) && time.Since(sent) >= wait-time.Second {
+			// The service waited the whole round: the next one starts at
+			// once, and a backoff after it starts small again.
+			attempt = -1
+			continue
+		}
 		t := time.NewTimer(c.backoff.delay(attempt, hint(r.err)))
 		select {
 		case <-ctx.Done():
@@ -319,6 +370,48 @@ func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.D
 		case <-t.C:
 		}
 	}
+}
+
+// serverWait is the wait_seconds of Acquire's next request: at most
+// MaxServerWait, no later than ctx's deadline, within the HTTP client's
+// timeout, and at most half the lease's ttl, in whole seconds; 0 (one
+// plain attempt) when less than a second is left or the client polls.
+//
+// The half ttl keeps the lease's local deadline sound: it counts from
+// before the request was sent, as the grant may come at the end of the
+// wait, so after a long wait the lease has at least half its ttl left for
+// the keep-alive's first renewal, which then goes out at once.
+func (c *Client) serverWait(ctx context.Context, ttl time.Duration) time.Duration {
+	if c.pollOnly.Load() {
+		return 0
+	}
+	w := min(MaxServerWait, ttl/2)
+	if d, ok := ctx.Deadline(); ok {
+		w = min(w, time.Until(d))
+	}
+	if c.hc.Timeout > 0 {
+		w = min(w, c.hc.Timeout-answerMargin)
+	}
+	if w < time.Second {
+		return 0
+	}
+	return w.Truncate(time.Second)
+}
+
+// refusesWait reports whether err is the service's refusal of
+// wait_seconds: a 422 naming it (an older service without server-side
+// waiting, or one configured with a lower maximum).
+func refusesWait(err error) bool {
+	var p *ProblemError
+	if !errors.As(err, &p) || p.Status != 422 {
+		return false
+	}
+	for _, f := range p.Errors {
+		if f.Field == "wait_seconds" {
+			return true
+		}
+	}
+	return false
 }
 
 // Drain waits until the client has finished releasing leases that were
@@ -417,17 +510,18 @@ func (a *acquisition) abandon(ctx context.Context) {
 	}
 }
 
-// attempt sends one acquire request. The request does not end with ctx:
-// when ctx ends first, attempt returns abandoned and a background
-// goroutine waits up to lateAnswerTimeout for the answer, then releases
-// what it granted (with its fencing token) or abandons the acquisition.
-func (a *acquisition) attempt(ctx context.Context) (r attemptResult, abandoned bool) {
+// attempt sends one acquire request, asking the service to wait up to
+// wait for a held lock. The request does not end with ctx: when ctx ends
+// first, attempt returns abandoned and a background goroutine waits for the
+// answer (up to wait and lateAnswerTimeout more), then releases what it
+// granted (with its fencing token) or abandons the acquisition.
+func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemptResult, abandoned bool) {
 	if ctx.Done() == nil {
-		return a.c.acquireOnce(ctx, a.resource, a.owner, a.ttl), false
+		return a.c.acquireOnce(ctx, a.resource, a.owner, a.ttl, wait), false
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	answer := make(chan attemptResult, 1)
-	go func() { answer <- a.c.acquireOnce(rctx, a.resource, a.owner, a.ttl) }()
+	go func() { answer <- a.c.acquireOnce(rctx, a.resource, a.owner, a.ttl, wait) }()
 	select {
 	case r := <-answer:
 		cancel()
@@ -435,7 +529,7 @@ func (a *acquisition) attempt(ctx context.Context) (r attemptResult, abandoned b
 	case <-ctx.Done():
 	}
 	a.c.cleanups.add()
-	giveUp := time.AfterFunc(lateAnswerTimeout, cancel)
+	giveUp := time.AfterFunc(wait+lateAnswerTimeout, cancel)
 	go func() {
 		defer a.c.cleanups.done()
 		r := <-answer
@@ -451,15 +545,21 @@ func (a *acquisition) attempt(ctx context.Context) (r attemptResult, abandoned b
 	return attemptResult{}, true
 }
 
-// acquireOnce sends one acquire request and sorts its answer.
-func (c *Client) acquireOnce(ctx context.Context, resource, owner string, ttl time.Duration) attemptResult {
+// acquireOnce sends one acquire request (with wait_seconds when wait is a
+// second or more) and sorts its answer.
+func (c *Client) acquireOnce(ctx context.Context, resource, owner string, ttl, wait time.Duration) attemptResult {
 	fail := func(out outcome, err error) attemptResult {
 		return attemptResult{out: out, err: fmt.Errorf("acquire %q: %w", resource, err)}
 	}
-	t0 := time.Now() // before sending: the lease cannot have started earlier
-	resp, err := c.send(ctx, http.MethodPost, lockPath(resource), map[string]any{
-		"owner": owner, "ttl_seconds": int64(ttl / time.Second),
-	})
+	req := map[string]any{"owner": owner, "ttl_seconds": int64(ttl / time.Second)}
+	if wait >= time.Second {
+		req["wait_seconds"] = int64(wait / time.Second)
+	}
+	// t0 is taken before sending: the lease cannot have started earlier.
+	// After a wait at the service it is older than it need be, which only
+	// makes the lease's local deadline earlier (safe, see serverWait).
+	t0 := time.Now()
+	resp, err := c.send(ctx, http.MethodPost, lockPath(resource), req)
 	if err != nil {
 		return fail(outcomeOf(err), err)
 	}

@@ -134,47 +134,76 @@ func TestTryAcquire(t *testing.T) {
 
 func TestAcquireWaitsForRelease(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
-	res := resourceName(t)
-	holder := acquire(t, newClient(t, srv.URL), res, "holder", 30*time.Second)
+	tests := []struct {
+		name string
+		opts []client.Option
+		// settled: the waiter is waiting once this many acquire requests
+		// were answered (polling) or sent (waiting at the service).
+		sent, answered int
+		within         time.Duration
+		maxRequests    int64 // acquire requests in all; 0: any number
+	}{
+		// The service holds the one request and grants it at its next read
+		// of the item, ~100 ms apart.
+		{name: "AtTheService", sent: 1, within: 500 * time.Millisecond, maxRequests: 1},
+		{name: "Polling", opts: []client.Option{client.WithoutServerWait()}, answered: 2, within: 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := localtest.Start(t, localtest.Options{})
+			res := resourceName(t)
+			holder := acquire(t, newClient(t, srv.URL), res, "holder", 30*time.Second)
 
-	// The waiter's transport reports each acquire answer, so the test knows
-	// the waiter has been told "held" before the holder lets go.
-	answers := make(chan struct{}, 100)
-	waiter := newClient(t, srv.URL, client.WithHTTPClient(&http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		resp, err := http.DefaultTransport.RoundTrip(r)
-		answers <- struct{}{}
-		return resp, err
-	})}))
-	type result struct {
-		l   *client.Lease
-		err error
-		at  time.Time
-	}
-	got := make(chan result, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	go func() {
-		l, err := waiter.Acquire(ctx, res, "waiter", 30*time.Second)
-		got <- result{l, err, time.Now()}
-	}()
-	for range 2 {
-		<-answers
-	}
-	released := time.Now()
-	if err := holder.Release(ctx); err != nil {
-		t.Fatalf("holder Release: %v", err)
-	}
-	r := <-got
-	if r.err != nil {
-		t.Fatalf("Acquire: %v", r.err)
-	}
-	defer r.l.Release(context.Background())
-	if wait := r.at.Sub(released); wait > 2*time.Second {
-		t.Errorf("Acquire got the lock %s after the release, want within 2s", wait)
-	}
-	if r.l.FencingToken() <= holder.FencingToken() {
-		t.Errorf("waiter's token: got %d, want more than the holder's %d", r.l.FencingToken(), holder.FencingToken())
+			// The waiter's transport reports each acquire request and answer,
+			// so the test knows the waiter is waiting before the holder lets go.
+			sent, answers := make(chan struct{}, 100), make(chan struct{}, 100)
+			var requests atomic.Int64
+			waiter := newClient(t, srv.URL, append(tt.opts, client.WithHTTPClient(&http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				requests.Add(1)
+				sent <- struct{}{}
+				resp, err := http.DefaultTransport.RoundTrip(r)
+				answers <- struct{}{}
+				return resp, err
+			})}))...)
+			type result struct {
+				l   *client.Lease
+				err error
+				at  time.Time
+			}
+			got := make(chan result, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			go func() {
+				l, err := waiter.Acquire(ctx, res, "waiter", 30*time.Second)
+				got <- result{l, err, time.Now()}
+			}()
+			for range tt.sent {
+				<-sent
+			}
+			for range tt.answered {
+				<-answers
+			}
+			time.Sleep(300 * time.Millisecond) // the service is inside its wait
+			released := time.Now()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatalf("holder Release: %v", err)
+			}
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("Acquire: %v", r.err)
+			}
+			defer r.l.Release(context.Background())
+			if wait := r.at.Sub(released); wait > tt.within {
+				t.Errorf("Acquire got the lock %s after the release, want within %s", wait, tt.within)
+			}
+			if r.l.FencingToken() <= holder.FencingToken() {
+				t.Errorf("waiter's token: got %d, want more than the holder's %d", r.l.FencingToken(), holder.FencingToken())
+			}
+			if n := requests.Load(); tt.maxRequests > 0 && n > tt.maxRequests {
+				t.Errorf("the waiter sent %d requests, want %d", n, tt.maxRequests)
+			}
+		})
 	}
 }
 

@@ -20,6 +20,12 @@
 // deadline. Work done under the lock should run under Lease.Context and
 // carry Lease.FencingToken to the systems it writes.
 //
+// Acquire waits for a held lock at the service: each request asks it to
+// hold the request until the lock is free (wait_seconds, in rounds of up
+// to 20 s), so the lock changes hands within about a tenth of a second of
+// a release, with one request per round. Against a service that does not
+// wait it polls with backoff instead. TryAcquire asks once.
+//
 // An owner names one holder. Acquire with an empty owner and the client
 // makes up a unique one per lease (HOST:PID:RANDOM), so the same code
 // running on two hosts can never both hold the lock. An acquire whose

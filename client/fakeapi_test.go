@@ -26,6 +26,9 @@ type fakeAPI struct {
 	// the request itself with serve, and return the answer to give: a
 	// response, a transport error, or nil and nil to serve it normally.
 	intercept func(c call) (*http.Response, error)
+	// refuseWait answers 422 naming wait_seconds to every request that has
+	// it, as a service without server-side waiting does.
+	refuseWait bool
 
 	mu    sync.Mutex
 	locks map[string]*fakeLock
@@ -50,6 +53,7 @@ type call struct {
 	Owner    string
 	Token    int64 // the fencing_token sent, 0 when none
 	TTL      time.Duration
+	Wait     time.Duration   // wait_seconds, 0 when absent
 	Ctx      context.Context // the request's
 }
 
@@ -86,6 +90,7 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		Owner string `json:"owner"`
 		TTL   int64  `json:"ttl_seconds"`
 		Token int64  `json:"fencing_token"`
+		Wait  int64  `json:"wait_seconds"`
 	}
 	if r.Body != nil {
 		data, err := io.ReadAll(r.Body)
@@ -103,7 +108,8 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !ok {
 		return nil, fmt.Errorf("fake API: unexpected path %q", r.URL.Path)
 	}
-	c := call{At: time.Now(), Resource: path, Owner: body.Owner, Token: body.Token, TTL: time.Duration(body.TTL) * time.Second, Ctx: r.Context()}
+	c := call{At: time.Now(), Resource: path, Owner: body.Owner, Token: body.Token, TTL: time.Duration(body.TTL) * time.Second,
+		Wait: time.Duration(body.Wait) * time.Second, Ctx: r.Context()}
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/renew"):
 		c.Op, c.Resource = "renew", strings.TrimSuffix(path, "/renew")
@@ -130,9 +136,32 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-	resp := f.serve(c)
+	if c.Wait > 0 && f.refuseWait {
+		resp := jsonResponse(422, nil, map[string]any{
+			"type": client.ProblemTypeBase + "validation-failed", "title": "validation-failed", "status": 422,
+			"errors": []map[string]string{{"field": "wait_seconds", "detail": "is not a known member"}},
+		})
+		resp.Request = r
+		return resp, nil
+	}
+	resp := f.serveWait(c)
 	resp.Request = r
 	return resp, nil
+}
+
+// serveWait serves c; an acquire with wait_seconds that finds the lock held
+// by another owner is held, as the service holds it, until the lock is
+// free or until half a second before wait_seconds have passed. Like a
+// Lambda function, it does not notice a client that gives up.
+func (f *fakeAPI) serveWait(c call) *http.Response {
+	end := c.At.Add(c.Wait - 500*time.Millisecond)
+	for c.Op == "acquire" && c.Wait > 0 && time.Now().Before(end) {
+		if owner, _, ok := f.holder(c.Resource); !ok || owner == c.Owner {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return f.serve(c)
 }
 
 // serve applies c to the fake service's state and returns its answer.
