@@ -54,8 +54,10 @@ const DefaultEndpoint = "http://127.0.0.1:8080"
 const requestTimeout = 30 * time.Second
 
 // drainTimeout bounds how long lockctl waits, before it exits, for the
-// release of a lease granted after it stopped waiting for it.
-const drainTimeout = 10 * time.Second
+// release of a lease granted after it stopped waiting for it: a request
+// that waits at the service may be answered up to client.MaxServerWait
+// after it was sent, and the release follows.
+const drainTimeout = client.MaxServerWait + 10*time.Second
 
 // Env is what lockctl gets from its process: standard streams, environment
 // variables (Getenv) and the environment handed to a command (Environ).
@@ -171,7 +173,10 @@ Flags of every command:
 
 --owner defaults to HOST:PID:RANDOM, unique per process. --ttl, --wait and
 --grace take seconds (90) or a duration (90s, 1m30s); --ttl is whole seconds.
---wait 0 tries once. 'lockctl COMMAND --help' tells more about a command.
+--wait 0 tries once; a longer --wait waits at the service (one request per
+round of up to 20 s) and gets the lock right after its release, or polls a
+service that does not wait. 'lockctl COMMAND --help' tells more about a
+command.
 
 Exit codes:
   0   success (run: the command's own status)
