@@ -113,3 +113,66 @@ func TestLateWriteCannotTouchNewerLease(t *testing.T) {
 		})
 	}
 }
+
+// TestRenewalsOutOfOrder: two renewals of one lease in flight at once (a
+// keep-alive and a renew by hand, or two processes of one owner) can land
+// in the opposite order. The earlier one then finds the lease renewed by a
+// later request: it is answered with that lease when it runs at least as
+// far as asked (200), or 503 to retry when it does not — never 404, which
+// would tell a live holder that its lease is gone.
+func TestRenewalsOutOfOrder(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name             string
+		earlyTTL, later  int
+		wantStatus       int
+		wantExpiresLater bool
+	}{
+		{"LaterRunsFurther", 30, 30, 200, true},
+		{"LaterRunsShorter", 60, 10, 503, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			proxy, err := faultproxy.New(localtest.Endpoint(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { proxy.Close() })
+			srv := localtest.Start(t, localtest.Options{StoreEndpoint: proxy.URL()})
+			r0 := res(t)
+			tok := token(t, acquire(t, srv, r0, "w1", 30))
+
+			var armed atomic.Bool
+			armed.Store(true)
+			proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+				if r.Op == "UpdateItem" && armed.CompareAndSwap(true, false) {
+					return faultproxy.Action{Fault: faultproxy.Delay, Delay: 400 * time.Millisecond}
+				}
+				return faultproxy.Action{}
+			})
+			early := make(chan reply, 1)
+			go func() { early <- call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", tc.earlyTTL, tok)) }()
+			time.Sleep(100 * time.Millisecond) // the early renewal is stamped and held
+			later := call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", tc.later, tok))
+			if later.status != 200 {
+				t.Fatalf("later renewal: got %d %s", later.status, later.raw)
+			}
+			got := <-early
+			if got.status != tc.wantStatus {
+				t.Fatalf("earlier renewal landing second: got %d %s, want %d", got.status, got.raw, tc.wantStatus)
+			}
+			if tc.wantExpiresLater {
+				if g, w := got.json["lock"].(map[string]any)["expires_at"], later.json["lock"].(map[string]any)["expires_at"]; g != w {
+					t.Errorf("answered expires_at %v, want the lease as the later renewal left it (%v)", g, w)
+				}
+			} else {
+				wantProblem(t, got, 503, "service-unavailable")
+			}
+			st := call(t, srv, "GET", lockPath(r0), "")
+			if st.status != 200 || st.json["expires_at"] != later.json["lock"].(map[string]any)["expires_at"] {
+				t.Errorf("lease after both: got %d %s, want the later renewal's expiry", st.status, st.raw)
+			}
+		})
+	}
+}

@@ -31,7 +31,11 @@
 // fails its condition when it lands afterwards instead of ending or
 // shortening the newer lease (TestLateWriteCannotTouchNewerLease). A release
 // checks only acquired_at: a renewal racing the owner's own release must not
-// keep the lock alive. Taking a free lock (absent, released, or expired by
+// keep the lock alive. Two renewals of one lease in flight at once (a
+// keep-alive and a renew by hand) may land in either order: the earlier one,
+// landing second, finds its own lease renewed by a later request and is
+// answered with that lease if it runs at least as far as asked, or told to
+// retry (ErrUnavailable) if not — never ErrNotFound for a live lease. Taking a free lock (absent, released, or expired by
 // the request's own clock) needs no stamp: it ends nobody's lease, and a late
 // grant there only holds the lock, until its TTL, for a caller that was told
 // 503 — like any grant whose answer is lost, which clients release.

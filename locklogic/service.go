@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -285,7 +286,19 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		return Lock{}, s.explain(ctx, "renew", req.Resource, req.Caller, req.FencingToken, now, "", err)
+		err = s.explain(ctx, "renew", req.Resource, req.Caller, req.FencingToken, now, "", err)
+		var later *renewedSinceError
+		if !errors.As(err, &later) {
+			return Lock{}, err
+		}
+		// This lease was renewed by a request stamped after this one (two
+		// renewals in flight, landing out of order). If that renewal runs
+		// at least as far as this one asked, this one is already done.
+		if later.lock.ExpiresAt.UnixMilli() >= expMs {
+			later.lock.Resource = req.Resource
+			return later.lock, nil
+		}
+		return Lock{}, fmt.Errorf("renew %q: a later renewal with a nearer expiry landed first: %w", req.Resource, ErrUnavailable)
 	}
 	lock, ok := decode(req.Resource, out.Attributes)
 	if !ok {
@@ -434,8 +447,14 @@ func (s *Service) explain(ctx context.Context, op, resource string, c Caller, to
 	if releaseID != "" && str(item, AttrReleaseID) == releaseID {
 		return nil
 	}
-	return classify(item, c, token, now)
+	return classify(item, c, token, now, op == "renew")
 }
+
+// renewedSinceError is classify's answer for a renew that found the very
+// lease it asked for, live, but renewed by a request stamped after it.
+type renewedSinceError struct{ lock Lock }
+
+func (e *renewedSinceError) Error() string { return "lease renewed by a later request" }
 
 // newReleaseID returns a random id that tells this release's tombstone from
 // any other.
@@ -445,11 +464,13 @@ func newReleaseID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// classify says why the holder condition fails for item. If it would hold
-// now, the lease changed between the write and the read (for example it
+// classify says why the holder condition fails for item. For a renew
+// (extends) that found its own live lease renewed by a later request, it is
+// a *renewedSinceError. If the condition would hold now, the lease changed
+// between the write and the read (for example it
 // expired and the same owner took it again), so the caller's lease is gone:
 // ErrNotFound.
-func classify(item map[string]types.AttributeValue, c Caller, token *int64, now time.Time) error {
+func classify(item map[string]types.AttributeValue, c Caller, token *int64, now time.Time, extends bool) error {
 	lock, ok := decode("", item)
 	if !ok || !live(item, now) {
 		return ErrNotFound
@@ -459,6 +480,9 @@ func classify(item map[string]types.AttributeValue, c Caller, token *int64, now 
 	}
 	if token != nil && lock.FencingToken != *token {
 		return ErrStaleToken
+	}
+	if renewed, ok := n(item, AttrRenewedAt); extends && ok && lock.AcquiredAt.UnixMilli() <= now.UnixMilli() && renewed > now.UnixMilli() {
+		return &renewedSinceError{lock: lock}
 	}
 	return ErrNotFound
 }
@@ -561,6 +585,10 @@ func transient(err error) bool {
 	var (
 		params *smithy.InvalidParamsError
 		ser    *smithy.SerializationError
+		dns    *net.DNSError
 	)
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return false // a misspelt endpoint, not an outage: retrying cannot help
+	}
 	return !errors.As(err, &params) && !errors.As(err, &ser)
 }

@@ -3,6 +3,8 @@ package locklogic
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,6 +151,49 @@ func TestRenewReleaseOutcomes(t *testing.T) {
 	}
 }
 
+// TestRenewAfterLaterRenewal: on DynamoDB (old item returned, no read), a
+// renew that finds its own lease renewed by a later request is answered with
+// that lease when it runs at least as far as asked, else ErrUnavailable to
+// retry — and a release in the same situation is unaffected by renewed_at.
+func TestRenewAfterLaterRenewal(t *testing.T) {
+	tok := int64(42)
+	later := func(exp time.Time) map[string]types.AttributeValue {
+		it := item("w1", "", tok, exp)
+		it[AttrRenewedAt] = num(t0.Add(time.Second).UnixMilli()) // stamped after this request's now
+		return it
+	}
+	cases := []struct {
+		name    string
+		exp     time.Time
+		wantErr error
+	}{
+		{"RunsFurther", t0.Add(31 * time.Second), nil},
+		{"RunsAsFar", t0.Add(30 * time.Second), nil},
+		{"RunsShorter", t0.Add(10 * time.Second), ErrUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(later(tc.exp)) }}
+			lock, err := newTestService(db).Renew(context.Background(), RenewRequest{Resource: "r", Caller: Caller{Owner: "w1"}, TTLSeconds: 30, FencingToken: &tok})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("got %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && (!lock.ExpiresAt.Equal(tc.exp) || lock.FencingToken != tok || lock.Resource != "r") {
+				t.Errorf("got %+v, want the stored lease (expires %v, token %d)", lock, tc.exp, tok)
+			}
+			if db.Gets() != 0 {
+				t.Errorf("got %d reads, want none", db.Gets())
+			}
+		})
+	}
+	db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return nil, ccf(later(t0.Add(time.Minute)))
+	}}
+	if err := newTestService(db).Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("release: got %v, want ErrNotFound (the lease changed since the write)", err)
+	}
+}
+
 type apiErr struct{ code string }
 
 func (e apiErr) Error() string                 { return e.code + ": secret detail about table t" }
@@ -169,6 +214,10 @@ func TestStoreErrors(t *testing.T) {
 		{"Timeout", context.DeadlineExceeded, true},
 		{"TableMissing", &types.ResourceNotFoundException{Message: strPtr("Requested resource not found")}, false},
 		{"Validation", apiErr{"ValidationException"}, false},
+		{"AccessDenied", apiErr{"AccessDeniedException"}, false},
+		{"CutOffReply", &smithy.DeserializationError{Err: io.ErrUnexpectedEOF}, true},
+		{"ConnectionReset", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{"EndpointHostUnknown", &net.DNSError{Err: "no such host", Name: "dynamodb.example.invalid", IsNotFound: true}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
