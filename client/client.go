@@ -77,7 +77,8 @@ type Client struct {
 	// wait_seconds once.
 	pollOnly atomic.Bool
 
-	cleanups cleanups // releases of grants nobody waited for
+	cleanups cleanups           // releases of grants nobody waited for
+	latest   latestAcquisitions // acquisitions per (resource, chosen owner)
 }
 
 type sigv4 struct {
@@ -274,10 +275,13 @@ func (l Lock) check(resource string) error {
 // The lease renews itself in the background unless the Client was made
 // WithoutKeepAlive. When ctx ends while the request is in flight,
 // TryAcquire returns at once; if the service grants the request after
-// all, the lease is released in the background (see Drain). When the
+// all, the lease is released in the background (see Drain) — for a chosen
+// owner only while this Client has not started another acquire of the
+// same resource and owner since: that one may hold a lease the late grant
+// replaced, so the late grant is left to lapse at its TTL instead. When the
 // outcome is unknown (a network failure or a 5xx answer) and the owner was
 // generated, the lease it may have created is released too: nobody else
-// could.
+// could. A context that has already ended sends nothing.
 func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
 	a, err := c.newAcquisition(resource, owner, ttl)
 	if err != nil {
@@ -457,7 +461,8 @@ type acquisition struct {
 	resource  string
 	owner     string
 	ttl       time.Duration
-	generated bool // owner is new, unique to this call
+	generated bool   // owner is new, unique to this call
+	gen       uint64 // this acquisition's number for (resource, owner) in c.latest
 	// unsure: an attempt's outcome is unknown and no later answer settled
 	// it (a grant replaces it, "held" shows it is not live).
 	unsure bool
@@ -471,7 +476,37 @@ func (c *Client) newAcquisition(resource, owner string, ttl time.Duration) (*acq
 	if err := checkArgs(resource, a.owner, ttl); err != nil {
 		return nil, fmt.Errorf("acquire %q: %w", resource, err)
 	}
+	if !a.generated {
+		a.gen = c.latest.next(resource, a.owner)
+	}
 	return a, nil
+}
+
+// latestAcquisitions numbers the acquisitions of each (resource, chosen
+// owner), so a late grant is released only while no newer acquisition of
+// the same owner has started: a newer one may hold a lease that the late
+// grant replaced (same-owner re-acquire), and releasing the late grant
+// would then end the lease the caller holds.
+type latestAcquisitions struct {
+	mu   sync.Mutex
+	last map[[2]string]uint64
+}
+
+func (l *latestAcquisitions) next(resource, owner string) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[[2]string]uint64{}
+	}
+	k := [2]string{resource, owner}
+	l.last[k]++
+	return l.last[k]
+}
+
+func (l *latestAcquisitions) isLatest(resource, owner string, gen uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[[2]string{resource, owner}] == gen
 }
 
 // newOwner returns an owner no other lease has: HOST:PID:RANDOM.
@@ -516,6 +551,9 @@ func (a *acquisition) abandon(ctx context.Context) {
 // answer (up to wait and lateAnswerTimeout more), then releases what it
 // granted (with its fencing token) or abandons the acquisition.
 func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemptResult, abandoned bool) {
+	if ctx.Err() != nil {
+		return attemptResult{}, true // never send a request nobody waits for
+	}
 	if ctx.Done() == nil {
 		return a.c.acquireOnce(ctx, a.resource, a.owner, a.ttl, wait), false
 	}
@@ -537,7 +575,13 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 		cancel()
 		a.note(r)
 		if r.out == granted {
-			a.c.release(ctx, a.resource, r.grant.lock.Owner, r.grant.lock.FencingToken)
+			// A generated owner is this acquisition's alone. A chosen owner
+			// may have been acquired again meanwhile; then this grant may
+			// have replaced that lease, so it is left to lapse at its TTL
+			// (a repeated acquire of the owner takes it over anyway).
+			if a.generated || a.c.latest.isLatest(a.resource, a.owner, a.gen) {
+				a.c.release(ctx, a.resource, r.grant.lock.Owner, r.grant.lock.FencingToken)
+			}
 			return
 		}
 		a.abandon(ctx)
