@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +47,7 @@ func TestProcess(t *testing.T) {
 	t.Run("KilledLockctlTakesCommandAlong", func(t *testing.T) { t.Parallel(); testKilledLockctl(t, bin) })
 	t.Run("LeaseCoversBackgroundChildren", func(t *testing.T) { t.Parallel(); testBackgroundChildren(t, bin) })
 	t.Run("CtrlZStopsCommand", func(t *testing.T) { t.Parallel(); testCtrlZ(t, bin) })
+	t.Run("GraceEndsBeforeLease", func(t *testing.T) { t.Parallel(); testGraceEndsBeforeLease(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {
@@ -215,7 +220,7 @@ func testLeaseLost(t *testing.T, bin string) {
 		grace    time.Duration
 		wantKill bool // the command ignores SIGTERM, so SIGKILL must end it
 	}{
-		{name: "ExitsOnTERM", trap: `echo term >> "$MARK"; exit 143`, grace: 30 * time.Second},
+		{name: "ExitsOnTERM", trap: `echo term >> "$MARK"; exit 143`, grace: time.Second},
 		{name: "IgnoresTERM", trap: `echo term >> "$MARK"`, grace: 700 * time.Millisecond, wantKill: true},
 	}
 	for _, tt := range tests {
@@ -542,4 +547,61 @@ func takeOver(tb testing.TB, srv *localtest.Server, clock *localtest.Clock, res 
 	}
 	tb.Cleanup(func() { _ = other.Release(context.Background()) })
 	return c
+}
+
+// testGraceEndsBeforeLease: when the service stops answering, the command
+// — even one that ignores SIGTERM — must be gone before the lease can end
+// at the service, or the next holder would run beside it for up to
+// --grace. lockctl stops it grace before the lease's local deadline.
+func testGraceEndsBeforeLease(t *testing.T, bin string) {
+	srv := localtest.Start(t, localtest.Options{})
+	var down atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, `{"message":"Service Unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
+		proxyTo(t, srv.URL, w, r)
+	}))
+	t.Cleanup(front.Close)
+	dir, res := t.TempDir(), uniqueName(t)
+	ready := filepath.Join(dir, "ready")
+	script := `trap '' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
+	start := time.Now() // before lockctl's acquire: the lease cannot start earlier
+	p := startLockctl(t, bin, front.URL, []string{"READY=" + ready}, "run", res, "--ttl", "3", "--", "sh", "-c", script)
+	pid := atoi(t, strings.TrimSpace(waitFile(t, ready, p)))
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	down.Store(true) // no renewal gets through from now on
+	if code := p.wait(t, 10*time.Second); code != cli.ExitLeaseLost {
+		t.Errorf("exit code: got %d, want %d", code, cli.ExitLeaseLost)
+	}
+	if alive(pid) {
+		t.Fatalf("the command (pid %d) still runs after lockctl exited", pid)
+	}
+	// The service's lease ends at the latest 3 s after the last renewal it
+	// granted, which was sent no earlier than start.
+	if took := time.Since(start); took >= 3*time.Second {
+		t.Errorf("the command ran until %v after the acquire was sent, past the 3 s lease: another holder could have run beside it", took)
+	}
+}
+
+// proxyTo forwards r to base and copies the answer back.
+func proxyTo(tb testing.TB, base string, w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		tb.Error(err)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }

@@ -262,6 +262,9 @@ func TestMainCommands(t *testing.T) {
 		{name: "ErrTTLFraction", args: func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "1500ms"} }, wantCode: cli.ExitUsage, wantStderr: "whole seconds"},
 		{name: "ErrTTLUnit", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "--ttl", "90x", "--", "true"} }, wantCode: cli.ExitUsage, wantStderr: "want seconds (90) or a duration"},
 		{name: "ErrTTLNegative", args: func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--ttl", "-5"} }, wantCode: cli.ExitUsage, wantStderr: "out of range"},
+		{name: "ErrGraceLongerThanLease", args: func(res string, _ *client.Lease) []string {
+			return []string{"run", res, "--ttl", "3", "--grace", "10", "--", "true"}
+		}, wantCode: cli.ExitUsage, wantStderr: "--grace 10s does not fit in a 3s lease"},
 		{name: "ErrHeldExitRange", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "-E", "256", "--", "true"} }, wantCode: cli.ExitUsage, wantStderr: "--held-exit 256"},
 		{name: "ErrUsageNamesCommandHelp", args: func(res string, _ *client.Lease) []string { return []string{"renew", res} }, wantCode: cli.ExitUsage, wantStderr: "Run 'lockctl renew --help' for usage."},
 		{name: "ErrReleaseWithoutOwner", args: func(res string, _ *client.Lease) []string { return []string{"release", res} }, wantCode: cli.ExitUsage, wantStderr: "--owner is required"},

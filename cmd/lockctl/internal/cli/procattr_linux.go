@@ -20,13 +20,14 @@ func becomeSubreaper() {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 }
 
-// reapOrphans reaps every child of lockctl that has exited. Call it only
-// after the command's main process was waited for: all children left are
-// orphans of the command.
-func reapOrphans() {
+// reapOrphans reaps the exited children of lockctl in process group pgid:
+// the command's orphans. Call it only after the command's main process was
+// waited for. It never touches another child (wait4 on -pgid, not -1), so
+// it cannot steal the exit status of a process someone else waits for.
+func reapOrphans(pgid int) {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
 		if err == syscall.EINTR {
 			continue
 		}

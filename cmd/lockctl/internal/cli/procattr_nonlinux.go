@@ -16,4 +16,4 @@ func procAttr() *syscall.SysProcAttr {
 func becomeSubreaper() {}
 
 // reapOrphans does nothing outside Linux (see becomeSubreaper).
-func reapOrphans() {}
+func reapOrphans(int) {}

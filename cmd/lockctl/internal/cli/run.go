@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,12 +16,22 @@ import (
 // releaseTimeout bounds the release after the command ended.
 const releaseTimeout = 10 * time.Second
 
+// defaultGrace is --grace unless the lease is too short for it.
+const defaultGrace = 10 * time.Second
+
+// isSet reports whether flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func runCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("run"), env)
 	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds` (90 or 90s); renewed every ttl/3")
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
-	grace := fs.duration("grace", 10*time.Second, "after a lost lease, `seconds` from SIGTERM to SIGKILL")
+	grace := fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL (at most ttl/2 − min(ttl/10, 1s); default 10 or that)")
 	held := fs.heldFlags()
 	resource, argv, err := parse(fs, args)
 	if err == nil {
@@ -34,6 +45,19 @@ func runCmd(args []string, env Env) int {
 	}
 	if err == nil && (*grace < 0 || *wait < 0) {
 		err = &usageError{"--grace and --wait must not be negative"}
+	}
+	// The command must be gone before the service can hand the lock to
+	// anyone else: SIGTERM goes out grace before the lease's local
+	// deadline, so SIGKILL lands before the service's expiry. That needs
+	// room in the lease for the keep-alive (every ttl/3) to work first.
+	margin := min(*ttl/10, time.Second)
+	limit := *ttl/2 - margin
+	if err == nil {
+		if !isSet(fs.FlagSet, "grace") {
+			*grace = min(*grace, limit)
+		} else if *grace > limit {
+			err = &usageError{fmt.Sprintf("--grace %s does not fit in a %s lease: the command is stopped grace before the lease can end, so grace must be at most ttl/2 − min(ttl/10, 1s) = %s; raise --ttl or lower --grace", *grace, *ttl, limit)}
+		}
 	}
 	if err != nil {
 		return parseFailed(fs, env, err)
@@ -49,7 +73,7 @@ func runCmd(args []string, env Env) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
-	lease, code := waitForLock(fs.common, resource, *owner, *ttl, *wait, held, sigc, env)
+	lease, code := waitForLock(fs.common, resource, *owner, *ttl, *wait, *grace+margin, held, sigc, env)
 	if lease == nil {
 		return code
 	}
@@ -70,10 +94,10 @@ func runCmd(args []string, env Env) int {
 // owner when the owner is lockctl's own unique one. A grant nobody heard
 // of would block the next run for a whole TTL. A clean "held" answer needs
 // no clean-up.
-func waitForLock(com *common, resource, owner string, ttl, wait time.Duration, held *heldOptions, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
+func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Duration, held *heldOptions, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := com.client(ctx)
+	c, err := com.client(ctx, client.WithLeaseMargin(margin))
 	if err != nil {
 		return nil, failed(env, err)
 	}

@@ -160,7 +160,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jo
 // the orphans that lockctl, their subreaper, has to (a zombie still counts
 // as a member). Call it only after the group's leader was waited for.
 func groupGone(pgid int) bool {
-	reapOrphans()
+	reapOrphans(pgid)
 	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 }
 
