@@ -97,104 +97,121 @@ func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 // for a lock held by someone else (locklogic.Service.AcquireWait). Each
 // store call of a wait has its own store budget.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, false, func(ctx context.Context, resource string) (result, error) {
-		b, err := parseBody(req, "owner", "ttl_seconds", "wait_seconds")
-		if err != nil {
-			return result{}, err
-		}
-		owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", false)
-		if err := b.errs.Err(); err != nil {
-			return result{}, err
-		}
-		ar := locklogic.AcquireRequest{
-			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)}, TTLSeconds: *ttl,
-		}
-		if wait != nil {
-			ar.WaitSeconds = *wait
-		}
-		res, err := h.svc.AcquireWait(ctx, ar, h.budget())
-		if err != nil {
-			return result{}, err
-		}
-		if res.Acquired {
-			l := lockJSON(res.Lock)
-			return result{status: 200, body: AcquireResponse{Acquired: true, Lock: &l}, outcome: "acquired"}, nil
-		}
-		out := result{status: 200, body: AcquireResponse{Resource: resource}, outcome: "held"}
-		if !res.HolderExpiresAt.IsZero() {
-			out.body = AcquireResponse{Resource: resource, ExpiresAt: res.HolderExpiresAt.UTC().Format(TimeFormat)}
-			secs := math.Ceil(res.HolderExpiresAt.Sub(h.now()).Seconds())
-			out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
-		}
-		return out, nil
-	})
+	return h.serve(ctx, &req, routeAcquire)
+}
+
+// acquire is Acquire's route: parse, one AcquireWait, map its outcome.
+func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+	b, err := parseBody(req, "owner", "ttl_seconds", "wait_seconds")
+	if err != nil {
+		return result{}, err
+	}
+	owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", false)
+	if err := b.errs.Err(); err != nil {
+		return result{}, err
+	}
+	ar := locklogic.AcquireRequest{
+		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)}, TTLSeconds: *ttl,
+	}
+	if wait != nil {
+		ar.WaitSeconds = *wait
+	}
+	res, err := h.svc.AcquireWait(ctx, ar, h.budget())
+	if err != nil {
+		return result{}, err
+	}
+	if res.Acquired {
+		return result{status: 200, body: acquiredBody(res.Lock), outcome: "acquired"}, nil
+	}
+	out := result{status: 200, body: AcquireResponse{Resource: resource}, outcome: "held"}
+	if !res.HolderExpiresAt.IsZero() {
+		out.body = AcquireResponse{Resource: resource, ExpiresAt: string(appendTime(nil, res.HolderExpiresAt))}
+		secs := math.Ceil(res.HolderExpiresAt.Sub(h.now()).Seconds())
+		out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
+	}
+	return out, nil
 }
 
 // Status serves GET /locks/{resource}: the live lease, or 404.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, true, func(ctx context.Context, resource string) (result, error) {
-		lock, err := h.svc.Status(ctx, resource)
-		if err != nil {
-			return result{}, err
-		}
-		return result{status: 200, body: lockJSON(lock), outcome: "found"}, nil
-	})
+	return h.serve(ctx, &req, routeStatus)
+}
+
+func (h *Handler) status(ctx context.Context, resource string) (result, error) {
+	lock, err := h.svc.Status(ctx, resource)
+	if err != nil {
+		return result{}, err
+	}
+	return result{status: 200, body: lockBody(lock), outcome: "found"}, nil
 }
 
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
 // optional "fencing_token": 204, or 404/403/409.
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, true, func(ctx context.Context, resource string) (result, error) {
-		b, err := parseBody(req, "owner", "fencing_token")
-		if err != nil {
-			return result{}, err
-		}
-		owner, token := b.str("owner"), b.int("fencing_token", false)
-		if err := b.errs.Err(); err != nil {
-			return result{}, err
-		}
-		err = h.svc.Release(ctx, locklogic.ReleaseRequest{
-			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)}, FencingToken: token,
-		})
-		if err != nil {
-			return result{}, err
-		}
-		return result{status: 204, outcome: "released"}, nil
+	return h.serve(ctx, &req, routeRelease)
+}
+
+func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+	b, err := parseBody(req, "owner", "fencing_token")
+	if err != nil {
+		return result{}, err
+	}
+	owner, token := b.str("owner"), b.int("fencing_token", false)
+	if err := b.errs.Err(); err != nil {
+		return result{}, err
+	}
+	err = h.svc.Release(ctx, locklogic.ReleaseRequest{
+		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)}, FencingToken: token,
 	})
+	if err != nil {
+		return result{}, err
+	}
+	return result{status: 204, outcome: "released"}, nil
 }
 
 // Renew serves POST /locks/{resource}/renew with body {"owner",
 // "ttl_seconds"} and an optional "fencing_token".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, true, func(ctx context.Context, resource string) (result, error) {
-		b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
-		if err != nil {
-			return result{}, err
-		}
-		owner, ttl, token := b.str("owner"), b.int("ttl_seconds", true), b.int("fencing_token", false)
-		if err := b.errs.Err(); err != nil {
-			return result{}, err
-		}
-		lock, err := h.svc.Renew(ctx, locklogic.RenewRequest{
-			Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(req)},
-			TTLSeconds: *ttl, FencingToken: token,
-		})
-		if err != nil {
-			return result{}, err
-		}
-		return result{status: 200, body: RenewResponse{Renewed: true, Lock: lockJSON(lock)}, outcome: "renewed"}, nil
-	})
+	return h.serve(ctx, &req, routeRenew)
 }
+
+func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+	b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
+	if err != nil {
+		return result{}, err
+	}
+	owner, ttl, token := b.str("owner"), b.int("ttl_seconds", true), b.int("fencing_token", false)
+	if err := b.errs.Err(); err != nil {
+		return result{}, err
+	}
+	lock, err := h.svc.Renew(ctx, locklogic.RenewRequest{
+		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)},
+		TTLSeconds: *ttl, FencingToken: token,
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return result{status: 200, body: renewedBody(lock), outcome: "renewed"}, nil
+}
+
+// Routes' work on the store, as serve runs it. A switch rather than a
+// function value: a pointer passed to a function value escapes, and the
+// event would move to the heap on every request.
+const (
+	routeAcquire = iota
+	routeStatus
+	routeRelease
+	routeRenew
+)
 
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
-// 500 of its own. With bounded, the route runs under one store budget from
-// the request's start; otherwise it bounds each store call itself
-// (h.budget).
-func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, bounded bool, route func(ctx context.Context, resource string) (result, error)) (resp events.APIGatewayV2HTTPResponse, _ error) {
+// 500 of its own. Acquire bounds each of its store calls itself (h.budget);
+// the other routes run under one store budget from the request's start.
+func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	if bounded {
+	if route != routeAcquire {
 		var cancel context.CancelFunc
 		ctx, cancel = h.budget().Context(ctx)
 		defer cancel()
@@ -212,7 +229,16 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		}
 		h.logRequest(ctx, req, resource, resp.StatusCode, res.outcome, err, time.Since(start))
 	}()
-	res, err = route(ctx, resource)
+	switch route {
+	case routeAcquire:
+		res, err = h.acquire(ctx, req, resource)
+	case routeStatus:
+		res, err = h.status(ctx, resource)
+	case routeRelease:
+		res, err = h.release(ctx, req, resource)
+	case routeRenew:
+		res, err = h.renew(ctx, req, resource)
+	}
 	resp = h.render(res, err, req, resource)
 	return resp, nil
 }
@@ -233,21 +259,27 @@ func (h *Handler) budget() locklogic.Budget {
 	return locklogic.Budget{PerCall: h.storeBudget, Reserve: deadlineReserve}
 }
 
-func (h *Handler) render(res result, err error, req events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {
 	if err != nil {
 		p := problemFor(err, resource)
 		p.Instance = canonicalPath(req.RawPath)
 		return problemResponse(p)
 	}
-	headers := map[string]string{"cache-control": "no-store"}
+	headers := make(map[string]string, 2+len(res.headers))
+	headers["cache-control"] = "no-store"
 	for k, v := range res.headers {
 		headers[k] = v
 	}
 	resp := events.APIGatewayV2HTTPResponse{StatusCode: res.status, Headers: headers}
 	if res.body != nil {
-		b, merr := json.Marshal(res.body)
-		if merr != nil {
-			return problemResponse(problemFor(merr, resource))
+		var b []byte
+		if a, ok := res.body.(jsonAppender); ok {
+			b = a.appendJSON(make([]byte, 0, 256))
+		} else {
+			var merr error
+			if b, merr = json.Marshal(res.body); merr != nil {
+				return problemResponse(problemFor(merr, resource))
+			}
 		}
 		headers["content-type"] = "application/json"
 		resp.Body = string(b)
@@ -255,24 +287,18 @@ func (h *Handler) render(res result, err error, req events.APIGatewayV2HTTPReque
 	return resp
 }
 
-func (h *Handler) logRequest(ctx context.Context, req events.APIGatewayV2HTTPRequest, resource string, status int, outcome string, err error, latency time.Duration) {
+func (h *Handler) logRequest(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string, status int, outcome string, err error, latency time.Duration) {
 	if outcome == "" && err != nil {
 		outcome = problemFor(err, resource).Type[len(ProblemTypeBase):]
 	}
-	attrs := []slog.Attr{
-		slog.String("request_id", req.RequestContext.RequestID),
-		slog.String("route", req.RouteKey),
-		slog.String("resource", resource),
-		slog.String("outcome", outcome),
-		slog.Int("status", status),
-		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
+	line := requestLine{
+		requestID: req.RequestContext.RequestID, route: req.RouteKey, resource: resource,
+		outcome: outcome, status: status, latency: latency,
 	}
-	level := slog.LevelInfo
-	if status >= 500 && err != nil {
-		level = slog.LevelError
-		attrs = append(attrs, slog.String("error", err.Error()))
+	if status >= 500 {
+		line.err = err
 	}
-	h.log.LogAttrs(ctx, level, "request", attrs...)
+	logLine(ctx, h.log, &line)
 }
 
 // canonicalPath percent-encodes each segment of path, whether API Gateway

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -38,7 +35,7 @@ type body struct {
 // parseBody reads req's body as one JSON object whose member names are all
 // in allowed. Size and syntax problems are *bodyError; unknown or duplicate
 // members are recorded as validation errors in the returned body.
-func parseBody(req events.APIGatewayV2HTTPRequest, allowed ...string) (*body, error) {
+func parseBody(req *events.APIGatewayV2HTTPRequest, allowed ...string) (*body, error) {
 	raw := []byte(req.Body)
 	if req.IsBase64Encoded {
 		dec, err := base64.StdEncoding.DecodeString(req.Body)
@@ -56,40 +53,126 @@ func parseBody(req events.APIGatewayV2HTTPRequest, allowed ...string) (*body, er
 	if !utf8.Valid(raw) {
 		return nil, &bodyError{400, "The request body is not valid UTF-8."}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, &bodyError{400, "The request body is not valid JSON."}
+	if !json.Valid(raw) {
+		return nil, syntaxError(raw)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	// raw is one valid JSON value: its top level can be split by a plain
+	// scan, without a decoder's allocations.
+	i := skipSpace(raw, 0)
+	if raw[i] != '{' {
 		return nil, &bodyError{400, "The request body must be a JSON object."}
 	}
-	b := &body{members: map[string]json.RawMessage{}}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, &bodyError{400, "The request body is not valid JSON."}
+	b := &body{members: make(map[string]json.RawMessage, len(allowed))}
+	for i = skipSpace(raw, i+1); raw[i] != '}'; i = skipSpace(raw, i) {
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
-		name, _ := tok.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, &bodyError{400, "The request body is not valid JSON."}
-		}
+		end := endOfString(raw, i)
+		name := memberName(raw[i:end], allowed)
+		start := skipSpace(raw, skipSpace(raw, end)+1) // past the ':'
+		i = endOfValue(raw, start)
 		switch _, dup := b.members[name]; {
 		case dup:
 			b.errs.Add(name, "appears more than once")
 		case !contains(allowed, name):
 			b.errs.Add(name, "is not a known member; allowed: "+strings.Join(allowed, ", "))
 		}
-		b.members[name] = value
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, &bodyError{400, "The request body is not valid JSON."}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &bodyError{400, "The request body must hold exactly one JSON object."}
+		b.members[name] = raw[start:i]
 	}
 	return b, nil
+}
+
+// syntaxError says what is wrong with raw, which is not one JSON value.
+func syntaxError(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return &bodyError{400, "The request body is not valid JSON."}
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return &bodyError{400, "The request body must be a JSON object."}
+	}
+	var value json.RawMessage
+	for dec.More() {
+		if _, err := dec.Token(); err != nil {
+			return &bodyError{400, "The request body is not valid JSON."}
+		}
+		if err := dec.Decode(&value); err != nil {
+			return &bodyError{400, "The request body is not valid JSON."}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return &bodyError{400, "The request body is not valid JSON."}
+	}
+	return &bodyError{400, "The request body must hold exactly one JSON object."}
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString returns the index just past the valid JSON string that
+// starts at raw[i].
+func endOfString(raw []byte, i int) int {
+	for i++; raw[i] != '"'; i++ {
+		if raw[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// endOfValue returns the index just past the valid JSON value that starts
+// at raw[i].
+func endOfValue(raw []byte, i int) int {
+	switch raw[i] {
+	case '"':
+		return endOfString(raw, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch raw[i] {
+			case '"':
+				i = endOfString(raw, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(raw) && !bytes.ContainsRune([]byte(",}] \t\n\r"), rune(raw[i])) {
+		i++
+	}
+	return i
+}
+
+// memberName returns the member name whose valid JSON string literal is
+// raw: the allowed name itself when it is one (no copy), else unquoted.
+func memberName(raw []byte, allowed []string) string {
+	for _, a := range allowed {
+		if len(raw) == len(a)+2 && string(raw[1:len(raw)-1]) == a {
+			return a
+		}
+	}
+	return unquote(raw)
+}
+
+// unquote returns the valid JSON string literal raw as Go reads it.
+func unquote(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }
 
 func contains(list []string, s string) bool {
@@ -109,8 +192,15 @@ func (b *body) str(name string) string {
 		b.errs.Add(name, "is required")
 		return ""
 	}
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		b.errs.Add(name, "must be a JSON string")
+		return ""
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]) // no escapes: the bytes are the string
+	}
 	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if json.Unmarshal(raw, &s) != nil {
 		b.errs.Add(name, "must be a JSON string")
 		return ""
 	}
@@ -175,8 +265,25 @@ func hex4(raw []byte, at int) (rune, bool) {
 	return r, true
 }
 
-// integerLiteral matches a JSON number written without fraction or exponent.
-var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+// integerLiteral reports whether raw is a JSON number written without
+// fraction or exponent: -?(0|[1-9][0-9]*).
+func integerLiteral(raw []byte) bool {
+	if len(raw) > 0 && raw[0] == '-' {
+		raw = raw[1:]
+	}
+	switch {
+	case len(raw) == 0:
+		return false
+	case raw[0] == '0':
+		return len(raw) == 1
+	}
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // int returns the integer member name. Only a JSON integer literal counts:
 // "3600", 60.5, 60.0, 1e3, true and null are all rejected. Optional members
@@ -189,7 +296,7 @@ func (b *body) int(name string, required bool) *int64 {
 		}
 		return nil
 	}
-	if !integerLiteral.Match(raw) {
+	if !integerLiteral(raw) {
 		b.errs.Add(name, "must be a JSON integer (not a string, fraction, exponent, boolean or null)")
 		return nil
 	}

@@ -177,9 +177,9 @@ func newRetryer() aws.Retryer {
 	})
 }
 
-// NewLogger returns the JSON logger every entry point uses.
+// NewLogger returns the JSON logger every entry point uses, on stdout.
 func NewLogger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level}))
+	return NewLoggerTo(os.Stdout, level)
 }
 
 // NewFromEnv builds the Handler of a Lambda function: configuration from the

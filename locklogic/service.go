@@ -205,40 +205,25 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireR
 	nowMs := now.UnixMilli()
 	expMs := nowMs + req.TTLSeconds*1000
 
-	names := map[string]string{
-		"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
-		"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
-	}
-	values := map[string]types.AttributeValue{
-		":o":    &types.AttributeValueMemberS{Value: req.Caller.Owner},
-		":now":  num(nowMs),
-		":exp":  num(expMs),
-		":gc":   num(s.gcAt(expMs)),
-		":base": num(now.UnixMicro()),
-		":one":  num(1),
-	}
-	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
-	// release_id stays: a release retried by the SDK after this acquire must
-	// still find its own id and report the release it did make.
-	remove := " REMOVE #x"
+	values := make(map[string]types.AttributeValue, 7)
+	values[":o"] = &types.AttributeValueMemberS{Value: req.Caller.Owner}
+	values[":now"] = num(nowMs)
+	values[":exp"] = num(expMs)
+	values[":gc"] = num(s.gcAt(expMs))
+	values[":base"] = num(now.UnixMicro())
+	values[":one"] = one
+	expr := &acquireExpr[0] // shared, read only
 	if req.Caller.Principal != "" {
-		update += ", #p = :p"
+		expr = &acquireExpr[1]
 		values[":p"] = &types.AttributeValueMemberS{Value: req.Caller.Principal}
-	} else {
-		remove += ", #p"
 	}
-	// A released record (#x set) is free whatever the clocks say; an expired
-	// one is free by the server's clock. A same-owner re-acquire replaces a
-	// live lease, so it must not be older than that lease (notNewer, the
-	// late-write rule); taking a free lock ends nobody's lease, late or not.
-	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND " + principalCond(req.Caller, values) + " AND " + notNewer(true) + ")"
 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
+		TableName:                           &s.table,
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String(update + remove),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
+		UpdateExpression:                    &expr.update,
+		ConditionExpression:                 &expr.cond,
+		ExpressionAttributeNames:            acquireNames,
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -259,6 +244,41 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireR
 		return AcquireResult{}, fmt.Errorf("acquire %q: store returned an incomplete item", req.Resource)
 	}
 	return AcquireResult{Acquired: true, Lock: lock}, nil
+}
+
+// one is the constant 1 of every acquire's token increment (read only).
+var one = num(1)
+
+// acquireNames are the attribute names of every acquire; the SDK only
+// reads the map, so one serves all requests.
+var acquireNames = map[string]string{
+	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
+	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
+}
+
+// acquireExpr are the update and condition of an acquire without (0) and
+// with (1) a principal, built once.
+var acquireExpr = [2]struct{ update, cond string }{acquireExpression(false), acquireExpression(true)}
+
+func acquireExpression(withPrincipal bool) struct{ update, cond string } {
+	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
+	// release_id stays: a release retried by the SDK after this acquire must
+	// still find its own id and report the release it did make.
+	remove := " REMOVE #x"
+	c := Caller{}
+	if withPrincipal {
+		update += ", #p = :p"
+		c.Principal = "p"
+	} else {
+		remove += ", #p"
+	}
+	// A released record (#x set) is free whatever the clocks say; an expired
+	// one is free by the server's clock. A same-owner re-acquire replaces a
+	// live lease, so it must not be older than that lease (notNewer, the
+	// late-write rule); taking a free lock ends nobody's lease, late or not.
+	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND " +
+		principalCond(c, map[string]types.AttributeValue{}) + " AND " + notNewer(true) + ")"
+	return struct{ update, cond string }{update + remove, cond}
 }
 
 // Renew extends the caller's live lease to now + req.TTLSeconds, keeping its

@@ -1,0 +1,43 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+// cannedDB answers every write with out and keeps nothing.
+type cannedDB struct{ out *dynamodb.UpdateItemOutput }
+
+func (c cannedDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return c.out, nil
+}
+
+func (c cannedDB) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+// BenchmarkAcquireHandler measures what the acquire handler costs on top of
+// its one store call: the store here answers at once from memory, so the
+// figure is the handler's own work (event body, validation, the write's
+// expressions, the item's decoding, the response and the log line). make
+// bench compares the whole with a bare SDK call.
+func BenchmarkAcquireHandler(b *testing.B) {
+	out := &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 1796212800000001, t0.Add(30*time.Second))}
+	h := NewHandler(locklogic.New(cannedDB{out}, locklogic.Config{Table: "locks", OldItemOnFailure: true}), NewLoggerTo(io.Discard, slog.LevelInfo), nil)
+	ev := loadEvent(b, "acquire-iam.json")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, _ := h.Acquire(ctx, ev); resp.StatusCode != 200 {
+			b.Fatalf("got %d %s", resp.StatusCode, resp.Body)
+		}
+	}
+}
