@@ -443,7 +443,7 @@ func FuzzParseBody(f *testing.F) {
 		if encode {
 			req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 		}
-		b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
+		b, err := parseBody(&req, "owner", "ttl_seconds", "fencing_token")
 		trimmed := bytes.TrimSpace(body)
 		wantOK := len(body) <= MaxBodyBytes && utf8.Valid(body) && len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(body)
 		if err != nil {
