@@ -70,6 +70,17 @@ fuzz: deps ## run each fuzz target for FUZZTIME (default 30s) on FUZZPARALLEL wo
 	  rm -f $$log; [ $$rc -eq 0 ] || exit $$rc; \
 	done
 
+# make chaos: clients under every store fault for CHAOS_DURATION, seeded by
+# CHAOS_SEED (empty: a new seed each run, printed in the summary line);
+# CHAOS_ARGS adds flags of local/cmd/chaos (-skew 80ms, -rates all,late=0.1).
+CHAOS_DURATION ?= 60s
+CHAOS_SEED     ?=
+CHAOS_ARGS     ?=
+
+.PHONY: chaos
+chaos: deps ## run clients under every store fault for CHAOS_DURATION (60s) with CHAOS_SEED; one summary line, exit 1 on a violation
+	go run ./local/cmd/chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+
 lint: ## go vet and gofmt check, and the Go client and lockctl cross-compile for macOS and Windows
 	go vet ./...
 	GOOS=darwin go vet ./client/... ./cmd/lockctl/...

@@ -145,14 +145,25 @@ type Proxy struct {
 // target (a base URL such as http://127.0.0.1:4567). A nil plan forwards
 // everything untouched.
 func New(target string, plan Plan) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return Listen("127.0.0.1:0", target, plan)
+}
+
+// Listen is New on the address addr (host:port; port 0 picks a free one),
+// for a proxy run standalone in front of an endpoint (local/cmd/chaos -proxy).
+func Listen(addr, target string, plan Plan) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	// Keep connections to the store: a chaos run sends hundreds of
+	// requests a second, and the default of 2 idle connections per host
+	// would open (and leave in TIME_WAIT) one for nearly each.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
 	p := &Proxy{
 		target: strings.TrimSuffix(target, "/"),
 		plan:   plan,
-		client: &http.Client{Timeout: 30 * time.Second},
+		client: &http.Client{Timeout: 30 * time.Second, Transport: tr},
 		ln:     ln,
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
@@ -175,6 +186,7 @@ func (p *Proxy) SetPlan(plan Plan) {
 func (p *Proxy) Close() error {
 	err := p.srv.Close()
 	p.pending.Wait()
+	p.client.CloseIdleConnections()
 	return err
 }
 
