@@ -81,6 +81,10 @@ CHAOS_ARGS     ?=
 chaos: deps ## run clients under every store fault for CHAOS_DURATION (60s) with CHAOS_SEED; one summary line, exit 1 on a violation
 	go run ./local/cmd/chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED)) $(CHAOS_ARGS)
 
+.PHONY: bench
+bench: deps ## measure handoff latency, waiter cost, handler CPU, requests per op, cold starts (loopback, ~2 min)
+	go run ./local/cmd/bench $(BENCH_ARGS)
+
 lint: ## go vet and gofmt check, and the Go client and lockctl cross-compile for macOS and Windows
 	go vet ./...
 	GOOS=darwin go vet ./client/... ./cmd/lockctl/...

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/locklogic"
+)
+
+// cannedStore is an in-process HTTP server that answers every request the
+// way DynamoDB answers a successful acquire (UpdateItem with ALL_NEW): at
+// once, with the same bytes, checksum header included.
+func cannedStore() (url string, stop func(), err error) {
+	body := []byte(`{"Attributes":{"resource":{"S":"payment:42"},"owner":{"S":"w1"},` +
+		`"principal":{"S":"arn:aws:sts::123456789012:assumed-role/worker"},"fencing_token":{"N":"1796212800000002"},` +
+		`"acquired_at":{"N":"1796212800000"},"renewed_at":{"N":"1796212800000"},"expires_at":{"N":"1796212830000"},` +
+		`"ttl":{"N":"1796817630"},"release_id":{"S":"0a1b2c3d4e5f60718293a4b5"}}}`)
+	sum := strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h["Content-Type"] = []string{"application/x-amz-json-1.0"}
+		h["X-Amz-Crc32"] = []string{sum}
+		h["X-Amzn-Requestid"] = []string{"BENCH0000000000000000000000000000000000000000000000"}
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// bareNames and the expressions are what a minimal acquire function would
+// send: the service's own condition, written out once.
+var bareNames = map[string]string{
+	"#r": "resource", "#o": "owner", "#p": "principal", "#t": "fencing_token",
+	"#a": "acquired_at", "#n": "renewed_at", "#e": "expires_at", "#g": "ttl", "#x": "released_at",
+}
+
+const (
+	bareUpdate = "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one, #p = :p REMOVE #x"
+	bareCond   = "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND #p = :p AND #a <= :now)"
+)
+
+// bareUpdateItem is the baseline: one SDK UpdateItem with the acquire's
+// expression, its values built for this call, and nothing else: no event,
+// no parsing, validation, decoding, response or log line.
+func bareUpdateItem(ctx context.Context, db *dynamodb.Client) error {
+	now := time.Now()
+	ms := now.UnixMilli()
+	n := func(i int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)}
+	}
+	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String("locks"),
+		Key:                                 map[string]types.AttributeValue{"resource": &types.AttributeValueMemberS{Value: "payment:42"}},
+		UpdateExpression:                    aws.String(bareUpdate),
+		ConditionExpression:                 aws.String(bareCond),
+		ExpressionAttributeNames:            bareNames,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":o": &types.AttributeValueMemberS{Value: "w1"}, ":now": n(ms), ":exp": n(ms + 30000),
+			":gc": n(ms/1000 + 30 + 604800), ":base": n(now.UnixMicro()), ":one": n(1),
+			":p": &types.AttributeValueMemberS{Value: "arn:aws:sts::123456789012:assumed-role/worker"},
+		},
+	})
+	return err
+}
+
+// cpuResult compares the handler's CPU per acquire with the bare call's.
+type cpuResult struct {
+	handler, invoke, bare       time.Duration // CPU per op (median of rounds)
+	ratio, invokeRatio          float64       // median of the per-round ratios
+	handlerAllocs, invokeAllocs float64
+	bareAllocs                  float64
+	rounds, perRound            int
+}
+
+// measureCPU runs the acquire handler (as h.Acquire, and as the Lambda
+// runtime calls it: event JSON in, response JSON out) and the bare
+// UpdateItem in turns against the canned store, on one SDK client, and
+// measures the process's CPU time (user + system, the canned store's share
+// included: it is the same for both) and allocations per operation.
+//
+// It runs on one processor (GOMAXPROCS 1): with more, idle processors spin
+// looking for work at every network wait, which adds CPU time to both
+// sides, and noise, that neither's code causes.
+func measureCPU(root string, rounds, perRound int, profile string) (cpuResult, error) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	url, stop, err := cannedStore()
+	if err != nil {
+		return cpuResult{}, err
+	}
+	defer stop()
+	ctx := context.Background()
+	db, err := api.NewDynamoDB(ctx, url)
+	if err != nil {
+		return cpuResult{}, err
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "api", "testdata", "acquire-iam.json"))
+	if err != nil {
+		return cpuResult{}, err
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return cpuResult{}, err
+	}
+	// The production handler: its JSON log lines (to nowhere here), DynamoDB's
+	// old item on failure, a Lambda-like deadline.
+	h := api.NewHandler(locklogic.New(db, locklogic.Config{Table: "locks", OldItemOnFailure: true}),
+		api.NewLoggerTo(io.Discard, slog.LevelInfo), nil)
+	invoker := lambda.NewHandler(h.Acquire)
+	lctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+
+	handlerOp := func() error {
+		resp, err := h.Acquire(lctx, ev)
+		if err == nil && resp.StatusCode != 200 {
+			err = fmt.Errorf("handler answered %d %s", resp.StatusCode, resp.Body)
+		}
+		return err
+	}
+	invokeOp := func() error {
+		_, err := invoker.Invoke(lctx, raw)
+		return err
+	}
+	bareOp := func() error { return bareUpdateItem(lctx, db) }
+
+	ops := map[string]func() error{"handler": handlerOp, "invoke": invokeOp, "bare": bareOp}
+	for _, name := range []string{"handler", "invoke", "bare"} { // warm up, check
+		for range perRound / 4 {
+			if err := ops[name](); err != nil {
+				return cpuResult{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	if profile != "" {
+		stopProfile, err := startProfile(profile)
+		if err != nil {
+			return cpuResult{}, err
+		}
+		for range perRound * 5 {
+			_ = handlerOp()
+		}
+		stopProfile()
+	}
+	cpu := map[string][]time.Duration{}
+	allocs := map[string][]float64{}
+	var ratios, invokeRatios []float64
+	for range rounds {
+		for _, name := range []string{"handler", "invoke", "bare"} {
+			c, a, err := cpuPerOp(ops[name], perRound)
+			if err != nil {
+				return cpuResult{}, fmt.Errorf("%s: %w", name, err)
+			}
+			cpu[name] = append(cpu[name], c)
+			allocs[name] = append(allocs[name], a)
+		}
+		n := len(cpu["bare"]) - 1
+		ratios = append(ratios, float64(cpu["handler"][n])/float64(cpu["bare"][n]))
+		invokeRatios = append(invokeRatios, float64(cpu["invoke"][n])/float64(cpu["bare"][n]))
+	}
+	return cpuResult{
+		handler: median(cpu["handler"]), invoke: median(cpu["invoke"]), bare: median(cpu["bare"]),
+		ratio: median(ratios), invokeRatio: median(invokeRatios),
+		handlerAllocs: median(allocs["handler"]), invokeAllocs: median(allocs["invoke"]), bareAllocs: median(allocs["bare"]),
+		rounds: rounds, perRound: perRound,
+	}, nil
+}
+
+// cpuPerOp runs op n times and returns the process's CPU time and the
+// allocations per call.
+func cpuPerOp(op func() error, n int) (time.Duration, float64, error) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c0 := processCPU()
+	for range n {
+		if err := op(); err != nil {
+			return 0, 0, err
+		}
+	}
+	c1 := processCPU()
+	runtime.ReadMemStats(&m1)
+	return (c1 - c0) / time.Duration(n), float64(m1.Mallocs-m0.Mallocs) / float64(n), nil
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median[T int | float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,373 @@
+// Command bench is `make bench`: it measures, on this machine and over
+// loopback only, what users of the lock service feel, each figure a ratio
+// or a distribution measured side by side in the same run:
+//
+//   - the handoff latency after a release (p50, p99) with 1, 4 and 16
+//     waiters, waiting at the service (wait_seconds) against client
+//     polling, through the local runner, the real handlers and dynalite;
+//   - what one waiter sends per second of waiting: API requests, DynamoDB
+//     reads and writes;
+//   - the acquire handler's CPU time per operation against a bare SDK
+//     UpdateItem, both on one zero-latency canned store, and allocations;
+//   - the DynamoDB requests each operation sends;
+//   - the cold start of every functions/<name> bootstrap under the Lambda
+//     Runtime Interface Emulator against a hello-world aws-lambda-go
+//     bootstrap built the same way, and their linux/arm64 sizes.
+//
+// It prints a Markdown table and ends with one summary line. It needs Go
+// and the repository's node_modules (dynalite), nothing else.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/local"
+)
+
+// goals of issue 9.
+const (
+	goalP50      = 100 * time.Millisecond // handoff with 4 waiters at the service
+	goalP99      = 300 * time.Millisecond
+	goalCPURatio = 1.10
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "shorter runs: a smoke test whose figures are rougher")
+	profile := flag.String("cpuprofile", "", "also write a CPU profile of the acquire handler to `FILE`")
+	cpuOnly := flag.Bool("cpu", false, "measure only the CPU per acquire (for profiling)")
+	flag.Parse()
+	if *cpuOnly {
+		root, err := local.FindRepoRoot()
+		if err == nil {
+			var cpu cpuResult
+			if cpu, err = measureCPU(root, 7, 3000, *profile); err == nil {
+				fmt.Printf("handler %.2f× (%.1f µs ÷ %.1f µs), invoked %.2f× (%.1f µs); allocs %.0f / %.0f / %.0f\n",
+					cpu.ratio, us(cpu.handler), us(cpu.bare), cpu.invokeRatio, us(cpu.invoke), cpu.handlerAllocs, cpu.invokeAllocs, cpu.bareAllocs)
+				return
+			}
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if err := run(*quick, *profile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// settings are the lengths of the runs.
+type settings struct {
+	handoff    time.Duration // per mode and number of waiters
+	costWindow time.Duration // the waiter-cost window (under one 20 s round)
+	cpuRounds  int
+	cpuOps     int // per round and kind
+	coldTrials int
+}
+
+func run(quick bool, profile string) error {
+	started := time.Now()
+	set := settings{handoff: 8 * time.Second, costWindow: 19 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 5}
+	if quick {
+		set = settings{handoff: 2 * time.Second, costWindow: 4 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := local.FindRepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "locks-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	progress("starting dynalite; building the functions, hello and the emulator (host and linux/arm64)")
+	var (
+		wg     sync.WaitGroup
+		bins   *builds
+		bldErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bins, bldErr = buildAll(ctx, root, dir)
+	}()
+	d, err := local.StartDynalite(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	db, err := api.NewDynamoDB(ctx, d.Endpoint)
+	if err != nil {
+		return err
+	}
+	if _, err := local.EnsureTable(ctx, db, table); err != nil {
+		return err
+	}
+	svc, err := startService(ctx, d.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+
+	// Counts first, while the builds run: they do not depend on the
+	// machine's speed the way latencies do.
+	progress("counting DynamoDB requests per operation")
+	ops, err := requestsPerOperation(svc)
+	if err != nil {
+		return err
+	}
+	progress(fmt.Sprintf("waiter cost: 4 waiters on a held lock for %s, polling and at the service side by side", set.costWindow))
+	cost, err := waiterCosts(ctx, d.Endpoint, set.costWindow)
+	if err != nil {
+		return err
+	}
+	wg.Wait()
+	if bldErr != nil {
+		return bldErr
+	}
+
+	var hand []handoffRow
+	for _, n := range []int{1, 4, 16} {
+		row := handoffRow{waiters: n, arenas: arenas[n]}
+		for _, serverWait := range []bool{false, true} {
+			progress(fmt.Sprintf("handoffs with %d waiters on each of %d locks, %s, for %s", n, arenas[n], modeName(serverWait), set.handoff))
+			lat, err := handoffs(svc, serverWait, n, arenas[n], set.handoff)
+			if err != nil {
+				return fmt.Errorf("handoffs with %d waiters, %s: %w", n, modeName(serverWait), err)
+			}
+			if len(lat) == 0 {
+				return fmt.Errorf("handoffs with %d waiters, %s: none in %s", n, modeName(serverWait), set.handoff)
+			}
+			if serverWait {
+				row.server = lat
+			} else {
+				row.polling = lat
+			}
+		}
+		hand = append(hand, row)
+	}
+
+	progress("CPU per acquire: handler against a bare UpdateItem on a canned store")
+	cpu, err := measureCPU(root, set.cpuRounds, set.cpuOps, profile)
+	if err != nil {
+		return err
+	}
+	progress("cold starts under the Lambda Runtime Interface Emulator")
+	cold, err := coldStarts(ctx, bins, d.Endpoint, set.coldTrials)
+	if err != nil {
+		return err
+	}
+
+	report(os.Stdout, hand, cost, cpu, ops, cold, bins, time.Since(started))
+	return nil
+}
+
+func progress(msg string) { fmt.Fprintln(os.Stderr, "bench:", msg) }
+
+func modeName(serverWait bool) string {
+	if serverWait {
+		return "waiting at the service"
+	}
+	return "client polling"
+}
+
+// arenas is how many locks the handoff runs use at once, by number of
+// waiters: enough handoffs for a p99 in a few seconds, without loading
+// dynalite (one Node.js thread) past what it serves quickly.
+var arenas = map[int]int{1: 16, 4: 8, 16: 3}
+
+// handoffRow is the handoff latencies with one number of waiters.
+type handoffRow struct {
+	waiters, arenas int
+	polling, server []time.Duration
+}
+
+// costRow is what one waiter sends per second of waiting, and its API
+// requests in the whole window (shorter than one 20 s round).
+type costRow struct {
+	api, reads, writes float64
+	perWaiter          float64
+}
+
+// waiterCosts measures both modes at once, each on its own runner (so the
+// counts stay apart) over the same dynalite.
+func waiterCosts(ctx context.Context, endpoint string, window time.Duration) (map[bool]costRow, error) {
+	out := map[bool]costRow{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for _, serverWait := range []bool{false, true} {
+		s, err := startService(ctx, endpoint)
+		if err != nil {
+			return nil, err
+		}
+		defer s.close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			row, err := waiterCost(s, serverWait, 4, window)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			out[serverWait] = row
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	return out, nil
+}
+
+// quantile is the nearest-rank q-quantile of xs.
+func quantile(xs []time.Duration, q float64) time.Duration {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20)) }
+
+// machine describes this machine in one line.
+func machine() string {
+	model := runtime.GOARCH
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	node := "node ?"
+	if out, err := exec.Command("node", "--version").Output(); err == nil {
+		node = "Node.js " + strings.TrimSpace(string(out))
+	}
+	return fmt.Sprintf("%s, %d cores, %s/%s, %s, dynalite on %s, %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		runtime.Version(), node, time.Now().UTC().Format("2006-01-02"))
+}
+
+// report prints the table and the summary line.
+func report(w *os.File, hand []handoffRow, cost map[bool]costRow, cpu cpuResult, ops []opCount,
+	cold map[string]*coldResult, bins *builds, took time.Duration) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	p("")
+	p("Machine: %s. Run took %s.", machine(), took.Round(time.Second))
+	p("")
+	p("| figure | client polling | waiting at the service | polling ÷ service |")
+	p("|---|---|---|---|")
+	var four handoffRow
+	for _, h := range hand {
+		if h.waiters == 4 {
+			four = h
+		}
+		pp50, pp99 := quantile(h.polling, .5), quantile(h.polling, .99)
+		sp50, sp99 := quantile(h.server, .5), quantile(h.server, .99)
+		p("| handoff after a release, %d waiter%s (%d locks at once): p50 / p99 | %s / %s (n=%d) | %s / %s (n=%d) | %.0f× / %.0f× |",
+			h.waiters, plural(h.waiters), h.arenas, ms(pp50), ms(pp99), len(h.polling), ms(sp50), ms(sp99), len(h.server),
+			float64(pp50)/float64(sp50), float64(pp99)/float64(sp99))
+	}
+	pc, sc := cost[false], cost[true]
+	p("| API requests per waiter per second of waiting | %.2f | %.3f | %.0f× |", pc.api, sc.api, pc.api/sc.api)
+	p("| DynamoDB reads per waiter per second (0.5 read unit each at the service) | %.2f | %.1f | – |", pc.reads, sc.reads)
+	p("| DynamoDB writes per waiter per second | %.2f | %.3f | %.0f× |", pc.writes, sc.writes, pc.writes/sc.writes)
+	p("")
+	p("| figure | value |")
+	p("|---|---|")
+	p("| acquire handler CPU ÷ bare SDK UpdateItem, canned store | **%.2f×** (%.1f µs ÷ %.1f µs per op, median of %d rounds of %d) |",
+		cpu.ratio, us(cpu.handler), us(cpu.bare), cpu.rounds, cpu.perRound)
+	p("| … as Lambda invokes it (event JSON in, response JSON out) ÷ bare UpdateItem | %.2f× (%.1f µs) |", cpu.invokeRatio, us(cpu.invoke))
+	p("| allocations per op: handler / as invoked / bare UpdateItem | %.0f / %.0f / %.0f |", cpu.handlerAllocs, cpu.invokeAllocs, cpu.bareAllocs)
+	allOne := true
+	var opText []string
+	for _, o := range ops {
+		if o.n != 1 {
+			allOne = false
+		}
+		opText = append(opText, fmt.Sprintf("%s %d", o.name, o.n))
+	}
+	p("| DynamoDB requests per operation | %s |", strings.Join(opText, ", "))
+	hello := cold["hello"]
+	var coldText, initText, sizeText []string
+	for _, name := range functionNames() {
+		if name == "hello" {
+			continue
+		}
+		c := cold[name]
+		coldText = append(coldText, fmt.Sprintf("%s %.1f× (%s)", name, float64(median(c.first))/float64(median(hello.first)), ms(median(c.first))))
+		initText = append(initText, fmt.Sprintf("%s %.1f× (%s)", name, float64(c.startUp())/float64(hello.startUp()), ms(c.startUp())))
+		sizeText = append(sizeText, fmt.Sprintf("%s %s (%.1f×)", name, mb(bins.sizes[name]), float64(bins.sizes[name])/float64(bins.sizes["hello"])))
+	}
+	p("| cold start under RIE: first invocation ÷ hello's (%s), median of %d | %s |", ms(median(hello.first)), len(hello.first), strings.Join(coldText, ", "))
+	p("| … start-up alone (first minus a warm second invocation) ÷ hello's (%s) | %s |", ms(hello.startUp()), strings.Join(initText, ", "))
+	p("| bootstrap size, linux/arm64, stripped (÷ hello, %s) | %s |", mb(bins.sizes["hello"]), strings.Join(sizeText, ", "))
+	p("")
+
+	p50, p99 := quantile(four.server, .5), quantile(four.server, .99)
+	var missed []string
+	if p50 > goalP50 || p99 > goalP99 {
+		missed = append(missed, fmt.Sprintf("handoff p50 ≤ %s and p99 ≤ %s", ms(goalP50), ms(goalP99)))
+	}
+	if sc.perWaiter > 1 {
+		missed = append(missed, "one request per round")
+	}
+	if cpu.ratio > goalCPURatio {
+		missed = append(missed, fmt.Sprintf("CPU ≤ %.2f×", goalCPURatio))
+	}
+	if !allOne {
+		missed = append(missed, "1 DynamoDB request per operation")
+	}
+	verdict := "all goals met"
+	if len(missed) > 0 {
+		verdict = "goals missed: " + strings.Join(missed, "; ")
+	}
+	p("bench: 4 waiters get a released lock in p50 %s / p99 %s waiting at the service vs %s / %s polling; a waiter sends %.3f requests/s (%.2f polling); handler CPU %.2f× a bare UpdateItem; %s; %s",
+		ms(p50), ms(p99), ms(quantile(four.polling, .5)), ms(quantile(four.polling, .99)), sc.api, pc.api, cpu.ratio,
+		map[bool]string{true: "1 DynamoDB request per operation", false: "not 1 DynamoDB request per operation"}[allOne], verdict)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}

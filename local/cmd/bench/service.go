@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/local"
+	"github.com/ft288/locks/locklogic"
+)
+
+// table is the lock table the bench creates in its dynalite.
+const table = "locks-bench"
+
+// counter counts events by name.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+}
+
+// take returns the counts since the last take and resets them.
+func (c *counter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.n
+	c.n = map[string]int{}
+	return out
+}
+
+// service is the local runner over the real handlers and dynalite, as
+// `make run` serves it, with counts of the API requests it answers (by
+// route) and of the DynamoDB requests its SDK sends (by operation).
+type service struct {
+	url string
+	api counter
+	ddb counter
+	srv *http.Server
+}
+
+// startService serves the lock API on a loopback port over the dynalite at
+// endpoint.
+func startService(ctx context.Context, endpoint string) (*service, error) {
+	s := &service{}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	count := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		op := r.Header.Get("X-Amz-Target")
+		s.ddb.add(op[strings.LastIndexByte(op, '.')+1:])
+		return tr.RoundTrip(r)
+	})
+	db, err := api.NewDynamoDB(ctx, endpoint, func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: count}
+	})
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	// dynalite does not return the old item with a failed condition (as
+	// locald finds out by asking it).
+	h := api.NewHandler(locklogic.New(db, locklogic.Config{Table: table}), log, nil)
+	runner := local.NewRunner(h, log)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := map[string]string{"POST": "acquire", "GET": "status", "DELETE": "release"}[r.Method]
+		if strings.HasSuffix(r.URL.Path, "/renew") {
+			name = "renew"
+		}
+		s.api.add(name)
+		runner.ServeHTTP(w, r)
+	})}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *service) close() { _ = s.srv.Close() }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// clientTransport is shared by the bench's clients: enough idle
+// connections that no waiter dials anew for every request.
+var clientTransport = func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	return tr
+}()
+
+// newClient returns a client of s that waits at the service (serverWait)
+// or polls with the client's default backoff (50 ms doubling to 2 s).
+func (s *service) newClient(serverWait bool) *client.Client {
+	opts := []client.Option{
+		client.WithHTTPClient(&http.Client{Transport: clientTransport, Timeout: client.DefaultTimeout}),
+		client.WithoutKeepAlive(),
+	}
+	if !serverWait {
+		opts = append(opts, client.WithoutServerWait())
+	}
+	c, err := client.New(s.url, opts...)
+	if err != nil {
+		panic(err) // the URL is ours
+	}
+	return c
+}
+
+var runSeq atomic.Int64
+
+// resourceName returns a lock name no other run of this process uses.
+func resourceName(what string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", what, time.Now().UnixNano(), runSeq.Add(1))
+}
+
+// handoffs measures how soon a released lock reaches the next waiter. On
+// each of `arenas` locks at once, waiters+1 workers take turns for dur: the
+// holder keeps the lock 0.5-1.5 s (long enough for a polling waiter's
+// backoff to grow, as it does whenever a lock is held for a while), notes
+// the time and releases it; the others wait for it (at the service, or
+// polling). A worker that released rejoins the queue only once another one
+// got the lock, so at every release exactly `waiters` workers are waiting.
+// It returns the handoff latencies: from just before the release request
+// was sent to the moment the next Acquire returned.
+func handoffs(s *service, serverWait bool, waiters, arenas int, dur time.Duration) ([]time.Duration, error) {
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range arenas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := arena(s, serverWait, waiters, dur)
+			mu.Lock()
+			defer mu.Unlock()
+			lat = append(lat, l...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, errors.Join(errs...)
+}
+
+// arena is one lock of handoffs.
+func arena(s *service, serverWait bool, waiters int, dur time.Duration) ([]time.Duration, error) {
+	res := resourceName("handoff")
+	start := time.Now()
+	stopAt := start.Add(dur)
+	// Rounds end with the run: every request the service holds is answered
+	// soon after, so nothing lingers into the next measurement.
+	ctx, cancel := context.WithDeadline(context.Background(), stopAt.Add(2*time.Second))
+	defer cancel()
+	var (
+		mu         sync.Mutex
+		cond       = sync.NewCond(&mu)
+		grants     int
+		releasedAt time.Time
+		lat        []time.Duration
+		errs       []error
+		wg         sync.WaitGroup
+		clients    []*client.Client
+	)
+	for w := range waiters + 1 {
+		c := s.newClient(serverWait)
+		clients = append(clients, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("w%d", w)
+			for {
+				l, err := c.Acquire(ctx, res, owner, 30*time.Second)
+				got := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+					return
+				}
+				mu.Lock()
+				if !releasedAt.IsZero() && got.Before(stopAt) {
+					lat = append(lat, got.Sub(releasedAt))
+				}
+				releasedAt = time.Time{}
+				grants++
+				mine := grants
+				cond.Broadcast()
+				mu.Unlock()
+				time.Sleep(500*time.Millisecond + rand.N(time.Second))
+				stop := time.Now().After(stopAt)
+				mu.Lock()
+				if !stop {
+					releasedAt = time.Now()
+				}
+				mu.Unlock()
+				if err := l.Release(context.Background()); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				if stop {
+					return
+				}
+				mu.Lock()
+				for grants == mine && ctx.Err() == nil {
+					cond.Wait()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// Wake workers that wait for a grant that will not come.
+	go func() {
+		<-ctx.Done()
+		mu.Lock()
+		cond.Broadcast()
+		mu.Unlock()
+	}()
+	wg.Wait()
+	drainAll(clients)
+	return lat, errors.Join(errs...)
+}
+
+// drainAll waits for the clean-up releases of every client.
+func drainAll(clients []*client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range clients {
+		_ = c.Drain(ctx)
+	}
+}
+
+// waiterCost holds a lock for window while `waiters` clients wait for it,
+// and returns what one waiter sent per second of waiting: API requests,
+// DynamoDB reads and writes (all the service's DynamoDB requests in the
+// window are the waiters').
+func waiterCost(s *service, serverWait bool, waiters int, window time.Duration) (costRow, error) {
+	res := resourceName("cost")
+	holder, err := s.newClient(false).TryAcquire(context.Background(), res, "holder", time.Minute)
+	if err != nil {
+		return costRow{}, err
+	}
+	defer holder.Release(context.Background())
+	s.api.take()
+	s.ddb.take()
+	// A deadline past the window: the first round is a full 20 s one.
+	ctx, cancel := context.WithTimeout(context.Background(), window+10*time.Second)
+	var clients []*client.Client
+	var wg sync.WaitGroup
+	for w := range waiters {
+		c := s.newClient(serverWait)
+		clients = append(clients, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.Acquire(ctx, res, fmt.Sprintf("waiter%d", w), time.Minute)
+		}()
+	}
+	time.Sleep(window)
+	apiN, ddbN := s.api.take(), s.ddb.take()
+	cancel()
+	wg.Wait()
+	drainAll(clients)
+	secs := float64(waiters) * window.Seconds()
+	return costRow{
+		api: float64(apiN["acquire"]) / secs, reads: float64(ddbN["GetItem"]) / secs, writes: float64(ddbN["UpdateItem"]) / secs,
+		perWaiter: float64(apiN["acquire"]) / float64(waiters),
+	}, nil
+}
+
+// opCount is the number of DynamoDB requests one API operation sent.
+type opCount struct {
+	name string
+	n    int
+}
+
+// requestsPerOperation sends each operation once on its own lock and counts
+// the DynamoDB requests the service sent for it.
+func requestsPerOperation(s *service) ([]opCount, error) {
+	ctx := context.Background()
+	c := s.newClient(true)
+	var out []opCount
+	var errs []error
+	measure := func(name string, do func() error) {
+		s.ddb.take()
+		if err := do(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		n := 0
+		for _, v := range s.ddb.take() {
+			n += v
+		}
+		out = append(out, opCount{name, n})
+	}
+	res := resourceName("ops")
+	var l *client.Lease
+	measure("acquire (free)", func() (err error) { l, err = c.TryAcquire(ctx, res, "a", 30*time.Second); return err })
+	measure("acquire (same owner again)", func() (err error) { l, err = c.TryAcquire(ctx, res, "a", 30*time.Second); return err })
+	measure("acquire (held by another)", func() error {
+		if _, err := c.TryAcquire(ctx, res, "b", 30*time.Second); !errors.Is(err, client.ErrHeld) {
+			return fmt.Errorf("got %v, want held", err)
+		}
+		return nil
+	})
+	measure("renew", func() error { return l.Renew(ctx) })
+	measure("status", func() error { _, err := c.Status(ctx, res); return err })
+	measure("release", func() error { return l.Release(ctx) })
+	measure("acquire with wait_seconds (free)", func() error {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		l, err = c.Acquire(wctx, res, "a", 30*time.Second)
+		return err
+	})
+	if l != nil {
+		_ = l.Release(ctx)
+	}
+	short := resourceName("ops-expiry")
+	if _, err := c.TryAcquire(ctx, short, "a", time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	l = nil
+	measure("acquire (takeover after expiry)", func() (err error) { l, err = c.TryAcquire(ctx, short, "b", 30*time.Second); return err })
+	if l != nil {
+		_ = l.Release(ctx)
+	}
+	return out, errors.Join(errs...)
+}
