@@ -38,6 +38,8 @@ const (
 	// TombstoneRetentionSeconds is how long a released or expired lock item
 	// keeps its fencing counter before DynamoDB's TTL may delete it (a week).
 	TombstoneRetentionSeconds = 604800
+	// MaxWaitSeconds is the longest wait_seconds an acquire may ask for.
+	MaxWaitSeconds = 20
 )
 
 // DynamoDBActions lists, per route name (api.Route.Name), exactly the
@@ -45,9 +47,10 @@ const (
 // granted these on the lock table and nothing else: acquire, renew and
 // release are one conditional UpdateItem each (against DynamoDB itself a
 // failed condition returns the old item, which tells 404 from 403/409, so
-// they never read: locklogic.Config.OldItemOnFailure); status is a GetItem.
+// they never read: locklogic.Config.OldItemOnFailure); an acquire with
+// wait_seconds also watches a held lock with GetItem; status is a GetItem.
 var DynamoDBActions = map[string][]string{
-	"acquire": {"dynamodb:UpdateItem"},
+	"acquire": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
@@ -209,6 +212,23 @@ func newLockFunction(stack awscdk.Stack, route api.Route, table awsdynamodb.Tabl
 		},
 	})
 
+	env := map[string]*string{
+		"TABLE_NAME":                  table.TableName(),
+		"MAX_TTL_SECONDS":             jsii.String(fmt.Sprint(MaxTTLSeconds)),
+		"TOMBSTONE_RETENTION_SECONDS": jsii.String(fmt.Sprint(TombstoneRetentionSeconds)),
+		// DynamoDB returns the old item with a failed condition, so
+		// renew and release never read to explain one: their roles
+		// have no GetItem (DynamoDBActions).
+		"DYNAMODB_RETURNS_OLD_ITEM": jsii.String("true"),
+	}
+	if route.Name == "acquire" {
+		// Spelled out, though it is the default: the function's timeout
+		// (api.AcquireTimeout) is sized for it.
+		env["MAX_WAIT_SECONDS"] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+	}
+	// The route table's timeout: 5 s for one store call, more for an
+	// acquire that may wait (below API Gateway's 30 s).
+	timeout := awscdk.Duration_Seconds(jsii.Number(route.Timeout.Seconds()))
 	fn := awslambda.NewFunction(stack, jsii.String(id+"Function"), &awslambda.FunctionProps{
 		Description:   jsii.String(fmt.Sprintf("Lock service: %s %s", route.Method, route.Path)),
 		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
@@ -216,20 +236,12 @@ func newLockFunction(stack awscdk.Stack, route api.Route, table awsdynamodb.Tabl
 		Handler:       jsii.String("bootstrap"),
 		Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(assetDir, route.Name)), nil),
 		MemorySize:    jsii.Number(128),
-		Timeout:       awscdk.Duration_Seconds(jsii.Number(5)),
+		Timeout:       timeout,
 		LoggingFormat: awslambda.LoggingFormat_JSON,
 		LogGroup:      logGroup,
 		Tracing:       awslambda.Tracing_ACTIVE,
 		Role:          role,
-		Environment: &map[string]*string{
-			"TABLE_NAME":                  table.TableName(),
-			"MAX_TTL_SECONDS":             jsii.String(fmt.Sprint(MaxTTLSeconds)),
-			"TOMBSTONE_RETENTION_SECONDS": jsii.String(fmt.Sprint(TombstoneRetentionSeconds)),
-			// DynamoDB returns the old item with a failed condition, so
-			// renew and release never read to explain one: their roles
-			// have no GetItem (DynamoDBActions).
-			"DYNAMODB_RETURNS_OLD_ITEM": jsii.String("true"),
-		},
+		Environment:   &env,
 	})
 
 	// Tracing ACTIVE adds xray:PutTraceSegments and xray:PutTelemetryRecords

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -23,11 +24,15 @@ import (
 // wantDynamoDBActions is what each handler calls; written out here rather
 // than read from DynamoDBActions so that widening a grant fails a test.
 var wantDynamoDBActions = map[string][]string{
-	"acquire": {"dynamodb:UpdateItem"},
+	"acquire": {"dynamodb:GetItem", "dynamodb:UpdateItem"}, // GetItem: the watch of wait_seconds
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
 }
+
+// wantTimeout is each function's timeout in seconds: 5 for one store call;
+// acquire may wait up to 20 s (wait_seconds), then write (3 s budget).
+var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "status": 5}
 
 // Variants of the app that the tests synthesize, once per test binary.
 const (
@@ -308,8 +313,11 @@ func TestFunctions(t *testing.T) {
 				"Architectures": []any{"arm64"},
 				"Handler":       "bootstrap",
 				"MemorySize":    float64(128),
-				"Timeout":       float64(5),
+				"Timeout":       float64(wantTimeout[r.Name]),
 				"TracingConfig": map[string]any{"Mode": "Active"},
+			}
+			if r.Timeout != time.Duration(wantTimeout[r.Name])*time.Second {
+				t.Errorf("api.Routes timeout of %s: got %s, want %ds", r.Name, r.Timeout, wantTimeout[r.Name])
 			}
 			for k, v := range want {
 				if !reflect.DeepEqual(p[k], v) {
@@ -323,6 +331,12 @@ func TestFunctions(t *testing.T) {
 				"MAX_TTL_SECONDS":             "86400",
 				"TOMBSTONE_RETENTION_SECONDS": "604800",
 				"DYNAMODB_RETURNS_OLD_ITEM":   "true",
+			}
+			if r.Name == "acquire" {
+				wantVars["MAX_WAIT_SECONDS"] = "20"
+			}
+			if len(vars) != len(wantVars) {
+				t.Errorf("env: got %v, want exactly %v", vars, wantVars)
 			}
 			for k, v := range wantVars {
 				if !reflect.DeepEqual(vars[k], v) {
