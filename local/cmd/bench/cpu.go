@@ -53,7 +53,8 @@ func cannedStore() (url string, stop func(), err error) {
 }
 
 // bareNames and the expressions are what a minimal acquire function would
-// send: the service's own condition, written out once.
+// send: the service's own update and condition (with a principal), written
+// out once.
 var bareNames = map[string]string{
 	"#r": "resource", "#o": "owner", "#p": "principal", "#t": "fencing_token",
 	"#a": "acquired_at", "#n": "renewed_at", "#e": "expires_at", "#g": "ttl", "#x": "released_at",
@@ -61,7 +62,7 @@ var bareNames = map[string]string{
 
 const (
 	bareUpdate = "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one, #p = :p REMOVE #x"
-	bareCond   = "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND #p = :p AND #a <= :now)"
+	bareCond   = "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND #p = :p AND #a <= :now AND (attribute_not_exists(#n) OR #n <= :now))"
 )
 
 // bareUpdateItem is the baseline: one SDK UpdateItem with the acquire's
