@@ -48,6 +48,7 @@ func TestProcess(t *testing.T) {
 	t.Run("LeaseCoversBackgroundChildren", func(t *testing.T) { t.Parallel(); testBackgroundChildren(t, bin) })
 	t.Run("CtrlZStopsCommand", func(t *testing.T) { t.Parallel(); testCtrlZ(t, bin) })
 	t.Run("GraceEndsBeforeLease", func(t *testing.T) { t.Parallel(); testGraceEndsBeforeLease(t, bin) })
+	t.Run("AcquireWaitSignals", func(t *testing.T) { t.Parallel(); testAcquireWaitSignals(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {

@@ -405,28 +405,49 @@ func (c *common) client(ctx context.Context, opts ...client.Option) (*client.Cli
 // call runs one request of a subcommand: it builds the client, bounds the
 // context by timeout (0: do's own bound) and by SIGINT/SIGTERM, prints do's
 // result as JSON and returns the exit code. Before it returns it waits (up
-// to drainTimeout) for the release of any lease the service granted after
-// do stopped waiting.
+// to drainTimeout, or until a second signal) for the release of any lease
+// the service granted after do stopped waiting: a request that waits at
+// the service is answered at the end of its round.
 func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *client.Client) (any, error)) int {
-	ctx, stop := signalContext()
-	defer stop()
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	// The lease of `acquire` outlives lockctl: nothing renews it.
 	cl, err := c.client(ctx, client.WithoutKeepAlive())
 	if err != nil {
 		return failed(env, err)
 	}
-	defer drain(cl, nil)
 	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeout(ctx, timeout)
+		defer cancelTimeout()
 	}
-	out, err := do(ctx, cl)
-	if err != nil {
-		return failed(env, err)
+	type result struct {
+		out any
+		err error
 	}
-	printJSON(env.Stdout, out)
-	return ExitOK
+	done := make(chan result, 1)
+	go func() {
+		out, err := do(ctx, cl)
+		done <- result{out, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-sigc:
+		cancel()
+		r = <-done
+	}
+	code := ExitOK
+	if r.err != nil {
+		code = failed(env, r.err)
+	} else {
+		printJSON(env.Stdout, r.out)
+	}
+	drain(cl, sigc)
+	return code
 }
 
 // drain waits up to drainTimeout for c's clean-up releases, or until a
@@ -540,11 +561,6 @@ func (e *heldError) Unwrap() error { return e.err }
 
 func printJSON(w io.Writer, v any) {
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// signalContext is cancelled by SIGINT or SIGTERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // take acquires resource: once when wait is 0, else waiting up to wait.
