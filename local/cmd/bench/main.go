@@ -79,7 +79,7 @@ type settings struct {
 
 func run(quick bool, profile string) error {
 	started := time.Now()
-	set := settings{handoff: 8 * time.Second, costWindow: 19 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 5}
+	set := settings{handoff: 8 * time.Second, costWindow: 19 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
 	if quick {
 		set = settings{handoff: 2 * time.Second, costWindow: 4 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
 	}
