@@ -1,19 +1,13 @@
 package local_test
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ft288/locks/api"
-	"github.com/ft288/locks/local"
 	"github.com/ft288/locks/local/localtest"
 	"github.com/ft288/locks/locklogic"
 )
@@ -130,18 +124,7 @@ func TestWaitRunsOut(t *testing.T) {
 // timeout.
 func TestWaitEndsBeforeDeadline(t *testing.T) {
 	t.Parallel()
-	db, err := api.NewDynamoDB(context.Background(), localtest.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	h := api.NewHandler(locklogic.New(db, locklogic.Config{Table: localtest.Table}), log, nil)
-	h.SetStoreBudget(500 * time.Millisecond)
-	runner := local.NewRunner(h, log)
-	runner.Timeouts = map[string]time.Duration{"acquire": 2 * time.Second}
-	hs := httptest.NewServer(runner)
-	t.Cleanup(hs.Close)
-	srv := &localtest.Server{URL: hs.URL}
+	srv := localtest.Start(t, localtest.Options{StoreBudget: 500 * time.Millisecond, Timeouts: map[string]time.Duration{"acquire": 2 * time.Second}})
 
 	r0 := res(t)
 	acquire(t, srv, r0, "holder", 30)

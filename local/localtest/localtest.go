@@ -133,6 +133,9 @@ type Options struct {
 	StoreEndpoint string
 	// StoreBudget is the handlers' store budget (api.StoreBudget when 0).
 	StoreBudget time.Duration
+	// Timeouts overrides route timeouts by route name (the invocation
+	// deadline each handler call gets; see local.Runner.Timeouts).
+	Timeouts map[string]time.Duration
 }
 
 // Server is a local runner over the real handlers, served by httptest.
@@ -171,6 +174,7 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	runner := local.NewRunner(h, log)
 	runner.Identity = opt.Identity
+	runner.Timeouts = opt.Timeouts
 	// Every answer must be one api/openapi.yaml describes (local/contract).
 	doc, err := loadContract()
 	if err != nil {
