@@ -194,6 +194,31 @@ func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 	return result{status: 200, body: renewedBody(lock), outcome: "renewed"}, nil
 }
 
+// ListLocks serves GET /admin/locks: the live leases whose name starts
+// with ?prefix, a page of at most ?limit, from ?cursor on.
+func (h *Handler) ListLocks(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, &req, routeList)
+}
+
+// ForceRelease serves DELETE /admin/locks/{resource} with body {"reason"}:
+// it ends the live lease whoever holds it and answers what it ended.
+func (h *Handler) ForceRelease(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, &req, routeForceRelease)
+}
+
+// Admin is the admin function's entry point: it serves every api.Routes
+// row marked Admin, chosen by the event's route key. An event of another
+// route is answered 404 as API Gateway answers an unknown route.
+func (h *Handler) Admin(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	for _, r := range Routes {
+		if r.Admin && r.Key() == req.RouteKey {
+			return r.Handle(h, ctx, req)
+		}
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: 404, Headers: map[string]string{"content-type": "application/json"},
+		Body: `{"message":"Not Found"}`}, nil
+}
+
 // Routes' work on the store, as serve runs it. A switch rather than a
 // function value: a pointer passed to a function value escapes, and the
 // event would move to the heap on every request.
@@ -202,6 +227,8 @@ const (
 	routeStatus
 	routeRelease
 	routeRenew
+	routeList
+	routeForceRelease
 )
 
 // serve runs one route: it recovers panics, renders the result or the
@@ -238,6 +265,8 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.release(ctx, req, resource)
 	case routeRenew:
 		res, err = h.renew(ctx, req, resource)
+	case routeList, routeForceRelease:
+		err = errors.New("not implemented yet")
 	}
 	resp = h.render(res, err, req, resource)
 	return resp, nil

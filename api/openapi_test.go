@@ -44,7 +44,7 @@ func routeDrift(documented []string, routes []Route) []string {
 	var drift []string
 	var table []string
 	for _, r := range routes {
-		row := r.Method + " " + r.Path + " " + r.Name
+		row := r.Method + " " + r.Path + " " + r.OperationID()
 		table = append(table, row)
 		if !slices.Contains(documented, row) {
 			drift = append(drift, "api.Routes has "+row+"; api/openapi.yaml does not")

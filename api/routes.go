@@ -15,11 +15,21 @@ type HandlerFunc func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 // Route is one row of the route table: the Lambda function Name (also the
 // folder functions/<Name> that holds its main), the HTTP Method and the API
 // Gateway Path template, the function's Timeout, and the Handler method
-// that serves it.
+// that serves it. Several rows may share one function (the same Name): that
+// function serves them all (Handler.Admin dispatches on the route key).
 type Route struct {
 	Name   string
 	Method string
 	Path   string
+	// Operation is the route's OpenAPI operationId; empty means Name (a
+	// function that serves one route). Rows that share a function need
+	// their own.
+	Operation string
+	// Admin marks the operator routes (/admin/...): they run in the admin
+	// function, whose role may Scan the table and force-release any lock,
+	// and only administrators' IAM policies allow invoking them. Lock users
+	// never need them.
+	Admin bool
 	// Timeout is the function's timeout: the deadline of every invocation
 	// (the CDK app sets it; the local runner gives each call that long).
 	// It stays below API Gateway's 30 s integration timeout.
@@ -38,6 +48,9 @@ func (r Route) Key() string { return r.Method + " " + r.Path }
 const (
 	// RouteTimeout is the timeout of the functions that make one store call.
 	RouteTimeout = 5 * time.Second
+	// AdminTimeout is the admin function's timeout: a listing may Scan for
+	// several pages within one StoreBudget.
+	AdminTimeout = 10 * time.Second
 	// AcquireTimeout is the acquire function's timeout.
 	AcquireTimeout = 25 * time.Second
 	// IntegrationTimeout is API Gateway's limit on one Lambda integration of
@@ -52,4 +65,15 @@ var Routes = []Route{
 	{Name: "status", Method: "GET", Path: "/locks/{resource}", Timeout: RouteTimeout, Handle: (*Handler).Status},
 	{Name: "release", Method: "DELETE", Path: "/locks/{resource}", Timeout: RouteTimeout, Handle: (*Handler).Release},
 	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Timeout: RouteTimeout, Handle: (*Handler).Renew},
+	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout, Handle: (*Handler).ListLocks},
+	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout, Handle: (*Handler).ForceRelease},
+}
+
+// OperationID returns the route's OpenAPI operationId: Operation, or Name
+// when the function serves this route alone.
+func (r Route) OperationID() string {
+	if r.Operation != "" {
+		return r.Operation
+	}
+	return r.Name
 }
