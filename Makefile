@@ -41,7 +41,7 @@ run: deps ## serve the API on http://ADDR (default 127.0.0.1:8080) over in-memor
 	exec bin/locald -addr $(ADDR)
 
 test: deps lint ## vet, format check, unit + integration + CDK template tests (starts its own dynalite)
-	go test -race -count=1 -parallel 8 -timeout 15m $$(go list ./... | grep -v '/infra$$')
+	go test -race -count=1 -parallel 4 -timeout 15m $$(go list ./... | grep -v '/infra$$')
 	@# infra/ runs without -race: it has no concurrency of its own, and a race
 	@# build of the generated CDK bindings alone costs ~50 s on 2 cores.
 	go test -count=1 -timeout 10m ./infra/

@@ -55,10 +55,12 @@ func TestWaitAfterRelease(t *testing.T) {
 	if got.status != 200 || got.json["acquired"] != true {
 		t.Fatalf("waiter: got %d %s, want the lock", got.status, got.raw)
 	}
-	// The waiter reads every 100 ms on average (150 ms at most); the rest
-	// is slack for a loaded machine.
-	if d := got.at.Sub(released); d > 500*time.Millisecond {
-		t.Errorf("waiter got the lock %s after the release, want within 500ms", d)
+	// The waiter reads every 100 ms on average (150 ms at most). The bound
+	// is far from that, for a loaded machine (-race, 2 cores), yet far
+	// below the 4.5 s after which an unwoken wait would answer; make bench
+	// measures the real handoff latency.
+	if d := got.at.Sub(released); d > 2*time.Second {
+		t.Errorf("waiter got the lock %s after the release, want within 2s (woken by the release, not the end of its wait)", d)
 	}
 	if tok := token(t, got.json["lock"].(map[string]any)); tok <= token(t, held) {
 		t.Errorf("waiter's token %d, want more than the holder's %d", tok, token(t, held))
@@ -89,8 +91,8 @@ func TestWaitAfterExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := acquired.Sub(exp); d < 0 || d > 300*time.Millisecond {
-		t.Errorf("waiter's lease starts %s after the holder's expiry, want within 300ms", d)
+	if d := acquired.Sub(exp); d < 0 || d > 1500*time.Millisecond {
+		t.Errorf("waiter's lease starts %s after the holder's expiry, want within 1.5s (slack for a loaded machine; make bench measures latency)", d)
 	}
 }
 

@@ -106,7 +106,7 @@ func TestCleanUpAfterFailedAcquire(t *testing.T) {
 		wantRelease bool
 	}{
 		{name: "RunHeld", cmd: "run", holder: true, args: []string{"--", "sh", "-c", "echo ran"}, wantCode: cli.ExitHeld},
-		{name: "RunWaitRunsOut", cmd: "run", holder: true, args: []string{"--wait", "200ms", "--", "sh", "-c", "echo ran"}, wantCode: cli.ExitHeld},
+		{name: "RunWaitRunsOut", cmd: "run", holder: true, args: []string{"--wait", "2s", "--", "sh", "-c", "echo ran"}, wantCode: cli.ExitHeld},
 		{name: "AcquireHeld", cmd: "acquire", holder: true, wantCode: cli.ExitHeld},
 		{name: "AcquireWaitLateGrant", cmd: "acquire", delay: late, args: []string{"--wait", "200ms"}, wantCode: cli.ExitError, wantRelease: true},
 		{name: "AcquireWaitLateGrantChosenOwner", cmd: "acquire", delay: late, args: []string{"--wait", "200ms", "--owner", "w1"}, wantCode: cli.ExitError, wantRelease: true},
