@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -33,7 +35,74 @@ const (
 	CtxAssetDir = "assetDir"
 	// CtxStackName overrides DefaultStackName.
 	CtxStackName = "stackName"
+	// CtxRegions lists the Regions of a multi-Region deployment, comma
+	// separated: three, or two with CtxWitness. The first holds the table's
+	// stack; each gets the API and its functions.
+	CtxRegions = "regions"
+	// CtxWitness is the witness Region of a two-Region deployment.
+	CtxWitness = "witness"
 )
+
+// MultiRegion is the multi-Region option: the table is a DynamoDB global
+// table with multi-Region strong consistency, which DynamoDB allows in
+// exactly three Regions: three replicas, or two and a witness.
+type MultiRegion struct {
+	// Regions hold a replica each and the API with its functions; the
+	// first also holds the table's stack.
+	Regions []string
+	// Witness is the witness Region, or empty with three Regions.
+	Witness string
+}
+
+// regionPattern is the form of an AWS Region name, e.g. eu-west-1.
+var regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+
+// MultiRegionFromContext reads CtxRegions and CtxWitness through get (see
+// PropsFromContext). It returns nil without CtxRegions (one Region, the
+// default). DynamoDB's Region sets (MRSC spans US, EU or AP Regions only)
+// are checked by the CDK when the table is built.
+func MultiRegionFromContext(get func(key string) any) (*MultiRegion, error) {
+	str := func(key string) string {
+		if v := get(key); v != nil {
+			return strings.TrimSpace(fmt.Sprint(v))
+		}
+		return ""
+	}
+	regions, witness := str(CtxRegions), str(CtxWitness)
+	if regions == "" {
+		if witness != "" {
+			return nil, fmt.Errorf("context %s=%q needs %s", CtxWitness, witness, CtxRegions)
+		}
+		return nil, nil
+	}
+	m := &MultiRegion{Witness: witness}
+	seen := map[string]bool{}
+	for _, r := range strings.Split(regions, ",") {
+		r = strings.TrimSpace(r)
+		if !regionPattern.MatchString(r) {
+			return nil, fmt.Errorf("context %s=%q: %q is not a Region name such as us-east-1", CtxRegions, regions, r)
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("context %s=%q: %s twice", CtxRegions, regions, r)
+		}
+		seen[r] = true
+		m.Regions = append(m.Regions, r)
+	}
+	if witness != "" {
+		if !regionPattern.MatchString(witness) {
+			return nil, fmt.Errorf("context %s=%q: not a Region name such as us-west-2", CtxWitness, witness)
+		}
+		if seen[witness] {
+			return nil, fmt.Errorf("context %s=%q: the witness must be a Region without a replica", CtxWitness, witness)
+		}
+	}
+	switch {
+	case witness == "" && len(m.Regions) != 3, witness != "" && len(m.Regions) != 2:
+		return nil, fmt.Errorf("context %s=%q %s=%q: multi-Region strong consistency needs exactly three Regions: "+
+			"three replicas (regions=A,B,C) or two and a witness (regions=A,B witness=C)", CtxRegions, regions, CtxWitness, witness)
+	}
+	return m, nil
+}
 
 // PropsFromContext turns context flags, looked up through get (which returns
 // nil for an unset key), into stack props and the stack name. Values may be
@@ -90,12 +159,17 @@ func PropsFromContext(get func(key string) any) (*LockServiceStackProps, string,
 	return props, name, nil
 }
 
-// CheckAssets reports every api.Routes row whose <dir>/<name>/bootstrap is
-// missing, so a synth before `make build` fails with a hint, not a jsii trace.
+// CheckAssets reports every function (distinct api.Routes Name) whose
+// <dir>/<name>/bootstrap is missing, so a synth before `make build` fails
+// with a hint, not a jsii trace.
 func CheckAssets(dir string) error {
+	fns, err := Functions(api.Routes)
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, r := range api.Routes {
-		p := filepath.Join(dir, r.Name, "bootstrap")
+	for _, f := range fns {
+		p := filepath.Join(dir, f.Name, "bootstrap")
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
 			errs = append(errs, fmt.Errorf("missing function binary %s (run `make build` first)", p))
 		}
@@ -104,25 +178,66 @@ func CheckAssets(dir string) error {
 }
 
 // NewApp builds the whole CDK app: it reads the context flags, creates the
-// lock service stack and applies the cdk-nag AwsSolutions checks, which write
+// stacks and applies the cdk-nag AwsSolutions checks, which write
 // AwsSolutions-<stack>-NagReport.csv into the app's output folder on synth.
-// appProps may be nil; tests set Outdir and Context through it.
-func NewApp(appProps *awscdk.AppProps) (awscdk.App, awscdk.Stack, error) {
-	app := awscdk.NewApp(appProps)
-	props, name, err := PropsFromContext(func(key string) any {
-		return app.Node().TryGetContext(jsii.String(key))
-	})
+// By default that is one lock service stack; with CtxRegions it is a
+// GlobalTableStack in the first Region (<name>-Table) and a lock service
+// stack in each Region (<name>-<region>) that uses the table's replica
+// there, in that order. appProps may be nil; tests set Outdir and Context
+// through it.
+func NewApp(appProps *awscdk.AppProps) (app awscdk.App, stacks []awscdk.Stack, err error) {
+	app = awscdk.NewApp(appProps)
+	get := func(key string) any { return app.Node().TryGetContext(jsii.String(key)) }
+	props, name, err := PropsFromContext(get)
+	if err != nil {
+		return nil, nil, err
+	}
+	multi, err := MultiRegionFromContext(get)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := CheckAssets(props.AssetDir); err != nil {
 		return nil, nil, err
 	}
-	props.Description = jsii.String("Serverless distributed lock service (github.com/ft288/locks)")
-	stack := NewLockServiceStack(app, name, props)
+	const description = "Serverless distributed lock service (github.com/ft288/locks)"
+	props.Description = jsii.String(description)
+	if multi == nil {
+		stacks = append(stacks, NewLockServiceStack(app, name, props))
+	} else {
+		// The CDK reports a configuration DynamoDB would refuse (Regions
+		// of different Region sets) by panicking through jsii.
+		defer func() {
+			if r := recover(); r != nil {
+				app, stacks, err = nil, nil, fmt.Errorf("multi-Region table: %v", r)
+			}
+		}()
+		tableName := name + "-Locks"
+		tableStack := NewGlobalTableStack(app, name+"-Table", &GlobalTableStackProps{
+			StackProps: awscdk.StackProps{
+				Env:         &awscdk.Environment{Region: jsii.String(multi.Regions[0])},
+				Description: jsii.String(description + ": the global table"),
+			},
+			TableName:            tableName,
+			Replicas:             multi.Regions[1:],
+			Witness:              multi.Witness,
+			RemovalPolicyDestroy: props.RemovalPolicyDestroy,
+		})
+		stacks = append(stacks, tableStack)
+		for _, region := range multi.Regions {
+			p := *props
+			p.TableName = tableName
+			p.Env = &awscdk.Environment{Region: jsii.String(region)}
+			p.Description = jsii.String(description + " in " + region)
+			s := NewLockServiceStack(app, name+"-"+region, &p)
+			// Deploy order only: the stacks share nothing but the
+			// table's name, so there is no cross-Region reference.
+			s.AddStackDependency(tableStack, jsii.String("the functions use the table's replica in "+region))
+			stacks = append(stacks, s)
+		}
+	}
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
 		Reports: jsii.Bool(true),
 		Verbose: jsii.Bool(true),
 	}), nil)
-	return app, stack, nil
+	return app, stacks, nil
 }

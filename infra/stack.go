@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -40,28 +40,90 @@ const (
 	TombstoneRetentionSeconds = 604800
 	// MaxWaitSeconds is the longest wait_seconds an acquire may ask for.
 	MaxWaitSeconds = 20
+	// MaxLockDelaySeconds is the longest lock_delay_seconds an acquire may
+	// ask for (five minutes).
+	MaxLockDelaySeconds = 300
 )
 
-// DynamoDBActions lists, per route name (api.Route.Name), exactly the
+// DynamoDBActions lists, per function (api.Route.Name), exactly the
 // DynamoDB actions that function's handler calls. Each function's role is
 // granted these on the lock table and nothing else: acquire, renew and
 // release are one conditional UpdateItem each (against DynamoDB itself a
 // failed condition returns the old item, which tells 404 from 403/409, so
 // they never read: locklogic.Config.OldItemOnFailure); an acquire with
 // wait_seconds also watches a held lock with GetItem; status is a GetItem.
+// The admin function (GET /admin/locks, DELETE /admin/locks/{resource})
+// lists with Scan and force-releases with one conditional UpdateItem; it is
+// the only role that may Scan.
 var DynamoDBActions = map[string][]string{
 	"acquire": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
+	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},
+}
+
+// FunctionEnvironment lists, per function, the environment it gets on top
+// of the one every function gets (see newLockFunction).
+var FunctionEnvironment = map[string]map[string]string{
+	// MAX_WAIT_SECONDS is spelled out, though it is the default: the
+	// function's timeout (api.AcquireTimeout) is sized for it.
+	"acquire": {
+		"MAX_WAIT_SECONDS":       fmt.Sprint(MaxWaitSeconds),
+		"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds),
+	},
+}
+
+// Function is one Lambda function of the service: its Name (the folder
+// functions/<Name> and build/lambda/<Name>) and the api.Routes rows it
+// serves, which share its timeout.
+type Function struct {
+	Name   string
+	Routes []api.Route
+}
+
+// Timeout is the function's timeout, the one of each of its rows.
+func (f Function) Timeout() time.Duration { return f.Routes[0].Timeout }
+
+// Functions groups routes by Name, in the order each Name first appears:
+// one Lambda function per distinct Name, serving every row of that Name.
+// Rows of one function must agree on the timeout.
+func Functions(routes []api.Route) ([]Function, error) {
+	var fns []Function
+	index := map[string]int{}
+	for _, r := range routes {
+		i, ok := index[r.Name]
+		if !ok {
+			index[r.Name] = len(fns)
+			fns = append(fns, Function{Name: r.Name, Routes: []api.Route{r}})
+			continue
+		}
+		if r.Timeout != fns[i].Timeout() {
+			return nil, fmt.Errorf("routes %q and %q of function %q: timeouts %s and %s differ",
+				fns[i].Routes[0].Key(), r.Key(), r.Name, fns[i].Timeout(), r.Timeout)
+		}
+		fns[i].Routes = append(fns[i].Routes, r)
+	}
+	return fns, nil
+}
+
+// keys returns the route keys of f's rows, e.g. "GET /admin/locks, DELETE
+// /admin/locks/{resource}".
+func (f Function) keys() string {
+	keys := make([]string, len(f.Routes))
+	for i, r := range f.Routes {
+		keys[i] = r.Key()
+	}
+	return strings.Join(keys, ", ")
 }
 
 // LockServiceStackProps configures NewLockServiceStack. Zero values mean the
-// production defaults: IAM auth on every route, retained table and logs, the
-// Default* throttling and assets from DefaultAssetDir.
+// production defaults: IAM auth on every route, a table of the stack,
+// retained table and logs, the Default* throttling and assets from
+// DefaultAssetDir.
 type LockServiceStackProps struct {
 	awscdk.StackProps
-	// AssetDir holds <name>/bootstrap (linux/arm64) for each api.Routes row.
+	// AssetDir holds <name>/bootstrap (linux/arm64) for each function.
 	AssetDir string
 	// AuthNone drops the IAM authorizer from every route (dev stacks only:
 	// anyone who knows the URL can then take and release locks).
@@ -73,6 +135,10 @@ type LockServiceStackProps struct {
 	// RemovalPolicyDestroy deletes the table and log groups with the stack
 	// (dev stacks only); by default they are retained.
 	RemovalPolicyDestroy bool
+	// TableName, when set, names an existing table in the stack's Region
+	// (a replica of the global table that a GlobalTableStack creates) for
+	// the functions to use; the stack then creates no table of its own.
+	TableName string
 }
 
 // withDefaults returns a copy of p with zero fields set to their defaults.
@@ -89,17 +155,23 @@ func (p LockServiceStackProps) withDefaults() LockServiceStackProps {
 	return p
 }
 
-// NewLockServiceStack creates the lock service: one on-demand DynamoDB table,
-// one Lambda function per api.Routes row with a role that may call only the
-// DynamoDB actions in DynamoDBActions, an HTTP API with an IAM authorizer on
-// every route, a throttled default stage with JSON access logs, and alarms.
-// A nil props means all defaults.
+// NewLockServiceStack creates the lock service: one on-demand DynamoDB table
+// (or, with props.TableName, the replica of a global table in the stack's
+// Region), one Lambda function per distinct api.Routes Name with a role
+// that may call only the DynamoDB actions in DynamoDBActions, an HTTP API
+// with one route per api.Routes row and an IAM authorizer on every route, a
+// throttled default stage with JSON access logs, a CloudWatch dashboard and
+// alarms. A nil props means all defaults.
 func NewLockServiceStack(scope constructs.Construct, id string, props *LockServiceStackProps) awscdk.Stack {
 	var p LockServiceStackProps
 	if props != nil {
 		p = *props
 	}
 	p = p.withDefaults()
+	fns, err := Functions(api.Routes)
+	if err != nil {
+		panic("infra: " + err.Error())
+	}
 
 	stack := awscdk.NewStack(scope, &id, &p.StackProps)
 
@@ -108,21 +180,28 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 		removal = awscdk.RemovalPolicy_DESTROY
 	}
 
-	table := awsdynamodb.NewTable(stack, jsii.String("Locks"), &awsdynamodb.TableProps{
-		PartitionKey: &awsdynamodb.Attribute{
-			Name: jsii.String("resource"),
-			Type: awsdynamodb.AttributeType_STRING,
-		},
-		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		TimeToLiveAttribute: jsii.String("ttl"),
-		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
-			PointInTimeRecoveryEnabled: jsii.Bool(true),
-		},
-		// Deletion protection guards a retained table against deletion
-		// outside CloudFormation too; dev stacks must be able to drop it.
-		DeletionProtection: jsii.Bool(!p.RemovalPolicyDestroy),
-		RemovalPolicy:      removal,
-	})
+	var table awsdynamodb.ITable
+	if p.TableName != "" {
+		// The replica in this stack's Region, by name: its ARN is built in
+		// this stack, so there is no cross-Region reference to resolve.
+		table = awsdynamodb.TableV2_FromTableName(stack, jsii.String("Locks"), jsii.String(p.TableName))
+	} else {
+		table = awsdynamodb.NewTable(stack, jsii.String("Locks"), &awsdynamodb.TableProps{
+			PartitionKey: &awsdynamodb.Attribute{
+				Name: jsii.String("resource"),
+				Type: awsdynamodb.AttributeType_STRING,
+			},
+			BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+			TimeToLiveAttribute: jsii.String("ttl"),
+			PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+				PointInTimeRecoveryEnabled: jsii.Bool(true),
+			},
+			// Deletion protection guards a retained table against deletion
+			// outside CloudFormation too; dev stacks must be able to drop it.
+			DeletionProtection: jsii.Bool(!p.RemovalPolicyDestroy),
+			RemovalPolicy:      removal,
+		})
+	}
 
 	httpAPI := awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
 		Description: jsii.String("Distributed lock service (one route per api.Routes row)"),
@@ -138,27 +217,39 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 		authorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	}
 
-	for _, route := range api.Routes {
-		actions, ok := DynamoDBActions[route.Name]
+	obs := newObservability(stack, *stack.StackName())
+	for _, f := range fns {
+		actions, ok := DynamoDBActions[f.Name]
 		if !ok {
-			panic(fmt.Sprintf("infra: route %q has no entry in DynamoDBActions", route.Name))
+			panic(fmt.Sprintf("infra: function %q has no entry in DynamoDBActions", f.Name))
 		}
-		fn := newLockFunction(stack, route, table, actions, removal, p.AssetDir)
-		awsapigatewayv2.NewHttpRoute(stack, jsii.String(constructID(route.Name)+"Route"), &awsapigatewayv2.HttpRouteProps{
-			HttpApi:  httpAPI,
-			RouteKey: awsapigatewayv2.HttpRouteKey_With(jsii.String(route.Path), awsapigatewayv2.HttpMethod(route.Method)),
-			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(
-				jsii.String(constructID(route.Name)+"Integration"), fn,
-				&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
-					PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
-				}),
-			Authorizer: authorizer,
-		})
-		addFunctionAlarms(stack, route.Name, fn)
+		fn := newLockFunction(stack, f, table, actions, removal, p.AssetDir)
+		for _, route := range f.Routes {
+			// A function that serves one row names its route after itself
+			// (AcquireRoute); rows that share one are told apart by their
+			// operation (ListLocksRoute, ForceReleaseRoute).
+			rid := constructID(route.Name)
+			if len(f.Routes) > 1 {
+				rid = constructID(route.OperationID())
+			}
+			awsapigatewayv2.NewHttpRoute(stack, jsii.String(rid+"Route"), &awsapigatewayv2.HttpRouteProps{
+				HttpApi:  httpAPI,
+				RouteKey: awsapigatewayv2.HttpRouteKey_With(jsii.String(route.Path), awsapigatewayv2.HttpMethod(route.Method)),
+				Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(
+					jsii.String(rid+"Integration"), fn,
+					&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+						PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+					}),
+				Authorizer: authorizer,
+			})
+		}
+		obs.addFunction(f, fn)
 	}
 
 	stage := newDefaultStage(stack, httpAPI, p, removal)
-	addAPIAlarms(stack, httpAPI, table)
+	obs.addAPIAndTable(httpAPI, table)
+	obs.addServiceAlarms(fns)
+	obs.newDashboard(fns, httpAPI, table)
 
 	if p.AuthNone {
 		cdknag.NagSuppressions_AddStackSuppressions(stack, &[]*cdknag.NagPackSuppression{{
@@ -176,15 +267,54 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 		Description: jsii.String("DynamoDB table that holds the locks"),
 		Value:       table.TableName(),
 	})
+	lockARNs, adminARNs := InvokeARNs(api.Routes, func(method, path string) string {
+		return *httpAPI.ArnForExecuteApi(jsii.String(method), jsii.String(path), jsii.String("*"))
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("LockUserInvokeArns"), &awscdk.CfnOutputProps{
+		Description: jsii.String("Resources of execute-api:Invoke for lock users: the lock routes, none of /admin"),
+		Value:       awscdk.Fn_Join(jsii.String(","), jsii.Strings(lockARNs...)),
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("AdminInvokeArns"), &awscdk.CfnOutputProps{
+		Description: jsii.String("Resources of execute-api:Invoke for administrators: the /admin routes (list, force release)"),
+		Value:       awscdk.Fn_Join(jsii.String(","), jsii.Strings(adminARNs...)),
+	})
 	return stack
 }
 
-// newLockFunction creates the function that serves route, with its own log
-// group and a role that can write only to that log group and call only
-// actions on table.
-func newLockFunction(stack awscdk.Stack, route api.Route, table awsdynamodb.Table, actions []string,
+// InvokeARNs returns the execute-api resources that allow calling the lock
+// routes (lock) and the admin routes (admin) of routes, one per distinct
+// method and path, built by arn(method, path) with each {param} of the path
+// as "*". Each names its method: in an IAM resource "*" matches "/" too, so
+// API_ID/*/*/locks/* would also match API_ID/$default/DELETE/admin/locks/x,
+// the force release.
+func InvokeARNs(routes []api.Route, arn func(method, path string) string) (lock, admin []string) {
+	seen := map[string]bool{}
+	for _, r := range routes {
+		parts := strings.Split(r.Path, "/")
+		for i, s := range parts {
+			if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+				parts[i] = "*"
+			}
+		}
+		path := strings.Join(parts, "/")
+		if seen[r.Method+" "+path] {
+			continue
+		}
+		seen[r.Method+" "+path] = true
+		if r.Admin {
+			admin = append(admin, arn(r.Method, path))
+		} else {
+			lock = append(lock, arn(r.Method, path))
+		}
+	}
+	return lock, admin
+}
+
+// newLockFunction creates function f, with its own log group and a role
+// that can write only to that log group and call only actions on table.
+func newLockFunction(stack awscdk.Stack, f Function, table awsdynamodb.ITable, actions []string,
 	removal awscdk.RemovalPolicy, assetDir string) awslambda.Function {
-	id := constructID(route.Name)
+	id := constructID(f.Name)
 
 	logGroup := awslogs.NewLogGroup(stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
@@ -195,7 +325,7 @@ func newLockFunction(stack awscdk.Stack, route api.Route, table awsdynamodb.Tabl
 	// (logs on every log group in the account) off the function.
 	role := awsiam.NewRole(stack, jsii.String(id+"Role"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
-		Description: jsii.String(fmt.Sprintf("Lock service %s function (%s %s)", route.Name, route.Method, route.Path)),
+		Description: jsii.String(fmt.Sprintf("Lock service %s function (%s)", f.Name, f.keys())),
 		InlinePolicies: &map[string]awsiam.PolicyDocument{
 			"DynamoDB": awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{
 				Statements: &[]awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -220,21 +350,22 @@ func newLockFunction(stack awscdk.Stack, route api.Route, table awsdynamodb.Tabl
 		// renew and release never read to explain one: their roles
 		// have no GetItem (DynamoDBActions).
 		"DYNAMODB_RETURNS_OLD_ITEM": jsii.String("true"),
+		// The namespace of the Embedded Metric Format lines the handler
+		// logs; the dashboard and alarms read it (observability.go).
+		"METRICS_NAMESPACE": stack.StackName(),
 	}
-	if route.Name == "acquire" {
-		// Spelled out, though it is the default: the function's timeout
-		// (api.AcquireTimeout) is sized for it.
-		env["MAX_WAIT_SECONDS"] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+	for k, v := range FunctionEnvironment[f.Name] {
+		env[k] = jsii.String(v)
 	}
 	// The route table's timeout: 5 s for one store call, more for an
-	// acquire that may wait (below API Gateway's 30 s).
-	timeout := awscdk.Duration_Seconds(jsii.Number(route.Timeout.Seconds()))
+	// acquire that may wait or a listing (below API Gateway's 30 s).
+	timeout := awscdk.Duration_Seconds(jsii.Number(f.Timeout().Seconds()))
 	fn := awslambda.NewFunction(stack, jsii.String(id+"Function"), &awslambda.FunctionProps{
-		Description:   jsii.String(fmt.Sprintf("Lock service: %s %s", route.Method, route.Path)),
+		Description:   jsii.String("Lock service: " + f.keys()),
 		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:  awslambda.Architecture_ARM_64(),
 		Handler:       jsii.String("bootstrap"),
-		Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(assetDir, route.Name)), nil),
+		Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(assetDir, f.Name)), nil),
 		MemorySize:    jsii.Number(128),
 		Timeout:       timeout,
 		LoggingFormat: awslambda.LoggingFormat_JSON,
@@ -304,43 +435,6 @@ func newDefaultStage(stack awscdk.Stack, httpAPI awsapigatewayv2.HttpApi, p Lock
 		Format:         jsii.String(accessLogFormat()),
 	})
 	return stage
-}
-
-// addFunctionAlarms alarms on any error or throttle of fn in a minute.
-func addFunctionAlarms(stack awscdk.Stack, name string, fn awslambda.Function) {
-	id := constructID(name)
-	period := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1))}
-	newAlarm(stack, id+"ErrorsAlarm", fn.MetricErrors(period),
-		fmt.Sprintf("The %s function returned errors (crashes or timeouts, not 4xx/5xx responses).", name))
-	newAlarm(stack, id+"ThrottlesAlarm", fn.MetricThrottles(period),
-		fmt.Sprintf("The %s function was throttled (account or reserved concurrency exhausted).", name))
-}
-
-// addAPIAlarms alarms on API 5xx responses and on DynamoDB throttling and
-// system errors for the operations the functions use.
-func addAPIAlarms(stack awscdk.Stack, httpAPI awsapigatewayv2.HttpApi, table awsdynamodb.Table) {
-	period := awscdk.Duration_Minutes(jsii.Number(1))
-	ops := &[]awsdynamodb.Operation{awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_UPDATE_ITEM}
-	newAlarm(stack, "Api5xxAlarm", httpAPI.MetricServerError(&awscloudwatch.MetricOptions{Period: period}),
-		"The lock API answered with 5xx (handler failures, integration errors or timeouts).")
-	newAlarm(stack, "TableThrottlesAlarm",
-		table.MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{Operations: ops, Period: period}),
-		"DynamoDB throttled GetItem/UpdateItem on the lock table.")
-	newAlarm(stack, "TableSystemErrorsAlarm",
-		table.MetricSystemErrorsForOperations(&awsdynamodb.SystemErrorsForOperationsMetricOptions{Operations: ops, Period: period}),
-		"DynamoDB returned system errors (HTTP 500) for GetItem/UpdateItem on the lock table.")
-}
-
-// newAlarm fires when metric's sum reaches 1 in one period; no data is fine.
-func newAlarm(stack awscdk.Stack, id string, metric awscloudwatch.IMetric, description string) {
-	awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-		Metric:             metric,
-		Threshold:          jsii.Number(1),
-		EvaluationPeriods:  jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		AlarmDescription:   jsii.String(description),
-	})
 }
 
 // constructID turns a route name such as "acquire" into "Acquire".

@@ -21,6 +21,10 @@ import (
 	"github.com/ft288/locks/api"
 )
 
+// wantFunctions are the Lambda functions of the service, one per distinct
+// api.Routes Name; written out so that a function more or less fails a test.
+var wantFunctions = []string{"acquire", "status", "release", "renew", "admin"}
+
 // wantDynamoDBActions is what each handler calls; written out here rather
 // than read from DynamoDBActions so that widening a grant fails a test.
 var wantDynamoDBActions = map[string][]string{
@@ -28,23 +32,28 @@ var wantDynamoDBActions = map[string][]string{
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
+	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"}, // list (Scan), force release
 }
 
 // wantTimeout is each function's timeout in seconds: 5 for one store call;
-// acquire may wait up to 20 s (wait_seconds), then write (3 s budget).
-var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "status": 5}
+// acquire may wait up to 20 s (wait_seconds), then write (3 s budget); the
+// admin function may scan several pages.
+var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "status": 5, "admin": 10}
 
 // Variants of the app that the tests synthesize, once per test binary.
 const (
-	prod = "prod" // no context flags: IAM auth, retained data, default throttling
-	dev  = "dev"  // auth=none destroy=true throttleRate=7 throttleBurst=9
+	prod   = "prod"   // no context flags: IAM auth, retained data, default throttling
+	dev    = "dev"    // auth=none destroy=true throttleRate=7 throttleBurst=9
+	multi2 = "multi2" // regions=us-east-1,us-east-2 witness=us-west-2
+	multi3 = "multi3" // regions=eu-west-1,eu-west-2,eu-west-3 destroy=true
 )
 
 // devStackName is the stackName context flag of the dev variant.
 const devStackName = "LockServiceDev"
 
-// synthesized is one synthesized app.
+// synthesized is one synthesized stack.
 type synthesized struct {
+	name   string
 	stack  awscdk.Stack
 	tmpl   assertions.Template
 	res    map[string]map[string]any // Resources by logical ID
@@ -57,7 +66,7 @@ var (
 	synthOnce sync.Once
 	synthRoot string
 	synthErr  error
-	synthApps map[string]*synthesized
+	synthApps map[string][]*synthesized // the stacks of each variant, in NewApp's order
 )
 
 func TestMain(m *testing.M) {
@@ -72,9 +81,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// synth returns the synthesized app of the given variant. Both variants are
-// built on first use in one jsii runtime, since starting it is the slow part.
+// synth returns the one stack of a single-Region variant (prod, dev).
 func synth(tb testing.TB, variant string) *synthesized {
+	tb.Helper()
+	stacks := synthStacks(tb, variant)
+	if len(stacks) != 1 {
+		tb.Fatalf("variant %s: got %d stacks, want 1", variant, len(stacks))
+	}
+	return stacks[0]
+}
+
+// synthStacks returns the stacks of the given variant. All variants are
+// built on first use in one jsii runtime, since starting it is the slow part.
+func synthStacks(tb testing.TB, variant string) []*synthesized {
 	tb.Helper()
 	synthOnce.Do(func() {
 		synthApps, synthErr = synthAll()
@@ -85,7 +104,7 @@ func synth(tb testing.TB, variant string) *synthesized {
 	return synthApps[variant]
 }
 
-func synthAll() (apps map[string]*synthesized, err error) {
+func synthAll() (apps map[string][]*synthesized, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
@@ -109,29 +128,33 @@ func synthAll() (apps map[string]*synthesized, err error) {
 		prod: {"assetDir": assets},
 		dev: {"assetDir": assets, "auth": "none", "destroy": "true",
 			"throttleRate": "7", "throttleBurst": "9", "stackName": devStackName},
+		multi2: {"assetDir": assets, "regions": "us-east-1,us-east-2", "witness": "us-west-2"},
+		multi3: {"assetDir": assets, "regions": "eu-west-1, eu-west-2, eu-west-3", "destroy": "true"},
 	}
-	apps = map[string]*synthesized{}
+	apps = map[string][]*synthesized{}
 	for variant, ctx := range contexts {
 		outdir := filepath.Join(synthRoot, variant)
-		app, stack, err := NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir), Context: &ctx})
+		app, stacks, err := NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir), Context: &ctx})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", variant, err)
 		}
 		app.Synth(nil) // cached: Template_FromStack reuses this assembly
-		tmpl := assertions.Template_FromStack(stack, nil)
-		raw, err := json.Marshal(tmpl.ToJSON())
-		if err != nil {
-			return nil, err
+		for _, stack := range stacks {
+			tmpl := assertions.Template_FromStack(stack, nil)
+			raw, err := json.Marshal(tmpl.ToJSON())
+			if err != nil {
+				return nil, err
+			}
+			var doc struct {
+				Resources map[string]map[string]any
+				Outputs   map[string]any
+			}
+			if err := json.Unmarshal(raw, &doc); err != nil {
+				return nil, err
+			}
+			apps[variant] = append(apps[variant], &synthesized{name: *stack.StackName(), stack: stack, tmpl: tmpl,
+				res: doc.Resources, out: doc.Outputs, outdir: outdir, assets: assets})
 		}
-		var doc struct {
-			Resources map[string]map[string]any
-			Outputs   map[string]any
-		}
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			return nil, err
-		}
-		apps[variant] = &synthesized{stack: stack, tmpl: tmpl, res: doc.Resources, out: doc.Outputs,
-			outdir: outdir, assets: assets}
 	}
 	return apps, nil
 }
@@ -260,6 +283,8 @@ func strs(v any) []any {
 }
 
 func TestTable(t *testing.T) {
+	// One Region (the default) keeps its own table with TTL, unchanged;
+	// only the multi-Region option builds a global table.
 	tests := []struct {
 		variant    string
 		wantPolicy string
@@ -272,6 +297,9 @@ func TestTable(t *testing.T) {
 		t.Run(tt.variant, func(t *testing.T) {
 			s := synth(t, tt.variant)
 			match(t, "one table", func() { s.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(1)) })
+			match(t, "no global table", func() {
+				s.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::GlobalTable"), jsii.Number(0))
+			})
 			match(t, "table properties", func() {
 				s.tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
 					"KeySchema":                        []any{map[string]any{"AttributeName": "resource", "KeyType": "HASH"}},
@@ -298,26 +326,96 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// functions follows every api.Routes row to the function that serves it and
+// returns each function's logical ID by name; rows of one name must reach
+// one function.
+func (s *synthesized) functions(tb testing.TB) map[string]string {
+	tb.Helper()
+	fns := map[string]string{}
+	for _, r := range api.Routes {
+		fn := s.functionOf(tb, r)
+		if prev, ok := fns[r.Name]; ok && prev != fn {
+			tb.Errorf("rows of %s are served by %s and %s, want one function", r.Name, prev, fn)
+		}
+		fns[r.Name] = fn
+	}
+	return fns
+}
+
+// checkEnv checks a function's environment: the table (a Ref in one
+// Region, the global table's name in several), the metrics namespace (the
+// stack name) and the per-function settings.
+func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, namespace string) {
+	tb.Helper()
+	wantVars := map[string]any{
+		"TABLE_NAME":                  wantTable,
+		"MAX_TTL_SECONDS":             "86400",
+		"TOMBSTONE_RETENTION_SECONDS": "604800",
+		"DYNAMODB_RETURNS_OLD_ITEM":   "true",
+		"METRICS_NAMESPACE":           namespace,
+	}
+	if name == "acquire" {
+		wantVars["MAX_WAIT_SECONDS"] = "20"
+		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
+	}
+	if len(vars) != len(wantVars) {
+		tb.Errorf("env: got %v, want exactly %v", vars, wantVars)
+	}
+	for k, v := range wantVars {
+		if !reflect.DeepEqual(vars[k], v) {
+			tb.Errorf("env %s: got %v, want %v", k, vars[k], v)
+		}
+	}
+	// The handler reads this environment: it must talk to DynamoDB itself
+	// and never read to explain a failed write, since the renew and
+	// release roles have no GetItem.
+	cfg, err := api.ConfigFromEnv(func(k string) string {
+		if v, ok := vars[k].(string); ok {
+			return v
+		}
+		if vars[k] != nil {
+			return "table-from-ref"
+		}
+		return ""
+	})
+	if err != nil || cfg.Endpoint != "" || !cfg.OldItemOnFailure {
+		tb.Errorf("function config from the stack's environment: got %+v, %v; want no endpoint override and OldItemOnFailure", cfg, err)
+	}
+}
+
 func TestFunctions(t *testing.T) {
 	s := synth(t, prod)
 	table := s.only(t, "AWS::DynamoDB::Table")
-	match(t, "one function per route", func() {
-		s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(float64(len(api.Routes))))
+	match(t, "exactly 5 functions, one per distinct route name", func() {
+		s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5))
 	})
+	fns := s.functions(t)
+	var names []string
+	for name := range fns {
+		names = append(names, name)
+	}
+	if !slices.Equal(sorted(names), sorted(wantFunctions)) {
+		t.Errorf("functions reached by api.Routes: got %v, want %v", sorted(names), sorted(wantFunctions))
+	}
 	for _, r := range api.Routes {
-		t.Run(r.Name, func(t *testing.T) {
-			fn := s.functionOf(t, r)
+		if r.Timeout != time.Duration(wantTimeout[r.Name])*time.Second {
+			t.Errorf("api.Routes timeout of %s: got %s, want %ds", r.Key(), r.Timeout, wantTimeout[r.Name])
+		}
+	}
+	for _, name := range wantFunctions {
+		t.Run(name, func(t *testing.T) {
+			fn, ok := fns[name]
+			if !ok {
+				t.Fatalf("no route reaches function %s", name)
+			}
 			p := s.props(t, fn)
 			want := map[string]any{
 				"Runtime":       "provided.al2023",
 				"Architectures": []any{"arm64"},
 				"Handler":       "bootstrap",
 				"MemorySize":    float64(128),
-				"Timeout":       float64(wantTimeout[r.Name]),
+				"Timeout":       float64(wantTimeout[name]),
 				"TracingConfig": map[string]any{"Mode": "Active"},
-			}
-			if r.Timeout != time.Duration(wantTimeout[r.Name])*time.Second {
-				t.Errorf("api.Routes timeout of %s: got %s, want %ds", r.Name, r.Timeout, wantTimeout[r.Name])
 			}
 			for k, v := range want {
 				if !reflect.DeepEqual(p[k], v) {
@@ -326,38 +424,7 @@ func TestFunctions(t *testing.T) {
 			}
 			env, _ := p["Environment"].(map[string]any)
 			vars, _ := env["Variables"].(map[string]any)
-			wantVars := map[string]any{
-				"TABLE_NAME":                  map[string]any{"Ref": table},
-				"MAX_TTL_SECONDS":             "86400",
-				"TOMBSTONE_RETENTION_SECONDS": "604800",
-				"DYNAMODB_RETURNS_OLD_ITEM":   "true",
-			}
-			if r.Name == "acquire" {
-				wantVars["MAX_WAIT_SECONDS"] = "20"
-			}
-			if len(vars) != len(wantVars) {
-				t.Errorf("env: got %v, want exactly %v", vars, wantVars)
-			}
-			for k, v := range wantVars {
-				if !reflect.DeepEqual(vars[k], v) {
-					t.Errorf("env %s: got %v, want %v", k, vars[k], v)
-				}
-			}
-			// The handler reads this environment: it must talk to DynamoDB
-			// itself and never read to explain a failed write, since the
-			// renew and release roles have no GetItem.
-			cfg, err := api.ConfigFromEnv(func(k string) string {
-				if v, ok := vars[k].(string); ok {
-					return v
-				}
-				if vars[k] != nil {
-					return "table-from-ref"
-				}
-				return ""
-			})
-			if err != nil || cfg.Endpoint != "" || !cfg.OldItemOnFailure {
-				t.Errorf("function config from the stack's environment: got %+v, %v; want no endpoint override and OldItemOnFailure", cfg, err)
-			}
+			checkEnv(t, name, vars, map[string]any{"Ref": table}, DefaultStackName)
 			lc, _ := p["LoggingConfig"].(map[string]any)
 			if lc["LogFormat"] != "JSON" {
 				t.Errorf("LogFormat: got %v, want JSON", lc["LogFormat"])
@@ -366,7 +433,7 @@ func TestFunctions(t *testing.T) {
 				t.Errorf("LoggingConfig.LogGroup: got %v, want a log group of the stack", lc["LogGroup"])
 			}
 			// The code asset is <AssetDir>/<name>: its staged copy holds that
-			// route's placeholder.
+			// function's placeholder.
 			code, _ := p["Code"].(map[string]any)
 			key, _ := code["S3Key"].(string)
 			staged := filepath.Join(s.outdir, "asset."+strings.TrimSuffix(key, ".zip"), "bootstrap")
@@ -374,11 +441,18 @@ func TestFunctions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("code asset %q: %v", key, err)
 			}
-			if string(b) != placeholder(r.Name) {
-				t.Errorf("code asset of %s: got %q, want the placeholder of %s", r.Name, b, r.Name)
+			if string(b) != placeholder(name) {
+				t.Errorf("code asset of %s: got %q, want the placeholder of %s", name, b, name)
 			}
 		})
 	}
+}
+
+// sorted returns a sorted copy of l.
+func sorted(l []string) []string {
+	l = slices.Clone(l)
+	sort.Strings(l)
+	return l
 }
 
 func TestRoutes(t *testing.T) {
@@ -395,8 +469,12 @@ func TestRoutes(t *testing.T) {
 			match(t, "one route per api.Routes row", func() {
 				s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(api.Routes))))
 			})
+			admin := 0
 			for _, r := range api.Routes {
 				p := s.props(t, s.routeResource(t, r))
+				if r.Admin {
+					admin++
+				}
 				got, _ := p["AuthorizationType"].(string)
 				if tt.wantAuth == "" {
 					if got != "" && got != "NONE" {
@@ -408,53 +486,117 @@ func TestRoutes(t *testing.T) {
 					t.Errorf("route %q: got AuthorizationType %q, want %q", r.Key(), got, tt.wantAuth)
 				}
 			}
+			if admin != 2 {
+				t.Errorf("got %d admin rows in api.Routes, want 2 (list, force release)", admin)
+			}
 		})
 	}
 }
 
-// TestLeastPrivilege follows each route to its function and role and checks
-// every statement that role can use.
+// TestAdminRoutes checks that the two admin routes exist, are IAM-authorized
+// and reach the admin function, the only one that serves two routes.
+func TestAdminRoutes(t *testing.T) {
+	s := synth(t, prod)
+	for _, key := range []string{"GET /admin/locks", "DELETE /admin/locks/{resource}"} {
+		match(t, key, func() {
+			s.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
+				"RouteKey":          key,
+				"AuthorizationType": "AWS_IAM",
+			})
+		})
+	}
+	fns := s.functions(t)
+	for _, r := range api.Routes {
+		if got := s.functionOf(t, r); r.Admin != (got == fns["admin"]) {
+			t.Errorf("route %q (Admin %v) is served by %s; the admin function is %s", r.Key(), r.Admin, got, fns["admin"])
+		}
+	}
+}
+
+// roleStatements returns every statement role can use: its inline policies
+// and every AWS::IAM::Policy attached to it.
+func (s *synthesized) roleStatements(tb testing.TB, role string) []map[string]any {
+	tb.Helper()
+	rp := s.props(tb, role)
+	var stmts []any
+	for _, pol := range strs(rp["Policies"]) {
+		if pol == nil {
+			continue
+		}
+		doc, _ := pol.(map[string]any)["PolicyDocument"].(map[string]any)
+		stmts = append(stmts, strs(doc["Statement"])...)
+	}
+	for _, id := range s.ofType("AWS::IAM::Policy") {
+		pp := s.props(tb, id)
+		for _, ref := range strs(pp["Roles"]) {
+			if findRef(ref) == role {
+				doc, _ := pp["PolicyDocument"].(map[string]any)
+				stmts = append(stmts, strs(doc["Statement"])...)
+			}
+		}
+	}
+	out := make([]map[string]any, len(stmts))
+	for i, st := range stmts {
+		out[i], _ = st.(map[string]any)
+	}
+	return out
+}
+
+// roleOf returns the logical ID of function fn's role.
+func (s *synthesized) roleOf(tb testing.TB, fn string) string {
+	tb.Helper()
+	role := getAtt(s.props(tb, fn)["Role"], "Arn")
+	if s.res[role]["Type"] != "AWS::IAM::Role" {
+		tb.Fatalf("function %s role: got %v, want a role of the stack", fn, s.props(tb, fn)["Role"])
+	}
+	return role
+}
+
+// dynamoDBActions returns the DynamoDB actions role may call, sorted.
+func (s *synthesized) dynamoDBActions(tb testing.TB, role string) []string {
+	tb.Helper()
+	var got []string
+	for _, st := range s.roleStatements(tb, role) {
+		for _, a := range strs(st["Action"]) {
+			if a, _ := a.(string); strings.HasPrefix(a, "dynamodb:") {
+				got = append(got, a)
+			}
+		}
+	}
+	sort.Strings(got)
+	return got
+}
+
+// TestLeastPrivilege follows each function to its role and checks every
+// statement that role can use. tableARN tells whether a DynamoDB
+// statement's resource is the lock table.
 func TestLeastPrivilege(t *testing.T) {
 	s := synth(t, prod)
 	table := s.only(t, "AWS::DynamoDB::Table")
-	if len(wantDynamoDBActions) != len(api.Routes) {
-		t.Fatalf("got %d routes, want %d: add the new route to wantDynamoDBActions", len(api.Routes), len(wantDynamoDBActions))
+	checkLeastPrivilege(t, s, func(res any) bool { return getAtt(res, "Arn") == table })
+}
+
+func checkLeastPrivilege(t *testing.T, s *synthesized, tableARN func(res any) bool) {
+	t.Helper()
+	if len(wantDynamoDBActions) != len(wantFunctions) {
+		t.Fatalf("wantDynamoDBActions has %d functions, want %d", len(wantDynamoDBActions), len(wantFunctions))
 	}
 	xray := []any{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
-	for _, r := range api.Routes {
-		t.Run(r.Name, func(t *testing.T) {
-			want, ok := wantDynamoDBActions[r.Name]
+	fns := s.functions(t)
+	for _, name := range wantFunctions {
+		t.Run(name, func(t *testing.T) {
+			want := wantDynamoDBActions[name]
+			fnID, ok := fns[name]
 			if !ok {
-				t.Fatalf("route %q is not in wantDynamoDBActions", r.Name)
+				t.Fatalf("no route reaches function %s", name)
 			}
-			fn := s.props(t, s.functionOf(t, r))
-			role := getAtt(fn["Role"], "Arn")
-			if s.res[role]["Type"] != "AWS::IAM::Role" {
-				t.Fatalf("function role: got %v, want a role of the stack", fn["Role"])
-			}
-			rp := s.props(t, role)
-			if m, ok := rp["ManagedPolicyArns"]; ok {
+			fn := s.props(t, fnID)
+			role := s.roleOf(t, fnID)
+			if m, ok := s.props(t, role)["ManagedPolicyArns"]; ok {
 				t.Errorf("role has managed policies %v, want none", m)
 			}
-			// Inline policies of the role plus every AWS::IAM::Policy on it.
-			var stmts []any
-			for _, pol := range strs(rp["Policies"]) {
-				doc, _ := pol.(map[string]any)["PolicyDocument"].(map[string]any)
-				stmts = append(stmts, strs(doc["Statement"])...)
-			}
-			for _, id := range s.ofType("AWS::IAM::Policy") {
-				pp := s.props(t, id)
-				for _, ref := range strs(pp["Roles"]) {
-					if findRef(ref) == role {
-						doc, _ := pp["PolicyDocument"].(map[string]any)
-						stmts = append(stmts, strs(doc["Statement"])...)
-					}
-				}
-			}
 			logGroup := findRef(fn["LoggingConfig"])
-			var gotDDB []string
-			for _, st := range stmts {
-				st := st.(map[string]any)
+			for _, st := range s.roleStatements(t, role) {
 				actions := strs(st["Action"])
 				res := strs(st["Resource"])
 				if st["Effect"] != "Allow" || st["NotAction"] != nil || st["NotResource"] != nil {
@@ -468,10 +610,7 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 				switch {
 				case slices.ContainsFunc(actions, func(a any) bool { return strings.HasPrefix(a.(string), "dynamodb:") }):
-					for _, a := range actions {
-						gotDDB = append(gotDDB, a.(string))
-					}
-					if len(res) != 1 || getAtt(res[0], "Arn") != table {
+					if len(res) != 1 || !tableARN(res[0]) {
 						t.Errorf("DynamoDB statement on %v, want the table ARN only", st["Resource"])
 					}
 				case slices.ContainsFunc(actions, func(a any) bool { return strings.HasPrefix(a.(string), "logs:") }):
@@ -486,11 +625,39 @@ func TestLeastPrivilege(t *testing.T) {
 					}
 				}
 			}
-			sort.Strings(gotDDB)
-			if !slices.Equal(gotDDB, want) {
-				t.Errorf("DynamoDB actions: got %v, want %v", gotDDB, want)
+			if got := s.dynamoDBActions(t, role); !slices.Equal(got, want) {
+				t.Errorf("DynamoDB actions: got %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestOnlyAdminMayScan checks every role of the stack, not only those the
+// routes lead to: a lock caller's function (acquire, status, renew,
+// release) cannot Scan, and only the admin function's role can.
+func TestOnlyAdminMayScan(t *testing.T) {
+	s := synth(t, prod)
+	fns := s.functions(t)
+	adminRole := s.roleOf(t, fns["admin"])
+	for _, r := range api.Routes {
+		if r.Admin {
+			continue
+		}
+		if got := s.dynamoDBActions(t, s.roleOf(t, fns[r.Name])); slices.Contains(got, "dynamodb:Scan") {
+			t.Errorf("the %s role (lock route %q) may Scan: %v", r.Name, r.Key(), got)
+		}
+	}
+	scanners := 0
+	for _, role := range s.ofType("AWS::IAM::Role") {
+		if slices.Contains(s.dynamoDBActions(t, role), "dynamodb:Scan") {
+			scanners++
+			if role != adminRole {
+				t.Errorf("role %s may Scan; only the admin role %s may", role, adminRole)
+			}
+		}
+	}
+	if scanners != 1 {
+		t.Errorf("got %d roles that may Scan, want 1 (admin)", scanners)
 	}
 }
 
@@ -507,8 +674,8 @@ func TestLogsAndStage(t *testing.T) {
 		t.Run(tt.variant, func(t *testing.T) {
 			s := synth(t, tt.variant)
 			groups := s.ofType("AWS::Logs::LogGroup")
-			if len(groups) != len(api.Routes)+1 {
-				t.Errorf("got %d log groups, want %d (one per function plus access logs)", len(groups), len(api.Routes)+1)
+			if len(groups) != len(wantFunctions)+1 {
+				t.Errorf("got %d log groups, want %d (one per function plus access logs)", len(groups), len(wantFunctions)+1)
 			}
 			for _, id := range groups {
 				if got := s.props(t, id)["RetentionInDays"]; got != float64(30) {
@@ -541,54 +708,6 @@ func TestLogsAndStage(t *testing.T) {
 	}
 }
 
-func TestAlarms(t *testing.T) {
-	s := synth(t, prod)
-	match(t, "alarm count", func() {
-		// Errors and Throttles per function, API 5xx, DynamoDB throttles
-		// and system errors.
-		s.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(float64(2*len(api.Routes)+3)))
-	})
-	table := s.only(t, "AWS::DynamoDB::Table")
-	httpAPI := s.only(t, "AWS::ApiGatewayV2::Api")
-	for _, r := range api.Routes {
-		fn := s.functionOf(t, r)
-		for _, metric := range []string{"Errors", "Throttles"} {
-			match(t, r.Name+" "+metric+" alarm", func() {
-				s.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-					"Namespace":  "AWS/Lambda",
-					"MetricName": metric,
-					"Dimensions": []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": fn}}},
-				})
-			})
-		}
-	}
-	match(t, "API 5xx alarm", func() {
-		s.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-			"Namespace":  "AWS/ApiGateway",
-			"MetricName": "5xx",
-			"Dimensions": []any{map[string]any{"Name": "ApiId", "Value": map[string]any{"Ref": httpAPI}}},
-		})
-	})
-	for _, metric := range []string{"ThrottledRequests", "SystemErrors"} {
-		for _, op := range []string{"GetItem", "UpdateItem"} {
-			match(t, "DynamoDB "+metric+" "+op+" alarm", func() {
-				s.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-					"Metrics": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
-						"MetricStat": map[string]any{"Metric": map[string]any{
-							"Namespace":  "AWS/DynamoDB",
-							"MetricName": metric,
-							"Dimensions": assertions.Match_ArrayWith(&[]any{
-								map[string]any{"Name": "Operation", "Value": op},
-								map[string]any{"Name": "TableName", "Value": map[string]any{"Ref": table}},
-							}),
-						}},
-					})}),
-				})
-			})
-		}
-	}
-}
-
 func TestOutputs(t *testing.T) {
 	s := synth(t, prod)
 	table := s.only(t, "AWS::DynamoDB::Table")
@@ -600,72 +719,213 @@ func TestOutputs(t *testing.T) {
 		!strings.Contains(string(url), "execute-api") {
 		t.Errorf("ApiUrl output: got %s, want the execute-api URL of the API", url)
 	}
+	// The invoke resources for lock users and for administrators, as the
+	// template renders them (API ID as API_ID).
+	httpAPI := s.only(t, "AWS::ApiGatewayV2::Api")
+	for _, tt := range []struct {
+		output string
+		want   []string
+	}{
+		{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/GET/locks/*",
+			"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew"}},
+		{output: "AdminInvokeArns", want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*"}},
+	} {
+		got := joinedARNs(t, s.out[tt.output], httpAPI)
+		var tails []string
+		for _, arn := range got {
+			if !strings.HasPrefix(arn, "arn:AWS::Partition:execute-api:AWS::Region:AWS::AccountId:") {
+				t.Errorf("%s: %q is not an execute-api ARN of the stack's account and Region", tt.output, arn)
+			}
+			tails = append(tails, arn[strings.LastIndex(arn, ":")+1:])
+		}
+		if !slices.Equal(tails, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.output, tails, tt.want)
+		}
+	}
 }
 
-// TestNagReport reads the AwsSolutions report that every synth writes and
-// fails on any unsuppressed error-level finding or reason-less suppression.
+// joinedARNs renders an output that is a comma-joined list of Fn::Join'ed
+// ARNs as strings, with {"Ref": api} as API_ID and other Refs by name.
+func joinedARNs(tb testing.TB, output any, api string) []string {
+	tb.Helper()
+	value, _ := output.(map[string]any)["Value"].(map[string]any)
+	join, _ := value["Fn::Join"].([]any)
+	if len(join) != 2 || join[0] != "," {
+		tb.Fatalf("output %v: want a comma Fn::Join", output)
+	}
+	var arns []string
+	for _, part := range strs(join[1]) {
+		arns = append(arns, render(part, map[string]string{api: "API_ID"}))
+	}
+	return arns
+}
+
+// render turns a string, a Ref or an Fn::Join of them into one string:
+// {"Ref": id} becomes names[id], or id itself (AWS::Region, …);
+// {"Fn::GetAtt": [id, attr]} becomes "ATT(id)".
+func render(v any, names map[string]string) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if id, ok := v["Ref"].(string); ok {
+			if n, ok := names[id]; ok {
+				return n
+			}
+			return id
+		}
+		if ga, ok := v["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
+			return fmt.Sprintf("ATT(%v)", ga[0])
+		}
+		if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
+			sep, _ := j[0].(string)
+			var parts []string
+			for _, p := range strs(j[1]) {
+				parts = append(parts, render(p, names))
+			}
+			return strings.Join(parts, sep)
+		}
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// TestNagReport reads the AwsSolutions report that every synth writes for
+// each stack and fails on any unsuppressed error-level finding or
+// reason-less suppression.
 func TestNagReport(t *testing.T) {
 	tests := []struct {
 		variant   string
-		stackName string
 		wantAPIG4 string // Compliance of the AwsSolutions-APIG4 rows
 	}{
-		{variant: prod, stackName: DefaultStackName, wantAPIG4: "Compliant"},
-		{variant: dev, stackName: devStackName, wantAPIG4: "Suppressed"},
+		{variant: prod, wantAPIG4: "Compliant"},
+		{variant: dev, wantAPIG4: "Suppressed"},
+		{variant: multi2, wantAPIG4: "Compliant"},
+		{variant: multi3, wantAPIG4: "Compliant"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.variant, func(t *testing.T) {
-			s := synth(t, tt.variant)
-			// The file is AwsSolutions-<stage prefix>-<stack>-NagReport.csv;
-			// an App's prefix is empty.
-			paths, _ := filepath.Glob(filepath.Join(s.outdir, "AwsSolutions-*"+tt.stackName+"-NagReport.csv"))
-			if len(paths) != 1 {
-				t.Fatalf("got nag reports %v in %s, want 1", paths, s.outdir)
+		for _, s := range synthStacks(t, tt.variant) {
+			t.Run(tt.variant+"/"+s.name, func(t *testing.T) {
+				checkNagReport(t, s, tt.wantAPIG4)
+			})
+		}
+	}
+}
+
+func checkNagReport(t *testing.T, s *synthesized, wantAPIG4 string) {
+	t.Helper()
+	// The file is AwsSolutions-<stage prefix>-<stack>-NagReport.csv; an
+	// App's prefix is empty.
+	paths, _ := filepath.Glob(filepath.Join(s.outdir, "AwsSolutions-*-"+s.name+"-NagReport.csv"))
+	if len(paths) != 1 {
+		t.Fatalf("got nag reports %v in %s, want 1", paths, s.outdir)
+	}
+	f, err := os.Open(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("parse %s: %v", paths[0], err)
+	}
+	wantHeader := []string{"Rule ID", "Resource ID", "Compliance", "Exception Reason", "Rule Level", "Rule Info"}
+	if len(rows) < 1 || !slices.Equal(rows[0], wantHeader) {
+		t.Fatalf("got report %v, want header %v", rows, wantHeader)
+	}
+	apig4 := 0
+	for _, row := range rows[1:] {
+		rule, resource, compliance, reason, level := row[0], row[1], row[2], row[3], row[4]
+		switch compliance {
+		case "Non-Compliant":
+			if level == "Error" {
+				t.Errorf("%s on %s: Non-Compliant at level Error: %s", rule, resource, row[5])
 			}
-			f, err := os.Open(paths[0])
-			if err != nil {
-				t.Fatal(err)
+		case "Suppressed":
+			// Reasons read "[appliesTo] text" when scoped.
+			text := reason
+			if strings.HasPrefix(text, "[") {
+				text = text[strings.Index(text, "]")+1:]
 			}
-			defer f.Close()
-			rows, err := csv.NewReader(f).ReadAll()
-			if err != nil {
-				t.Fatalf("parse %s: %v", paths[0], err)
+			if strings.TrimSpace(text) == "" || text == "N/A" {
+				t.Errorf("%s on %s: suppressed without a reason", rule, resource)
 			}
-			wantHeader := []string{"Rule ID", "Resource ID", "Compliance", "Exception Reason", "Rule Level", "Rule Info"}
-			if len(rows) < 2 || !slices.Equal(rows[0], wantHeader) {
-				t.Fatalf("got report %v, want header %v and findings", rows, wantHeader)
+		case "Compliant":
+		default:
+			t.Errorf("%s on %s: got compliance %q, want Compliant, Non-Compliant or Suppressed", rule, resource, compliance)
+		}
+		if rule == "AwsSolutions-APIG4" {
+			apig4++
+			if compliance != wantAPIG4 {
+				t.Errorf("APIG4 on %s: got %s, want %s", resource, compliance, wantAPIG4)
 			}
-			apig4 := 0
-			for _, row := range rows[1:] {
-				rule, resource, compliance, reason, level := row[0], row[1], row[2], row[3], row[4]
-				switch compliance {
-				case "Non-Compliant":
-					if level == "Error" {
-						t.Errorf("%s on %s: Non-Compliant at level Error: %s", rule, resource, row[5])
-					}
-				case "Suppressed":
-					// Reasons read "[appliesTo] text" when scoped.
-					text := reason
-					if strings.HasPrefix(text, "[") {
-						text = text[strings.Index(text, "]")+1:]
-					}
-					if strings.TrimSpace(text) == "" || text == "N/A" {
-						t.Errorf("%s on %s: suppressed without a reason", rule, resource)
-					}
-				case "Compliant":
-				default:
-					t.Errorf("%s on %s: got compliance %q, want Compliant, Non-Compliant or Suppressed", rule, resource, compliance)
-				}
-				if rule == "AwsSolutions-APIG4" {
-					apig4++
-					if compliance != tt.wantAPIG4 {
-						t.Errorf("APIG4 on %s: got %s, want %s", resource, compliance, tt.wantAPIG4)
-					}
-				}
+		}
+	}
+	wantRoutes := len(api.Routes)
+	if len(s.ofType("AWS::ApiGatewayV2::Api")) == 0 {
+		wantRoutes = 0 // the global table's stack
+	} else if len(rows) < 2 {
+		t.Errorf("got no findings for a lock service stack")
+	}
+	if apig4 != wantRoutes {
+		t.Errorf("got %d APIG4 findings, want one per route (%d)", apig4, wantRoutes)
+	}
+}
+
+// globMatch reports whether an IAM resource pattern matches s: "*" matches
+// any run of characters, "/" included, and "?" any one character.
+func globMatch(pattern, s string) bool {
+	if pattern == "" {
+		return s == ""
+	}
+	switch pattern[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if globMatch(pattern[1:], s[i:]) {
+				return true
 			}
-			if apig4 != len(api.Routes) {
-				t.Errorf("got %d APIG4 findings, want one per route (%d)", apig4, len(api.Routes))
+		}
+		return false
+	case '?':
+		return s != "" && globMatch(pattern[1:], s[1:])
+	default:
+		return s != "" && s[0] == pattern[0] && globMatch(pattern[1:], s[1:])
+	}
+}
+
+// TestInvokeARNs checks, with IAM's wildcard rules, that the lock users'
+// resources allow every lock route and no admin route, and the admins'
+// resources every admin route and no lock route, for resource names that
+// look like parts of other routes.
+func TestInvokeARNs(t *testing.T) {
+	t.Parallel()
+	const prefix = "arn:aws:execute-api:eu-west-1:111122223333:a1b2c3"
+	lock, admin := InvokeARNs(api.Routes, func(method, path string) string {
+		return prefix + "/*/" + method + path
+	})
+	// request returns the ARN API Gateway checks for a request of r on the
+	// $default stage with {resource} = name.
+	request := func(r api.Route, name string) string {
+		return prefix + "/$default/" + r.Method + strings.ReplaceAll(r.Path, "{resource}", name)
+	}
+	allows := func(patterns []string, arn string) bool {
+		return slices.ContainsFunc(patterns, func(p string) bool { return globMatch(p, arn) })
+	}
+	for _, name := range []string{"orders-db", "admin", "locks", "renew", "admin.locks"} {
+		for _, r := range api.Routes {
+			arn := request(r, name)
+			if got := allows(lock, arn); got == r.Admin {
+				t.Errorf("lock users' resources %v allow %s: %v, want %v", lock, arn, got, !r.Admin)
 			}
-		})
+			if got := allows(admin, arn); got != r.Admin {
+				t.Errorf("admins' resources %v allow %s: %v, want %v", admin, arn, got, r.Admin)
+			}
+		}
+	}
+	// Why each resource names its method: the shorter pattern would let
+	// a lock user force-release.
+	for _, r := range api.Routes {
+		if r.Admin && r.Method == "DELETE" && !globMatch(prefix+"/*/*/locks/*", request(r, "x")) {
+			t.Errorf("want API_ID/*/*/locks/* to match the force release %s (IAM's * spans /)", request(r, "x"))
+		}
 	}
 }
