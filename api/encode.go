@@ -49,6 +49,11 @@ func (l lockBody) appendJSON(b []byte) []byte {
 	b = appendTime(b, l.AcquiredAt)
 	b = append(b, `","expires_at":"`...)
 	b = appendTime(b, l.ExpiresAt)
+	if secs := int64(l.LockDelay / time.Second); secs > 0 {
+		b = append(b, `","lock_delay_seconds":`...)
+		b = strconv.AppendInt(b, secs, 10)
+		return append(b, '}')
+	}
 	return append(b, `"}`...)
 }
 
@@ -112,6 +117,10 @@ func (l LockJSON) appendJSON(b []byte) []byte {
 	b = appendJSONString(b, l.AcquiredAt)
 	b = append(b, `,"expires_at":`...)
 	b = appendJSONString(b, l.ExpiresAt)
+	if l.LockDelaySeconds != 0 {
+		b = append(b, `,"lock_delay_seconds":`...)
+		b = strconv.AppendInt(b, l.LockDelaySeconds, 10)
+	}
 	return append(b, '}')
 }
 

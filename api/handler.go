@@ -25,24 +25,33 @@ import (
 // millisecond precision.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// Handler serves the four lock routes. Build one per process (cold start);
-// it is safe for concurrent use.
+// Handler serves the routes of api.Routes: the four lock routes and the
+// admin routes. Build one per process (cold start); it is safe for
+// concurrent use.
 type Handler struct {
 	svc *locklogic.Service
 	log *slog.Logger
 	now func() time.Time
 	// storeBudget bounds one request's time on the store (StoreBudget).
 	storeBudget time.Duration
+	// emf is the metric directive of every request line.
+	emf *metricFormat
 }
 
 // NewHandler returns a Handler over svc that logs one JSON line per request
-// to log. now is the clock used for Retry-After; nil means time.Now.
+// to log, with the request's CloudWatch metrics in the Embedded Metric
+// Format (namespace DefaultMetricsNamespace; see SetMetricsNamespace). now
+// is the clock used for Retry-After; nil means time.Now.
 func NewHandler(svc *locklogic.Service, log *slog.Logger, now func() time.Time) *Handler {
 	if now == nil {
 		now = time.Now
 	}
-	return &Handler{svc: svc, log: log, now: now, storeBudget: StoreBudget}
+	return &Handler{svc: svc, log: log, now: now, storeBudget: StoreBudget, emf: newMetricFormat(DefaultMetricsNamespace)}
 }
+
+// SetMetricsNamespace sets the CloudWatch namespace of the request metrics
+// (METRICS_NAMESPACE); call it before the handler serves.
+func (h *Handler) SetMetricsNamespace(namespace string) { h.emf = newMetricFormat(namespace) }
 
 // LockJSON is a live lease as the API shows it.
 type LockJSON struct {
@@ -51,6 +60,8 @@ type LockJSON struct {
 	FencingToken int64  `json:"fencing_token"`
 	AcquiredAt   string `json:"acquired_at"`
 	ExpiresAt    string `json:"expires_at"`
+	// LockDelaySeconds is the lease's lock-delay, when it has one.
+	LockDelaySeconds int64 `json:"lock_delay_seconds,omitempty"`
 }
 
 // AcquireResponse is the 200 body of POST /locks/{resource}.
@@ -76,6 +87,8 @@ func lockJSON(l locklogic.Lock) LockJSON {
 		FencingToken: l.FencingToken,
 		AcquiredAt:   l.AcquiredAt.UTC().Format(TimeFormat),
 		ExpiresAt:    l.ExpiresAt.UTC().Format(TimeFormat),
+
+		LockDelaySeconds: int64(l.LockDelay / time.Second),
 	}
 }
 
@@ -85,6 +98,10 @@ type result struct {
 	body    any // nil for an empty body
 	outcome string
 	headers map[string]string
+	// waits says the request waited at the service (wait_seconds > 0),
+	// for waited: its WaitTime metric.
+	waits  bool
+	waited time.Duration
 }
 
 // SetStoreBudget sets the time one request may spend on the store
@@ -92,21 +109,23 @@ type result struct {
 // call it before the handler serves.
 func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 
-// Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"}
-// and an optional "wait_seconds": how long to wait, inside this request,
-// for a lock held by someone else (locklogic.Service.AcquireWait). Each
-// store call of a wait has its own store budget.
+// Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"},
+// an optional "wait_seconds": how long to wait, inside this request, for a
+// lock held by someone else (locklogic.Service.AcquireWait; each store call
+// of a wait has its own store budget), and an optional
+// "lock_delay_seconds": the lease's lock-delay.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, routeAcquire)
 }
 
 // acquire is Acquire's route: parse, one AcquireWait, map its outcome.
 func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, "owner", "ttl_seconds", "wait_seconds")
+	b, err := parseBody(req, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds")
 	if err != nil {
 		return result{}, err
 	}
 	owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", false)
+	delay := b.int("lock_delay_seconds", false)
 	if err := b.errs.Err(); err != nil {
 		return result{}, err
 	}
@@ -116,14 +135,18 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	if wait != nil {
 		ar.WaitSeconds = *wait
 	}
+	if delay != nil {
+		ar.LockDelaySeconds = *delay
+	}
 	res, err := h.svc.AcquireWait(ctx, ar, h.budget())
 	if err != nil {
 		return result{}, err
 	}
+	waits := ar.WaitSeconds > 0
 	if res.Acquired {
-		return result{status: 200, body: acquiredBody(res.Lock), outcome: "acquired"}, nil
+		return result{status: 200, body: acquiredBody(res.Lock), outcome: "acquired", waits: waits, waited: res.Waited}, nil
 	}
-	out := result{status: 200, body: AcquireResponse{Resource: resource}, outcome: "held"}
+	out := result{status: 200, body: AcquireResponse{Resource: resource}, outcome: "held", waits: waits, waited: res.Waited}
 	if !res.HolderExpiresAt.IsZero() {
 		out.body = AcquireResponse{Resource: resource, ExpiresAt: string(appendTime(nil, res.HolderExpiresAt))}
 		secs := math.Ceil(res.HolderExpiresAt.Sub(h.now()).Seconds())
@@ -231,6 +254,13 @@ const (
 	routeForceRelease
 )
 
+// routeNames are the routes' Names in api.Routes (the function that serves
+// each), by route constant: the Route dimension of the metrics.
+var routeNames = [...]string{
+	routeAcquire: "acquire", routeStatus: "status", routeRelease: "release", routeRenew: "renew",
+	routeList: "admin", routeForceRelease: "admin",
+}
+
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
@@ -238,7 +268,7 @@ const (
 // the other routes run under one store budget from the request's start.
 func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	if route != routeAcquire {
+	if route != routeAcquire && route != routeList {
 		var cancel context.CancelFunc
 		ctx, cancel = h.budget().Context(ctx)
 		defer cancel()
@@ -254,7 +284,7 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 			res = result{}
 			resp = h.render(res, err, req, resource)
 		}
-		h.logRequest(ctx, req, resource, resp.StatusCode, res.outcome, err, time.Since(start))
+		h.logRequest(ctx, req, route, resource, resp.StatusCode, &res, err, time.Since(start))
 	}()
 	switch route {
 	case routeAcquire:
@@ -265,8 +295,10 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.release(ctx, req, resource)
 	case routeRenew:
 		res, err = h.renew(ctx, req, resource)
-	case routeList, routeForceRelease:
-		err = errors.New("not implemented yet")
+	case routeList:
+		res, err = h.list(ctx, req)
+	case routeForceRelease:
+		res, err = h.forceRelease(ctx, req, resource)
 	}
 	resp = h.render(res, err, req, resource)
 	return resp, nil
@@ -316,13 +348,15 @@ func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequ
 	return resp
 }
 
-func (h *Handler) logRequest(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string, status int, outcome string, err error, latency time.Duration) {
+func (h *Handler) logRequest(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int, resource string, status int, res *result, err error, latency time.Duration) {
+	outcome := res.outcome
 	if outcome == "" && err != nil {
 		outcome = problemFor(err, resource).Type[len(ProblemTypeBase):]
 	}
 	line := requestLine{
 		requestID: req.RequestContext.RequestID, route: req.RouteKey, resource: resource,
 		outcome: outcome, status: status, latency: latency,
+		emf: h.emf, name: routeNames[route], metricResult: metricOutcome(outcome), waits: res.waits, waited: res.waited,
 	}
 	if status >= 500 {
 		line.err = err
@@ -353,4 +387,99 @@ func stringify(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// AdminLockJSON is a lease as the admin routes show it: LockJSON's members
+// and the IAM principal bound to the lease, when there is one.
+type AdminLockJSON struct {
+	Resource         string `json:"resource"`
+	Owner            string `json:"owner"`
+	Principal        string `json:"principal,omitempty"`
+	FencingToken     int64  `json:"fencing_token"`
+	AcquiredAt       string `json:"acquired_at"`
+	ExpiresAt        string `json:"expires_at"`
+	LockDelaySeconds int64  `json:"lock_delay_seconds,omitempty"`
+}
+
+// ListResponse is the 200 body of GET /admin/locks: one page of leases and,
+// when the listing goes on, the cursor to ask for the next page with.
+type ListResponse struct {
+	Locks  []AdminLockJSON `json:"locks"`
+	Cursor string          `json:"cursor,omitempty"`
+}
+
+// ForceReleaseResponse is the 200 body of DELETE /admin/locks/{resource}:
+// the lease it ended, as it was, and the reason given.
+type ForceReleaseResponse struct {
+	Ended  AdminLockJSON `json:"ended"`
+	Reason string        `json:"reason"`
+}
+
+func adminLockJSON(l locklogic.Lock) AdminLockJSON {
+	j := lockJSON(l)
+	return AdminLockJSON{Resource: j.Resource, Owner: j.Owner, Principal: l.Principal, FencingToken: j.FencingToken,
+		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds}
+}
+
+// listParams are the query parameters GET /admin/locks accepts.
+var listParams = []string{"prefix", "limit", "cursor"}
+
+// list is ListLocks' route: read the query, one List, the page.
+func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest) (result, error) {
+	var v locklogic.ValidationError
+	q := req.QueryStringParameters
+	for name := range q {
+		if !contains(listParams, name) {
+			v.Add(name, "is not a known query parameter; allowed: "+strings.Join(listParams, ", "))
+		}
+	}
+	lr := locklogic.ListRequest{Prefix: q["prefix"], Cursor: q["cursor"]}
+	if s, ok := q["limit"]; ok {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || !integerLiteral([]byte(s)) || n < 1 {
+			v.Add("limit", "must be an integer from 1 to "+strconv.Itoa(locklogic.MaxListLimit))
+		}
+		lr.Limit = n
+	}
+	if err := v.Err(); err != nil {
+		return result{}, err
+	}
+	page, err := h.svc.List(ctx, lr, h.budget())
+	if err != nil {
+		return result{}, err
+	}
+	body := ListResponse{Locks: make([]AdminLockJSON, len(page.Locks)), Cursor: page.Cursor}
+	for i, l := range page.Locks {
+		body.Locks[i] = adminLockJSON(l)
+	}
+	return result{status: 200, body: body, outcome: "listed"}, nil
+}
+
+// forceRelease is ForceRelease's route: parse, one ForceRelease, one audit
+// line for what it ended.
+func (h *Handler) forceRelease(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+	b, err := parseBody(req, "reason")
+	if err != nil {
+		return result{}, err
+	}
+	reason := b.str("reason")
+	if err := b.errs.Err(); err != nil {
+		return result{}, err
+	}
+	lock, err := h.svc.ForceRelease(ctx, locklogic.ForceReleaseRequest{Resource: resource, Reason: reason})
+	if err != nil {
+		return result{}, err
+	}
+	reason = strings.TrimSpace(reason) // as stored: NormalizeReason's form
+	h.log.LogAttrs(ctx, slog.LevelInfo, "audit",
+		slog.String("action", "force-release"),
+		slog.String("request_id", req.RequestContext.RequestID),
+		slog.String("principal", caller(*req)),
+		slog.String("resource", resource),
+		slog.String("owner", lock.Owner),
+		slog.String("owner_principal", lock.Principal),
+		slog.Int64("fencing_token", lock.FencingToken),
+		slog.String("reason", reason),
+	)
+	return result{status: 200, body: ForceReleaseResponse{Ended: adminLockJSON(lock), Reason: reason}, outcome: "force-released"}, nil
 }

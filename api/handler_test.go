@@ -323,6 +323,42 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
+// TestConfigLockDelayAndMetrics: MAX_LOCK_DELAY_SECONDS (default 300, 0
+// off) and METRICS_NAMESPACE (default LockService, a valid CloudWatch
+// namespace).
+func TestConfigLockDelayAndMetrics(t *testing.T) {
+	env := func(m map[string]string) func(string) string {
+		m["TABLE_NAME"] = "t"
+		return func(k string) string { return m[k] }
+	}
+	cfg, err := ConfigFromEnv(env(map[string]string{}))
+	if err != nil || cfg.MaxLockDelaySeconds != 300 || cfg.MetricsNamespace != "LockService" || cfg.ServiceConfig().MaxLockDelaySeconds != 300 {
+		t.Fatalf("defaults: got %+v, %v", cfg, err)
+	}
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"MAX_LOCK_DELAY_SECONDS", "0", true},
+		{"MAX_LOCK_DELAY_SECONDS", "86400", true},
+		{"MAX_LOCK_DELAY_SECONDS", "86401", false},
+		{"MAX_LOCK_DELAY_SECONDS", "-1", false},
+		{"MAX_LOCK_DELAY_SECONDS", "5m", false},
+		{"METRICS_NAMESPACE", "Locks/prod-eu", true},
+		{"METRICS_NAMESPACE", "AWS/Lambda", false},
+		{"METRICS_NAMESPACE", "Locks\"prod", false},
+		{"METRICS_NAMESPACE", strings.Repeat("a", 256), false},
+	} {
+		cfg, err := ConfigFromEnv(env(map[string]string{tc.name: tc.value}))
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), tc.name)) {
+			t.Errorf("%s=%s: got %v, want ok %v", tc.name, tc.value, err, tc.ok)
+		}
+		if tc.name == "MAX_LOCK_DELAY_SECONDS" && tc.value == "0" && cfg.ServiceConfig().MaxLockDelaySeconds != -1 {
+			t.Errorf("MAX_LOCK_DELAY_SECONDS=0 must turn lock-delay off")
+		}
+	}
+}
+
 // TestPanicBecomesProblem: a panic below the handler is a logged 500, not
 // a crashed invocation.
 func TestPanicBecomesProblem(t *testing.T) {
@@ -347,6 +383,11 @@ func (slowDB) UpdateItem(ctx context.Context, _ *dynamodb.UpdateItemInput, _ ...
 }
 
 func (slowDB) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (slowDB) Scan(ctx context.Context, _ *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

@@ -39,3 +39,21 @@ func principal(req events.APIGatewayV2HTTPRequest) string {
 	}
 	return "account:" + iam.AccountID + ":id:" + id
 }
+
+// caller names who made req for an audit log: the full IAM ARN, session
+// included (which host or person behind a role acted matters there), the
+// unique id when API Gateway passed no ARN, or "anonymous" without an IAM
+// identity (auth=none, the local runner).
+func caller(req events.APIGatewayV2HTTPRequest) string {
+	auth := req.RequestContext.Authorizer
+	if auth == nil || auth.IAM == nil {
+		return "anonymous"
+	}
+	if arn := auth.IAM.UserARN; arn != "" {
+		return arn
+	}
+	if p := principal(req); p != "" {
+		return p
+	}
+	return "anonymous"
+}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,6 +39,14 @@ type Config struct {
 	// MaxWaitSeconds is MAX_WAIT_SECONDS, the longest wait_seconds an
 	// acquire may ask for (default and upper bound 20; 0 turns waiting off).
 	MaxWaitSeconds int64
+	// MaxLockDelaySeconds is MAX_LOCK_DELAY_SECONDS, the longest
+	// lock_delay_seconds an acquire may ask for (default 300; 0 turns
+	// lock-delay off; at most locklogic.MaxLockDelayLimit).
+	MaxLockDelaySeconds int64
+	// MetricsNamespace is METRICS_NAMESPACE, the CloudWatch namespace of
+	// the request metrics in the log lines (default
+	// DefaultMetricsNamespace).
+	MetricsNamespace string
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 	// OldItemOnFailure is DYNAMODB_RETURNS_OLD_ITEM: the store returns the
@@ -69,8 +78,12 @@ func (c Config) ServiceConfig() locklogic.Config {
 	if maxWait == 0 {
 		maxWait = -1 // off; locklogic reads 0 as its default
 	}
+	maxDelay := c.MaxLockDelaySeconds
+	if maxDelay == 0 {
+		maxDelay = -1 // off, likewise
+	}
 	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention,
-		OldItemOnFailure: c.OldItemOnFailure, MaxWaitSeconds: maxWait}
+		OldItemOnFailure: c.OldItemOnFailure, MaxWaitSeconds: maxWait, MaxLockDelaySeconds: maxDelay}
 }
 
 // ConfigFromEnv reads Config from getenv (os.Getenv in production) and
@@ -82,6 +95,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Retention:      locklogic.DefaultRetention,
 		MaxWaitSeconds: locklogic.DefaultMaxWaitSeconds,
 		Endpoint:       getenv("DYNAMODB_ENDPOINT"),
+
+		MaxLockDelaySeconds: locklogic.DefaultMaxLockDelaySeconds,
+		MetricsNamespace:    DefaultMetricsNamespace,
 	}
 	var errs []error
 	if cfg.Table == "" {
@@ -107,6 +123,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("MAX_WAIT_SECONDS=%q: want an integer from 0 (no waiting) to %d", v, locklogic.MaxWaitLimit))
 		}
 		cfg.MaxWaitSeconds = n
+	}
+	if v := getenv("MAX_LOCK_DELAY_SECONDS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > locklogic.MaxLockDelayLimit {
+			errs = append(errs, fmt.Errorf("MAX_LOCK_DELAY_SECONDS=%q: want an integer from 0 (no lock-delay) to %d (1 day)", v, locklogic.MaxLockDelayLimit))
+		}
+		cfg.MaxLockDelaySeconds = n
+	}
+	if v := getenv("METRICS_NAMESPACE"); v != "" {
+		if !validNamespace(v) {
+			errs = append(errs, fmt.Errorf("METRICS_NAMESPACE=%q: want 1 to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/", v))
+		}
+		cfg.MetricsNamespace = v
 	}
 	cfg.OldItemOnFailure = cfg.Endpoint == "" && getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && getenv("AWS_ENDPOINT_URL") == ""
 	if v := getenv("DYNAMODB_RETURNS_OLD_ITEM"); v != "" {
@@ -194,7 +223,26 @@ func NewFromEnv(ctx context.Context) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(locklogic.New(db, cfg.ServiceConfig()), NewLogger(cfg.LogLevel), nil), nil
+	h := NewHandler(locklogic.New(db, cfg.ServiceConfig()), NewLogger(cfg.LogLevel), nil)
+	h.SetMetricsNamespace(cfg.MetricsNamespace)
+	return h, nil
+}
+
+// validNamespace reports whether ns is a CloudWatch namespace a function
+// may publish to: 1–255 ASCII letters, digits and . - _ / # : or spaces,
+// not one of AWS's own (AWS/...).
+func validNamespace(ns string) bool {
+	if len(ns) > 255 || strings.TrimSpace(ns) == "" || strings.HasPrefix(ns, "AWS/") {
+		return false
+	}
+	for _, c := range ns {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune(".-_/#: ", c):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // isLoopback reports whether endpoint is a URL of this machine.

@@ -69,7 +69,11 @@ func TestMatchEveryRoute(t *testing.T) {
 	for _, rt := range api.Routes {
 		path := strings.ReplaceAll(rt.Path, "{resource}", "x")
 		got, params, ok := match(rt.Method, path)
-		if !ok || got.Name != rt.Name || params["resource"] != "x" {
+		wantParam := ""
+		if strings.Contains(rt.Path, "{resource}") {
+			wantParam = "x"
+		}
+		if !ok || got.Key() != rt.Key() || params["resource"] != wantParam {
 			t.Errorf("%s %s: got %q %v %v, want route %q", rt.Method, path, got.Name, params, ok, rt.Name)
 		}
 	}

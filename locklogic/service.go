@@ -23,6 +23,8 @@ import (
 type DynamoDBAPI interface {
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	// Scan is used by List only (the admin function's role alone may call it).
+	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
 var _ DynamoDBAPI = (*dynamodb.Client)(nil)
@@ -39,7 +41,9 @@ const (
 	AttrExpiresAt  = "expires_at"  // epoch milliseconds; the lease is live while now < expires_at
 	AttrReleasedAt = "released_at" // epoch milliseconds; present on a released record (tombstone)
 	AttrReleaseID  = "release_id"  // random id of the release call that made the tombstone
-	AttrTTL        = "ttl"         // epoch seconds: expires_at + retention
+	AttrLockDelay  = "lock_delay"  // milliseconds: the lease's lock-delay (0 when it has none)
+	AttrFreeAt     = "free_at"     // epoch milliseconds: expires_at + lock_delay, or the release time
+	AttrTTL        = "ttl"         // epoch seconds: free_at (at most expires_at + max lock-delay) + retention
 )
 
 // DefaultRetention is how long an idle record (released or expired) is kept
@@ -68,6 +72,10 @@ type Config struct {
 	// when zero, at most MaxWaitLimit; negative turns waiting off (only 0
 	// is accepted).
 	MaxWaitSeconds int64
+	// MaxLockDelaySeconds caps an acquire's LockDelaySeconds:
+	// DefaultMaxLockDelaySeconds when zero, at most MaxLockDelayLimit;
+	// negative turns lock-delay off (only 0 is accepted).
+	MaxLockDelaySeconds int64
 	// Sleep pauses a waiting acquire for d, or until ctx ends (then it
 	// returns ctx's error); a timer when nil. Tests that swap Now swap it
 	// too, so that a wait moves their clock.
@@ -81,6 +89,7 @@ type Service struct {
 	table     string
 	maxTTL    int64
 	maxWait   int64 // -1: waiting is off
+	maxDelay  int64 // -1: lock-delay is off
 	retention time.Duration
 	now       func() time.Time
 	sleep     func(ctx context.Context, d time.Duration) error
@@ -90,7 +99,8 @@ type Service struct {
 // New returns a Service over db. It does not touch the network.
 func New(db DynamoDBAPI, cfg Config) *Service {
 	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, maxWait: cfg.MaxWaitSeconds,
-		retention: cfg.Retention, now: cfg.Now, sleep: cfg.Sleep, oldItem: cfg.OldItemOnFailure}
+		maxDelay: cfg.MaxLockDelaySeconds, retention: cfg.Retention, now: cfg.Now, sleep: cfg.Sleep,
+		oldItem: cfg.OldItemOnFailure}
 	if s.maxTTL <= 0 {
 		s.maxTTL = DefaultMaxTTLSeconds
 	}
@@ -101,6 +111,14 @@ func New(db DynamoDBAPI, cfg Config) *Service {
 		s.maxWait = -1
 	case s.maxWait > MaxWaitLimit:
 		s.maxWait = MaxWaitLimit
+	}
+	switch {
+	case s.maxDelay == 0:
+		s.maxDelay = DefaultMaxLockDelaySeconds
+	case s.maxDelay < 0:
+		s.maxDelay = -1
+	case s.maxDelay > MaxLockDelayLimit:
+		s.maxDelay = MaxLockDelayLimit
 	}
 	if s.sleep == nil {
 		s.sleep = sleep
@@ -121,6 +139,10 @@ func (s *Service) MaxTTLSeconds() int64 { return s.maxTTL }
 // waiting is off.
 func (s *Service) MaxWaitSeconds() int64 { return max(s.maxWait, 0) }
 
+// MaxLockDelaySeconds returns the longest lock-delay an acquire may ask
+// for; 0 when lock-delay is off.
+func (s *Service) MaxLockDelaySeconds() int64 { return max(s.maxDelay, 0) }
+
 // Lock is a live lease.
 type Lock struct {
 	Resource string
@@ -130,7 +152,17 @@ type Lock struct {
 	FencingToken int64
 	AcquiredAt   time.Time
 	ExpiresAt    time.Time
+	// LockDelay is how long after ExpiresAt the lock stays blocked for
+	// others when the lease expires without a release (zero: none).
+	LockDelay time.Duration
+	// Principal is the IAM principal bound to the lease, "" when none. Only
+	// the admin answers show it.
+	Principal string
 }
+
+// FreeAt is when the lock comes free for others if the lease is not
+// released: ExpiresAt plus LockDelay.
+func (l Lock) FreeAt() time.Time { return l.ExpiresAt.Add(l.LockDelay) }
 
 // Caller identifies who asks: the owner string from the request body and,
 // when the request was authenticated, the caller's principal. A lease taken
@@ -142,12 +174,16 @@ type Caller struct {
 
 // AcquireRequest asks for a lease of TTLSeconds on Resource. With
 // WaitSeconds above zero, an acquire that finds the lock held by someone
-// else waits up to that long for it to come free (see AcquireWait).
+// else waits up to that long for it to come free (see AcquireWait). With
+// LockDelaySeconds above zero, the lease has a lock-delay: if it expires
+// without a release, nobody else may take the lock until that long after
+// its expiry (a release frees it at once).
 type AcquireRequest struct {
-	Resource    string
-	Caller      Caller
-	TTLSeconds  int64
-	WaitSeconds int64
+	Resource         string
+	Caller           Caller
+	TTLSeconds       int64
+	WaitSeconds      int64
+	LockDelaySeconds int64
 }
 
 // AcquireResult is the outcome of Acquire. A lock held by someone else is an
@@ -156,10 +192,14 @@ type AcquireResult struct {
 	Acquired bool
 	// Lock is the new lease when Acquired.
 	Lock Lock
-	// HolderExpiresAt is when the other holder's lease ends, when the store
-	// reported it with the failed condition (or a waiting acquire read it);
-	// zero when unknown.
+	// HolderExpiresAt is when the lock comes free for others: the other
+	// holder's expiry plus its lock-delay, when the store reported the item
+	// with the failed condition (or a waiting acquire read it); zero when
+	// unknown.
 	HolderExpiresAt time.Time
+	// Waited is how long a waiting acquire (WaitSeconds above zero) spent
+	// waiting after its first attempt found the lock held.
+	Waited time.Duration
 }
 
 // RenewRequest asks to extend a live lease to now + TTLSeconds. With
@@ -204,19 +244,28 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireR
 	now := s.now()
 	nowMs := now.UnixMilli()
 	expMs := nowMs + req.TTLSeconds*1000
+	delayMs := req.LockDelaySeconds * 1000
 
-	values := make(map[string]types.AttributeValue, 7)
+	// At most 8 values in the common case (no lock-delay): a map hinted
+	// for more costs another allocation on every acquire.
+	values := make(map[string]types.AttributeValue, 8)
 	values[":o"] = &types.AttributeValueMemberS{Value: req.Caller.Owner}
 	values[":now"] = num(nowMs)
 	values[":exp"] = num(expMs)
-	values[":gc"] = num(s.gcAt(expMs))
+	values[":gc"] = num(s.gcAt(expMs + delayMs))
 	values[":base"] = num(now.UnixMicro())
 	values[":one"] = one
-	expr := &acquireExpr[0] // shared, read only
+	variant := 0
 	if req.Caller.Principal != "" {
-		expr = &acquireExpr[1]
+		variant |= 1
 		values[":p"] = &types.AttributeValueMemberS{Value: req.Caller.Principal}
 	}
+	if delayMs > 0 {
+		variant |= 2
+		values[":d"] = num(delayMs)
+		values[":f"] = num(expMs + delayMs)
+	}
+	expr := &acquireExpr[variant] // shared, read only
 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
@@ -232,8 +281,8 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireR
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			res := AcquireResult{}
-			if old, ok := decode(req.Resource, ccf.Item); ok && live(ccf.Item, now) {
-				res.HolderExpiresAt = old.ExpiresAt
+			if until, ok := blockedUntil(ccf.Item, now); ok {
+				res.HolderExpiresAt = until
 			}
 			return res, nil
 		}
@@ -254,17 +303,28 @@ var one = num(1)
 var acquireNames = map[string]string{
 	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
 	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
+	"#d": AttrLockDelay, "#f": AttrFreeAt,
 }
 
-// acquireExpr are the update and condition of an acquire without (0) and
-// with (1) a principal, built once.
-var acquireExpr = [2]struct{ update, cond string }{acquireExpression(false), acquireExpression(true)}
+// acquireExpr are the update and condition of an acquire, built once, by
+// variant: 1 with a principal, 2 with a lock-delay, 3 with both.
+var acquireExpr = [4]struct{ update, cond string }{
+	acquireExpression(false, false), acquireExpression(true, false),
+	acquireExpression(false, true), acquireExpression(true, true),
+}
 
-func acquireExpression(withPrincipal bool) struct{ update, cond string } {
+func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond string } {
 	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
 	// release_id stays: a release retried by the SDK after this acquire must
 	// still find its own id and report the release it did make.
 	remove := " REMOVE #x"
+	// A lease without a lock-delay has neither lock_delay nor free_at (an
+	// earlier lease's are removed): it is free once expired.
+	if withDelay {
+		update += ", #d = :d, #f = :f"
+	} else {
+		remove += ", #d, #f"
+	}
 	c := Caller{}
 	if withPrincipal {
 		update += ", #p = :p"
@@ -273,13 +333,24 @@ func acquireExpression(withPrincipal bool) struct{ update, cond string } {
 		remove += ", #p"
 	}
 	// A released record (#x set) is free whatever the clocks say; an expired
-	// one is free by the server's clock. A same-owner re-acquire replaces a
-	// live lease, so it must not be older than that lease (notNewer, the
-	// late-write rule); taking a free lock ends nobody's lease, late or not.
-	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR #e <= :now OR (#o = :o AND " +
+	// one is free by the server's clock once its lock-delay has passed too
+	// (freeCond). A same-owner re-acquire replaces a live lease (or one in
+	// its lock-delay), so it must not be older than that lease (notNewer,
+	// the late-write rule); taking a free lock ends nobody's lease, late or
+	// not.
+	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR " + freeCond + " OR (#o = :o AND " +
 		principalCond(c, map[string]types.AttributeValue{}) + " AND " + notNewer(true) + ")"
 	return struct{ update, cond string }{update + remove, cond}
 }
+
+// freeCond says an unreleased lease no longer blocks others at :now: it
+// has expired and its lock-delay has passed. free_at is expires_at +
+// lock_delay (conditions cannot add), kept by every write that sets
+// expires_at. Records written before free_at existed lack it and are free
+// once expired. free_at never frees a lease that has not expired, so a
+// stale one (left by a writer that did not know it) cannot end a live
+// lease.
+const freeCond = "(#e <= :now AND (attribute_not_exists(#f) OR #f <= :now))"
 
 // Renew extends the caller's live lease to now + req.TTLSeconds, keeping its
 // fencing token. An expired lease cannot be renewed (ErrNotFound): take it
@@ -292,13 +363,19 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
 	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, true)
 	names["#g"] = AttrTTL
+	names["#d"] = AttrLockDelay
+	names["#f"] = AttrFreeAt
 	values[":exp"] = num(expMs)
-	values[":gc"] = num(s.gcAt(expMs))
+	values[":zero"] = num(0)
+	// The lease keeps its lock-delay: free_at moves with expires_at. The
+	// renewal does not know the delay, so the garbage-collection time
+	// allows for the longest one.
+	values[":gc"] = num(s.gcAt(expMs + max(s.maxDelay, 0)*1000))
 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc"),
+		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc, #f = :exp + if_not_exists(#d, :zero)"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -339,14 +416,16 @@ func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
 	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, false)
 	names["#g"] = AttrTTL
 	names["#ri"] = AttrReleaseID
+	names["#f"] = AttrFreeAt
 	values[":gc"] = num(s.gcAt(nowMs))
 	releaseID := newReleaseID()
 	values[":ri"] = &types.AttributeValueMemberS{Value: releaseID}
 
+	// A release frees the lock at once, lock-delay or not: free_at = now.
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #ri = :ri, #g = :gc"),
+		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #f = :now, #ri = :ri, #g = :gc"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -387,6 +466,30 @@ func live(item map[string]types.AttributeValue, now time.Time) bool {
 	}
 	exp, ok := n(item, AttrExpiresAt)
 	return ok && exp > now.UnixMilli()
+}
+
+// blockedUntil reports whether item keeps others from taking the lock at
+// now — a live lease, or an expired one within its lock-delay — and until
+// when: the later of expires_at and free_at, exactly as the acquire
+// condition (freeCond) decides.
+func blockedUntil(item map[string]types.AttributeValue, now time.Time) (time.Time, bool) {
+	if item == nil {
+		return time.Time{}, false
+	}
+	if _, released := item[AttrReleasedAt]; released {
+		return time.Time{}, false
+	}
+	until, ok := n(item, AttrExpiresAt)
+	if !ok {
+		return time.Time{}, false
+	}
+	if f, ok := n(item, AttrFreeAt); ok && f > until {
+		until = f
+	}
+	if until <= now.UnixMilli() {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(until).UTC(), true
 }
 
 // holderCondition builds the condition "the caller holds a live lease (with
@@ -544,12 +647,15 @@ func decode(resource string, item map[string]types.AttributeValue) (Lock, bool) 
 	if resource == "" {
 		resource = str(item, AttrResource)
 	}
+	delay, _ := n(item, AttrLockDelay)
 	return Lock{
 		Resource:     resource,
 		Owner:        str(item, AttrOwner),
 		FencingToken: tok,
 		AcquiredAt:   time.UnixMilli(acq).UTC(),
 		ExpiresAt:    time.UnixMilli(exp).UTC(),
+		LockDelay:    time.Duration(max(delay, 0)) * time.Millisecond,
+		Principal:    str(item, AttrPrincipal),
 	}, true
 }
 

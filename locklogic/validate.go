@@ -15,6 +15,15 @@ const (
 	// DefaultMaxTTLSeconds is the longest lease a caller may ask for unless
 	// the service is configured otherwise.
 	DefaultMaxTTLSeconds = 86400
+	// DefaultMaxLockDelaySeconds is the longest lock-delay a caller may ask
+	// for unless the service is configured otherwise (5 minutes).
+	DefaultMaxLockDelaySeconds = 300
+	// MaxLockDelayLimit bounds Config.MaxLockDelaySeconds: one day. A
+	// longer delay would keep a lock from everyone for longer than any
+	// holder that died can need.
+	MaxLockDelayLimit = 86400
+	// MaxReasonBytes bounds a force release's reason.
+	MaxReasonBytes = 500
 )
 
 // ValidateResource checks a resource name taken from the (decoded) URL path:
@@ -50,6 +59,49 @@ func NormalizeOwner(owner string, v *ValidationError) string {
 func ValidateTTL(ttlSeconds, maxTTL int64, v *ValidationError) {
 	if ttlSeconds < 1 || ttlSeconds > maxTTL {
 		v.Add("ttl_seconds", "must be an integer from 1 to "+strconv.FormatInt(maxTTL, 10))
+	}
+}
+
+// ValidateLockDelay checks an acquire's lock-delay in whole seconds: 0 ≤
+// delay ≤ maxDelay; with maxDelay negative (lock-delay off) only 0.
+func ValidateLockDelay(delaySeconds, maxDelay int64, v *ValidationError) {
+	switch {
+	case maxDelay < 0:
+		if delaySeconds != 0 {
+			v.Add("lock_delay_seconds", "must be 0: this service has no lock-delay")
+		}
+	case delaySeconds < 0 || delaySeconds > maxDelay:
+		v.Add("lock_delay_seconds", "must be an integer from 0 to "+strconv.FormatInt(maxDelay, 10))
+	}
+}
+
+// NormalizeReason trims white space around a force release's reason and
+// checks the rest as NormalizeOwner does, up to MaxReasonBytes: it is
+// written to the audit log, where it must not forge or hide lines.
+func NormalizeReason(reason string, v *ValidationError) string {
+	if !utf8.ValidString(reason) {
+		v.Add("reason", "must be valid UTF-8")
+		return ""
+	}
+	reason = strings.TrimSpace(reason)
+	if detail := checkName(reason, MaxReasonBytes); detail != "" {
+		v.Add("reason", detail)
+	}
+	return reason
+}
+
+// ValidatePrefix checks a listing's name prefix: empty (every lock), or
+// 1–255 bytes under the rules of ValidateResource.
+func ValidatePrefix(prefix string, v *ValidationError) {
+	if prefix == "" {
+		return
+	}
+	if detail := checkName(prefix, MaxResourceBytes); detail != "" {
+		v.Add("prefix", detail)
+		return
+	}
+	if strings.Contains(prefix, "/") {
+		v.Add("prefix", `must not contain "/"`)
 	}
 }
 

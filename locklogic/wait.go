@@ -74,9 +74,10 @@ func (b Budget) Context(ctx context.Context) (context.Context, context.CancelFun
 // is held by someone else and req.WaitSeconds is above zero, it waits
 // inside the request and takes the lock as soon as it is free:
 //
-//   - It wakes at the holder's expires_at when it knows it (from the old
-//     item of a failed write, which DynamoDB returns and dynalite does not,
-//     or from its own reads) and tries the write then.
+//   - It wakes when the lock comes free when it knows that time — the
+//     holder's expires_at, or free_at for a lease with a lock-delay — (from
+//     the old item of a failed write, which DynamoDB returns and dynalite
+//     does not, or from its own reads) and tries the write then.
 //   - Meanwhile it watches the item for an early release with an
 //     eventually consistent GetItem (half a read unit) every PollInterval
 //     on average, jittered, backing off up to MaxPollInterval while reads
@@ -96,6 +97,7 @@ func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget)
 	req.Caller.Owner = NormalizeOwner(req.Caller.Owner, &v)
 	ValidateTTL(req.TTLSeconds, s.maxTTL, &v)
 	ValidateWait(req.WaitSeconds, s.maxWait, &v)
+	ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, &v)
 	if err := v.Err(); err != nil {
 		return AcquireResult{}, err
 	}
@@ -114,8 +116,9 @@ func (s *Service) attempt(ctx context.Context, req AcquireRequest, b Budget) (Ac
 }
 
 // wait runs the watch of AcquireWait after a first attempt answered held.
-func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult) (AcquireResult, error) {
+func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult) (res AcquireResult, err error) {
 	start := s.now()
+	defer func() { res.Waited = max(s.now().Sub(start), 0) }()
 	length := time.Duration(req.WaitSeconds)*time.Second - GrantGuard
 	if d, ok := ctx.Deadline(); ok {
 		length = min(length, time.Until(d)-b.Reserve-b.PerCall)
@@ -157,8 +160,8 @@ func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held A
 				continue
 			}
 			interval = max(interval/2, PollInterval)
-			if live(item, s.now()) {
-				exp, _ = expiry(item)
+			if until, blocked := blockedUntil(item, s.now()); blocked {
+				exp = until
 				continue
 			}
 		}
@@ -180,8 +183,8 @@ func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held A
 }
 
 // peekNames are the attributes a waiter reads: enough to tell whether the
-// lease is live and until when.
-var peekNames = map[string]string{"#e": AttrExpiresAt, "#x": AttrReleasedAt}
+// lock is blocked and until when.
+var peekNames = map[string]string{"#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt}
 
 // peek reads the lease state of resource with an eventually consistent
 // GetItem (half the cost of a consistent one); the item may be a little
@@ -192,22 +195,13 @@ func (s *Service) peek(ctx context.Context, resource string, b Budget) (map[stri
 	out, err := s.db.GetItem(cctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(resource),
-		ProjectionExpression:     aws.String("#e, #x"),
+		ProjectionExpression:     aws.String("#e, #x, #f"),
 		ExpressionAttributeNames: peekNames,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out.Item, nil
-}
-
-// expiry returns the item's expires_at.
-func expiry(item map[string]types.AttributeValue) (time.Time, bool) {
-	ms, ok := n(item, AttrExpiresAt)
-	if !ok {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(ms).UTC(), true
 }
 
 // randUpTo returns a random duration in [0, d).

@@ -44,6 +44,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 type waitStore struct {
 	clock     *fakeClock
 	exp       time.Time
+	freeAt    time.Time // the lease's free_at (lock-delay), if set
 	releaseAt time.Time
 	oldItem   bool
 	getErr    error // every read fails with it when set
@@ -53,11 +54,15 @@ type waitStore struct {
 }
 
 func (w *waitStore) free(now time.Time) bool {
-	return !now.Before(w.exp) || (!w.releaseAt.IsZero() && !now.Before(w.releaseAt))
+	return (!now.Before(w.exp) && !now.Before(w.freeAt)) || (!w.releaseAt.IsZero() && !now.Before(w.releaseAt))
 }
 
 func (w *waitStore) item(now time.Time) map[string]types.AttributeValue {
 	it := item("holder", "", 7, w.exp)
+	if !w.freeAt.IsZero() {
+		it[AttrFreeAt] = num(w.freeAt.UnixMilli())
+		it[AttrLockDelay] = num(w.freeAt.Sub(w.exp).Milliseconds())
+	}
 	if !w.releaseAt.IsZero() && !now.Before(w.releaseAt) {
 		it[AttrReleasedAt] = num(w.releaseAt.UnixMilli())
 	}
@@ -115,6 +120,7 @@ func TestAcquireWait(t *testing.T) {
 		name      string
 		wait      int64
 		exp       time.Duration // the holder's lease ends at t0+exp
+		freeAt    time.Duration // with a lock-delay: free for others at t0+freeAt (0: at exp)
 		release   time.Duration // the holder releases at t0+release (0: never)
 		oldItem   bool
 		deadline  time.Duration // the request context's deadline, real time from now (0: none)
@@ -137,6 +143,23 @@ func TestAcquireWait(t *testing.T) {
 			// dynalite: no old item, but the first read tells the expiry.
 			name: "GrantedAtExpiryFromRead", wait: 10, exp: 3 * time.Second,
 			wantAcq: true, wantAt: [2]time.Duration{3 * time.Second, 3 * time.Second}, maxWrites: 2,
+		},
+		{
+			// A lease with a lock-delay: the waiter wakes at free_at, not
+			// at the lease's expiry.
+			name: "GrantedAtFreeAtFromOldItem", wait: 10, exp: 2 * time.Second, freeAt: 5 * time.Second, oldItem: true,
+			wantAcq: true, wantAt: [2]time.Duration{5 * time.Second, 5 * time.Second}, maxWrites: 2,
+		},
+		{
+			name: "GrantedAtFreeAtFromRead", wait: 10, exp: 2 * time.Second, freeAt: 5 * time.Second,
+			wantAcq: true, wantAt: [2]time.Duration{5 * time.Second, 5 * time.Second}, maxWrites: 2,
+		},
+		{
+			// Expired already, but in its lock-delay: held, and the
+			// expiry reported is when the lock comes free.
+			name: "RunsOutInLockDelay", wait: 3, exp: time.Second, freeAt: 30 * time.Second, oldItem: true,
+			wantAt:   [2]time.Duration{3*time.Second - GrantGuard, 3*time.Second - GrantGuard},
+			wantHeld: 30 * time.Second, maxWrites: 1,
 		},
 		{
 			// dynalite: the answer carries no expiry, as for one attempt.
@@ -173,6 +196,9 @@ func TestAcquireWait(t *testing.T) {
 			t.Parallel()
 			clock := &fakeClock{t: t0}
 			st := &waitStore{clock: clock, exp: t0.Add(tt.exp), oldItem: tt.oldItem}
+			if tt.freeAt > 0 {
+				st.freeAt = t0.Add(tt.freeAt)
+			}
 			if tt.release > 0 {
 				st.releaseAt = t0.Add(tt.release)
 			}
@@ -193,6 +219,9 @@ func TestAcquireWait(t *testing.T) {
 			took := clock.Now().Sub(t0)
 			if took < tt.wantAt[0] || took > tt.wantAt[1] {
 				t.Errorf("returned %s after the start, want within %v", took, tt.wantAt)
+			}
+			if res.Waited != took {
+				t.Errorf("got Waited %s, want the whole wait %s (the first attempt takes no clock time)", res.Waited, took)
 			}
 			if tt.wantAcq && !st.grantedAt.Equal(clock.Now()) {
 				t.Errorf("granted at %s, want at the end of the wait %s", st.grantedAt.Sub(t0), took)

@@ -93,8 +93,10 @@ func run(addr string) error {
 	log.Info("table ready", "table", cfg.Table, "created", created, "endpoint", cfg.Endpoint, "returns_old_item", oldItem)
 
 	svc := locklogic.New(db, cfg.ServiceConfig())
+	h := api.NewHandler(svc, log, nil)
+	h.SetMetricsNamespace(cfg.MetricsNamespace)
 	srv := &http.Server{
-		Handler:           local.NewRunner(api.NewHandler(svc, log, nil), log),
+		Handler:           local.NewRunner(h, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)
