@@ -16,9 +16,10 @@ import (
 // would be a tenth of a request's CPU time next to its DynamoDB call (make
 // bench).
 func NewLoggerTo(w io.Writer, level slog.Level) *slog.Logger {
+	lw := &lockedWriter{w: w}
 	return slog.New(&lineHandler{
-		Handler: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}),
-		w:       w,
+		Handler: slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: level}),
+		w:       lw,
 		level:   level,
 	})
 }
@@ -26,9 +27,21 @@ func NewLoggerTo(w io.Writer, level slog.Level) *slog.Logger {
 // lineHandler is slog's JSON handler plus a fast path for request lines.
 type lineHandler struct {
 	slog.Handler
-	mu    sync.Mutex
-	w     io.Writer
+	w     *lockedWriter
 	level slog.Level
+}
+
+// lockedWriter serializes the writes of both paths (each one whole line),
+// so lines never interleave whatever w is.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // requestLine is what Handler logs about one request.
@@ -194,9 +207,7 @@ func (h *lineHandler) write(line *requestLine) {
 		b = appendJSONString(b, line.err.Error())
 	}
 	b = append(b, "}\n"...)
-	h.mu.Lock()
 	_, _ = h.w.Write(b)
-	h.mu.Unlock()
 	*bp = b
 	linePool.Put(bp)
 }

@@ -136,6 +136,10 @@ type Options struct {
 	// Timeouts overrides route timeouts by route name (the invocation
 	// deadline each handler call gets; see local.Runner.Timeouts).
 	Timeouts map[string]time.Duration
+	// LogTo receives the handlers' log, written by the production logger
+	// (api.NewLoggerTo, level info): one JSON line per request with its
+	// metrics, and the audit lines. Nil discards it.
+	LogTo io.Writer
 }
 
 // Server is a local runner over the real handlers, served by httptest.
@@ -168,6 +172,9 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	svc := locklogic.New(db, locklogic.Config{Table: Table, MaxTTLSeconds: opt.MaxTTLSeconds, Retention: opt.Retention, Now: opt.Now})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if opt.LogTo != nil {
+		log = api.NewLoggerTo(opt.LogTo, slog.LevelInfo)
+	}
 	h := api.NewHandler(svc, log, opt.Now)
 	if opt.StoreBudget > 0 {
 		h.SetStoreBudget(opt.StoreBudget)
