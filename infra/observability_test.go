@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/ft288/locks/api"
 )
 
 // wantLatencyAlarms are the functions with a p99 latency alarm: those that
@@ -429,4 +431,24 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOutcomesAreEmitted checks that every outcome the alarms and the
+// dashboard select on is one the handlers report (api.MetricOutcomes).
+func TestOutcomesAreEmitted(t *testing.T) {
+	t.Parallel()
+	for _, o := range append([]string{OutcomeContended, OutcomeUnavailable, OutcomeInternal}, leaseLossOutcomes...) {
+		if !slices.Contains(api.MetricOutcomes, o) {
+			t.Errorf("outcome %q is not in api.MetricOutcomes %v", o, api.MetricOutcomes)
+		}
+	}
+	fns, err := Functions(api.Routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fns {
+		if !slices.Contains(wantFunctions, f.Name) {
+			t.Errorf("function %s is not a Route value the alarms know", f.Name)
+		}
+	}
 }

@@ -381,6 +381,14 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	if err != nil || cfg.Endpoint != "" || !cfg.OldItemOnFailure {
 		tb.Errorf("function config from the stack's environment: got %+v, %v; want no endpoint override and OldItemOnFailure", cfg, err)
 	}
+	// The handler's metrics land in the namespace the dashboard and the
+	// alarms read.
+	if cfg.MetricsNamespace != namespace {
+		tb.Errorf("handler's metrics namespace: got %q, want %q", cfg.MetricsNamespace, namespace)
+	}
+	if name == "acquire" && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
+		tb.Errorf("handler's MaxLockDelaySeconds: got %d, want %d", cfg.MaxLockDelaySeconds, MaxLockDelaySeconds)
+	}
 }
 
 func TestFunctions(t *testing.T) {
