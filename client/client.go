@@ -251,6 +251,10 @@ type Lock struct {
 	AcquiredAt time.Time `json:"acquired_at"`
 	// ExpiresAt is when the lease ends unless renewed.
 	ExpiresAt time.Time `json:"expires_at"`
+	// LockDelaySeconds is the lease's lock-delay, 0 when it has none: if
+	// it expires unreleased, others can take the lock only this long after
+	// ExpiresAt.
+	LockDelaySeconds int64 `json:"lock_delay_seconds,omitempty"`
 }
 
 func (l Lock) check(resource string) error {
