@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/ft288/locks/client"
@@ -122,6 +123,35 @@ carry that fencing token.`,
 			run:     runCmd,
 		},
 		{
+			name: "ls", synopsis: "[PREFIX] [--json] [--limit N]",
+			summary: "list the held locks (admin)",
+			help: `Lists the leases that keep others from their lock — live leases, and
+expired ones still in their lock-delay — whose name starts with PREFIX
+(every lock without one), as a table: name, owner, fencing token, expiry
+(UTC), lock-delay, and the IAM principal bound to the lease. With --json it
+prints them as one JSON array instead. The service scans its table page by
+page; lockctl follows every page.
+
+An admin command: against the IAM-authorized API it needs an identity
+allowed to call the /admin routes (see the README's Admin API).`,
+			run: lsCmd,
+		},
+		{
+			name: "force-release", synopsis: "RESOURCE --reason TEXT",
+			summary: "end the lease whoever holds it (admin, audited)",
+			help: `Ends the lease on RESOURCE whoever holds it, and prints the lease it ended
+as JSON; exits 3 when no lease holds the lock. --reason (1 to 500 bytes) is
+required: the service writes it to its audit log with your identity, the
+owner and the fencing token it ended. The fencing counter survives: the
+next grant gets a larger token, and the ended holder's renewals fail, so
+its 'lockctl run' stops its command. Use it for a holder that is gone while
+its lease runs on (a long TTL), not to take a lock from a live job.
+
+An admin command: against the IAM-authorized API it needs an identity
+allowed to call the /admin routes (see the README's Admin API).`,
+			run: forceReleaseCmd,
+		},
+		{
 			name: "version", synopsis: "",
 			summary: "print lockctl's version",
 			help: `Prints the version of lockctl's module: a release tag, the pseudo-version
@@ -182,7 +212,7 @@ Exit codes:
   0   success (run: the command's own status)
   1   error: service unreachable, unexpected answer, command not started
   2   usage error
-  3   no live lease (status, renew, release)
+  3   no live lease (status, renew, release, force-release)
   4   the lease belongs to another owner or to a newer lease (renew, release)
   75  the lock is held by another owner and --wait ran out (acquire, run;
       --held-exit changes it)
@@ -443,7 +473,7 @@ func (c *common) call(env Env, timeout time.Duration, do func(context.Context, *
 	code := ExitOK
 	if r.err != nil {
 		code = failed(env, r.err)
-	} else {
+	} else if r.out != nil { // nil: do wrote its own output
 		printJSON(env.Stdout, r.out)
 	}
 	drain(cl, sigc)
@@ -651,5 +681,99 @@ func releaseCmd(args []string, env Env) int {
 			return nil, err
 		}
 		return map[string]any{"resource": resource, "released": true}, nil
+	})
+}
+
+// lsCmd is `lockctl ls`.
+func lsCmd(args []string, env Env) int {
+	fs := newFlagSet(lookup("ls"), env)
+	asJSON := fs.Bool("json", false, "print the leases as one JSON array")
+	limit := fs.Int("limit", 0, "list at most `N` leases (0: all)")
+	err := fs.Parse(args)
+	prefix := ""
+	if err == nil && fs.NArg() > 0 {
+		prefix = fs.Arg(0)
+		err = fs.Parse(fs.Args()[1:])
+	}
+	if err == nil && fs.NArg() > 0 {
+		err = &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
+	}
+	if err == nil && *limit < 0 {
+		err = &usageError{fmt.Sprintf("--limit %d: want 0 (all) or more", *limit)}
+	}
+	if err != nil {
+		return parseFailed(fs, env, err)
+	}
+	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
+		locks := []client.AdminLock{}
+		opt := client.ListOptions{Limit: 1000}
+		for {
+			if *limit > 0 {
+				opt.Limit = min(1000, *limit-len(locks))
+			}
+			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			page, err := c.List(pctx, prefix, opt)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			locks = append(locks, page.Locks...)
+			if page.Cursor == "" || (*limit > 0 && len(locks) >= *limit) {
+				break
+			}
+			opt.Cursor = page.Cursor
+		}
+		if *asJSON {
+			return locks, nil
+		}
+		writeTable(env.Stdout, locks)
+		return nil, nil
+	})
+}
+
+// writeTable prints locks as an aligned table with a header.
+func writeTable(w io.Writer, locks []client.AdminLock) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tOWNER\tTOKEN\tEXPIRES\tDELAY\tPRINCIPAL")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	for _, l := range locks {
+		delay := ""
+		if l.LockDelaySeconds > 0 {
+			delay = (time.Duration(l.LockDelaySeconds) * time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", tableCell(l.Resource), tableCell(l.Owner), l.FencingToken,
+			l.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z"), dash(delay), dash(tableCell(l.Principal)))
+	}
+	_ = tw.Flush()
+}
+
+// tableCell makes s safe for one table cell: names may hold spaces and
+// tabs are impossible (the service refuses control characters), but quote
+// anything with white space so columns stay readable.
+func tableCell(s string) string {
+	if strings.ContainsAny(s, " \u00a0") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// forceReleaseCmd is `lockctl force-release`.
+func forceReleaseCmd(args []string, env Env) int {
+	fs := newFlagSet(lookup("force-release"), env)
+	reason := fs.String("reason", "", "why, for the audit log: `TEXT` of 1 to 500 bytes (required)")
+	resource, err := parseOnly(fs, args)
+	if err == nil && strings.TrimSpace(*reason) == "" {
+		err = &usageError{"--reason is required"}
+	}
+	if err != nil {
+		return parseFailed(fs, env, err)
+	}
+	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		return c.ForceRelease(ctx, resource, *reason)
 	})
 }

@@ -282,6 +282,58 @@ func TestMainCommands(t *testing.T) {
 			wantStdout: `(?s)^Usage: lockctl run RESOURCE .*--grace SECONDS`,
 		},
 		{
+			name:  "LsTable",
+			setup: holdBy("holder"),
+			args:  func(res string, _ *client.Lease) []string { return []string{"ls", res} },
+			wantStdout: `^RESOURCE +OWNER +TOKEN +EXPIRES +DELAY +PRINCIPAL\n` +
+				`\S+ +holder +[1-9][0-9]* +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z +- +-\n$`,
+			wantNoStderr: true,
+		},
+		{
+			name:         "LsJSON",
+			setup:        holdBy("holder"),
+			args:         func(res string, _ *client.Lease) []string { return []string{"ls", "--json", res} },
+			wantStdout:   `^\[\{"resource":"[^"]+","owner":"holder",` + tokenRE + `,"acquired_at":"[^"]+","expires_at":"[^"]+"\}\]\n$`,
+			wantNoStderr: true,
+		},
+		{
+			name:       "LsNone",
+			args:       func(res string, _ *client.Lease) []string { return []string{"ls", "--json", res} },
+			wantStdout: `^\[\]\n$`,
+		},
+		{
+			name:       "LsHeaderOnly",
+			args:       func(res string, _ *client.Lease) []string { return []string{"ls", res} },
+			wantStdout: `^RESOURCE +OWNER +TOKEN +EXPIRES +DELAY +PRINCIPAL\n$`,
+		},
+		{
+			name:  "ForceReleaseOK",
+			setup: holdBy("holder"),
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"force-release", res, "--reason", "holder is gone"}
+			},
+			wantStdout: `^\{"resource":"[^"]+","owner":"holder",` + tokenRE + `,"acquired_at":"[^"]+","expires_at":"[^"]+"\}\n$`,
+			after:      wantFree,
+		},
+		{
+			name:       "ForceReleaseNotFound",
+			args:       func(res string, _ *client.Lease) []string { return []string{"force-release", res, "--reason", "r"} },
+			wantCode:   cli.ExitNotFound,
+			wantStderr: "Lock not found",
+		},
+		{name: "ErrForceReleaseWithoutReason", args: func(res string, _ *client.Lease) []string { return []string{"force-release", res} }, wantCode: cli.ExitUsage, wantStderr: "--reason is required"},
+		{name: "ErrLsExtraArgs", args: func(res string, _ *client.Lease) []string { return []string{"ls", res, "other"} }, wantCode: cli.ExitUsage, wantStderr: "unexpected arguments"},
+		{
+			name:       "LsHelp",
+			args:       func(string, *client.Lease) []string { return []string{"help", "ls"} },
+			wantStdout: `(?s)^Usage: lockctl ls \[PREFIX\].*--json.*--limit N`,
+		},
+		{
+			name:       "ForceReleaseHelp",
+			args:       func(string, *client.Lease) []string { return []string{"force-release", "--help"} },
+			wantStdout: `(?s)^Usage: lockctl force-release RESOURCE --reason TEXT.*audit log`,
+		},
+		{
 			name:       "AcquireHelp",
 			args:       func(string, *client.Lease) []string { return []string{"acquire", "-h"} },
 			wantStdout: `(?s)^Usage: lockctl acquire RESOURCE .*--owner OWNER.*--wait SECONDS`,
@@ -401,3 +453,33 @@ func wantFree(t *testing.T, url, res string) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// TestLsPrefixAndLimit: ls lists exactly the leases under its prefix, and
+// --limit caps how many.
+func TestLsPrefixAndLimit(t *testing.T) {
+	t.Parallel()
+	srv := localtest.Start(t, localtest.Options{})
+	prefix := uniqueName(t) + ":"
+	for _, n := range []string{"a", "b", "c"} {
+		hold(t, srv.URL, prefix+n, "holder-"+n)
+	}
+	hold(t, srv.URL, uniqueName(t)+"-outside", "holder")
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{[]string{"ls", "--json", prefix}, 3}, {[]string{"ls", prefix, "--json", "--limit", "2"}, 2}} {
+		code, stdout, stderr := lockctl(t, srv.URL, tc.args...)
+		var locks []map[string]any
+		if err := json.Unmarshal([]byte(stdout), &locks); code != cli.ExitOK || err != nil {
+			t.Fatalf("%v: got %d %q %q (%v)", tc.args, code, stdout, stderr, err)
+		}
+		if len(locks) != tc.want {
+			t.Errorf("%v: got %d leases, want %d: %s", tc.args, len(locks), tc.want, stdout)
+		}
+		for _, l := range locks {
+			if r, _ := l["resource"].(string); !strings.HasPrefix(r, prefix) || l["owner"] != "holder-"+r[len(prefix):] {
+				t.Errorf("%v: listed %v, not one of the prefix's leases", tc.args, l)
+			}
+		}
+	}
+}
