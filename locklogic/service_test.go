@@ -210,6 +210,7 @@ func TestStoreErrors(t *testing.T) {
 		{"Throttled", apiErr{"ProvisionedThroughputExceededException"}, true},
 		{"Throttling", apiErr{"ThrottlingException"}, true},
 		{"InternalServerError", apiErr{"InternalServerError"}, true},
+		{"ReplicatedWriteConflict", apiErr{"ReplicatedWriteConflictException"}, true}, // multi-Region strong consistency
 		{"RetriesExhausted", &retry.MaxAttemptsError{Attempt: 3, Err: errors.New("boom")}, true},
 		{"Timeout", context.DeadlineExceeded, true},
 		{"TableMissing", &types.ResourceNotFoundException{Message: strPtr("Requested resource not found")}, false},
