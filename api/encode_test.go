@@ -22,6 +22,7 @@ func TestResponseEncoding(t *testing.T) {
 		"Status":       lock,
 		"OddStrings":   odd,
 		"OddInAcquire": AcquireResponse{Acquired: true, Lock: &odd, Resource: odd.Resource, ExpiresAt: odd.Resource},
+		"LockDelay":    LockJSON{Resource: "r", Owner: "w", FencingToken: 1, LockDelaySeconds: 300},
 	} {
 		t.Run(name, func(t *testing.T) {
 			want, err := json.Marshal(v)
@@ -38,13 +39,16 @@ func TestResponseEncoding(t *testing.T) {
 	l := locklogic.Lock{Resource: "job <7>", Owner: `"w1"`, FencingToken: 42,
 		AcquiredAt: time.Date(2026, 12, 2, 12, 0, 0, 5e6, time.FixedZone("x", 3600)), ExpiresAt: time.UnixMilli(1796212830123)}
 	lj := lockJSON(l)
+	delayed := l
+	delayed.LockDelay = 90 * time.Second
 	for name, tc := range map[string]struct {
 		got  jsonAppender
 		want any
 	}{
-		"StatusFromLock":   {lockBody(l), lj},
-		"AcquiredFromLock": {acquiredBody(l), AcquireResponse{Acquired: true, Lock: &lj}},
-		"RenewedFromLock":  {renewedBody(l), RenewResponse{Renewed: true, Lock: lj}},
+		"StatusFromLock":    {lockBody(l), lj},
+		"LockDelayFromLock": {lockBody(delayed), lockJSON(delayed)},
+		"AcquiredFromLock":  {acquiredBody(l), AcquireResponse{Acquired: true, Lock: &lj}},
+		"RenewedFromLock":   {renewedBody(l), RenewResponse{Renewed: true, Lock: lj}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			want, err := json.Marshal(tc.want)
