@@ -40,8 +40,9 @@ type lockedWriter struct {
 
 func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
+	n, err := l.w.Write(b)
+	l.mu.Unlock()
+	return n, err
 }
 
 // requestLine is what Handler logs about one request.

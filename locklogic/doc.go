@@ -55,6 +55,32 @@
 // early by another instance's clock; clients keep a safety margin
 // (the Go client's is min(ttl/10, 1 s)) that must exceed d.
 //
+// # Lock-delay
+//
+// An acquire may give its lease a lock-delay (Chubby's, Consul's): when the
+// lease expires without a release, others may take the lock only
+// lock_delay after expires_at, since a holder that is slow rather than gone
+// may still be writing to a resource that cannot check fencing tokens. A
+// release ends it at once. Conditions cannot add, so the item keeps the sum:
+// free_at = expires_at + lock_delay, written by acquire (or removed, with
+// lock_delay, for a lease without one), moved by renew in its update
+// expression (free_at = :exp + lock_delay), set to now by release. Another
+// owner's acquire requires expires_at <= :now AND (no free_at OR free_at <=
+// :now): an item written before free_at existed is free once expired, and a
+// free_at left stale by such a writer can never free a lease that has not
+// expired. A refused acquire reports free_at as the holder's expiry, and a
+// waiting acquire wakes at it. The late-write rule needs nothing new: a
+// late acquire's :now is older than the lease it meets, so it fails during
+// the delay as it fails during the lease.
+//
+// # Administration
+//
+// List scans the table (there is no index of live leases: one would cost a
+// second write per operation) with a filter, page by page within a budget,
+// and returns a cursor to go on from. ForceRelease is Release without the
+// owner check, for operators: one conditional write that keeps the
+// tombstone and the fencing counter, under the late-write rule.
+//
 // The package knows nothing of HTTP or API Gateway: it validates inputs,
 // talks to DynamoDB through the narrow DynamoDBAPI interface and reports
 // outcomes as values (AcquireResult) or sentinel errors (ErrNotFound,
