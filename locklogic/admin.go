@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -89,9 +90,7 @@ func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResu
 	names := listNames
 	if req.Prefix != "" {
 		names = map[string]string{"#r": AttrResource}
-		for k, v := range listNames {
-			names[k] = v
-		}
+		maps.Copy(names, listNames)
 		values[":pre"] = &types.AttributeValueMemberS{Value: req.Prefix}
 		filter = "begins_with(#r, :pre) AND " + filter
 	}
