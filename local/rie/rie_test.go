@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 			f.stop()
 		}
 	}()
-	for _, r := range api.Routes {
+	for _, r := range functionRoutes() {
 		f, err := startFunction(ctx, dir, r, d.Endpoint)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rie:", err)
@@ -138,13 +138,13 @@ func build(ctx context.Context, root, dir string) error {
 	}
 	bin := filepath.Join(dir, "bin") + string(filepath.Separator)
 	args := []string{"-tags", "lambda.norpc", "-trimpath", "-o", bin}
-	for _, r := range api.Routes {
+	for _, r := range functionRoutes() {
 		args = append(args, "./functions/"+r.Name)
 	}
 	if err := goBuild(args...); err != nil {
 		return err
 	}
-	for _, r := range api.Routes {
+	for _, r := range functionRoutes() {
 		if err := os.MkdirAll(filepath.Join(dir, r.Name), 0o755); err != nil {
 			return err
 		}
@@ -428,7 +428,21 @@ func event(route api.Route, resource string, c caller, body string) []byte {
 	return b
 }
 
-// routeNamed returns the api.Routes row called name.
+// functionRoutes returns the first api.Routes row of each function: one
+// bootstrap serves every row with its name (the admin function serves two).
+func functionRoutes() []api.Route {
+	var out []api.Route
+	seen := map[string]bool{}
+	for _, r := range api.Routes {
+		if !seen[r.Name] {
+			seen[r.Name] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// routeNamed returns the first api.Routes row called name.
 func routeNamed(tb testing.TB, name string) api.Route {
 	tb.Helper()
 	for _, r := range api.Routes {
@@ -591,8 +605,14 @@ var yes = true
 // TestRoutes drives every route through its real bootstrap.
 func TestRoutes(t *testing.T) {
 	t.Parallel()
-	if len(api.Routes) != 4 {
-		t.Fatalf("got %d routes, want the 4 this scenario covers", len(api.Routes))
+	lockRoutes := 0
+	for _, r := range api.Routes {
+		if !r.Admin {
+			lockRoutes++
+		}
+	}
+	if lockRoutes != 4 {
+		t.Fatalf("got %d lock routes, want the 4 this scenario covers", lockRoutes)
 	}
 	runSteps(t, "rie-lifecycle", []step{
 		{name: "AcquireFree", route: "acquire", caller: workerA1, body: acquireBody("worker-1", 30), wantStatus: 200,
@@ -652,5 +672,35 @@ func TestBadRequests(t *testing.T) {
 				wantStatus: tt.wantStatus,
 			}})
 		})
+	}
+}
+
+// TestAdminForceRelease drives the admin function's force release through
+// its real bootstrap: it ends another principal's live lease, and the
+// routes it does not serve are refused.
+func TestAdminForceRelease(t *testing.T) {
+	t.Parallel()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	const res = "rie-admin"
+	if r := invoke(t, "acquire", res, workerA1, acquireBody("worker-1", 30)(0)); r.StatusCode != 200 {
+		t.Fatalf("acquire: got %d %s", r.StatusCode, r.Body)
+	}
+	var force api.Route
+	for _, r := range api.Routes {
+		if r.Admin && r.Method == "DELETE" {
+			force = r
+		}
+	}
+	resp, _, err := functions["admin"].post(context.Background(), event(force, res, bob, `{"reason":"holder is gone"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"owner":"worker-1"`) {
+		t.Fatalf("force release: got %d %s, want 200 naming the lease it ended", resp.StatusCode, resp.Body)
+	}
+	if r := invoke(t, "status", res, bob, ""); r.StatusCode != 404 {
+		t.Errorf("status after force release: got %d %s, want 404", r.StatusCode, r.Body)
 	}
 }
