@@ -38,7 +38,9 @@
 // retry (ErrUnavailable) if not — never ErrNotFound for a live lease. Taking a free lock (absent, released, or expired by
 // the request's own clock) needs no stamp: it ends nobody's lease, and a late
 // grant there only holds the lock, until its TTL, for a caller that was told
-// 503 — like any grant whose answer is lost, which clients release.
+// 503 — like any grant whose answer is lost. The clients in this repository
+// release such grants when they can (a late answer, with its token; a
+// generated owner after an unknown outcome); otherwise it lapses at its TTL.
 //
 // Clock skew. The stamps come from the clocks of the instances that served
 // the requests. If two instances differ by at most d, a newer grant or
