@@ -1,12 +1,9 @@
 package rie_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,9 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +22,7 @@ import (
 
 	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/local"
+	"github.com/ft288/locks/local/rie"
 )
 
 // rieCmd is the emulator's main package; go.mod lists it as a tool, so it
@@ -105,7 +101,7 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		for name, f := range functions {
-			fmt.Fprintf(os.Stderr, "--- emulator log of %s ---\n%s\n", name, f.log.String())
+			fmt.Fprintf(os.Stderr, "--- emulator log of %s ---\n%s\n", name, f.Log())
 		}
 	}
 	return code
@@ -158,193 +154,35 @@ func build(ctx context.Context, root, dir string) error {
 // function is one bootstrap running under its own emulator.
 type function struct {
 	route api.Route
-	url   string // the emulator's invocation endpoint
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when the emulator exits
-	log   *syncBuffer
-	// mu serializes invocations: an emulator serves one at a time, like
-	// one Lambda execution environment.
-	mu sync.Mutex
+	*rie.Emulator
 }
 
-// startFunction starts route's bootstrap under an emulator on free loopback
-// ports, retrying when a port picked was taken in between.
+// startFunction starts route's bootstrap under an emulator and makes one
+// invocation of the function's own route without a body (status: 404; the
+// others: 400 or 422), so the bootstrap has started, and reached dynalite,
+// before any test runs.
 func startFunction(ctx context.Context, dir string, route api.Route, endpoint string) (*function, error) {
-	var errs []error
-	for attempt := 0; attempt < 3; attempt++ {
-		f, err := tryStart(ctx, dir, route, endpoint)
-		if err == nil {
-			return f, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("start %s under the emulator: %w", route.Name, errors.Join(errs...))
-}
-
-func tryStart(ctx context.Context, dir string, route api.Route, endpoint string) (*function, error) {
-	emuPort, apiPort, err := freePorts()
+	env := rie.FunctionEnv(route.Name, table, endpoint, route.Timeout, "MAX_TTL_SECONDS=86400", "TOMBSTONE_RETENTION_SECONDS=604800")
+	emu, err := rie.Start(ctx, filepath.Join(dir, "aws-lambda-rie"), filepath.Join(dir, route.Name, "bootstrap"), env)
 	if err != nil {
 		return nil, err
 	}
-	f := &function{
-		route: route,
-		url:   "http://127.0.0.1:" + emuPort + "/2015-03-31/functions/function/invocations",
-		done:  make(chan struct{}),
-		log:   &syncBuffer{},
+	f := &function{route: route, Emulator: emu}
+	resp, raw, err := f.post(ctx, event(route, "rie-warmup", bob, ""))
+	if err == nil && resp.StatusCode >= 500 {
+		err = fmt.Errorf("got %s, want a 4xx answer", raw)
 	}
-	f.cmd = exec.Command(filepath.Join(dir, "aws-lambda-rie"),
-		"--runtime-interface-emulator-address", "127.0.0.1:"+emuPort,
-		"--runtime-api-address", "127.0.0.1:"+apiPort,
-		filepath.Join(dir, route.Name, "bootstrap"))
-	f.cmd.Dir = filepath.Join(dir, route.Name)
-	// Only what a Lambda function would see: no AWS settings of the host
-	// (profiles, real credentials) leak in.
-	f.cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + dir,
-		"TABLE_NAME=" + table,
-		"DYNAMODB_ENDPOINT=" + endpoint,
-		"AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=fake",
-		"AWS_SECRET_ACCESS_KEY=fake",
-		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_LAMBDA_FUNCTION_NAME=" + route.Name,
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
-		"AWS_LAMBDA_FUNCTION_TIMEOUT=5",
-		"MAX_TTL_SECONDS=86400",
-		"TOMBSTONE_RETENTION_SECONDS=604800",
-		"LOG_LEVEL=info", // read by the emulator and the handler alike
-	}
-	f.cmd.Stdout, f.cmd.Stderr = f.log, f.log
-	// Own process group, so stop reaches the bootstrap too; and the
-	// emulator is told to stop should this test process die first.
-	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := f.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		_ = f.cmd.Wait()
-		close(f.done)
-	}()
-	if err := f.waitReady(ctx, emuPort); err != nil {
+	if err != nil {
 		f.stop()
-		return nil, fmt.Errorf("%w\n%s", err, f.log.String())
+		return nil, fmt.Errorf("%s: warm-up invocation: %w\n%s", route.Name, err, emu.Log())
 	}
 	return f, nil
 }
 
-// waitReady waits until the emulator listens, then makes one invocation of
-// the function's own route without a body (status: 404; the others: 400) so
-// the bootstrap has started, and reached dynalite, before any test runs.
-func (f *function) waitReady(ctx context.Context, port string) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-f.done:
-			return errors.New("emulator exited before listening")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return errors.New("emulator did not listen within 15s")
-		}
-	}
-	resp, raw, err := f.post(ctx, event(f.route, "rie-warmup", bob, ""))
-	if err != nil {
-		return fmt.Errorf("warm-up invocation: %w", err)
-	}
-	if resp.StatusCode >= 500 {
-		return fmt.Errorf("warm-up invocation: got %s, want a 4xx answer", raw)
-	}
-	return nil
-}
+func (f *function) stop() { f.Stop() }
 
-// stop ends the emulator and its bootstrap: SIGTERM to the process group,
-// SIGKILL after a grace period.
-func (f *function) stop() {
-	pgid := f.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-f.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-f.done
-	}
-	// The bootstrap shares the group; make sure nothing of it is left.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-}
-
-// post sends one event to the emulator and decodes the function's answer.
 func (f *function) post(ctx context.Context, ev []byte) (events.APIGatewayV2HTTPResponse, string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(ev))
-	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, "", err
-	}
-	defer resp.Body.Close()
-	var raw bytes.Buffer
-	if _, err := raw.ReadFrom(resp.Body); err != nil {
-		return events.APIGatewayV2HTTPResponse{}, "", err
-	}
-	var out events.APIGatewayV2HTTPResponse
-	var fnErr struct {
-		ErrorType string `json:"errorType"`
-	}
-	switch {
-	case resp.StatusCode != http.StatusOK:
-		return out, raw.String(), fmt.Errorf("emulator answered %s: %s", resp.Status, raw.String())
-	case json.Unmarshal(raw.Bytes(), &fnErr) == nil && fnErr.ErrorType != "":
-		return out, raw.String(), fmt.Errorf("function failed: %s", raw.String())
-	}
-	if err := json.Unmarshal(raw.Bytes(), &out); err != nil || out.StatusCode == 0 {
-		return out, raw.String(), fmt.Errorf("not an API Gateway v2 response: %s", raw.String())
-	}
-	return out, raw.String(), nil
-}
-
-// freePorts returns two distinct free loopback ports.
-func freePorts() (string, string, error) {
-	var ports []string
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", "", err
-		}
-		defer l.Close()
-		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	}
-	return ports[0], ports[1], nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the emulator's two output pipes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return f.Invoke(ctx, ev)
 }
 
 // caller is the IAM identity API Gateway's IAM authorizer puts into

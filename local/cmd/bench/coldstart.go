@@ -1,25 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/local/rie"
 )
 
 // rieCmd is the Lambda Runtime Interface Emulator's main package, pinned
@@ -138,48 +132,28 @@ func coldStarts(ctx context.Context, b *builds, endpoint string, trials int) (ma
 }
 
 func coldStart(ctx context.Context, b *builds, name, endpoint string, trial int) (first, warm time.Duration, err error) {
-	emuPort, apiPort, err := freePorts()
+	timeout := 5 * time.Second
+	for _, r := range api.Routes {
+		if r.Name == name {
+			timeout = r.Timeout
+		}
+	}
+	// DynamoDB returns old items in AWS; dynalite does not, but the answers
+	// here need none.
+	emu, err := rie.Start(ctx, b.rie, b.host[name], rie.FunctionEnv(name, table, endpoint, timeout, "DYNAMODB_RETURNS_OLD_ITEM=true"))
 	if err != nil {
 		return 0, 0, err
 	}
-	timeout := "5"
-	for _, r := range api.Routes {
-		if r.Name == name {
-			timeout = strconv.Itoa(int(r.Timeout.Seconds()))
-		}
-	}
-	var log syncBuffer
-	cmd := exec.Command(b.rie, "--runtime-interface-emulator-address", "127.0.0.1:"+emuPort,
-		"--runtime-api-address", "127.0.0.1:"+apiPort, b.host[name])
-	cmd.Dir = filepath.Dir(b.host[name])
-	// What a Lambda function sees, as in local/rie: no AWS settings of the
-	// host. DynamoDB returns old items in AWS; dynalite does not, but the
-	// answers here need none.
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + cmd.Dir,
-		"TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint, "DYNAMODB_RETURNS_OLD_ITEM=true",
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=fake", "AWS_SECRET_ACCESS_KEY=fake", "AWS_EC2_METADATA_DISABLED=true",
-		"AWS_LAMBDA_FUNCTION_NAME=" + name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128", "AWS_LAMBDA_FUNCTION_TIMEOUT=" + timeout,
-		"LOG_LEVEL=info",
-	}
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, err
-	}
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
-	if err := waitListening(ctx, "127.0.0.1:"+emuPort); err != nil {
-		return 0, 0, fmt.Errorf("%w\n%s", err, log.String())
-	}
-	url := "http://127.0.0.1:" + emuPort + "/2015-03-31/functions/function/invocations"
+	defer emu.Stop()
 	for i, d := range []*time.Duration{&first, &warm} {
 		ev := coldEvent(name, fmt.Sprintf("cold-%s-%d-%d-%d", name, time.Now().UnixNano(), trial, i))
 		start := time.Now()
-		if err := invoke(ctx, url, ev); err != nil {
-			return 0, 0, fmt.Errorf("%w\n%s", err, log.String())
+		resp, _, err := emu.Invoke(ctx, ev)
+		if err == nil && resp.StatusCode >= 500 {
+			err = fmt.Errorf("invocation answered %d", resp.StatusCode)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w\n%s", err, emu.Log())
 		}
 		*d = time.Since(start)
 	}
@@ -221,74 +195,4 @@ func coldEvent(name, resource string) []byte {
 	}
 	b, _ := json.Marshal(ev)
 	return b
-}
-
-// invoke sends ev to the emulator and checks the function answered.
-func invoke(ctx context.Context, url string, ev []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(ev))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		StatusCode int    `json:"statusCode"`
-		ErrorType  string `json:"errorType"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || out.ErrorType != "" || out.StatusCode >= 500 || out.StatusCode == 0 {
-		return fmt.Errorf("invocation failed: HTTP %d, %+v, %v", resp.StatusCode, out, err)
-	}
-	return nil
-}
-
-func waitListening(ctx context.Context, addr string) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return errors.New("emulator did not listen within 15s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// freePorts returns two distinct free loopback ports.
-func freePorts() (string, string, error) {
-	var ports []string
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", "", err
-		}
-		defer l.Close()
-		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	}
-	return ports[0], ports[1], nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the emulator's two output pipes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
