@@ -34,6 +34,14 @@ type Route struct {
 	// (the CDK app sets it; the local runner gives each call that long).
 	// It stays below API Gateway's 30 s integration timeout.
 	Timeout time.Duration
+	// Throttle is the route's API Gateway throttle (steady requests per
+	// second and burst), set on the stage by default: see Capacity.
+	Throttle Throttle
+	// Reserve is the function's reserved concurrency when the stack is
+	// deployed with -c reserve=true (0: none). For renew and release it is
+	// a floor that waiting acquires cannot take; for acquire it is also the
+	// cap on simultaneous waiters. Rows of one function must agree.
+	Reserve int
 	// Handle is a method expression on *Handler, so the table can be read
 	// (by the CDK app) without building a Handler.
 	Handle func(h *Handler, ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
@@ -61,12 +69,18 @@ const (
 // Routes is the one route table. The local runner serves it and the CDK app
 // in infra/ creates one function and one API Gateway route per row.
 var Routes = []Route{
-	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Timeout: AcquireTimeout, Handle: (*Handler).Acquire},
-	{Name: "status", Method: "GET", Path: "/locks/{resource}", Timeout: RouteTimeout, Handle: (*Handler).Status},
-	{Name: "release", Method: "DELETE", Path: "/locks/{resource}", Timeout: RouteTimeout, Handle: (*Handler).Release},
-	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Timeout: RouteTimeout, Handle: (*Handler).Renew},
-	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout, Handle: (*Handler).ListLocks},
-	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout, Handle: (*Handler).ForceRelease},
+	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Timeout: AcquireTimeout,
+		Throttle: AcquireThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire},
+	{Name: "status", Method: "GET", Path: "/locks/{resource}", Timeout: RouteTimeout,
+		Throttle: StatusThrottle, Handle: (*Handler).Status},
+	{Name: "release", Method: "DELETE", Path: "/locks/{resource}", Timeout: RouteTimeout,
+		Throttle: HolderThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release},
+	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Timeout: RouteTimeout,
+		Throttle: HolderThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew},
+	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout,
+		Throttle: AdminThrottle, Handle: (*Handler).ListLocks},
+	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout,
+		Throttle: AdminThrottle, Handle: (*Handler).ForceRelease},
 }
 
 // OperationID returns the route's OpenAPI operationId: Operation, or Name
