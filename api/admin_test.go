@@ -47,7 +47,7 @@ func TestForceReleaseEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"ended":{"resource":"payment:42","owner":"w1","principal":"arn:aws:sts::123456789012:assumed-role/worker","fencing_token":1796212800000001,"acquired_at":"2026-12-02T12:00:00.000Z","expires_at":"2026-12-02T12:00:30.000Z"},"reason":"holder host i-0abc is gone (INC-123)"}`
+	want := `{"ended":{"resource":"payment:42","owner":"w1","principal":"arn:aws:sts::123456789012:assumed-role/worker","fencing_token":1796212800000001,"acquired_at":"2026-12-02T12:00:00.000Z","expires_at":"2026-12-02T12:00:30.000Z"},"reason":"holder host i-0abc is gone (INC-123)","immediate":false,"free_at":"2026-12-02T12:00:00.000Z"}`
 	if resp.StatusCode != 200 || resp.Body != want {
 		t.Fatalf("got %d %s, want 200 %s", resp.StatusCode, resp.Body, want)
 	}
@@ -61,7 +61,7 @@ func TestForceReleaseEvent(t *testing.T) {
 		t.Fatalf("got %d audit lines, want 1: %s", len(audits), logs.String())
 	}
 	for k, v := range map[string]any{
-		"action": "force-release", "principal": "arn:aws:sts::123456789012:assumed-role/admin/alice",
+		"action": "force-release", "outcome": "force-released", "principal": "arn:aws:sts::123456789012:assumed-role/admin/alice",
 		"resource": "payment:42", "owner": "w1", "owner_principal": "arn:aws:sts::123456789012:assumed-role/worker",
 		"fencing_token": 1796212800000001.0, "reason": "holder host i-0abc is gone (INC-123)", "request_id": "E5bPWlT1HkCGLzy=",
 	} {
@@ -70,15 +70,15 @@ func TestForceReleaseEvent(t *testing.T) {
 		}
 	}
 
-	// Nothing ended, nothing audited.
+	// Nothing ended: the refused attempt is audited too.
 	db.Update = func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return nil, &types.ConditionalCheckFailedException{}
 	}
 	db.Get = func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil }
 	logs.Reset()
 	resp, _ = h.Admin(context.Background(), loadEvent(t, "admin-force-release-iam.json"))
-	if resp.StatusCode != 404 || strings.Contains(logs.String(), `"audit"`) {
-		t.Errorf("got %d %s and log %s, want 404 and no audit line", resp.StatusCode, resp.Body, logs.String())
+	if resp.StatusCode != 404 || !strings.Contains(logs.String(), `"msg":"audit","action":"force-release","outcome":"not-found"`) {
+		t.Errorf("got %d %s and log %s, want 404 and an audit line of the refusal", resp.StatusCode, resp.Body, logs.String())
 	}
 }
 
@@ -92,6 +92,8 @@ func TestForceReleaseBody(t *testing.T) {
 		{"TooLong", `{"reason":"` + strings.Repeat("x", locklogic.MaxReasonBytes+1) + `"}`, "reason"},
 		{"Control", `{"reason":"a\u0000b"}`, "reason"},
 		{"Unknown", `{"reason":"r","owner":"w1"}`, "owner"},
+		{"ImmediateNotABool", `{"reason":"r","immediate":"yes"}`, "immediate"},
+		{"TokenNotPositive", `{"reason":"r","fencing_token":0}`, "fencing_token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := &dynamofake.DB{}

@@ -120,23 +120,20 @@ func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPReques
 
 // acquire is Acquire's route: parse, one AcquireWait, map its outcome.
 func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds")
+	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds")
 	if err != nil {
 		return result{}, err
 	}
 	owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", false)
 	delay := b.int("lock_delay_seconds", false)
-	if err := b.errs.Err(); err != nil {
-		return result{}, err
-	}
 	ar := locklogic.AcquireRequest{
-		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)}, TTLSeconds: *ttl,
+		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)},
+		TTLSeconds: deref(ttl), WaitSeconds: deref(wait), LockDelaySeconds: deref(delay), Arrived: h.arrived(req),
 	}
-	if wait != nil {
-		ar.WaitSeconds = *wait
-	}
-	if delay != nil {
-		ar.LockDelaySeconds = *delay
+	// Every invalid field in one answer: what the body could not give,
+	// then the service's rules for the rest.
+	if h.svc.ValidateAcquire(&ar, &b.errs); b.errs.Err() != nil {
+		return result{}, &b.errs
 	}
 	res, err := h.svc.AcquireWait(ctx, ar, h.budget())
 	if err != nil {
@@ -175,18 +172,18 @@ func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPReques
 }
 
 func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, "owner", "fencing_token")
+	b, err := parseBody(req, exampleRelease, "owner", "fencing_token")
 	if err != nil {
 		return result{}, err
 	}
-	owner, token := b.str("owner"), b.int("fencing_token", false)
-	if err := b.errs.Err(); err != nil {
-		return result{}, err
+	rr := locklogic.ReleaseRequest{
+		Resource: resource, Caller: locklogic.Caller{Owner: b.str("owner"), Principal: principal(*req)},
+		FencingToken: b.int("fencing_token", false),
 	}
-	err = h.svc.Release(ctx, locklogic.ReleaseRequest{
-		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)}, FencingToken: token,
-	})
-	if err != nil {
+	if h.svc.ValidateRelease(&rr, &b.errs); b.errs.Err() != nil {
+		return result{}, &b.errs
+	}
+	if err := h.svc.Release(ctx, rr); err != nil {
 		return result{}, err
 	}
 	return result{status: 204, outcome: "released"}, nil
@@ -199,18 +196,18 @@ func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 }
 
 func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, "owner", "ttl_seconds", "fencing_token")
+	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "fencing_token")
 	if err != nil {
 		return result{}, err
 	}
-	owner, ttl, token := b.str("owner"), b.int("ttl_seconds", true), b.int("fencing_token", false)
-	if err := b.errs.Err(); err != nil {
-		return result{}, err
+	rr := locklogic.RenewRequest{
+		Resource: resource, Caller: locklogic.Caller{Owner: b.str("owner"), Principal: principal(*req)},
+		TTLSeconds: deref(b.int("ttl_seconds", true)), FencingToken: b.int("fencing_token", false),
 	}
-	lock, err := h.svc.Renew(ctx, locklogic.RenewRequest{
-		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)},
-		TTLSeconds: *ttl, FencingToken: token,
-	})
+	if h.svc.ValidateRenew(&rr, &b.errs); b.errs.Err() != nil {
+		return result{}, &b.errs
+	}
+	lock, err := h.svc.Renew(ctx, rr)
 	if err != nil {
 		return result{}, err
 	}
@@ -409,10 +406,13 @@ type ListResponse struct {
 }
 
 // ForceReleaseResponse is the 200 body of DELETE /admin/locks/{resource}:
-// the lease it ended, as it was, and the reason given.
+// the lease it ended, as it was, the reason given, whether the lock was
+// freed at once, and when others may take it.
 type ForceReleaseResponse struct {
-	Ended  AdminLockJSON `json:"ended"`
-	Reason string        `json:"reason"`
+	Ended     AdminLockJSON `json:"ended"`
+	Reason    string        `json:"reason"`
+	Immediate bool          `json:"immediate"`
+	FreeAt    string        `json:"free_at"`
 }
 
 func adminLockJSON(l locklogic.Lock) AdminLockJSON {
@@ -456,30 +456,81 @@ func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest)
 }
 
 // forceRelease is ForceRelease's route: parse, one ForceRelease, one audit
-// line for what it ended.
+// line for every attempt that reached the store, refused or not.
 func (h *Handler) forceRelease(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, "reason")
+	b, err := parseBody(req, exampleForceRelease, "reason", "immediate", "fencing_token")
 	if err != nil {
 		return result{}, err
 	}
-	reason := b.str("reason")
-	if err := b.errs.Err(); err != nil {
-		return result{}, err
+	fr := locklogic.ForceReleaseRequest{Resource: resource, Reason: b.str("reason"),
+		Immediate: b.bool("immediate"), FencingToken: b.int("fencing_token", false)}
+	if h.svc.ValidateForceRelease(&fr, &b.errs); b.errs.Err() != nil {
+		return result{}, &b.errs
 	}
-	lock, err := h.svc.ForceRelease(ctx, locklogic.ForceReleaseRequest{Resource: resource, Reason: reason})
+	res, err := h.svc.ForceRelease(ctx, fr)
+	h.audit(ctx, req, fr, res, err)
 	if err != nil {
 		return result{}, err
 	}
-	reason = strings.TrimSpace(reason) // as stored: NormalizeReason's form
-	h.log.LogAttrs(ctx, slog.LevelInfo, "audit",
+	return result{status: 200, outcome: "force-released", body: ForceReleaseResponse{Ended: adminLockJSON(res.Ended),
+		Reason: fr.Reason, Immediate: res.Immediate, FreeAt: string(appendTime(nil, res.FreeAt))}}, nil
+}
+
+// audit writes the audit line of a force release: who asked, what for, and
+// what came of it — the lease it ended, or the refusal and the lease that
+// stayed (a LeaseChangedError's).
+func (h *Handler) audit(ctx context.Context, req *events.APIGatewayV2HTTPRequest, fr locklogic.ForceReleaseRequest, res locklogic.ForceReleaseResult, err error) {
+	outcome, lock := "force-released", res.Ended
+	if err != nil {
+		outcome = problemFor(err, fr.Resource).Type[len(ProblemTypeBase):]
+		var changed *locklogic.LeaseChangedError
+		if errors.As(err, &changed) {
+			lock = changed.Current
+		}
+	}
+	attrs := []slog.Attr{
 		slog.String("action", "force-release"),
+		slog.String("outcome", outcome),
 		slog.String("request_id", req.RequestContext.RequestID),
 		slog.String("principal", caller(*req)),
-		slog.String("resource", resource),
-		slog.String("owner", lock.Owner),
-		slog.String("owner_principal", lock.Principal),
-		slog.Int64("fencing_token", lock.FencingToken),
-		slog.String("reason", reason),
-	)
-	return result{status: 200, body: ForceReleaseResponse{Ended: adminLockJSON(lock), Reason: reason}, outcome: "force-released"}, nil
+		slog.String("resource", fr.Resource),
+		slog.Bool("immediate", fr.Immediate),
+		slog.String("reason", fr.Reason),
+	}
+	if fr.FencingToken != nil {
+		attrs = append(attrs, slog.Int64("expected_token", *fr.FencingToken))
+	}
+	if lock.Owner != "" {
+		attrs = append(attrs, slog.String("owner", lock.Owner), slog.String("owner_principal", lock.Principal),
+			slog.Int64("fencing_token", lock.FencingToken))
+	}
+	h.log.LogAttrs(ctx, slog.LevelInfo, "audit", attrs...)
+}
+
+// arrived is when req reached the service: API Gateway's timeEpoch,
+// unless that cannot be this invocation's arrival (later than now, or older
+// than API Gateway waits for an answer: a replayed or recorded event), then
+// now. A wait's end is counted from it, so a cold start's time counts.
+// (The local runner stamps timeEpoch with the handler's clock, as a test's
+// clock may be a fake one.)
+func (h *Handler) arrived(req *events.APIGatewayV2HTTPRequest) time.Time {
+	now := h.now()
+	ms := req.RequestContext.TimeEpoch
+	if ms <= 0 {
+		return now
+	}
+	at := time.UnixMilli(ms)
+	if at.After(now) || now.Sub(at) > IntegrationTimeout {
+		return now
+	}
+	return at
+}
+
+// deref returns *p, or 0 for nil (a member the body did not give: its
+// error is already recorded).
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

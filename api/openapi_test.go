@@ -95,7 +95,9 @@ func TestOpenAPIProblems(t *testing.T) {
 	doc := loadOpenAPI(t)
 	kinds := []problemKind{kindValidation, kindInvalidJSON, kindTooLarge, kindInternal}
 	for _, row := range errorTable {
-		kinds = append(kinds, row.kind)
+		if !slices.Contains(kinds, row.kind) { // refinements share their sentinel's kind
+			kinds = append(kinds, row.kind)
+		}
 	}
 
 	// Problem.type lists every type.
@@ -157,6 +159,6 @@ func TestOpenAPIProblems(t *testing.T) {
 		}
 	}
 	if len(pinned) != len(kinds) {
-		t.Errorf("got %d pinned problem schemas %v, want one per error table row (%d)", len(pinned), pinned, len(kinds))
+		t.Errorf("got %d pinned problem schemas %v, want one per kind of the error table (%d)", len(pinned), pinned, len(kinds))
 	}
 }

@@ -23,6 +23,12 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Errors lists the invalid fields of a validation-failed problem.
 	Errors []locklogic.FieldError `json:"errors,omitempty"`
+	// ForceReleased marks a not-found answer to the holder of a lease an
+	// operator force released.
+	ForceReleased bool `json:"force_released,omitempty"`
+	// Current is the lease that blocks the lock, on a force release
+	// refused because it is not the lease the request meant.
+	Current *AdminLockJSON `json:"current,omitempty"`
 }
 
 // problemKind is one row of the error table: the HTTP status, the type slug
@@ -47,6 +53,10 @@ var errorTable = []struct {
 	err  error
 	kind problemKind
 }{
+	// Refinements first: each is also one of the sentinels below.
+	{locklogic.ErrForceReleased, problemKind{404, "not-found", "Lock not found"}},
+	{locklogic.ErrRenewRaced, problemKind{503, "service-unavailable", "Lock store unavailable"}},
+	{locklogic.ErrWaitElapsed, problemKind{503, "service-unavailable", "Lock store unavailable"}},
 	{locklogic.ErrNotFound, problemKind{404, "not-found", "Lock not found"}},
 	{locklogic.ErrForbidden, problemKind{403, "forbidden", "Lock held by another owner"}},
 	{locklogic.ErrStaleToken, problemKind{409, "stale-token", "Stale fencing token"}},
@@ -70,9 +80,20 @@ func problemFor(err error, resource string) Problem {
 		}
 		return newProblem(kind, berr.detail)
 	}
+	var changed *locklogic.LeaseChangedError
+	if errors.As(err, &changed) {
+		p := newProblem(problemKind{409, "stale-token", "Stale fencing token"}, "The lease on "+strconv.Quote(resource)+
+			" is not the one this request meant (another fencing token, or granted after the request was issued); it was not ended. "+
+			"It is shown in current: to end it, send its fencing_token.")
+		cur := adminLockJSON(changed.Current)
+		p.Current = &cur
+		return p
+	}
 	for _, row := range errorTable {
 		if errors.Is(err, row.err) {
-			return newProblem(row.kind, detailFor(row.err, resource))
+			p := newProblem(row.kind, detailFor(row.err, resource))
+			p.ForceReleased = row.err == locklogic.ErrForceReleased
+			return p
 		}
 	}
 	return newProblem(kindInternal, "The request could not be completed; it has been logged.")
@@ -91,6 +112,12 @@ func detailFor(err error, resource string) string {
 		return "The lock on " + q + " is held by another owner."
 	case locklogic.ErrStaleToken:
 		return "The lock on " + q + " is held by this owner under a different fencing token: your lease was replaced by a newer one, or the token is wrong."
+	case locklogic.ErrForceReleased:
+		return "The lease on " + q + " was ended by an operator's force release; it is no longer held."
+	case locklogic.ErrRenewRaced:
+		return "A renewal of this lease sent after this one landed first and set an earlier expiry than this one asks for; nothing was changed. Retry the renewal."
+	case locklogic.ErrWaitElapsed:
+		return "The request reached the lock service with less than 0.5 s of wait_seconds left, too late to try without risking a grant you would not hear; nothing was changed. Retry."
 	case locklogic.ErrUnavailable:
 		return "The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment."
 	}

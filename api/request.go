@@ -32,10 +32,18 @@ type body struct {
 	errs    locklogic.ValidationError
 }
 
+// Examples of each route's body, for the hint of an answer to an empty one.
+const (
+	exampleLease        = `{"owner": "worker-1", "ttl_seconds": 30}`
+	exampleRelease      = `{"owner": "worker-1"}`
+	exampleForceRelease = `{"reason": "the holder's host is gone"}`
+)
+
 // parseBody reads req's body as one JSON object whose member names are all
-// in allowed. Size and syntax problems are *bodyError; unknown or duplicate
-// members are recorded as validation errors in the returned body.
-func parseBody(req *events.APIGatewayV2HTTPRequest, allowed ...string) (*body, error) {
+// in allowed. Size and syntax problems are *bodyError (an empty body's hint
+// shows example, the route's body); unknown or duplicate members are
+// recorded as validation errors in the returned body.
+func parseBody(req *events.APIGatewayV2HTTPRequest, example string, allowed ...string) (*body, error) {
 	raw := []byte(req.Body)
 	if req.IsBase64Encoded {
 		dec, err := base64.StdEncoding.DecodeString(req.Body)
@@ -48,7 +56,7 @@ func parseBody(req *events.APIGatewayV2HTTPRequest, allowed ...string) (*body, e
 		return nil, &bodyError{413, "The request body is larger than " + strconv.Itoa(MaxBodyBytes) + " bytes."}
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, &bodyError{400, "The request body must be a JSON object, e.g. {\"owner\": \"worker-1\", \"ttl_seconds\": 30}."}
+		return nil, &bodyError{400, "The request body must be a JSON object, e.g. " + example + "."}
 	}
 	if !utf8.Valid(raw) {
 		return nil, &bodyError{400, "The request body is not valid UTF-8."}
@@ -283,6 +291,20 @@ func integerLiteral(raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// bool returns the optional boolean member name: false when absent or
+// null.
+func (b *body) bool(name string) bool {
+	raw, ok := b.members[name]
+	switch {
+	case !ok || string(raw) == "null" || string(raw) == "false":
+		return false
+	case string(raw) == "true":
+		return true
+	}
+	b.errs.Add(name, "must be a JSON boolean (true or false)")
+	return false
 }
 
 // int returns the integer member name. Only a JSON integer literal counts:

@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -205,10 +206,17 @@ func TestAdminForceRelease(t *testing.T) {
 		t.Errorf("got %s, want the ended lease of w1 with token %d and the trimmed reason", r.raw, tok)
 	}
 	wantProblem(t, call(t, srv, "GET", lockPath(r0), ""), 404, "not-found")
-	wantProblem(t, call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", 30, tok)), 404, "not-found")
-	wantProblem(t, call(t, srv, "DELETE", lockPath(r0), ownerBody("w1", tok)), 404, "not-found")
+	for _, r := range []reply{
+		call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", 30, tok)),
+		call(t, srv, "DELETE", lockPath(r0), ownerBody("w1", tok)),
+	} {
+		wantProblem(t, r, 404, "not-found")
+		if r.json["force_released"] != true {
+			t.Errorf("the evicted holder is not told its lease was force released: %s", r.raw)
+		}
+	}
 
-	// The tombstone and its counter stay.
+	// The record and its counter stay, marked as force released.
 	out, err := srv.DB.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: aws.String(localtest.Table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{locklogic.AttrResource: &types.AttributeValueMemberS{Value: r0}},
@@ -216,9 +224,9 @@ func TestAdminForceRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{locklogic.AttrReleasedAt, locklogic.AttrReleaseID, locklogic.AttrToken} {
+	for _, a := range []string{locklogic.AttrForcedAt, locklogic.AttrReleaseID, locklogic.AttrToken} {
 		if _, ok := out.Item[a]; !ok {
-			t.Errorf("tombstone lacks %s: %v", a, out.Item)
+			t.Errorf("the ended lease's record lacks %s: %v", a, out.Item)
 		}
 	}
 	next := token(t, acquire(t, srv, r0, "w2", 30))
@@ -231,15 +239,16 @@ func TestAdminForceRelease(t *testing.T) {
 		t.Fatalf("got %d audit lines, want 1", len(audits))
 	}
 	for k, v := range map[string]any{
-		"action": "force-release", "principal": "arn:aws:sts::123456789012:assumed-role/oncall/alice", "resource": r0,
-		"owner": "w1", "fencing_token": float64(tok), "reason": "worker host is gone (INC-7)",
+		"action": "force-release", "outcome": "force-released", "principal": "arn:aws:sts::123456789012:assumed-role/oncall/alice",
+		"resource": r0, "owner": "w1", "fencing_token": float64(tok), "reason": "worker host is gone (INC-7)", "immediate": false,
 	} {
 		if audits[0][k] != v {
 			t.Errorf("audit %s: got %v, want %v", k, audits[0][k], v)
 		}
 	}
 
-	// Nothing to end: 404, no audit line. A reason is required.
+	// Nothing to end: 404, audited; a request without a valid reason never
+	// reaches the store and is not.
 	if _, err := srv.DB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(localtest.Table),
 		Key: map[string]types.AttributeValue{locklogic.AttrResource: &types.AttributeValueMemberS{Value: r0 + "-absent"}}}); err != nil {
 		t.Fatal(err)
@@ -247,8 +256,8 @@ func TestAdminForceRelease(t *testing.T) {
 	wantProblem(t, call(t, srv, "DELETE", adminPath(r0+"-absent"), reasonBody("x")), 404, "not-found")
 	wantProblem(t, call(t, srv, "DELETE", adminPath(r0), `{}`), 422, "validation-failed")
 	wantProblem(t, call(t, srv, "DELETE", adminPath(r0), `{"reason":"`+strings.Repeat("r", 501)+`"}`), 422, "validation-failed")
-	if n := len(logs.lines(t, "audit")); n != 1 {
-		t.Errorf("got %d audit lines after refused force releases, want still 1", n)
+	if audits := logs.lines(t, "audit"); len(audits) != 2 || audits[1]["outcome"] != "not-found" {
+		t.Errorf("got audit lines %v, want the refused attempt's (not-found) and none for invalid bodies", audits)
 	}
 }
 
@@ -311,12 +320,13 @@ func TestLockDelay(t *testing.T) {
 		wantAcquire(t, srv, r0, "w2", false)
 		wantAcquire(t, srv, r0, "w1", true)
 	})
-	t.Run("ForceReleaseEndsDelay", func(t *testing.T) {
+	t.Run("ForceReleaseEndsDelayOnlyImmediately", func(t *testing.T) {
 		r0 := res(t)
 		acquireDelay(t, srv, r0, "w1", 1, 60)
 		clock.Advance(2 * time.Second)
-		if r := call(t, srv, "DELETE", adminPath(r0), reasonBody("holder gone")); r.status != 200 {
-			t.Fatalf("force release in the lock-delay: got %d %s, want 200", r.status, r.raw)
+		wantProblem(t, call(t, srv, "DELETE", adminPath(r0), reasonBody("holder gone")), 404, "not-found")
+		if r := call(t, srv, "DELETE", adminPath(r0), `{"reason":"holder gone","immediate":true}`); r.status != 200 {
+			t.Fatalf("immediate force release in the lock-delay: got %d %s, want 200", r.status, r.raw)
 		}
 		wantAcquire(t, srv, r0, "w2", true)
 	})
@@ -466,4 +476,91 @@ func checkEMF(tb testing.TB, line map[string]any) []string {
 		}
 	}
 	return names
+}
+
+// TestForceReleaseLockDelay: a force release honours the lease's
+// lock-delay unless immediate. The lease ends now; nobody, the evicted
+// owner included, takes the lock before free_at; a waiter is granted at
+// free_at; an immediate force release frees it at once; a fencing token
+// other than the lease's is refused with the lease that stayed (409), as
+// is a force release issued before the lease was granted.
+func TestForceReleaseLockDelay(t *testing.T) {
+	t.Parallel()
+	clock := localtest.NewClock()
+	srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+
+	t.Run("DelayKept", func(t *testing.T) {
+		r0 := res(t)
+		tok := token(t, acquireDelay(t, srv, r0, "w1", 3600, 120))
+		r := call(t, srv, "DELETE", adminPath(r0), reasonBody("slow holder"))
+		if r.status != 200 || r.json["immediate"] != false {
+			t.Fatalf("force release: got %d %s", r.status, r.raw)
+		}
+		freeAt, err := time.Parse(time.RFC3339, r.json["free_at"].(string))
+		if err != nil || freeAt.Sub(clock.Now().Truncate(time.Millisecond)) != 120*time.Second {
+			t.Errorf("got free_at %v, want the force release's time + 120 s (%v)", r.json["free_at"], clock.Now().Add(120*time.Second))
+		}
+		wantAcquire(t, srv, r0, "w2", false)
+		wantAcquire(t, srv, r0, "w1", false) // the evicted owner too
+		wantProblem(t, call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", 30)), 404, "not-found")
+		clock.Advance(119 * time.Second)
+		wantAcquire(t, srv, r0, "w2", false)
+		clock.Advance(time.Second)
+		if next := token(t, wantAcquire(t, srv, r0, "w2", true)); next <= tok {
+			t.Errorf("got token %d, want more than %d", next, tok)
+		}
+		// The new lease is an ordinary one: its holder renews and releases.
+		if r := call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w2", 30)); r.status != 200 {
+			t.Errorf("renew of the next lease: got %d %s", r.status, r.raw)
+		}
+	})
+	t.Run("Immediate", func(t *testing.T) {
+		r0 := res(t)
+		tok := token(t, acquireDelay(t, srv, r0, "w1", 3600, 120))
+		body := fmt.Sprintf(`{"reason":"host terminated","immediate":true,"fencing_token":%d}`, tok)
+		if r := call(t, srv, "DELETE", adminPath(r0), body); r.status != 200 || r.json["immediate"] != true {
+			t.Fatalf("immediate force release: got %d %s", r.status, r.raw)
+		}
+		wantAcquire(t, srv, r0, "w2", true)
+	})
+	t.Run("OtherToken", func(t *testing.T) {
+		r0 := res(t)
+		tok := token(t, acquire(t, srv, r0, "w1", 3600))
+		r := call(t, srv, "DELETE", adminPath(r0), fmt.Sprintf(`{"reason":"x","fencing_token":%d}`, tok-1))
+		wantProblem(t, r, 409, "stale-token")
+		if cur, _ := r.json["current"].(map[string]any); cur == nil || token(t, cur) != tok || cur["owner"] != "w1" {
+			t.Errorf("got %s, want the current lease (w1, %d)", r.raw, tok)
+		}
+		wantAcquire(t, srv, r0, "w2", false) // still held
+	})
+	t.Run("IssuedBeforeTheLease", func(t *testing.T) {
+		// An instance whose clock is 2 s behind serves a force release
+		// issued, by its clock, before the lease was granted: refused, 409
+		// with the lease (not 503: a retry would end a lease the operator
+		// never saw).
+		late := localtest.Start(t, localtest.Options{Now: func() time.Time { return clock.Now().Add(-2 * time.Second) }})
+		r0 := res(t)
+		tok := token(t, acquire(t, srv, r0, "w1", 3600))
+		r := call(t, late, "DELETE", adminPath(r0), reasonBody("late"))
+		wantProblem(t, r, 409, "stale-token")
+		if cur, _ := r.json["current"].(map[string]any); cur == nil || token(t, cur) != tok {
+			t.Errorf("got %s, want the current lease %d", r.raw, tok)
+		}
+	})
+	t.Run("WaiterWakesAtFreeAt", func(t *testing.T) {
+		// Real time: a waiter (its reads tell it free_at) is granted when
+		// the kept delay ends, not before.
+		rt := localtest.Start(t, localtest.Options{})
+		r0 := res(t)
+		acquireDelay(t, rt, r0, "w1", 3600, 2)
+		start := time.Now()
+		if r := call(t, rt, "DELETE", adminPath(r0), reasonBody("slow holder")); r.status != 200 {
+			t.Fatalf("force release: got %d %s", r.status, r.raw)
+		}
+		b, _ := json.Marshal(map[string]any{"owner": "w2", "ttl_seconds": 30, "wait_seconds": 6})
+		r := call(t, rt, "POST", lockPath(r0), string(b))
+		if took := time.Since(start); r.json["acquired"] != true || took < 2*time.Second {
+			t.Errorf("got %s %s after the force release, want a grant at its free_at (2 s)", r.raw, took)
+		}
+	})
 }

@@ -95,8 +95,14 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// on the one resource and end or shorten it.
 		{name: "LateWriteRuleReverted", rates: faultproxy.Rates{faultproxy.Late: 0.3}, in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI {
 			return rewriteAllDB{db, func(in *dynamodb.UpdateItemInput) {
-				c := strings.ReplaceAll(*in.ConditionExpression, "#a <= :now", "attribute_exists(#a)")
-				c = strings.ReplaceAll(c, "#n <= :now", "attribute_exists(#n)")
+				c := *in.ConditionExpression
+				for _, p := range []string{":now", ":iss"} {
+					c = strings.ReplaceAll(c, "#a <= "+p, "attribute_exists(#a)")
+					c = strings.ReplaceAll(c, "#n <= "+p, "attribute_exists(#n)")
+				}
+				if !strings.Contains(c, ":iss") {
+					delete(in.ExpressionAttributeValues, ":iss") // DynamoDB refuses an unused value
+				}
 				in.ConditionExpression = &c
 			}}
 		}), cfg: func(c *chaos.Config) { c.Resources, c.MaxDelay, c.Duration = 1, time.Second, 4*time.Second },

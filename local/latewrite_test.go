@@ -185,3 +185,62 @@ func TestRenewalsOutOfOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitCannotReplaceNewerSameOwnerLease is the late-write rule for the
+// writes of a wait: a waiting acquire issued before a lease of its own
+// owner was granted must not replace that lease, however late in the wait
+// its write comes. The waiter (owner w1) waits for another owner's lease;
+// that lease is released; the waiter's next read finds the lock free, but
+// its answer is held in a proxy while a newer acquire of w1 (not waiting)
+// is granted. The waiter then writes, stamped after that grant: its write
+// must fail, so the newer lease keeps its token and its holder can renew
+// it, and the waiter is not granted.
+func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
+	t.Parallel()
+	proxy, err := faultproxy.New(localtest.Endpoint(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	waiterSrv := localtest.Start(t, localtest.Options{StoreEndpoint: proxy.URL()})
+	srv := localtest.Start(t, localtest.Options{})
+	r0 := res(t)
+	path := lockPath(r0)
+	other := token(t, acquire(t, srv, r0, "w2", 30))
+
+	// The waiter's first read (after its first write was refused) waits
+	// in the plan until w2 has released, and is then answered "free" by
+	// the store; that answer is held until the newer lease is granted.
+	firstRead, released, readAnswered, hold := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var reads atomic.Int32
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op != "GetItem" || reads.Add(1) != 1 {
+			return faultproxy.Action{}
+		}
+		close(firstRead)
+		<-released
+		return faultproxy.Action{Answered: readAnswered, HoldAnswer: hold}
+	})
+	waited := make(chan reply, 1)
+	go func() {
+		waited <- call(t, waiterSrv, "POST", path, `{"owner":"w1","ttl_seconds":30,"wait_seconds":3}`)
+	}()
+	<-firstRead
+	if r := call(t, srv, "DELETE", path, ownerBody("w2", other)); r.status != 204 {
+		t.Fatalf("release by w2: got %d %s", r.status, r.raw)
+	}
+	close(released)
+	<-readAnswered
+	time.Sleep(5 * time.Millisecond) // keep the grant's stamp apart from the waiter's arrival (ms clocks)
+	newer := acquire(t, srv, r0, "w1", 30)
+	close(hold)
+
+	got := <-waited
+	if got.status != 200 || got.json["acquired"] != false {
+		t.Errorf("the wait: got %d %s, want acquired:false (its write must not replace the newer lease)", got.status, got.raw)
+	}
+	r := call(t, srv, "POST", path+"/renew", renewBody("w1", 30, token(t, newer)))
+	if r.status != 200 {
+		t.Errorf("renew of the newer lease after the wait: got %d %s, want 200 (the lease untouched)", r.status, r.raw)
+	}
+}

@@ -41,6 +41,10 @@ type Runner struct {
 	// Identity, when set, attaches an IAM identity to each request. It is
 	// for tests of principal binding; the default (nil) attaches none.
 	Identity IdentityFunc
+	// Now is API Gateway's clock, which stamps each event's timeEpoch (the
+	// handler counts a wait from it); time.Now when nil. Tests that swap
+	// the service's clock swap it too.
+	Now func() time.Time
 	// Timeouts overrides the timeout of the routes it names (by
 	// api.Route.Name), e.g. for tests of a deadline that ends a wait; the
 	// others get their route's Timeout, as Lambda gives a function.
@@ -142,6 +146,9 @@ func match(method, escapedPath string) (api.Route, map[string]string, bool) {
 
 func (rn *Runner) event(r *http.Request, rt api.Route, params map[string]string, body []byte) events.APIGatewayV2HTTPRequest {
 	now := time.Now()
+	if rn.Now != nil {
+		now = rn.Now()
+	}
 	headers := map[string]string{}
 	for k, v := range r.Header {
 		if strings.EqualFold(k, "Cookie") {

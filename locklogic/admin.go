@@ -178,75 +178,156 @@ func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
 type ForceReleaseRequest struct {
 	Resource string
 	Reason   string
+	// Immediate frees the lock at once, ending a lock-delay too: for an
+	// operator who knows the holder is gone. Without it the lease expires
+	// now and keeps its lock-delay.
+	Immediate bool
+	// FencingToken, when set, ends only the lease with this token: the one
+	// the operator saw.
+	FencingToken *int64
 }
 
-// ForceRelease ends the lease that blocks Resource — a live lease, or an
-// expired one still in its lock-delay — whoever holds it, with one
-// conditional UpdateItem, and returns the lease it ended (as it was before
-// the write). It is Release without the owner check: the record stays a
-// tombstone (released_at, release_id, free_at now), so the fencing counter
-// survives and the next grant gets a larger token; the ended holder's
-// renewals and releases then answer ErrNotFound. No blocking lease is
-// ErrNotFound. The late-write rule holds: a force release issued before
-// the lease was granted (a write that lands late, or an instance whose
-// clock lags) does not end it, and answers ErrUnavailable (retry to end
-// the newer lease, if that is still wanted).
-func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (Lock, error) {
+// ForceReleaseResult is what a force release ended.
+type ForceReleaseResult struct {
+	// Ended is the lease as it was before the write (after an SDK retry
+	// of a write that landed, as the write left it).
+	Ended Lock
+	// FreeAt is when others may take the lock: now, or the end of the
+	// lease's lock-delay unless Immediate.
+	FreeAt time.Time
+	// Immediate says the lock was freed at once.
+	Immediate bool
+}
+
+// ValidateForceRelease checks req as ValidateAcquire does, normalizing its
+// reason.
+func (s *Service) ValidateForceRelease(req *ForceReleaseRequest, v *ValidationError) {
+	if !v.Has("resource") {
+		ValidateResource(req.Resource, v)
+	}
+	if !v.Has("reason") {
+		req.Reason = NormalizeReason(req.Reason, v)
+	}
+	if !v.Has("fencing_token") {
+		ValidateFencingToken(req.FencingToken, v)
+	}
+}
+
+
+// ForceRelease ends the lease on Resource whoever holds it, with one
+// conditional UpdateItem, and returns the lease it ended. It is Release
+// without the owner check, with two differences:
+//
+//   - By default the lease expires now and keeps its lock-delay, as if its
+//     holder had died: nobody, its owner included, may take the lock before
+//     FreeAt (a holder that is slow rather than gone may still be writing).
+//     Only a live lease can be ended so; no live lease is ErrNotFound.
+//     With Immediate the record becomes a tombstone freed at once, ending
+//     a live lease or one still in its lock-delay.
+//   - The ended holder's renewals and releases answer ErrForceReleased.
+//
+// The fencing counter survives either way, so the next grant gets a larger
+// token. The late-write rule holds: a force release issued before the
+// current lease was granted does not end it, nor one whose token is not
+// req.FencingToken; both are *LeaseChangedError naming that lease.
+func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (ForceReleaseResult, error) {
 	var v ValidationError
-	ValidateResource(req.Resource, &v)
-	req.Reason = NormalizeReason(req.Reason, &v)
-	if err := v.Err(); err != nil {
-		return Lock{}, err
+	if s.ValidateForceRelease(&req, &v); v.Err() != nil {
+		return ForceReleaseResult{}, &v
 	}
 	now := s.now()
 	nowMs := now.UnixMilli()
 	releaseID := newReleaseID()
+	values := map[string]types.AttributeValue{":now": num(nowMs), ":ri": &types.AttributeValueMemberS{Value: releaseID}}
+	// DynamoDB refuses a name or value the expressions do not use, so
+	// each mode names its own.
+	names := map[string]string{"#r": AttrResource, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt,
+		"#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt, "#fa": AttrForcedAt}
+	// The lease to end: live (or, immediately, still in its lock-delay),
+	// not force released already unless ending that delay, granted no
+	// later than this request was issued, with the token when given.
+	cond := "attribute_exists(#r) AND attribute_not_exists(#x) AND " + notNewer(":now", false)
+	var update string
+	if req.Immediate {
+		cond += " AND (#e > :now OR #f > :now)"
+		update = "SET #e = :now, #x = :now, #f = :now, #fa = :now, #ri = :ri, #g = :gc"
+		values[":gc"] = num(s.gcAt(nowMs))
+	} else {
+		// renewed_at moves to now: a renewal issued before this write and
+		// landing after it would otherwise find expires_at (= now) after
+		// its own :now. forced_at refuses it anyway, on any clock.
+		cond += " AND #e > :now AND attribute_not_exists(#fa)"
+		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc"
+		names["#n"], names["#d"] = AttrRenewedAt, AttrLockDelay
+		values[":zero"] = num(0)
+		values[":gc"] = num(s.gcAt(nowMs + max(s.maxDelay, 0)*1000))
+	}
+	if req.FencingToken != nil {
+		cond += " AND #t = :tok"
+		names["#t"] = AttrToken
+		values[":tok"] = num(*req.FencingToken)
+	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(s.table),
-		Key:              s.key(req.Resource),
-		UpdateExpression: aws.String("SET #e = :now, #x = :now, #f = :now, #ri = :ri, #g = :gc"),
-		ConditionExpression: aws.String("attribute_exists(#r) AND attribute_not_exists(#x) AND " +
-			"(#e > :now OR #f > :now) AND " + notNewer(false)),
-		ExpressionAttributeNames: map[string]string{"#r": AttrResource, "#e": AttrExpiresAt, "#x": AttrReleasedAt,
-			"#f": AttrFreeAt, "#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now": num(nowMs), ":ri": &types.AttributeValueMemberS{Value: releaseID}, ":gc": num(s.gcAt(nowMs)),
-		},
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(req.Resource),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		lock, ok := decode(req.Resource, out.Attributes)
 		if !ok {
-			return Lock{}, fmt.Errorf("force-release %q: store returned an incomplete item", req.Resource)
+			return ForceReleaseResult{}, fmt.Errorf("force-release %q: store returned an incomplete item", req.Resource)
 		}
-		return lock, nil
+		return forceResult(lock, now, req.Immediate), nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return Lock{}, storeErr("force-release", req.Resource, err)
+		return ForceReleaseResult{}, storeErr("force-release", req.Resource, err)
 	}
 	item := ccf.Item
 	if item == nil {
 		if s.oldItem {
-			return Lock{}, ErrNotFound
+			return ForceReleaseResult{}, ErrNotFound
 		}
 		var gerr error
 		if item, gerr = s.get(ctx, req.Resource); gerr != nil {
-			return Lock{}, storeErr("force-release", req.Resource, gerr)
+			return ForceReleaseResult{}, storeErr("force-release", req.Resource, gerr)
 		}
 	}
-	if str(item, AttrReleaseID) == releaseID {
+	lock, ok := decode(req.Resource, item)
+	if str(item, AttrReleaseID) == releaseID && ok {
 		// The SDK retried a write whose first attempt landed: the release
-		// happened; the tombstone still names the lease it ended (its
-		// expiry is now the release time).
-		lock, _ := decode(req.Resource, item)
-		return lock, nil
+		// happened; the record still names the lease it ended (its expiry
+		// is now the release time).
+		return forceResult(lock, now, req.Immediate), nil
 	}
-	if _, blocked := blockedUntil(item, now); blocked {
-		// A lease granted after this request was issued (the late-write
-		// rule), or one granted between the failed write and the read.
-		return Lock{}, fmt.Errorf("force-release %q: the lease was granted after this request was issued: %w", req.Resource, ErrUnavailable)
+	_, forced := item[AttrForcedAt]
+	switch {
+	case !ok:
+		return ForceReleaseResult{}, ErrNotFound
+	case !req.Immediate && (forced || !live(item, now)):
+		// Already ended (by expiry, release or another force release):
+		// nothing live to end; a lock-delay is ended only immediately.
+		return ForceReleaseResult{}, ErrNotFound
 	}
-	return Lock{}, ErrNotFound
+	if _, blocked := blockedUntil(item, now); !blocked {
+		return ForceReleaseResult{}, ErrNotFound
+	}
+	// A lease blocks the lock, but not the one this request may end: a
+	// lease granted after it was issued (or between the write and the
+	// read), or another token than the one given.
+	return ForceReleaseResult{}, &LeaseChangedError{Current: lock}
+}
+
+// forceResult is the result of a force release at now that ended lock.
+func forceResult(lock Lock, now time.Time, immediate bool) ForceReleaseResult {
+	res := ForceReleaseResult{Ended: lock, FreeAt: now.UTC().Truncate(time.Millisecond), Immediate: immediate}
+	if !immediate {
+		res.FreeAt = res.FreeAt.Add(lock.LockDelay)
+	}
+	return res
 }

@@ -285,25 +285,37 @@ func TestListValidation(t *testing.T) {
 }
 
 // TestForceRelease: the outcomes of a force release, decided by its one
-// write (and, without the old item, one read).
+// write (and, without the old item, one read). What the write leaves in the
+// table is tested against dynalite (local.TestForceReleaseLockDelay).
 func TestForceRelease(t *testing.T) {
 	t.Parallel()
 	live := item("w1", "arn:aws:iam::1:user/w", 7, t0.Add(time.Minute))
+	live[AttrLockDelay] = num(30000)
 	tomb := item("w1", "", 7, t0.Add(-time.Minute))
 	tomb[AttrReleasedAt] = num(t0.Add(-time.Minute).UnixMilli())
 	newer := item("w2", "", 8, t0.Add(time.Minute))
 	newer[AttrAcquiredAt] = num(t0.Add(time.Second).UnixMilli())
+	inDelay := item("w1", "", 7, t0.Add(-time.Second))
+	inDelay[AttrFreeAt] = num(t0.Add(time.Minute).UnixMilli())
+	seven, eight := int64(7), int64(8)
 	for _, tc := range []struct {
-		name    string
-		oldItem bool
-		update  func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
-		read    map[string]types.AttributeValue
-		want    error
-		reads   int
+		name      string
+		oldItem   bool
+		immediate bool
+		token     *int64
+		update    func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+		read      map[string]types.AttributeValue
+		want      error
+		current   int64 // the token of the lease a LeaseChangedError names
+		freeAt    time.Time
+		reads     int
 	}{
 		{name: "Ended", update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			return &dynamodb.UpdateItemOutput{Attributes: live}, nil
-		}},
+		}, freeAt: t0.Add(30 * time.Second)},
+		{name: "EndedImmediately", immediate: true, token: &seven, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return &dynamodb.UpdateItemOutput{Attributes: live}, nil
+		}, freeAt: t0},
 		{name: "AbsentOldItem", oldItem: true, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			return nil, ccf(nil)
 		}, want: ErrNotFound},
@@ -313,37 +325,41 @@ func TestForceRelease(t *testing.T) {
 		{name: "Released", oldItem: true, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			return nil, ccf(tomb)
 		}, want: ErrNotFound},
-		{name: "RetriedOwnTombstone", oldItem: true, update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		{name: "InLockDelayNotImmediate", oldItem: true, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return nil, ccf(inDelay)
+		}, want: ErrNotFound},
+		{name: "RetriedOwnTombstone", oldItem: true, immediate: true, update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			own := item("w1", "", 7, t0)
 			own[AttrReleasedAt] = num(t0.UnixMilli())
 			own[AttrReleaseID] = in.ExpressionAttributeValues[":ri"]
 			return nil, ccf(own)
-		}},
+		}, freeAt: t0},
 		{name: "NewerLease", oldItem: true, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			return nil, ccf(newer)
-		}, want: ErrUnavailable},
+		}, want: ErrStaleToken, current: 8},
+		{name: "OtherToken", oldItem: true, token: &eight, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return nil, ccf(live)
+		}, want: ErrStaleToken, current: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := &dynamofake.DB{Update: tc.update, Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
 				return &dynamodb.GetItemOutput{Item: tc.read}, nil
 			}}
 			s := New(db, Config{Table: "t", Now: func() time.Time { return t0 }, OldItemOnFailure: tc.oldItem})
-			lock, err := s.ForceRelease(context.Background(), ForceReleaseRequest{Resource: "r", Reason: " stuck job "})
+			res, err := s.ForceRelease(context.Background(), ForceReleaseRequest{Resource: "r", Reason: " stuck job ",
+				Immediate: tc.immediate, FencingToken: tc.token})
 			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
-			if tc.want == nil && (lock.Owner != "w1" || lock.FencingToken != 7) {
-				t.Errorf("got %+v, want the ended lease of w1, token 7", lock)
+			var changed *LeaseChangedError
+			if errors.As(err, &changed) != (tc.current != 0) || (changed != nil && changed.Current.FencingToken != tc.current) {
+				t.Errorf("got %v, want a LeaseChangedError naming token %d", err, tc.current)
+			}
+			if tc.want == nil && (res.Ended.Owner != "w1" || res.Ended.FencingToken != 7 || !res.FreeAt.Equal(tc.freeAt) || res.Immediate != tc.immediate) {
+				t.Errorf("got %+v, want the ended lease of w1, token 7, free at %v", res, tc.freeAt)
 			}
 			if db.Gets() != tc.reads {
 				t.Errorf("got %d reads, want %d", db.Gets(), tc.reads)
-			}
-			in := db.Updates()[0]
-			if c := *in.ConditionExpression; !strings.Contains(c, "#a <= :now") || !strings.Contains(c, "attribute_not_exists(#x)") {
-				t.Errorf("got condition %q, want the late-write rule and no released lease", c)
-			}
-			if u := *in.UpdateExpression; !strings.Contains(u, "#x = :now") || !strings.Contains(u, "#ri = :ri") || strings.Contains(u, "REMOVE") || strings.Contains(u, "#t") {
-				t.Errorf("got update %q, want a tombstone that keeps the token", u)
 			}
 		})
 	}

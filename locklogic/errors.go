@@ -2,6 +2,7 @@ package locklogic
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -23,7 +24,34 @@ var (
 	// timeouts after the SDK's own retries). Nothing was changed that the
 	// caller was told about; retrying is safe.
 	ErrUnavailable = errors.New("lock store unavailable")
+	// ErrForceReleased means the caller's lease was ended by an operator's
+	// force release (ForceRelease). It is an ErrNotFound: the lease is gone.
+	ErrForceReleased = fmt.Errorf("lease force released by an operator: %w", ErrNotFound)
+	// ErrRenewRaced means a renewal of the same lease issued after this one
+	// landed first and set an earlier expiry than this one asks for. It is
+	// an ErrUnavailable: nothing changed, and a retry extends the lease.
+	ErrRenewRaced = fmt.Errorf("a later renewal with a nearer expiry landed first: %w", ErrUnavailable)
+	// ErrWaitElapsed means a waiting acquire reached the service with less
+	// than GrantGuard of its wait left, so it did not try: no grant may be
+	// made that a caller waiting wait_seconds would not hear. It is an
+	// ErrUnavailable: nothing changed, and the caller may try again.
+	ErrWaitElapsed = fmt.Errorf("the wait ran out before the lock could be tried: %w", ErrUnavailable)
 )
+
+// LeaseChangedError is a force release refused because the lease that now
+// blocks the lock is not the one the operator meant: another fencing token
+// than the one given, or a lease granted after the request was issued (the
+// late-write rule). Current is that lease. It is an ErrStaleToken.
+type LeaseChangedError struct {
+	Current Lock
+}
+
+func (e *LeaseChangedError) Error() string {
+	return fmt.Sprintf("the lease on %q is now fencing token %d of %q", e.Current.Resource, e.Current.FencingToken, e.Current.Owner)
+}
+
+// Is makes a LeaseChangedError an ErrStaleToken.
+func (e *LeaseChangedError) Is(target error) bool { return target == ErrStaleToken }
 
 // FieldError is one invalid input field.
 type FieldError struct {
@@ -51,6 +79,17 @@ func (e *ValidationError) Error() string {
 // Add records one invalid field.
 func (e *ValidationError) Add(field, detail string) {
 	e.Fields = append(e.Fields, FieldError{Field: field, Detail: detail})
+}
+
+// Has reports whether field already has an error in e, so later checks of
+// a field whose value could not be read are skipped.
+func (e *ValidationError) Has(field string) bool {
+	for _, f := range e.Fields {
+		if f.Field == field {
+			return true
+		}
+	}
+	return false
 }
 
 // Err returns e as an error when it holds at least one field error, else nil.

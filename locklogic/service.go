@@ -43,6 +43,7 @@ const (
 	AttrReleaseID  = "release_id"  // random id of the release call that made the tombstone
 	AttrLockDelay  = "lock_delay"  // milliseconds: the lease's lock-delay (0 when it has none)
 	AttrFreeAt     = "free_at"     // epoch milliseconds: expires_at + lock_delay, or the release time
+	AttrForcedAt   = "forced_at"   // epoch milliseconds: the force release that ended the lease (removed by the next grant)
 	AttrTTL        = "ttl"         // epoch seconds: free_at (at most expires_at + max lock-delay) + retention
 )
 
@@ -184,6 +185,11 @@ type AcquireRequest struct {
 	TTLSeconds       int64
 	WaitSeconds      int64
 	LockDelaySeconds int64
+	// Arrived is when the request reached the service (API Gateway's
+	// requestContext.timeEpoch); zero means when AcquireWait starts. It is
+	// the request's issue time for the late-write rule of every write of a
+	// wait, and a wait ends GrantGuard before Arrived + WaitSeconds.
+	Arrived time.Time
 }
 
 // AcquireResult is the outcome of Acquire. A lock held by someone else is an
@@ -219,15 +225,43 @@ type ReleaseRequest struct {
 	FencingToken *int64
 }
 
-func (s *Service) validate(resource string, c *Caller, ttl *int64, token *int64) error {
-	var v ValidationError
-	ValidateResource(resource, &v)
-	c.Owner = NormalizeOwner(c.Owner, &v)
-	if ttl != nil {
-		ValidateTTL(*ttl, s.maxTTL, &v)
+// ValidateAcquire checks req against the service's limits and normalizes
+// its owner, adding every invalid field to v. A field v already reports
+// (one the caller could not read) is not checked again, so one answer can
+// name every problem of a request.
+func (s *Service) ValidateAcquire(req *AcquireRequest, v *ValidationError) {
+	s.validate(req.Resource, &req.Caller, &req.TTLSeconds, nil, v)
+	if !v.Has("wait_seconds") {
+		ValidateWait(req.WaitSeconds, s.maxWait, v)
 	}
-	ValidateFencingToken(token, &v)
-	return v.Err()
+	if !v.Has("lock_delay_seconds") {
+		ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, v)
+	}
+}
+
+// ValidateRenew checks req as ValidateAcquire does.
+func (s *Service) ValidateRenew(req *RenewRequest, v *ValidationError) {
+	s.validate(req.Resource, &req.Caller, &req.TTLSeconds, req.FencingToken, v)
+}
+
+// ValidateRelease checks req as ValidateAcquire does.
+func (s *Service) ValidateRelease(req *ReleaseRequest, v *ValidationError) {
+	s.validate(req.Resource, &req.Caller, nil, req.FencingToken, v)
+}
+
+func (s *Service) validate(resource string, c *Caller, ttl *int64, token *int64, v *ValidationError) {
+	if !v.Has("resource") {
+		ValidateResource(resource, v)
+	}
+	if !v.Has("owner") {
+		c.Owner = NormalizeOwner(c.Owner, v)
+	}
+	if ttl != nil && !v.Has("ttl_seconds") {
+		ValidateTTL(*ttl, s.maxTTL, v)
+	}
+	if !v.Has("fencing_token") {
+		ValidateFencingToken(token, v)
+	}
 }
 
 // Acquire takes the lease on req.Resource when it is free, expired, or
@@ -239,8 +273,11 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 	return s.AcquireWait(ctx, req, Budget{})
 }
 
-// acquireOnce makes one conditional write for a validated req.
-func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireResult, error) {
+// acquireOnce makes one conditional write for a validated req. issued is
+// the request's issue time: a lease of the same owner granted or renewed
+// after it is not replaced (the late-write rule), however late in a wait
+// the write comes; :now, later, decides expiry and stamps the grant.
+func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest, issued time.Time) (AcquireResult, error) {
 	now := s.now()
 	nowMs := now.UnixMilli()
 	expMs := nowMs + req.TTLSeconds*1000
@@ -251,6 +288,7 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest) (AcquireR
 	values := make(map[string]types.AttributeValue, 8)
 	values[":o"] = &types.AttributeValueMemberS{Value: req.Caller.Owner}
 	values[":now"] = num(nowMs)
+	values[":iss"] = num(min(issued.UnixMilli(), nowMs))
 	values[":exp"] = num(expMs)
 	values[":gc"] = num(s.gcAt(expMs + delayMs))
 	values[":base"] = num(now.UnixMicro())
@@ -303,7 +341,7 @@ var one = num(1)
 var acquireNames = map[string]string{
 	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
 	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
-	"#d": AttrLockDelay, "#f": AttrFreeAt,
+	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt,
 }
 
 // acquireExpr are the update and condition of an acquire, built once, by
@@ -316,7 +354,8 @@ var acquireExpr = [4]struct{ update, cond string }{
 func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond string } {
 	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
 	// release_id stays: a release retried by the SDK after this acquire must
-	// still find its own id and report the release it did make.
+	// still find its own id and report the release it did make. A new
+	// lease was not force released.
 	remove := " REMOVE #x"
 	// A lease without a lock-delay has neither lock_delay nor free_at (an
 	// earlier lease's are removed): it is free once expired.
@@ -335,11 +374,13 @@ func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond strin
 	// A released record (#x set) is free whatever the clocks say; an expired
 	// one is free by the server's clock once its lock-delay has passed too
 	// (freeCond). A same-owner re-acquire replaces a live lease (or one in
-	// its lock-delay), so it must not be older than that lease (notNewer,
-	// the late-write rule); taking a free lock ends nobody's lease, late or
-	// not.
+	// its lock-delay), so it must not be newer than the request's issue time
+	// :iss (notNewer, the late-write rule), and a lease an operator force
+	// released stays blocked for its owner too until free_at; taking a free
+	// lock ends nobody's lease, late or not.
+	remove += ", #fa"
 	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR " + freeCond + " OR (#o = :o AND " +
-		principalCond(c, map[string]types.AttributeValue{}) + " AND " + notNewer(true) + ")"
+		principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa) AND " + notNewer(":iss", true) + ")"
 	return struct{ update, cond string }{update + remove, cond}
 }
 
@@ -356,8 +397,9 @@ const freeCond = "(#e <= :now AND (attribute_not_exists(#f) OR #f <= :now))"
 // fencing token. An expired lease cannot be renewed (ErrNotFound): take it
 // again with Acquire.
 func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
-	if err := s.validate(req.Resource, &req.Caller, &req.TTLSeconds, req.FencingToken); err != nil {
-		return Lock{}, err
+	var v ValidationError
+	if s.ValidateRenew(&req, &v); v.Err() != nil {
+		return Lock{}, &v
 	}
 	now := s.now()
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
@@ -395,7 +437,7 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 			later.lock.Resource = req.Resource
 			return later.lock, nil
 		}
-		return Lock{}, fmt.Errorf("renew %q: a later renewal with a nearer expiry landed first: %w", req.Resource, ErrUnavailable)
+		return Lock{}, fmt.Errorf("renew %q: %w", req.Resource, ErrRenewRaced)
 	}
 	lock, ok := decode(req.Resource, out.Attributes)
 	if !ok {
@@ -408,8 +450,9 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 // (expired, with released_at set) so the fencing counter survives; DynamoDB's
 // TTL removes it after the retention period.
 func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
-	if err := s.validate(req.Resource, &req.Caller, nil, req.FencingToken); err != nil {
-		return err
+	var v ValidationError
+	if s.ValidateRelease(&req, &v); v.Err() != nil {
+		return &v
 	}
 	now := s.now()
 	nowMs := now.UnixMilli()
@@ -458,10 +501,13 @@ func (s *Service) Status(ctx context.Context, resource string) (Lock, error) {
 	return lock, nil
 }
 
-// live reports whether item holds a lease that is live at now: not released
-// and not expired.
+// live reports whether item holds a lease that is live at now: not released,
+// not force released and not expired.
 func live(item map[string]types.AttributeValue, now time.Time) bool {
 	if _, released := item[AttrReleasedAt]; released {
+		return false
+	}
+	if _, forced := item[AttrForcedAt]; forced {
 		return false
 	}
 	exp, ok := n(item, AttrExpiresAt)
@@ -498,7 +544,8 @@ func blockedUntil(item map[string]types.AttributeValue, now time.Time) (time.Tim
 // be newer than the latest renewal, so a late renew cannot shorten a lease
 // that a later renew extended.
 func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[string]string, map[string]types.AttributeValue, string) {
-	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#a": AttrAcquiredAt}
+	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#a": AttrAcquiredAt,
+		"#fa": AttrForcedAt}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: c.Owner},
 		":now": num(now.UnixMilli()),
@@ -508,8 +555,10 @@ func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[s
 	}
 	// attribute_not_exists(#x): a released lease stays released even for a
 	// renew whose :now was taken before the release (a late or retried
-	// request, or a Lambda whose clock lags).
-	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND " + notNewer(extends)
+	// request, or a Lambda whose clock lags); likewise a force-released one
+	// (#fa), whatever expires_at says.
+	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND " +
+		notNewer(":now", extends)
 	if token != nil {
 		names["#t"] = AttrToken
 		values[":tok"] = num(*token)
@@ -521,13 +570,14 @@ func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[s
 // notNewer is the late-write rule: a request may act only on the lease that
 // existed when it was issued. The stored grant time (and, for writes that
 // set expires_at, the time of the latest renewal) must not be after the
-// request's :now, so a write delayed in flight fails once a newer grant (or
+// request's issue time, the value placeholder issued (:now for a single
+// write), so a write delayed in flight fails once a newer grant (or
 // renewal) has landed, instead of ending or shortening it. Records written
 // before renewed_at existed lack it and pass on acquired_at alone.
-func notNewer(extends bool) string {
-	cond := "#a <= :now"
+func notNewer(issued string, extends bool) string {
+	cond := "#a <= " + issued
 	if extends {
-		cond += " AND (attribute_not_exists(#n) OR #n <= :now)"
+		cond += " AND (attribute_not_exists(#n) OR #n <= " + issued + ")"
 	}
 	return cond
 }
@@ -573,6 +623,14 @@ func (s *Service) explain(ctx context.Context, op, resource string, c Caller, to
 	return classify(item, c, token, now, op == "renew")
 }
 
+// forcedOff reports whether item is the caller's lease (by owner,
+// principal and, when given, token) ended by a force release.
+func forcedOff(item map[string]types.AttributeValue, lock Lock, c Caller, token *int64) bool {
+	_, forced := item[AttrForcedAt]
+	return forced && lock.Owner == c.Owner && str(item, AttrPrincipal) == c.Principal &&
+		(token == nil || *token == lock.FencingToken)
+}
+
 // renewedSinceError is classify's answer for a renew that found the very
 // lease it asked for, live, but renewed by a request stamped after it.
 type renewedSinceError struct{ lock Lock }
@@ -595,6 +653,9 @@ func newReleaseID() string {
 // ErrNotFound.
 func classify(item map[string]types.AttributeValue, c Caller, token *int64, now time.Time, extends bool) error {
 	lock, ok := decode("", item)
+	if ok && forcedOff(item, lock, c, token) {
+		return ErrForceReleased
+	}
 	if !ok || !live(item, now) {
 		return ErrNotFound
 	}

@@ -2,6 +2,7 @@ package locklogic
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -84,49 +85,74 @@ func (b Budget) Context(ctx context.Context) (context.Context, context.CancelFun
 //     fail. A read is only a hint: it writes when the item looks free, and
 //     the conditional write decides, as for every acquire.
 //
-// The wait ends GrantGuard before WaitSeconds have passed, and early enough
-// that its last write still has b.PerCall before the context's deadline
-// minus b.Reserve; then the answer is "held", with the holder's expiry
-// when the store reports the holder with a failed write (DynamoDB does,
-// dynalite does not), as for a single attempt. A write the store fails ends the wait with that error, as for a
-// single acquire; a read that fails only delays the next one, unless the
-// store refused it for good (a missing table or permission: an error).
+// Every write of a wait acts under the late-write rule as of the request's
+// issue time (req.Arrived), not of the write: a lease the same owner was
+// granted after the request was issued is not replaced by it.
+//
+// No write starts in the last GrantGuard of WaitSeconds counted from
+// req.Arrived (so a cold start's time counts), nor later than leaves the
+// write b.PerCall before the context's deadline minus b.Reserve: the clock
+// is checked before every write, the first included (a request that
+// arrives with no time left to try is ErrWaitElapsed). When the wait runs
+// out the answer is "held", with the holder's expiry when the store
+// reports the holder with a failed write (DynamoDB does, dynalite does
+// not), as for a single attempt. A write the store fails ends the wait
+// with that error, as for a single acquire; a read that fails only delays
+// the next one, unless the store refused it for good (a missing table or
+// permission: an error).
 func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget) (AcquireResult, error) {
 	var v ValidationError
-	ValidateResource(req.Resource, &v)
-	req.Caller.Owner = NormalizeOwner(req.Caller.Owner, &v)
-	ValidateTTL(req.TTLSeconds, s.maxTTL, &v)
-	ValidateWait(req.WaitSeconds, s.maxWait, &v)
-	ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, &v)
-	if err := v.Err(); err != nil {
-		return AcquireResult{}, err
+	if s.ValidateAcquire(&req, &v); v.Err() != nil {
+		return AcquireResult{}, &v
 	}
+	now := s.now()
+	if req.Arrived.IsZero() || req.Arrived.After(now) {
+		req.Arrived = now
+	}
+	if req.WaitSeconds == 0 {
+		return s.attempt(ctx, req, b)
+	}
+	end := req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second - GrantGuard)
+	if !now.Before(end) {
+		return AcquireResult{}, fmt.Errorf("acquire %q: %w", req.Resource, ErrWaitElapsed)
+	}
+	// The first write goes out whatever the deadline leaves (its budget
+	// is cut to fit); the wait's writes only while a whole budget fits.
 	res, err := s.attempt(ctx, req, b)
-	if err != nil || res.Acquired || req.WaitSeconds == 0 {
+	if err != nil || res.Acquired {
 		return res, err
 	}
-	return s.wait(ctx, req, b, res)
+	return s.wait(ctx, req, b, res, deadlineEnd(ctx, b, now, end))
 }
 
-// attempt makes one acquire write under its own budget.
+// deadlineEnd moves end, by the service clock at now, earlier when a write
+// starting then would not have b.PerCall before ctx's deadline minus
+// b.Reserve.
+func deadlineEnd(ctx context.Context, b Budget, now, end time.Time) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		if byDeadline := now.Add(time.Until(d) - b.Reserve - b.PerCall); byDeadline.Before(end) {
+			end = byDeadline
+		}
+	}
+	return end
+}
+
+// attempt makes one acquire write under its own budget, as of req's issue
+// time req.Arrived.
 func (s *Service) attempt(ctx context.Context, req AcquireRequest, b Budget) (AcquireResult, error) {
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
-	return s.acquireOnce(cctx, req)
+	return s.acquireOnce(cctx, req, req.Arrived)
 }
 
-// wait runs the watch of AcquireWait after a first attempt answered held.
-func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult) (res AcquireResult, err error) {
+// wait runs the watch of AcquireWait after a first attempt answered held,
+// until end by the service clock.
+func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, end time.Time) (res AcquireResult, err error) {
 	start := s.now()
 	defer func() { res.Waited = max(s.now().Sub(start), 0) }()
-	length := time.Duration(req.WaitSeconds)*time.Second - GrantGuard
-	if d, ok := ctx.Deadline(); ok {
-		length = min(length, time.Until(d)-b.Reserve-b.PerCall)
-	}
-	end := start.Add(length)
 	// Sleeps end with the wait by the real clock too, so a service whose
 	// clock stands still (a test's) cannot wait for ever.
-	sctx, cancel := context.WithTimeout(ctx, max(length, 0))
+	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(start), 0))
 	defer cancel()
 
 	exp := held.HolderExpiresAt
@@ -164,6 +190,9 @@ func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held A
 				exp = until
 				continue
 			}
+		}
+		if !s.now().Before(end) {
+			break // a slow read or a late wake-up took the last moments: no write now
 		}
 		res, err := s.attempt(ctx, req, b)
 		if err != nil || res.Acquired {

@@ -364,3 +364,103 @@ func TestValidateWait(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitGrantGuard: no grant write starts in the last GrantGuard of
+// wait_seconds counted from the request's arrival, whatever slowed the
+// wait: a cold start before the first write (Arrived in the past), a slow
+// first write, a read that returns after the guard began with the lock
+// free. Each write's start time on the service clock is recorded.
+func TestWaitGrantGuard(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		arrived   time.Duration // before t0, when the request reached the service
+		wait      int64
+		slowWrite time.Duration // the first write takes this long
+		slowRead  time.Duration // every read takes this long, then sees the lock free
+		wantErr   error
+		wantWrite int
+	}{
+		// 1.6 s of a 2 s wait went before the handler ran: no time to try.
+		{name: "ArrivedTooLate", arrived: 1600 * time.Millisecond, wait: 2, wantErr: ErrWaitElapsed},
+		// The first write took 1.45 s of 2 s: the guard starts at 1.5 s,
+		// the next read cannot come back before it.
+		{name: "SlowFirstWrite", wait: 2, slowWrite: 1450 * time.Millisecond, slowRead: 100 * time.Millisecond, wantWrite: 1},
+		// A read that began before the guard and finds the lock free after
+		// it starts: no write.
+		{name: "SlowLastRead", wait: 2, slowRead: 1500 * time.Millisecond, wantWrite: 1},
+		// A cold start of 1 s out of 3: the guard is at 2.5 s from
+		// arrival, 1.5 s into the handler's clock; reads of 0.7 s each.
+		{name: "ColdStartThenSlowReads", arrived: time.Second, wait: 3, slowRead: 700 * time.Millisecond, wantWrite: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			var starts []time.Time
+			db := &dynamofake.DB{}
+			db.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				starts = append(starts, clock.Now())
+				if len(starts) == 1 {
+					clock.Sleep(context.Background(), tc.slowWrite)
+					return nil, ccf(nil) // held (dynalite: no old item)
+				}
+				v := in.ExpressionAttributeValues
+				return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
+					AttrResource: &types.AttributeValueMemberS{Value: "r"}, AttrOwner: v[":o"], AttrToken: num(8),
+					AttrAcquiredAt: v[":now"], AttrExpiresAt: v[":exp"],
+				}}, nil
+			}
+			db.Get = func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				clock.Sleep(context.Background(), tc.slowRead)
+				return &dynamodb.GetItemOutput{}, nil // free
+			}
+			req := waitReq(tc.wait)
+			req.Arrived = t0.Add(-tc.arrived)
+			_, err := newWaitService(db, clock, Config{}).AcquireWait(context.Background(), req, Budget{})
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("got %v, want %v", err, tc.wantErr)
+			}
+			guard := req.Arrived.Add(time.Duration(tc.wait)*time.Second - GrantGuard)
+			for i, at := range starts {
+				if !at.Before(guard) {
+					t.Errorf("write %d started %s after arrival, in the last %s of the wait", i+1, at.Sub(req.Arrived), GrantGuard)
+				}
+			}
+			if len(starts) != tc.wantWrite {
+				t.Errorf("got %d writes, want %d", len(starts), tc.wantWrite)
+			}
+		})
+	}
+}
+
+// TestWaitWritesAsOfIssue: every write of a wait carries the request's issue
+// time for the same-owner branch (:iss), however late it comes, while :now
+// moves with the clock: a wait cannot replace a lease its own owner was
+// granted after the wait was issued (local.TestWaitCannotReplaceNewerSameOwnerLease
+// shows it on dynalite).
+func TestWaitWritesAsOfIssue(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: t0}
+	st := &waitStore{clock: clock, exp: t0.Add(30 * time.Second), releaseAt: t0.Add(3 * time.Second)}
+	db := st.db()
+	req := waitReq(10)
+	req.Arrived = t0.Add(-200 * time.Millisecond)
+	res, err := newWaitService(db, clock, Config{}).AcquireWait(context.Background(), req, Budget{})
+	if err != nil || !res.Acquired {
+		t.Fatalf("got %+v, %v; want a grant after the release", res, err)
+	}
+	ups := db.Updates()
+	if len(ups) < 2 {
+		t.Fatalf("got %d writes, want the first and the grant", len(ups))
+	}
+	for i, in := range ups {
+		v := in.ExpressionAttributeValues
+		if got, want := v[":iss"].(*types.AttributeValueMemberN).Value, num(req.Arrived.UnixMilli()).Value; got != want {
+			t.Errorf("write %d: :iss %s, want the arrival %s", i+1, got, want)
+		}
+	}
+	last := ups[len(ups)-1].ExpressionAttributeValues[":now"].(*types.AttributeValueMemberN).Value
+	if last == num(req.Arrived.UnixMilli()).Value {
+		t.Errorf("the grant's :now is the arrival time; want the time of the write (expiry is judged then)")
+	}
+}

@@ -33,7 +33,7 @@ import (
 // locklogic/doc.go "Late writes"), written independently of DynamoDB's
 // condition language: an acquire takes a lock that is absent, released,
 // expired, or held by the same owner under a grant and a renewal not newer
-// than the request; it sets the lease and bumps the token by exactly one
+// than the request's issue time; it sets the lease and bumps the token by exactly one
 // (from :base when the item is absent). A renew and a release need the owner,
 // a live lease, a grant not newer than the request (and for a renew a
 // renewal not newer either), and the token when one is given.
@@ -124,7 +124,10 @@ func step(s lockState, in linInput) []lockState {
 		}
 		return nil
 	case storeAcquire:
-		ok = !s.exists || s.released || s.expires <= w.now || (s.owner == w.owner && s.acquired <= w.now && s.renewed <= w.now)
+		// A same-owner acquire may replace only a lease granted and renewed
+		// no later than the request was issued (:iss; a wait's later write
+		// carries its request's arrival, not its own :now).
+		ok = !s.exists || s.released || s.expires <= w.now || (s.owner == w.owner && s.acquired <= w.iss && s.renewed <= w.iss)
 		next = lockState{exists: true, owner: w.owner, token: w.base + 1, acquired: w.now, renewed: w.now, expires: w.exp}
 		if s.exists {
 			next.token = s.token + 1

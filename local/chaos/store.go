@@ -49,6 +49,7 @@ type storeOp struct {
 	resource string
 	owner    string // :o (writes)
 	now      int64  // :now, epoch ms of the serving instance's clock
+	iss      int64  // :iss (acquire): the request's issue time, for the same-owner branch; :now when absent
 	exp      int64  // :exp (acquire, renew)
 	base     int64  // :base (acquire): the new counter's start when the item is absent
 	tok      int64  // :tok, 0 when the write carries no token
@@ -91,6 +92,10 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			op.kind = writeKind(c)
 			op.owner = c.Values[":o"]
 			op.now = num(c.Values[":now"])
+			op.iss = op.now
+			if v, ok := c.Values[":iss"]; ok {
+				op.iss = num(v)
+			}
 			op.exp = num(c.Values[":exp"])
 			op.base = num(c.Values[":base"])
 			op.tok = num(c.Values[":tok"])

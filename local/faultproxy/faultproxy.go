@@ -86,6 +86,11 @@ type Action struct {
 	Delay time.Duration
 	// Hold, for Late, is closed by the test when the held request may go.
 	Hold <-chan struct{}
+	// Answered, when set, is closed once the store has answered (None and
+	// Delay only), so a test learns that the store decided; HoldAnswer,
+	// when set, is then waited for before the answer goes back.
+	Answered   chan struct{}
+	HoldAnswer <-chan struct{}
 }
 
 // Request is what a Plan sees of one request.
@@ -285,6 +290,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case AppliedThenCut:
 		p.cut(w, rec, status, header, storeBody)
 	default:
+		if act.Answered != nil {
+			close(act.Answered)
+		}
+		if act.HoldAnswer != nil {
+			<-act.HoldAnswer
+		}
 		copyHeader(w.Header(), header)
 		w.WriteHeader(status)
 		_, _ = w.Write(storeBody)

@@ -182,6 +182,7 @@ func Start(tb testing.TB, opt Options) *Server {
 	runner := local.NewRunner(h, log)
 	runner.Identity = opt.Identity
 	runner.Timeouts = opt.Timeouts
+	runner.Now = opt.Now
 	// Every answer must be one api/openapi.yaml describes (local/contract).
 	doc, err := loadContract()
 	if err != nil {
