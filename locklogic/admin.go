@@ -213,7 +213,6 @@ func (s *Service) ValidateForceRelease(req *ForceReleaseRequest, v *ValidationEr
 	}
 }
 
-
 // ForceRelease ends the lease on Resource whoever holds it, with one
 // conditional UpdateItem, and returns the lease it ended. It is Release
 // without the owner check, with two differences:
