@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 ADDR      ?= 127.0.0.1:8080
+# Extra locald flags for `make run`, e.g. RUN_ARGS=-reserve or RUN_ARGS="-capacity off".
+RUN_ARGS ?=
 FUNCTIONS := $(notdir $(wildcard functions/*))
 # Lambda builds: provided.al2023 on arm64, no RPC shim, reproducible, stripped.
 LAMBDA_ENV   := GOOS=linux GOARCH=arm64 CGO_ENABLED=0
@@ -38,7 +40,7 @@ deps: node_modules/.installed ## install Node tooling (dynalite, CDK CLI) and Go
 
 run: deps ## serve the API on http://ADDR (default 127.0.0.1:8080) over in-memory dynalite, or DYNAMODB_ENDPOINT
 	go build -o bin/locald ./local/cmd/locald
-	exec bin/locald -addr $(ADDR)
+	exec bin/locald -addr $(ADDR) $(RUN_ARGS)
 
 test: deps lint ## vet, format check, unit + integration + CDK template tests (starts its own dynalite)
 	go test -race -count=1 -parallel 4 -timeout 15m $$(go list ./... | grep -v '/infra$$')

@@ -34,7 +34,9 @@ type IdentityFunc func(r *http.Request) *events.APIGatewayV2HTTPRequestContextAu
 
 // Runner serves api.Routes over plain HTTP the way an API Gateway HTTP API
 // with Lambda proxy integrations (payload format 2.0) would: it builds the
-// event, calls the route's handler, and writes the handler's response.
+// event, calls the route's handler, and writes the handler's response. With
+// SetCapacity it also models the stack's route throttles and Lambda's
+// concurrency limits, refusing what they would refuse.
 type Runner struct {
 	handler *api.Handler
 	log     *slog.Logger
@@ -49,11 +51,25 @@ type Runner struct {
 	// api.Route.Name), e.g. for tests of a deadline that ends a wait; the
 	// others get their route's Timeout, as Lambda gives a function.
 	Timeouts map[string]time.Duration
+	// limits models the stack's capacity bounds; nil (CapacityOff) admits
+	// every request.
+	limits *limits
 }
 
 // NewRunner returns a Runner over h. log receives runner-level failures.
 func NewRunner(h *api.Handler, log *slog.Logger) *Runner {
 	return &Runner{handler: h, log: log}
+}
+
+// SetCapacity makes rn model c (see Capacity); call it before serving. It
+// returns an error, and changes nothing, when c is not valid.
+func (rn *Runner) SetCapacity(c Capacity) error {
+	m, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	rn.limits = newLimits(m, time.Now)
+	return nil
 }
 
 // ServeHTTP routes r like API Gateway: unmatched method or path is
@@ -77,6 +93,14 @@ func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
 		return
 	}
+	// The route's throttle, then its function's concurrency: a request
+	// over either never reaches the handler (nor the store).
+	done, status, ok := rn.limits.admit(route)
+	if !ok {
+		rn.log.Debug("throttled", "route", route.Key(), "status", status)
+		writeMessage(w, status, throttledMessage[status])
+		return
+	}
 	ev := rn.event(r, route, params, body)
 	// API Gateway does not cancel a Lambda when its client goes away, so
 	// neither does the runner: the handler runs to its own deadline (an
@@ -84,7 +108,12 @@ func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// cannot abort a store call half-way.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rn.timeout(route))
 	defer cancel()
-	resp, err := route.Handle(rn.handler, ctx, ev)
+	// The execution ends when the handler returns (or panics), not when
+	// the client has read the answer.
+	resp, err := func() (events.APIGatewayV2HTTPResponse, error) {
+		defer done()
+		return route.Handle(rn.handler, ctx, ev)
+	}()
 	if err != nil {
 		rn.log.Error("handler returned an error", "route", route.Key(), "error", err)
 		writeMessage(w, http.StatusInternalServerError, "Internal Server Error")
@@ -260,6 +289,13 @@ func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) 
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// throttledMessage is API Gateway's answer to a request refused by a
+// route throttle (429) or by Lambda at its concurrency limit (500).
+var throttledMessage = map[int]string{
+	http.StatusTooManyRequests:     "Too Many Requests",
+	http.StatusInternalServerError: "Internal Server Error",
 }
 
 func writeMessage(w http.ResponseWriter, status int, msg string) {

@@ -140,6 +140,11 @@ type Options struct {
 	// (api.NewLoggerTo, level info): one JSON line per request with its
 	// metrics, and the audit lines. Nil discards it.
 	LogTo io.Writer
+	// Capacity is the stack's capacity model the runner applies (route
+	// throttles answered 429, function concurrency answered 500; see
+	// local.Capacity). The zero value is off: a test is throttled only
+	// when it asks to be.
+	Capacity local.Capacity
 }
 
 // Server is a local runner over the real handlers, served by httptest.
@@ -183,6 +188,9 @@ func Start(tb testing.TB, opt Options) *Server {
 	runner.Identity = opt.Identity
 	runner.Timeouts = opt.Timeouts
 	runner.Now = opt.Now
+	if err := runner.SetCapacity(opt.Capacity); err != nil {
+		tb.Fatal(err)
+	}
 	// Every answer must be one api/openapi.yaml describes (local/contract).
 	doc, err := loadContract()
 	if err != nil {

@@ -74,7 +74,13 @@ type logLine struct {
 // and stops it when t ends.
 func startLocald(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, "-addr", "127.0.0.1:0"), done: make(chan struct{})}
+	return startLocaldArgs(t, nil, extra...)
+}
+
+// startLocaldArgs is startLocald with command-line flags args.
+func startLocaldArgs(t *testing.T, args []string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...), done: make(chan struct{})}
 	p.cmd.Env = append(plainEnv(), extra...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.stderr}

@@ -6,6 +6,13 @@
 // "locks") when missing and serves the four routes of api.Routes through the
 // same handlers the Lambda functions run. Ctrl-C or SIGTERM stops it and
 // dynalite.
+//
+// It models the default stack's capacity (local.Capacity): each route's
+// throttle, answered 429 {"message":"Too Many Requests"}, and Lambda's
+// account pool of concurrent executions, answered 500 {"message":"Internal
+// Server Error"}. -reserve models the stack deployed with -c reserve=true
+// (reserved concurrency for acquire, renew and release); -capacity off
+// models no limit, for benchmarks.
 package main
 
 import (
@@ -27,17 +34,24 @@ import (
 
 func main() {
 	addr := flag.String("addr", envOr("ADDR", "127.0.0.1:8080"), "address to listen on (env ADDR)")
+	var cf capacityFlags
+	cf.register(flag.CommandLine)
 	flag.Parse()
+	capacity, err := cf.capacity()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "locald:", err)
+		os.Exit(2)
+	}
 	if os.Getenv("TABLE_NAME") == "" {
 		os.Setenv("TABLE_NAME", "locks")
 	}
-	if err := run(*addr); err != nil {
+	if err := run(*addr, capacity); err != nil {
 		fmt.Fprintln(os.Stderr, "locald:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string) error {
+func run(addr string, capacity local.Capacity) error {
 	cfg, err := api.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return err
@@ -95,8 +109,13 @@ func run(addr string) error {
 	svc := locklogic.New(db, cfg.ServiceConfig())
 	h := api.NewHandler(svc, log, nil)
 	h.SetMetricsNamespace(cfg.MetricsNamespace)
+	runner := local.NewRunner(h, log)
+	if err := runner.SetCapacity(capacity); err != nil {
+		return err
+	}
+	log.Info("capacity model", "capacity", capacity)
 	srv := &http.Server{
-		Handler:           local.NewRunner(h, log),
+		Handler:           runner,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)

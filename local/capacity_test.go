@@ -1,0 +1,226 @@
+package local
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/api"
+)
+
+// route returns the api.Routes row of operationId op.
+func route(tb testing.TB, op string) api.Route {
+	tb.Helper()
+	for _, rt := range api.Routes {
+		if rt.OperationID() == op {
+			return rt
+		}
+	}
+	tb.Fatalf("no route %q", op)
+	return api.Route{}
+}
+
+// TestBucket: a route throttle starts with Burst tokens, refills at Rate a
+// second up to Burst, and each request takes one.
+func TestBucket(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		want    bool
+	}
+	cases := []struct {
+		name     string
+		throttle api.Throttle
+		steps    []step
+	}{
+		{"BurstThenRefused", api.Throttle{Rate: 1, Burst: 2}, []step{{0, true}, {0, true}, {0, false}}},
+		{"RefillsAtRate", api.Throttle{Rate: 2, Burst: 1}, []step{{0, true}, {0, false}, {250 * time.Millisecond, false}, {250 * time.Millisecond, true}, {0, false}}},
+		{"RefillCappedAtBurst", api.Throttle{Rate: 10, Burst: 2}, []step{{0, true}, {0, true}, {time.Hour, true}, {0, true}, {0, false}}},
+		{"NoRateBurstOnly", api.Throttle{Rate: 0, Burst: 1}, []step{{0, true}, {time.Hour, false}}},
+		{"NoBurstRefusesAll", api.Throttle{Rate: 100, Burst: 0}, []step{{0, false}, {time.Second, false}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1_800_000_000, 0)
+			b := newBucket(tc.throttle, func() time.Time { return now })
+			for i, s := range tc.steps {
+				now = now.Add(s.advance)
+				if got := b.take(); got != s.want {
+					t.Fatalf("step %d (+%s): got take %v, want %v", i, s.advance, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCapacityResolve: the model's numbers come from api.Routes, with the
+// overrides applied, and nonsense is refused.
+func TestCapacityResolve(t *testing.T) {
+	var reserved int
+	for _, r := range []int{api.AcquireReserve, api.RenewReserve, api.ReleaseReserve} {
+		reserved += r
+	}
+	cases := []struct {
+		name           string
+		c              Capacity
+		wantErr        bool
+		wantUnreserved int
+		wantReserves   map[string]int
+		wantAcquire    api.Throttle // the acquire route's throttle
+	}{
+		{name: "Off", c: Capacity{}, wantReserves: map[string]int{}},
+		{name: "Stack", c: StackCapacity(), wantUnreserved: api.DefaultAccountConcurrency,
+			wantReserves: map[string]int{}, wantAcquire: api.AcquireThrottle},
+		{name: "Reserve", c: ReserveCapacity(), wantUnreserved: api.DefaultAccountConcurrency - reserved,
+			wantReserves: map[string]int{"acquire": api.AcquireReserve, "renew": api.RenewReserve, "release": api.ReleaseReserve},
+			wantAcquire:  api.AcquireThrottle},
+		{name: "Overrides", c: Capacity{Mode: CapacityReserve, AccountConcurrency: 20,
+			Reserves:  map[string]int{"acquire": 4, "renew": 3, "release": 0, "status": 2},
+			Throttles: map[string]api.Throttle{"acquire": {Rate: 1, Burst: 2}}},
+			wantUnreserved: 20 - 4 - 3 - 2,
+			wantReserves:   map[string]int{"acquire": 4, "renew": 3, "status": 2},
+			wantAcquire:    api.Throttle{Rate: 1, Burst: 2}},
+		{name: "ThrottleOff", c: Capacity{Mode: CapacityDefault, Throttles: map[string]api.Throttle{"acquire": {}}},
+			wantUnreserved: api.DefaultAccountConcurrency, wantReserves: map[string]int{}},
+		{name: "ErrUnknownOperation", c: Capacity{Mode: CapacityDefault, Throttles: map[string]api.Throttle{"take": {Rate: 1}}}, wantErr: true},
+		{name: "ErrNegativeRate", c: Capacity{Mode: CapacityDefault, Throttles: map[string]api.Throttle{"acquire": {Rate: -1}}}, wantErr: true},
+		{name: "ErrUnknownFunction", c: Capacity{Mode: CapacityReserve, Reserves: map[string]int{"listLocks": 1}}, wantErr: true},
+		{name: "ErrNegativeReserve", c: Capacity{Mode: CapacityReserve, Reserves: map[string]int{"renew": -1}}, wantErr: true},
+		{name: "ErrReservesWithoutReserve", c: Capacity{Mode: CapacityDefault, Reserves: map[string]int{"renew": 1}}, wantErr: true},
+		{name: "ErrOverbooked", c: Capacity{Mode: CapacityReserve, AccountConcurrency: reserved - 1}, wantErr: true},
+		{name: "ErrNegativePool", c: Capacity{Mode: CapacityDefault, AccountConcurrency: -1}, wantErr: true},
+		{name: "ErrUnknownMode", c: Capacity{Mode: 7}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := tc.c.resolve()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("got error %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				if err := (&Runner{}).SetCapacity(tc.c); err == nil {
+					t.Errorf("SetCapacity: got no error, want the same refusal")
+				}
+				return
+			}
+			if m.unreserved != tc.wantUnreserved {
+				t.Errorf("got unreserved %d, want %d", m.unreserved, tc.wantUnreserved)
+			}
+			if len(m.reserves) != len(tc.wantReserves) {
+				t.Errorf("got reserves %v, want %v", m.reserves, tc.wantReserves)
+			}
+			for fn, r := range tc.wantReserves {
+				if m.reserves[fn] != r {
+					t.Errorf("got reserves %v, want %v", m.reserves, tc.wantReserves)
+				}
+			}
+			if got := m.throttles[route(t, "acquire").Key()]; got != tc.wantAcquire {
+				t.Errorf("got acquire throttle %+v, want %+v", got, tc.wantAcquire)
+			}
+		})
+	}
+}
+
+// TestAdmit: a route's bucket is asked first (429), then its function's
+// executions (500); a function with a reservation has its own, the others
+// share the rest of the pool, and an execution comes back when done.
+func TestAdmit(t *testing.T) {
+	c := Capacity{Mode: CapacityReserve, AccountConcurrency: 4,
+		Reserves:  map[string]int{"acquire": 2, "renew": 1, "release": 0},
+		Throttles: map[string]api.Throttle{"status": {Rate: 0, Burst: 2}}}
+	m, err := c.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimits(m, time.Now)
+	// admit asks for op and returns its done (nil when refused).
+	admit := func(op string, want int) func() {
+		t.Helper()
+		done, status, ok := l.admit(route(t, op))
+		if ok {
+			status = http.StatusOK
+		}
+		if status != want {
+			t.Fatalf("%s: got %d, want %d", op, status, want)
+		}
+		return done
+	}
+	acquire1 := admit("acquire", 200)
+	admit("acquire", 200)
+	admit("acquire", 500) // its reservation is its cap
+	admit("renew", 200)
+	admit("renew", 500) // its floor is all it has
+	release := admit("release", 200)
+	admit("status", 500) // the pool (4 - 2 - 1 = 1 unreserved) is release's
+	admit("listLocks", 500)
+	acquire1()
+	admit("acquire", 200)
+	release()
+	status := admit("status", 200)
+	admit("status", 429) // its bucket (burst 2) is empty: the refused 500 took a token too
+	status()
+	admit("status", 429)
+	admit("forceRelease", 200)
+
+	if _, _, ok := (*limits)(nil).admit(route(t, "acquire")); !ok {
+		t.Error("CapacityOff refused a request")
+	}
+}
+
+// TestAdmitExact: however many requests race for a function's executions,
+// exactly its limit run at once and the rest are refused at once.
+func TestAdmitExact(t *testing.T) {
+	const limit, racers = 3, 64
+	m, err := Capacity{Mode: CapacityReserve, Reserves: map[string]int{"acquire": limit}}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimits(m, time.Now)
+	var (
+		admitted, refused atomic.Int32
+		start             = make(chan struct{})
+		release           = make(chan struct{})
+		asked, wg         sync.WaitGroup
+	)
+	acquire := route(t, "acquire")
+	for range racers {
+		asked.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			done, status, ok := l.admit(acquire)
+			if !ok {
+				if status != http.StatusInternalServerError {
+					t.Errorf("got %d, want 500", status)
+				}
+				refused.Add(1)
+				asked.Done()
+				return
+			}
+			admitted.Add(1)
+			asked.Done()
+			<-release // held until every racer has been answered
+			done()
+		}()
+	}
+	close(start)
+	asked.Wait()
+	close(release)
+	wg.Wait()
+	if admitted.Load() != limit || refused.Load() != racers-limit {
+		t.Fatalf("got %d admitted and %d refused, want %d and %d", admitted.Load(), refused.Load(), limit, racers-limit)
+	}
+	// Every execution came back.
+	for range limit {
+		done, _, ok := l.admit(acquire)
+		if !ok {
+			t.Fatal("an execution was not given back")
+		}
+		defer done()
+	}
+	if _, _, ok := l.admit(acquire); ok {
+		t.Fatalf("admitted %d at once, want %d", limit+1, limit)
+	}
+}
