@@ -29,7 +29,13 @@
 // expires_at (renew, re-acquire) also require renewed_at <= :now. A newer
 // grant or renewal is stamped with a later :now, so a write issued before it
 // fails its condition when it lands afterwards instead of ending or
-// shortening the newer lease (TestLateWriteCannotTouchNewerLease). A release
+// shortening the newer lease (TestLateWriteCannotTouchNewerLease). A
+// waiting acquire writes several times over up to 20 s: each write stamps
+// its own :now (expiry is judged then, and the grant is stamped then), but
+// its same-owner branch compares with :iss, the request's arrival (API
+// Gateway's timeEpoch), so a wait issued before a lease of its own owner
+// was granted cannot replace that lease however late it writes
+// (TestWaitCannotReplaceNewerSameOwnerLease). A release
 // checks only acquired_at: a renewal racing the owner's own release must not
 // keep the lock alive. Two renewals of one lease in flight at once (a
 // keep-alive and a renew by hand) may land in either order: the earlier one,
@@ -79,9 +85,20 @@
 //
 // List scans the table (there is no index of live leases: one would cost a
 // second write per operation) with a filter, page by page within a budget,
-// and returns a cursor to go on from. ForceRelease is Release without the
-// owner check, for operators: one conditional write that keeps the
-// tombstone and the fencing counter, under the late-write rule.
+// and returns a cursor to go on from. ForceRelease ends any holder's live
+// lease with one conditional write that keeps the fencing counter. It
+// honours the lease's lock-delay, as Consul does when a session is
+// destroyed: the lease expires now (expires_at = :now, free_at = :now +
+// lock_delay) and is marked forced_at, which keeps its owner out too until
+// free_at (the same-owner branch requires no forced_at) and answers the
+// evicted holder's renewals and releases with ErrForceReleased. It does not
+// set released_at, since acquire's released branch frees a lock whatever
+// free_at says; an immediate force release does, and frees the lock at
+// once. It stamps renewed_at = :now, so a renewal issued before it cannot
+// revive the lease on an instance whose clock lags. With an expected token
+// that is not the lease's, or a lease granted after the request was issued,
+// it refuses with the lease that stayed (LeaseChangedError), never "retry",
+// which could end a lease the operator never saw.
 //
 // The package knows nothing of HTTP or API Gateway: it validates inputs,
 // talks to DynamoDB through the narrow DynamoDBAPI interface and reports
