@@ -112,3 +112,60 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeSigV4Example runs the README's signed-curl block (Deploy to AWS)
+// against locald, which ignores signatures but answers as the service does,
+// with made-up keys, through a curl that records its arguments: the block
+// must work as pasted (but for $API), and the secret key and session token
+// must never be on curl's command line.
+func TestReadmeSigV4Example(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := ""
+	for _, b := range strings.Split(string(data), "```sh\n")[1:] {
+		if b, _, _ = strings.Cut(b, "```\n"); strings.Contains(b, "--aws-sigv4") {
+			block = b
+		}
+	}
+	if block == "" {
+		t.Fatal("README.md has no ```sh block with --aws-sigv4")
+	}
+	realCurl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	argv := dir + "/argv"
+	wrapper := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> " + argv + "\nexec " + realCurl + " \"$@\"\n"
+	if err := os.WriteFile(dir+"/curl", []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := startLocald(t)
+	script := regexp.MustCompile(`(?m)^API=.*$`).ReplaceAllString(block, "API="+p.URL)
+	const secret, session = "SeCrEt/KEY+42", "SeSsIoN/ToKeN=="
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"),
+		"AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY="+secret, "AWS_SESSION_TOKEN="+session)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the block failed: %v\n%s", err, out)
+	}
+	got := normalize(string(out))
+	for _, want := range []string{`"owner":"worker-1","fencing_token":<token>`, `{"renewed":true,"lock":{`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %s:\n%s", want, got)
+		}
+	}
+	args, err := os.ReadFile(argv)
+	if err != nil || strings.Count(string(args), "--aws-sigv4") != 4 {
+		t.Fatalf("curl ran %q, want 4 signed calls (%v)", args, err)
+	}
+	for _, s := range []string{secret, session} {
+		if strings.Contains(string(args), s) {
+			t.Errorf("curl's arguments carry %q:\n%s", s, args)
+		}
+	}
+}
