@@ -51,6 +51,7 @@ var errorTable = []struct {
 	{locklogic.ErrForbidden, problemKind{403, "forbidden", "Lock held by another owner"}},
 	{locklogic.ErrStaleToken, problemKind{409, "stale-token", "Stale fencing token"}},
 	{locklogic.ErrUnavailable, problemKind{503, "service-unavailable", "Lock store unavailable"}},
+	{errNotAdministrator, problemKind{403, "not-an-administrator", "Not an administrator"}},
 }
 
 // problemFor turns err into a problem. The detail never carries err's text
@@ -93,6 +94,8 @@ func detailFor(err error, resource string) string {
 		return "The lock on " + q + " is held by this owner under a different fencing token: your lease was replaced by a newer one, or the token is wrong."
 	case locklogic.ErrUnavailable:
 		return "The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment."
+	case errNotAdministrator:
+		return "The admin routes answer only the IAM principals in the admin function's " + AdminPrincipalsEnv + "; the caller is not one of them."
 	}
 	return ""
 }
