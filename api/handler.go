@@ -36,6 +36,8 @@ type Handler struct {
 	storeBudget time.Duration
 	// emf is the metric directive of every request line.
 	emf *metricFormat
+	// admins limits the admin routes (SetAdmins); nil leaves them open.
+	admins *adminSet
 }
 
 // NewHandler returns a Handler over svc that logs one JSON line per request
@@ -283,6 +285,10 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		}
 		h.logRequest(ctx, req, route, resource, resp.StatusCode, &res, err, time.Since(start))
 	}()
+	if err = h.admit(ctx, req, route); err != nil {
+		resp = h.render(res, err, req, resource)
+		return resp, nil
+	}
 	switch route {
 	case routeAcquire:
 		res, err = h.acquire(ctx, req, resource)

@@ -136,6 +136,8 @@ func metricOutcome(outcome string) string {
 		return "invalid"
 	case "service-unavailable":
 		return "unavailable"
+	case "not-an-administrator":
+		return "forbidden" // the admin routes have no other 403
 	}
 	return outcome
 }

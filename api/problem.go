@@ -61,6 +61,7 @@ var errorTable = []struct {
 	{locklogic.ErrForbidden, problemKind{403, "forbidden", "Lock held by another owner"}},
 	{locklogic.ErrStaleToken, problemKind{409, "stale-token", "Stale fencing token"}},
 	{locklogic.ErrUnavailable, problemKind{503, "service-unavailable", "Lock store unavailable"}},
+	{errNotAdministrator, problemKind{403, "not-an-administrator", "Not an administrator"}},
 }
 
 // problemFor turns err into a problem. The detail never carries err's text
@@ -120,6 +121,8 @@ func detailFor(err error, resource string) string {
 		return "The request reached the lock service with less than 0.5 s of wait_seconds left, too late to try without risking a grant you would not hear; nothing was changed. Retry."
 	case locklogic.ErrUnavailable:
 		return "The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment."
+	case errNotAdministrator:
+		return "The admin routes answer only the IAM principals in the admin function's " + AdminPrincipalsEnv + "; the caller is not one of them."
 	}
 	return ""
 }

@@ -61,6 +61,10 @@ type Config struct {
 	OldItemOnFailure bool
 	// OldItemSet says DYNAMODB_RETURNS_OLD_ITEM was set explicitly.
 	OldItemSet bool
+	// Admins is ADMIN_PRINCIPALS, the ARNs allowed to call the admin
+	// routes (see ParseAdminPrincipals); none by default. NewFromEnv
+	// applies it; the local runner, which has no IAM, does not.
+	Admins []string
 }
 
 // Upper bounds of the configuration: beyond them a lease's expiry or the
@@ -150,6 +154,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v))
 		}
 	}
+	admins, err := ParseAdminPrincipals(getenv(AdminPrincipalsEnv))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", AdminPrincipalsEnv, err))
+	}
+	cfg.Admins = admins
 	return cfg, errors.Join(errs...)
 }
 
@@ -213,7 +222,8 @@ func NewLogger(level slog.Level) *slog.Logger {
 
 // NewFromEnv builds the Handler of a Lambda function: configuration from the
 // environment, one DynamoDB client and one Service for the life of the
-// process. Call it once in main, before lambda.Start.
+// process; the admin routes answer only the principals of ADMIN_PRINCIPALS
+// (none when it is empty). Call it once in main, before lambda.Start.
 func NewFromEnv(ctx context.Context) (*Handler, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -225,6 +235,7 @@ func NewFromEnv(ctx context.Context) (*Handler, error) {
 	}
 	h := NewHandler(locklogic.New(db, cfg.ServiceConfig()), NewLogger(cfg.LogLevel), nil)
 	h.SetMetricsNamespace(cfg.MetricsNamespace)
+	h.SetAdmins(cfg.Admins) // none listed: every admin call is refused
 	return h, nil
 }
 

@@ -23,8 +23,19 @@ const DefaultStackName = "LockService"
 // Context flags read by NewApp, set with `cdk synth -c key=value` or in
 // cdk.json's "context".
 const (
-	// CtxAuth set to "none" removes the IAM authorizer (dev stacks only).
+	// CtxAuth set to "none" removes the IAM authorizer (dev stacks only);
+	// such a stack has no admin routes, and CtxAdmins must be empty.
 	CtxAuth = "auth"
+	// CtxAdmins lists the administrators' IAM principal ARNs, comma
+	// separated (or a JSON list in cdk.json): an IAM role's ARN admits its
+	// sessions. Empty (the default): no admin API.
+	CtxAdmins = "admins"
+	// CtxReserve set to "true" reserves concurrency for each function whose
+	// api.Routes rows have a Reserve (acquire, renew, release); the
+	// account needs a concurrency limit of their sum plus
+	// api.UnreservedMinimum. ReserveFlag names the flags that override
+	// each number.
+	CtxReserve = "reserve"
 	// CtxDestroy set to "true" deletes the table and logs with the stack.
 	CtxDestroy = "destroy"
 	// CtxThrottleRate is the default stage's requests per second.
@@ -53,6 +64,11 @@ type MultiRegion struct {
 	// Witness is the witness Region, or empty with three Regions.
 	Witness string
 }
+
+// ReserveFlag is the context flag that overrides the reserved concurrency of
+// function name under CtxReserve: reserveAcquire, reserveRenew,
+// reserveRelease.
+func ReserveFlag(name string) string { return CtxReserve + constructID(name) }
 
 // regionPattern is the form of an AWS Region name, e.g. eu-west-1.
 var regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
@@ -128,6 +144,28 @@ func PropsFromContext(get func(key string) any) (*LockServiceStackProps, string,
 			return nil, "", fmt.Errorf("context %s=%q: want iam or none", CtxAuth, v)
 		}
 	}
+	if v := get(CtxAdmins); v != nil {
+		list := fmt.Sprint(v)
+		if l, ok := v.([]any); ok { // a JSON list in cdk.json
+			parts := make([]string, len(l))
+			for i, e := range l {
+				parts[i] = fmt.Sprint(e)
+			}
+			list = strings.Join(parts, ",")
+		}
+		admins, err := api.ParseAdminPrincipals(list)
+		if err != nil {
+			return nil, "", fmt.Errorf("context %s: %w", CtxAdmins, err)
+		}
+		if props.AuthNone && len(admins) > 0 {
+			return nil, "", fmt.Errorf("context %s=%q with %s=none: a stack without IAM auth deploys no admin routes "+
+				"(its callers carry no identity to check); drop one of the two", CtxAdmins, list, CtxAuth)
+		}
+		props.Admins = admins
+	}
+	if err := reserveFromContext(str, props); err != nil {
+		return nil, "", err
+	}
 	if v, ok := str(CtxDestroy); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -156,14 +194,65 @@ func PropsFromContext(get func(key string) any) (*LockServiceStackProps, string,
 	if v, ok := str(CtxStackName); ok && v != "" {
 		name = v
 	}
+	if err := props.Validate(); err != nil {
+		return nil, "", fmt.Errorf("context: %w", err)
+	}
 	return props, name, nil
 }
 
-// CheckAssets reports every function (distinct api.Routes Name) whose
+// reserveFromContext reads CtxReserve and the ReserveFlag overrides into
+// props.ReservedConcurrency: with reserve=true, each function whose
+// api.Routes rows have a Reserve gets it, or its flag's positive integer.
+// An override without reserve=true, or for a function that reserves
+// nothing, is an error.
+func reserveFromContext(str func(key string) (string, bool), props *LockServiceStackProps) error {
+	reserve := false
+	if v, ok := str(CtxReserve); ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("context %s=%q: want true or false", CtxReserve, v)
+		}
+		reserve = b
+	}
+	fns, err := Functions(api.Routes)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range fns {
+		key := ReserveFlag(f.Name)
+		v, set := str(key)
+		n := f.Reserve()
+		if set {
+			var err error
+			n, err = strconv.Atoi(strings.TrimSpace(v))
+			switch {
+			case f.Reserve() == 0:
+				errs = append(errs, fmt.Errorf("context %s=%q: the %s function reserves no concurrency (api.Routes)", key, v, f.Name))
+				continue
+			case err != nil || n < 1:
+				errs = append(errs, fmt.Errorf("context %s=%q: want a positive integer (reserved concurrent executions)", key, v))
+				continue
+			case !reserve:
+				errs = append(errs, fmt.Errorf("context %s=%q needs %s=true", key, v, CtxReserve))
+				continue
+			}
+		}
+		if reserve && n > 0 {
+			if props.ReservedConcurrency == nil {
+				props.ReservedConcurrency = map[string]int{}
+			}
+			props.ReservedConcurrency[f.Name] = n
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckAssets reports every function of routes (distinct Name) whose
 // <dir>/<name>/bootstrap is missing, so a synth before `make build` fails
 // with a hint, not a jsii trace.
-func CheckAssets(dir string) error {
-	fns, err := Functions(api.Routes)
+func CheckAssets(dir string, routes []api.Route) error {
+	fns, err := Functions(routes)
 	if err != nil {
 		return err
 	}
@@ -196,7 +285,7 @@ func NewApp(appProps *awscdk.AppProps) (app awscdk.App, stacks []awscdk.Stack, e
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := CheckAssets(props.AssetDir); err != nil {
+	if err := CheckAssets(props.AssetDir, props.Routes()); err != nil {
 		return nil, nil, err
 	}
 	const description = "Serverless distributed lock service (github.com/ft288/locks)"

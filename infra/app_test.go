@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
 	"github.com/ft288/locks/api"
 )
 
@@ -34,6 +37,41 @@ func TestPropsFromContext(t *testing.T) {
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir}, wantStack: DefaultStackName},
 		{name: "AssetDirAndStackName", ctx: map[string]any{"assetDir": "/tmp/x", "stackName": "LockService-dev"},
 			want: LockServiceStackProps{AssetDir: "/tmp/x"}, wantStack: "LockService-dev"},
+		{name: "Admins", ctx: map[string]any{"admins": "arn:aws:iam::111122223333:role/ops, arn:aws:iam::111122223333:user/alice"},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
+				Admins: []string{"arn:aws:iam::111122223333:role/ops", "arn:aws:iam::111122223333:user/alice"}},
+			wantStack: DefaultStackName},
+		{name: "AdminsAsJSONList", ctx: map[string]any{"admins": []any{"arn:aws:iam::111122223333:role/ops"}},
+			want:      LockServiceStackProps{AssetDir: DefaultAssetDir, Admins: []string{"arn:aws:iam::111122223333:role/ops"}},
+			wantStack: DefaultStackName},
+		{name: "AdminsEmptyIsOff", ctx: map[string]any{"admins": ""},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir}, wantStack: DefaultStackName},
+		{name: "AuthNoneWithoutAdmins", ctx: map[string]any{"auth": "none", "admins": " "},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AuthNone: true}, wantStack: DefaultStackName},
+		{name: "Reserve", ctx: map[string]any{"reserve": "true"},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
+				ReservedConcurrency: map[string]int{"acquire": 100, "renew": 20, "release": 10}},
+			wantStack: DefaultStackName},
+		{name: "ReserveOverridden", ctx: map[string]any{"reserve": true, "reserveAcquire": "40", "reserveRenew": float64(30)},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
+				ReservedConcurrency: map[string]int{"acquire": 40, "renew": 30, "release": 10}},
+			wantStack: DefaultStackName},
+		{name: "ReserveFalse", ctx: map[string]any{"reserve": "false"},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir}, wantStack: DefaultStackName},
+		{name: "ErrAdminsNotARN", ctx: map[string]any{"admins": "alice"}, wantErr: `"alice" is not an IAM or STS principal ARN`},
+		{name: "ErrAdminsRoleSessionWithoutSession", ctx: map[string]any{"admins": "arn:aws:sts::111122223333:assumed-role/ops"},
+			wantErr: "without a session"},
+		{name: "ErrAdminsWithAuthNone", ctx: map[string]any{"auth": "none", "admins": "arn:aws:iam::111122223333:role/ops"},
+			wantErr: "auth=none"},
+		{name: "ErrAdminsTooLong", ctx: map[string]any{"admins": strings.Repeat("arn:aws:iam::111122223333:role/an-operator-role-name-0,", 60) +
+			"arn:aws:iam::111122223333:role/last"}, wantErr: "environment"},
+		{name: "ErrReserveNotBool", ctx: map[string]any{"reserve": "yes"}, wantErr: "reserve"},
+		{name: "ErrReserveNotInteger", ctx: map[string]any{"reserve": "true", "reserveAcquire": "many"}, wantErr: "reserveAcquire"},
+		{name: "ErrReserveFraction", ctx: map[string]any{"reserve": "true", "reserveRenew": float64(2.5)}, wantErr: "reserveRenew"},
+		{name: "ErrReserveZero", ctx: map[string]any{"reserve": "true", "reserveRelease": "0"}, wantErr: "positive integer"},
+		{name: "ErrReserveNegative", ctx: map[string]any{"reserve": "true", "reserveAcquire": "-5"}, wantErr: "positive integer"},
+		{name: "ErrReserveWithoutFlag", ctx: map[string]any{"reserveAcquire": "50"}, wantErr: "needs reserve=true"},
+		{name: "ErrReserveOfStatus", ctx: map[string]any{"reserve": "true", "reserveStatus": "5"}, wantErr: "reserves no concurrency"},
 		{name: "ErrAuthUnknown", ctx: map[string]any{"auth": "cognito"}, wantErr: "auth"},
 		{name: "ErrDestroyNotBool", ctx: map[string]any{"destroy": "yes please"}, wantErr: "destroy"},
 		{name: "ErrThrottleRateNotNumber", ctx: map[string]any{"throttleRate": "fast"}, wantErr: "throttleRate"},
@@ -52,7 +90,7 @@ func TestPropsFromContext(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got error %v, want nil", err)
 			}
-			if *got != tt.want {
+			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("got props %+v, want %+v", *got, tt.want)
 			}
 			if stack != tt.wantStack {
@@ -90,7 +128,7 @@ func TestCheckAssets(t *testing.T) {
 				}
 				writeBootstrap(t, p)
 			}
-			err := CheckAssets(dir)
+			err := CheckAssets(dir, api.Routes)
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), filepath.Join(tt.skip, "bootstrap")) {
 					t.Fatalf("got error %v, want one naming %s/bootstrap", err, tt.skip)
@@ -178,11 +216,124 @@ func TestFunctionsGroupsRoutes(t *testing.T) {
 	if want := []string{"acquire", "status", "release", "renew", "admin"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("got functions %v, want %v", names, want)
 	}
-	_, err = Functions([]api.Route{
-		{Name: "a", Method: "GET", Path: "/x", Timeout: time.Second},
-		{Name: "a", Method: "POST", Path: "/x", Timeout: 2 * time.Second},
-	})
-	if err == nil || !strings.Contains(err.Error(), "timeouts") {
-		t.Errorf("rows of one function with two timeouts: got error %v, want one about timeouts", err)
+	for _, tt := range []struct {
+		name    string
+		second  api.Route // the second row of function a
+		wantErr string
+	}{
+		{name: "ErrTimeouts", second: api.Route{Name: "a", Method: "POST", Path: "/x", Timeout: 2 * time.Second}, wantErr: "timeouts"},
+		{name: "ErrReserves", second: api.Route{Name: "a", Method: "POST", Path: "/x", Timeout: time.Second, Reserve: 5},
+			wantErr: "reserved concurrency"},
+		{name: "ErrAdminAndNot", second: api.Route{Name: "a", Method: "POST", Path: "/x", Timeout: time.Second, Admin: true},
+			wantErr: "admin route"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Functions([]api.Route{{Name: "a", Method: "GET", Path: "/x", Timeout: time.Second}, tt.second})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("got error %v, want one about %s", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestDeployedRoutes: the admin rows are deployed only with
+// administrators, and never without IAM auth.
+func TestDeployedRoutes(t *testing.T) {
+	t.Parallel()
+	admins := []string{"arn:aws:iam::111122223333:role/ops"}
+	tests := []struct {
+		name      string
+		props     LockServiceStackProps
+		wantAdmin bool
+	}{
+		{name: "Default", props: LockServiceStackProps{}},
+		{name: "Admins", props: LockServiceStackProps{Admins: admins}, wantAdmin: true},
+		{name: "AuthNone", props: LockServiceStackProps{AuthNone: true}},
+		{name: "AuthNoneWithAdmins", props: LockServiceStackProps{AuthNone: true, Admins: admins}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var lock, admin int
+			for _, r := range tt.props.Routes() {
+				if r.Admin {
+					admin++
+				} else {
+					lock++
+				}
+			}
+			if lock != 4 || (admin == 2) != tt.wantAdmin || (admin != 0 && admin != 2) {
+				t.Errorf("got %d lock and %d admin routes, want 4 and %v", lock, admin, tt.wantAdmin)
+			}
+		})
+	}
+}
+
+// TestValidate: the props NewLockServiceStack refuses (it panics on them;
+// PropsFromContext reports them as errors).
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	ops := []string{"arn:aws:iam::111122223333:role/ops"}
+	tests := []struct {
+		name    string
+		props   LockServiceStackProps
+		wantErr string
+	}{
+		{name: "Defaults", props: LockServiceStackProps{}},
+		{name: "AdminsAndReserve", props: LockServiceStackProps{Admins: ops,
+			ReservedConcurrency: map[string]int{"acquire": 1, "renew": 2, "release": 3}}},
+		{name: "ErrAdminsWithAuthNone", props: LockServiceStackProps{AuthNone: true, Admins: ops}, wantErr: "auth=none"},
+		{name: "ErrAdminNotARN", props: LockServiceStackProps{Admins: []string{"ops"}}, wantErr: "not an IAM or STS"},
+		{name: "ErrAdminWithComma", props: LockServiceStackProps{Admins: []string{ops[0] + "," + ops[0]}}, wantErr: "no commas"},
+		{name: "ErrReserveUnknownFunction", props: LockServiceStackProps{ReservedConcurrency: map[string]int{"acquirer": 5}},
+			wantErr: `"acquirer"`},
+		{name: "ErrReserveAbsentAdmin", props: LockServiceStackProps{ReservedConcurrency: map[string]int{"admin": 5}},
+			wantErr: "no such function"},
+		{name: "ErrReserveZero", props: LockServiceStackProps{ReservedConcurrency: map[string]int{"renew": 0}},
+			wantErr: "positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.props.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("got error %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got error %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestNewAppRejects: bad capacity and administrator flags fail the synth
+// with the flag's name, before any stack is built.
+func TestNewAppRejects(t *testing.T) {
+	dir := t.TempDir()
+	for _, r := range api.Routes {
+		writeBootstrap(t, filepath.Join(dir, r.Name, "bootstrap"))
+	}
+	tests := []struct {
+		name    string
+		ctx     map[string]any
+		wantErr string
+	}{
+		{name: "ReserveNotInteger", ctx: map[string]any{"reserve": "true", "reserveRenew": "lots"}, wantErr: "reserveRenew"},
+		{name: "ReserveOverrideAlone", ctx: map[string]any{"reserveRelease": "5"}, wantErr: "needs reserve=true"},
+		{name: "AdminsWithAuthNone", ctx: map[string]any{"auth": "none", "admins": "arn:aws:iam::111122223333:role/ops"},
+			wantErr: "auth=none"},
+		{name: "AdminsNotARNs", ctx: map[string]any{"admins": "ops,alice"}, wantErr: "admins"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.ctx["assetDir"] = dir
+			out := filepath.Join(dir, "out-"+tt.name)
+			_, stacks, err := NewApp(&awscdk.AppProps{Outdir: jsii.String(out), Context: &tt.ctx})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || stacks != nil {
+				t.Fatalf("got %d stacks, error %v; want an error mentioning %q", len(stacks), err, tt.wantErr)
+			}
+		})
 	}
 }

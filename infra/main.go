@@ -1,9 +1,11 @@
 // Command infra is the AWS CDK app of the lock service. `cdk synth` (see
 // cdk.json at the repository root) runs it from the repository root; it
 // expects `make build` to have left build/lambda/<name>/bootstrap for every
-// function (distinct api.Routes Name). Context flags: auth=none,
-// destroy=true, throttleRate, throttleBurst, assetDir, stackName, and
-// regions (with witness) for a multi-Region deployment (see app.go).
+// function (distinct api.Routes Name) it deploys. Context flags: auth=none,
+// admins (the administrators' ARNs; none: no admin API), reserve=true (with
+// reserveAcquire, reserveRenew, reserveRelease), destroy=true,
+// throttleRate, throttleBurst, assetDir, stackName, and regions (with
+// witness) for a multi-Region deployment (see app.go).
 package main
 
 import (

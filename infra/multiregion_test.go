@@ -117,19 +117,19 @@ func TestMultiRegion(t *testing.T) {
 						s.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(0))
 						s.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::GlobalTable"), jsii.Number(0))
 					})
-					match(t, "an API, 5 functions, a route per row", func() {
+					match(t, "an API, 4 functions, a route per lock row (no admin API)", func() {
 						s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Api"), jsii.Number(1))
-						s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5))
-						s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(api.Routes))))
+						s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(4))
+						s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(s.routes))))
 						s.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 					})
-					for _, r := range api.Routes {
+					for _, r := range s.routes {
 						if got := s.props(t, s.routeResource(t, r))["AuthorizationType"]; got != "AWS_IAM" {
 							t.Errorf("route %q: got AuthorizationType %v, want AWS_IAM", r.Key(), got)
 						}
 					}
 					fns := s.functions(t)
-					for _, name := range wantFunctions {
+					for _, name := range s.fnNames {
 						env, _ := s.props(t, fns[name])["Environment"].(map[string]any)
 						vars, _ := env["Variables"].(map[string]any)
 						checkEnv(t, name, vars, tableName, s.name)

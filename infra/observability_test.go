@@ -100,19 +100,26 @@ func checkSumAlarm(t *testing.T, s *synthesized, id string, stats []map[string]a
 	}
 }
 
+// TestAlarms checks the alarms of a stack without the admin API (the
+// default) and with it: only the functions the stack has are alarmed on.
 func TestAlarms(t *testing.T) {
-	s := synth(t, prod)
+	for _, variant := range []string{prod, admin} {
+		t.Run(variant, func(t *testing.T) { checkAlarms(t, synth(t, variant)) })
+	}
+}
+
+func checkAlarms(t *testing.T, s *synthesized) {
 	match(t, "alarm count", func() {
 		// Errors and Throttles per function, API 5xx, DynamoDB throttles
 		// and system errors, unavailable, internal, p99 latency of the
 		// one-store-call routes, lease loss.
 		s.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"),
-			jsii.Number(float64(2*len(wantFunctions)+3+2+len(wantLatencyAlarms)+1)))
+			jsii.Number(float64(2*len(s.fnNames)+3+2+len(wantLatencyAlarms)+1)))
 	})
 	table := s.only(t, "AWS::DynamoDB::Table")
 	httpAPI := s.only(t, "AWS::ApiGatewayV2::Api")
 	fns := s.functions(t)
-	for _, name := range wantFunctions {
+	for _, name := range s.fnNames {
 		for _, metric := range []string{"Errors", "Throttles"} {
 			match(t, name+" "+metric+" alarm", func() {
 				s.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
@@ -154,7 +161,7 @@ func TestAlarms(t *testing.T) {
 	t.Run("Unavailable", func(t *testing.T) {
 		// A 503 of any function in each of 5 minutes in a row.
 		var stats []map[string]any
-		for _, name := range wantFunctions {
+		for _, name := range s.fnNames {
 			stats = append(stats, serviceStat(ns, "Requests", name, "unavailable", "Sum", 60))
 		}
 		checkSumAlarm(t, s, "UnavailableAlarm", stats, 1, 5, 5)
@@ -162,7 +169,7 @@ func TestAlarms(t *testing.T) {
 	t.Run("Internal", func(t *testing.T) {
 		// Any 500 of any function in a minute.
 		var stats []map[string]any
-		for _, name := range wantFunctions {
+		for _, name := range s.fnNames {
 			stats = append(stats, serviceStat(ns, "Requests", name, "internal", "Sum", 60))
 		}
 		checkSumAlarm(t, s, "InternalErrorsAlarm", stats, 1, 1, 1)
@@ -204,6 +211,13 @@ func TestAlarms(t *testing.T) {
 	for _, name := range []string{"acquire", "admin"} {
 		if ids := s.alarmsByPrefix(constructID(name) + "LatencyAlarm"); len(ids) != 0 {
 			t.Errorf("%s has latency alarms %v, want none (it may wait or scan on purpose)", name, ids)
+		}
+	}
+	if !slices.Contains(s.fnNames, "admin") {
+		// No alarm names the absent admin function or its metrics.
+		raw, _ := json.Marshal(s.res)
+		if ids := s.alarmsByPrefix("Admin"); len(ids) != 0 || strings.Contains(string(raw), `"Value":"admin"`) {
+			t.Errorf("a stack without the admin API alarms on it: alarms %v", ids)
 		}
 	}
 }
@@ -313,8 +327,15 @@ func has(l []series, namespace, metric, stat string, dims ...string) bool {
 	})
 }
 
+// TestDashboard checks the dashboard of a stack without the admin API (the
+// default) and with it: it graphs exactly the functions the stack has.
 func TestDashboard(t *testing.T) {
-	s := synth(t, prod)
+	for _, variant := range []string{prod, admin} {
+		t.Run(variant, func(t *testing.T) { checkDashboard(t, synth(t, variant)) })
+	}
+}
+
+func checkDashboard(t *testing.T, s *synthesized) {
 	d := s.dashboardOf(t)
 	g := d.graphs()
 	ns := DefaultStackName
@@ -323,7 +344,7 @@ func TestDashboard(t *testing.T) {
 	table := s.only(t, "AWS::DynamoDB::Table")
 
 	t.Run("RequestsByOutcome", func(t *testing.T) {
-		for _, name := range wantFunctions {
+		for _, name := range s.fnNames {
 			l := g["Requests by outcome: "+name]
 			want := fmt.Sprintf(`SEARCH('{"%s",Route,Outcome} MetricName="Requests" Route="%s"', 'Sum', 60)`, ns, name)
 			if len(l) != 1 || l[0].expr != want {
@@ -334,11 +355,25 @@ func TestDashboard(t *testing.T) {
 	t.Run("Latency", func(t *testing.T) {
 		for _, stat := range []string{"p50", "p99"} {
 			l := g["Latency "+stat+" by route (ms)"]
-			for _, name := range wantFunctions {
+			for _, name := range s.fnNames {
 				if !has(l, ns, "Latency", stat, "Route="+name) {
 					t.Errorf("no %s Latency of %s in %+v", stat, name, l)
 				}
 			}
+		}
+	})
+	t.Run("OnlyItsFunctions", func(t *testing.T) {
+		// No graph for a function the stack does not have (admin, without
+		// administrators).
+		n := 0
+		for title := range g {
+			if strings.HasPrefix(title, "Requests by outcome: ") {
+				n++
+			}
+		}
+		if n != len(s.fnNames) || len(g["Lambda errors"]) != len(s.fnNames) {
+			t.Errorf("got %d outcome graphs and %d Lambda error series, want one per function %v",
+				n, len(g["Lambda errors"]), s.fnNames)
 		}
 	})
 	t.Run("WaitTime", func(t *testing.T) {
@@ -364,7 +399,7 @@ func TestDashboard(t *testing.T) {
 			"Lambda duration p99 (ms)":           {"Duration", "p99"},
 			"Lambda concurrent executions (max)": {"ConcurrentExecutions", "Maximum"},
 		} {
-			for _, name := range wantFunctions {
+			for _, name := range s.fnNames {
 				if !has(g[title], "AWS/Lambda", want[0], want[1], "FunctionName=REF("+fns[name]+")") {
 					t.Errorf("%s: no %s of %s in %+v", title, want[0], name, g[title])
 				}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,7 +78,8 @@ var FunctionEnvironment = map[string]map[string]string{
 
 // Function is one Lambda function of the service: its Name (the folder
 // functions/<Name> and build/lambda/<Name>) and the api.Routes rows it
-// serves, which share its timeout.
+// serves, which share its timeout, its reserved concurrency and whether
+// they are admin routes.
 type Function struct {
 	Name   string
 	Routes []api.Route
@@ -85,9 +88,17 @@ type Function struct {
 // Timeout is the function's timeout, the one of each of its rows.
 func (f Function) Timeout() time.Duration { return f.Routes[0].Timeout }
 
+// Reserve is the function's reserved concurrency under -c reserve=true
+// (api.Route.Reserve of each of its rows; 0: none).
+func (f Function) Reserve() int { return f.Routes[0].Reserve }
+
+// Admin reports whether the function serves the admin routes.
+func (f Function) Admin() bool { return f.Routes[0].Admin }
+
 // Functions groups routes by Name, in the order each Name first appears:
 // one Lambda function per distinct Name, serving every row of that Name.
-// Rows of one function must agree on the timeout.
+// Rows of one function must agree on the timeout, the reserved concurrency
+// and Admin.
 func Functions(routes []api.Route) ([]Function, error) {
 	var fns []Function
 	index := map[string]int{}
@@ -101,6 +112,14 @@ func Functions(routes []api.Route) ([]Function, error) {
 		if r.Timeout != fns[i].Timeout() {
 			return nil, fmt.Errorf("routes %q and %q of function %q: timeouts %s and %s differ",
 				fns[i].Routes[0].Key(), r.Key(), r.Name, fns[i].Timeout(), r.Timeout)
+		}
+		if r.Reserve != fns[i].Reserve() {
+			return nil, fmt.Errorf("routes %q and %q of function %q: reserved concurrency %d and %d differ",
+				fns[i].Routes[0].Key(), r.Key(), r.Name, fns[i].Reserve(), r.Reserve)
+		}
+		if r.Admin != fns[i].Admin() {
+			return nil, fmt.Errorf("routes %q and %q of function %q: one is an admin route, the other not",
+				fns[i].Routes[0].Key(), r.Key(), r.Name)
 		}
 		fns[i].Routes = append(fns[i].Routes, r)
 	}
@@ -118,16 +137,26 @@ func (f Function) keys() string {
 }
 
 // LockServiceStackProps configures NewLockServiceStack. Zero values mean the
-// production defaults: IAM auth on every route, a table of the stack,
-// retained table and logs, the Default* throttling and assets from
-// DefaultAssetDir.
+// production defaults: IAM auth on every route, no admin API, no reserved
+// concurrency, a table of the stack, retained table and logs, the Default*
+// throttling and assets from DefaultAssetDir.
 type LockServiceStackProps struct {
 	awscdk.StackProps
 	// AssetDir holds <name>/bootstrap (linux/arm64) for each function.
 	AssetDir string
 	// AuthNone drops the IAM authorizer from every route (dev stacks only:
-	// anyone who knows the URL can then take and release locks).
+	// anyone who knows the URL can then take and release locks). Such a
+	// stack has no admin routes: Admins must be empty.
 	AuthNone bool
+	// Admins lists the IAM principal ARNs allowed to call the admin routes
+	// (api.ParseAdminPrincipals), handed to the admin function as
+	// ADMIN_PRINCIPALS. Empty: the admin API is off (no admin function, no
+	// admin routes, no AdminInvokeArns output).
+	Admins []string
+	// ReservedConcurrency is the reserved concurrency of functions, by
+	// Name (-c reserve=true fills it from api.Routes' Reserve); a function
+	// absent from it reserves none. Each value must be positive.
+	ReservedConcurrency map[string]int
 	// ThrottleRate is the default stage's steady-state requests per second.
 	ThrottleRate float64
 	// ThrottleBurst is the default stage's burst capacity.
@@ -139,6 +168,61 @@ type LockServiceStackProps struct {
 	// (a replica of the global table that a GlobalTableStack creates) for
 	// the functions to use; the stack then creates no table of its own.
 	TableName string
+}
+
+// MaxAdminPrincipalsBytes bounds ADMIN_PRINCIPALS: Lambda allows 4 KB of
+// environment per function, shared with the other variables.
+const MaxAdminPrincipalsBytes = 3000
+
+// Routes returns the api.Routes rows the stack deploys: every row, but the
+// admin rows only with Admins (and never with AuthNone, whose callers carry
+// no identity to check).
+func (p LockServiceStackProps) Routes() []api.Route {
+	var out []api.Route
+	for _, r := range api.Routes {
+		if r.Admin && (len(p.Admins) == 0 || p.AuthNone) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Validate reports the combinations the stack cannot build: administrators
+// on a stack without IAM auth, a malformed or too long administrator list,
+// and reserved concurrency that is not positive or names no function of
+// the stack.
+func (p LockServiceStackProps) Validate() error {
+	var errs []error
+	if p.AuthNone && len(p.Admins) > 0 {
+		errs = append(errs, errors.New("administrators with auth=none: a stack without IAM auth has no admin routes "+
+			"(its callers carry no identity to check); deploy with IAM auth or without admins"))
+	}
+	if len(p.Admins) > 0 {
+		joined := strings.Join(p.Admins, ",")
+		if got, err := api.ParseAdminPrincipals(joined); err != nil {
+			errs = append(errs, fmt.Errorf("administrators: %w", err))
+		} else if len(got) != len(p.Admins) {
+			errs = append(errs, fmt.Errorf("administrators %q: one ARN per entry, no commas", p.Admins))
+		}
+		if len(joined) > MaxAdminPrincipalsBytes {
+			errs = append(errs, fmt.Errorf("administrators: %d bytes of ARNs, more than %d fit in the admin function's "+
+				"environment: list roles rather than their users or sessions", len(joined), MaxAdminPrincipalsBytes))
+		}
+	}
+	fns, err := Functions(p.Routes())
+	if err != nil {
+		return err
+	}
+	for name, n := range p.ReservedConcurrency {
+		if !slices.ContainsFunc(fns, func(f Function) bool { return f.Name == name }) {
+			errs = append(errs, fmt.Errorf("reserved concurrency for %q: the stack has no such function", name))
+		}
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("reserved concurrency for %q: got %d, want a positive integer", name, n))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // withDefaults returns a copy of p with zero fields set to their defaults.
@@ -157,18 +241,24 @@ func (p LockServiceStackProps) withDefaults() LockServiceStackProps {
 
 // NewLockServiceStack creates the lock service: one on-demand DynamoDB table
 // (or, with props.TableName, the replica of a global table in the stack's
-// Region), one Lambda function per distinct api.Routes Name with a role
-// that may call only the DynamoDB actions in DynamoDBActions, an HTTP API
-// with one route per api.Routes row and an IAM authorizer on every route, a
-// throttled default stage with JSON access logs, a CloudWatch dashboard and
-// alarms. A nil props means all defaults.
+// Region), one Lambda function per distinct Name of the deployed api.Routes
+// rows (props.Routes: the admin ones only with administrators) with a role
+// that may call only the DynamoDB actions in DynamoDBActions and the
+// reserved concurrency of props, an HTTP API with one route per row and an
+// IAM authorizer on every route, a default stage with a default throttle,
+// each route's own throttle (api.Route.Throttle) and JSON access logs, a
+// CloudWatch dashboard and alarms. A nil props means all defaults; props
+// that fail Validate panic.
 func NewLockServiceStack(scope constructs.Construct, id string, props *LockServiceStackProps) awscdk.Stack {
 	var p LockServiceStackProps
 	if props != nil {
 		p = *props
 	}
 	p = p.withDefaults()
-	fns, err := Functions(api.Routes)
+	if err := p.Validate(); err != nil {
+		panic("infra: " + err.Error())
+	}
+	fns, err := Functions(p.Routes())
 	if err != nil {
 		panic("infra: " + err.Error())
 	}
@@ -218,12 +308,13 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 	}
 
 	obs := newObservability(stack, *stack.StackName())
+	var routes []constructs.IDependable
 	for _, f := range fns {
 		actions, ok := DynamoDBActions[f.Name]
 		if !ok {
 			panic(fmt.Sprintf("infra: function %q has no entry in DynamoDBActions", f.Name))
 		}
-		fn := newLockFunction(stack, f, table, actions, removal, p.AssetDir)
+		fn := newLockFunction(stack, f, table, actions, removal, p)
 		for _, route := range f.Routes {
 			// A function that serves one row names its route after itself
 			// (AcquireRoute); rows that share one are told apart by their
@@ -232,7 +323,7 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 			if len(f.Routes) > 1 {
 				rid = constructID(route.OperationID())
 			}
-			awsapigatewayv2.NewHttpRoute(stack, jsii.String(rid+"Route"), &awsapigatewayv2.HttpRouteProps{
+			r := awsapigatewayv2.NewHttpRoute(stack, jsii.String(rid+"Route"), &awsapigatewayv2.HttpRouteProps{
 				HttpApi:  httpAPI,
 				RouteKey: awsapigatewayv2.HttpRouteKey_With(jsii.String(route.Path), awsapigatewayv2.HttpMethod(route.Method)),
 				Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(
@@ -242,11 +333,12 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 					}),
 				Authorizer: authorizer,
 			})
+			routes = append(routes, r)
 		}
 		obs.addFunction(f, fn)
 	}
 
-	stage := newDefaultStage(stack, httpAPI, p, removal)
+	stage := newDefaultStage(stack, httpAPI, p, removal, routes)
 	obs.addAPIAndTable(httpAPI, table)
 	obs.addServiceAlarms(fns)
 	obs.newDashboard(fns, httpAPI, table)
@@ -267,17 +359,19 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 		Description: jsii.String("DynamoDB table that holds the locks"),
 		Value:       table.TableName(),
 	})
-	lockARNs, adminARNs := InvokeARNs(api.Routes, func(method, path string) string {
+	lockARNs, adminARNs := InvokeARNs(p.Routes(), func(method, path string) string {
 		return *httpAPI.ArnForExecuteApi(jsii.String(method), jsii.String(path), jsii.String("*"))
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("LockUserInvokeArns"), &awscdk.CfnOutputProps{
 		Description: jsii.String("Resources of execute-api:Invoke for lock users: the lock routes, none of /admin"),
 		Value:       awscdk.Fn_Join(jsii.String(","), jsii.Strings(lockARNs...)),
 	})
-	awscdk.NewCfnOutput(stack, jsii.String("AdminInvokeArns"), &awscdk.CfnOutputProps{
-		Description: jsii.String("Resources of execute-api:Invoke for administrators: the /admin routes (list, force release)"),
-		Value:       awscdk.Fn_Join(jsii.String(","), jsii.Strings(adminARNs...)),
-	})
+	if len(adminARNs) > 0 { // the admin API is on
+		awscdk.NewCfnOutput(stack, jsii.String("AdminInvokeArns"), &awscdk.CfnOutputProps{
+			Description: jsii.String("Resources of execute-api:Invoke for administrators: the /admin routes (list, force release)"),
+			Value:       awscdk.Fn_Join(jsii.String(","), jsii.Strings(adminARNs...)),
+		})
+	}
 	return stack
 }
 
@@ -310,10 +404,12 @@ func InvokeARNs(routes []api.Route, arn func(method, path string) string) (lock,
 	return lock, admin
 }
 
-// newLockFunction creates function f, with its own log group and a role
-// that can write only to that log group and call only actions on table.
+// newLockFunction creates function f, with its own log group, a role that
+// can write only to that log group and call only actions on table, p's
+// reserved concurrency for it and, for the admin function, p's
+// administrators.
 func newLockFunction(stack awscdk.Stack, f Function, table awsdynamodb.ITable, actions []string,
-	removal awscdk.RemovalPolicy, assetDir string) awslambda.Function {
+	removal awscdk.RemovalPolicy, p LockServiceStackProps) awslambda.Function {
 	id := constructID(f.Name)
 
 	logGroup := awslogs.NewLogGroup(stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
@@ -357,6 +453,17 @@ func newLockFunction(stack awscdk.Stack, f Function, table awsdynamodb.ITable, a
 	for k, v := range FunctionEnvironment[f.Name] {
 		env[k] = jsii.String(v)
 	}
+	if f.Admin() {
+		// The admin handler refuses every caller not listed here.
+		env[api.AdminPrincipalsEnv] = jsii.String(strings.Join(p.Admins, ","))
+	}
+	// Reserved concurrency: a floor for renew and release that waiting
+	// acquires cannot take, a cap (and a floor) for acquire; none by
+	// default (see api/capacity.go).
+	var reserved *float64
+	if n := p.ReservedConcurrency[f.Name]; n > 0 {
+		reserved = jsii.Number(float64(n))
+	}
 	// The route table's timeout: 5 s for one store call, more for an
 	// acquire that may wait or a listing (below API Gateway's 30 s).
 	timeout := awscdk.Duration_Seconds(jsii.Number(f.Timeout().Seconds()))
@@ -365,7 +472,7 @@ func newLockFunction(stack awscdk.Stack, f Function, table awsdynamodb.ITable, a
 		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:  awslambda.Architecture_ARM_64(),
 		Handler:       jsii.String("bootstrap"),
-		Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(assetDir, f.Name)), nil),
+		Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(p.AssetDir, f.Name)), nil),
 		MemorySize:    jsii.Number(128),
 		Timeout:       timeout,
 		LoggingFormat: awslambda.LoggingFormat_JSON,
@@ -373,6 +480,8 @@ func newLockFunction(stack awscdk.Stack, f Function, table awsdynamodb.ITable, a
 		Tracing:       awslambda.Tracing_ACTIVE,
 		Role:          role,
 		Environment:   &env,
+
+		ReservedConcurrentExecutions: reserved,
 	})
 
 	// Tracing ACTIVE adds xray:PutTraceSegments and xray:PutTelemetryRecords
@@ -410,10 +519,12 @@ func accessLogFormat() string {
 	return string(b)
 }
 
-// newDefaultStage creates the $default stage with throttling and JSON access
-// logs to a log group of its own.
+// newDefaultStage creates the $default stage with a default throttle, the
+// throttle of each of p's routes, and JSON access logs to a log group of its
+// own. The stage depends on routes: API Gateway refuses route settings for
+// a route key it does not have yet.
 func newDefaultStage(stack awscdk.Stack, httpAPI awsapigatewayv2.HttpApi, p LockServiceStackProps,
-	removal awscdk.RemovalPolicy) awsapigatewayv2.HttpStage {
+	removal awscdk.RemovalPolicy, routes []constructs.IDependable) awsapigatewayv2.HttpStage {
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
 		RemovalPolicy: removal,
@@ -434,6 +545,19 @@ func newDefaultStage(stack awscdk.Stack, httpAPI awsapigatewayv2.HttpApi, p Lock
 		DestinationArn: accessLogs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat()),
 	})
+	// Each route's own throttle (see api/capacity.go): acquire admits fewer
+	// requests than renew and release, so waiters cannot crowd out holders.
+	// RouteSettings is a JSON map by route key; a route's settings replace
+	// the stage default for that route.
+	settings := map[string]any{}
+	for _, r := range p.Routes() {
+		settings[r.Key()] = map[string]any{
+			"ThrottlingRateLimit":  r.Throttle.Rate,
+			"ThrottlingBurstLimit": r.Throttle.Burst,
+		}
+	}
+	cfnStage.SetRouteSettings(settings)
+	stage.Node().AddDependency(routes...)
 	return stage
 }
 

@@ -23,7 +23,23 @@ import (
 
 // wantFunctions are the Lambda functions of the service, one per distinct
 // api.Routes Name; written out so that a function more or less fails a test.
+// A stack without administrators has all but admin.
 var wantFunctions = []string{"acquire", "status", "release", "renew", "admin"}
+
+// wantThrottle is each route's throttle on the default stage, written out:
+// acquire admits fewer requests than renew and release (api/capacity.go).
+var wantThrottle = map[string]api.Throttle{
+	"POST /locks/{resource}":         {Rate: 20, Burst: 100},
+	"GET /locks/{resource}":          {Rate: 100, Burst: 200},
+	"DELETE /locks/{resource}":       {Rate: 200, Burst: 400},
+	"POST /locks/{resource}/renew":   {Rate: 200, Burst: 400},
+	"GET /admin/locks":               {Rate: 5, Burst: 10},
+	"DELETE /admin/locks/{resource}": {Rate: 5, Burst: 10},
+}
+
+// testAdmins is the admins context flag of the admin variant: a role (all
+// its sessions) and a user.
+const testAdmins = "arn:aws:iam::111122223333:role/ops,arn:aws:iam::111122223333:user/alice"
 
 // wantDynamoDBActions is what each handler calls; written out here rather
 // than read from DynamoDBActions so that widening a grant fails a test.
@@ -42,10 +58,12 @@ var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "statu
 
 // Variants of the app that the tests synthesize, once per test binary.
 const (
-	prod   = "prod"   // no context flags: IAM auth, retained data, default throttling
+	prod   = "prod"   // no context flags: IAM auth, retained data, default throttling, no admin API, nothing reserved
 	dev    = "dev"    // auth=none destroy=true throttleRate=7 throttleBurst=9
 	multi2 = "multi2" // regions=us-east-1,us-east-2 witness=us-west-2
 	multi3 = "multi3" // regions=eu-west-1,eu-west-2,eu-west-3 destroy=true
+	admin  = "admin"  // admins=testAdmins reserve=true
+	tuned  = "tuned"  // reserve=true reserveAcquire=50 reserveRenew=30 reserveRelease=15
 )
 
 // devStackName is the stackName context flag of the dev variant.
@@ -53,13 +71,17 @@ const devStackName = "LockServiceDev"
 
 // synthesized is one synthesized stack.
 type synthesized struct {
-	name   string
-	stack  awscdk.Stack
-	tmpl   assertions.Template
-	res    map[string]map[string]any // Resources by logical ID
-	out    map[string]any            // Outputs
-	outdir string
-	assets string
+	name string
+	// routes are the api.Routes rows the stack should deploy (the admin
+	// ones only in the admin variant), fnNames their functions.
+	routes  []api.Route
+	fnNames []string
+	stack   awscdk.Stack
+	tmpl    assertions.Template
+	res     map[string]map[string]any // Resources by logical ID
+	out     map[string]any            // Outputs
+	outdir  string
+	assets  string
 }
 
 var (
@@ -130,9 +152,22 @@ func synthAll() (apps map[string][]*synthesized, err error) {
 			"throttleRate": "7", "throttleBurst": "9", "stackName": devStackName},
 		multi2: {"assetDir": assets, "regions": "us-east-1,us-east-2", "witness": "us-west-2"},
 		multi3: {"assetDir": assets, "regions": "eu-west-1, eu-west-2, eu-west-3", "destroy": "true"},
+		admin:  {"assetDir": assets, "admins": testAdmins, "reserve": "true"},
+		tuned:  {"assetDir": assets, "reserve": "true", "reserveAcquire": "50", "reserveRenew": "30", "reserveRelease": "15"},
 	}
 	apps = map[string][]*synthesized{}
 	for variant, ctx := range contexts {
+		var routes []api.Route
+		var fnNames []string
+		for _, r := range api.Routes {
+			if r.Admin && variant != admin {
+				continue
+			}
+			routes = append(routes, r)
+			if !slices.Contains(fnNames, r.Name) {
+				fnNames = append(fnNames, r.Name)
+			}
+		}
 		outdir := filepath.Join(synthRoot, variant)
 		app, stacks, err := NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir), Context: &ctx})
 		if err != nil {
@@ -152,8 +187,8 @@ func synthAll() (apps map[string][]*synthesized, err error) {
 			if err := json.Unmarshal(raw, &doc); err != nil {
 				return nil, err
 			}
-			apps[variant] = append(apps[variant], &synthesized{name: *stack.StackName(), stack: stack, tmpl: tmpl,
-				res: doc.Resources, out: doc.Outputs, outdir: outdir, assets: assets})
+			apps[variant] = append(apps[variant], &synthesized{name: *stack.StackName(), routes: routes, fnNames: fnNames,
+				stack: stack, tmpl: tmpl, res: doc.Resources, out: doc.Outputs, outdir: outdir, assets: assets})
 		}
 	}
 	return apps, nil
@@ -326,13 +361,13 @@ func TestTable(t *testing.T) {
 	}
 }
 
-// functions follows every api.Routes row to the function that serves it and
-// returns each function's logical ID by name; rows of one name must reach
-// one function.
+// functions follows every row the stack deploys to the function that serves
+// it and returns each function's logical ID by name; rows of one name must
+// reach one function.
 func (s *synthesized) functions(tb testing.TB) map[string]string {
 	tb.Helper()
 	fns := map[string]string{}
-	for _, r := range api.Routes {
+	for _, r := range s.routes {
 		fn := s.functionOf(tb, r)
 		if prev, ok := fns[r.Name]; ok && prev != fn {
 			tb.Errorf("rows of %s are served by %s and %s, want one function", r.Name, prev, fn)
@@ -357,6 +392,9 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	if name == "acquire" {
 		wantVars["MAX_WAIT_SECONDS"] = "20"
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
+	}
+	if name == "admin" {
+		wantVars["ADMIN_PRINCIPALS"] = testAdmins
 	}
 	if len(vars) != len(wantVars) {
 		tb.Errorf("env: got %v, want exactly %v", vars, wantVars)
@@ -389,28 +427,46 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	if name == "acquire" && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
 		tb.Errorf("handler's MaxLockDelaySeconds: got %d, want %d", cfg.MaxLockDelaySeconds, MaxLockDelaySeconds)
 	}
+	// The admin handler reads the administrators the stack was given.
+	if want, _ := api.ParseAdminPrincipals(fmt.Sprint(wantVars["ADMIN_PRINCIPALS"])); name == "admin" && !slices.Equal(cfg.Admins, want) {
+		tb.Errorf("handler's administrators: got %q, want %q", cfg.Admins, want)
+	}
 }
 
 func TestFunctions(t *testing.T) {
-	s := synth(t, prod)
+	for _, r := range api.Routes {
+		if r.Timeout != time.Duration(wantTimeout[r.Name])*time.Second {
+			t.Errorf("api.Routes timeout of %s: got %s, want %ds", r.Key(), r.Timeout, wantTimeout[r.Name])
+		}
+	}
+	tests := []struct {
+		variant string
+		want    []string
+	}{
+		{variant: prod, want: wantFunctions[:4]}, // no admin API by default
+		{variant: admin, want: wantFunctions},
+	}
+	for _, tt := range tests {
+		t.Run(tt.variant, func(t *testing.T) {
+			checkFunctions(t, synth(t, tt.variant), tt.want)
+		})
+	}
+}
+
+func checkFunctions(t *testing.T, s *synthesized, want []string) {
 	table := s.only(t, "AWS::DynamoDB::Table")
-	match(t, "exactly 5 functions, one per distinct route name", func() {
-		s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5))
+	match(t, "one function per distinct route name", func() {
+		s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(float64(len(want))))
 	})
 	fns := s.functions(t)
 	var names []string
 	for name := range fns {
 		names = append(names, name)
 	}
-	if !slices.Equal(sorted(names), sorted(wantFunctions)) {
-		t.Errorf("functions reached by api.Routes: got %v, want %v", sorted(names), sorted(wantFunctions))
+	if !slices.Equal(sorted(names), sorted(want)) {
+		t.Errorf("functions reached by the routes: got %v, want %v", sorted(names), sorted(want))
 	}
-	for _, r := range api.Routes {
-		if r.Timeout != time.Duration(wantTimeout[r.Name])*time.Second {
-			t.Errorf("api.Routes timeout of %s: got %s, want %ds", r.Key(), r.Timeout, wantTimeout[r.Name])
-		}
-	}
-	for _, name := range wantFunctions {
+	for _, name := range want {
 		t.Run(name, func(t *testing.T) {
 			fn, ok := fns[name]
 			if !ok {
@@ -470,19 +526,16 @@ func TestRoutes(t *testing.T) {
 	}{
 		{variant: prod, wantAuth: "AWS_IAM"},
 		{variant: dev, wantAuth: ""}, // NONE or absent
+		{variant: admin, wantAuth: "AWS_IAM"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.variant, func(t *testing.T) {
 			s := synth(t, tt.variant)
-			match(t, "one route per api.Routes row", func() {
-				s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(api.Routes))))
+			match(t, "one route per deployed row", func() {
+				s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(s.routes))))
 			})
-			admin := 0
-			for _, r := range api.Routes {
+			for _, r := range s.routes {
 				p := s.props(t, s.routeResource(t, r))
-				if r.Admin {
-					admin++
-				}
 				got, _ := p["AuthorizationType"].(string)
 				if tt.wantAuth == "" {
 					if got != "" && got != "NONE" {
@@ -494,30 +547,98 @@ func TestRoutes(t *testing.T) {
 					t.Errorf("route %q: got AuthorizationType %q, want %q", r.Key(), got, tt.wantAuth)
 				}
 			}
-			if admin != 2 {
-				t.Errorf("got %d admin rows in api.Routes, want 2 (list, force release)", admin)
-			}
 		})
 	}
 }
 
-// TestAdminRoutes checks that the two admin routes exist, are IAM-authorized
-// and reach the admin function, the only one that serves two routes.
+// adminKeys are the admin routes' keys, written out.
+var adminKeys = []string{"GET /admin/locks", "DELETE /admin/locks/{resource}"}
+
+// TestAdminRoutes checks that the admin API exists only with
+// administrators: then its two routes are IAM-authorized and reach the
+// admin function, the only one that serves two routes, whose environment
+// lists the administrators; without them (the default, and auth=none) there
+// is no admin route, no function that may Scan or reads ADMIN_PRINCIPALS,
+// and no AdminInvokeArns output.
 func TestAdminRoutes(t *testing.T) {
-	s := synth(t, prod)
-	for _, key := range []string{"GET /admin/locks", "DELETE /admin/locks/{resource}"} {
-		match(t, key, func() {
-			s.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
-				"RouteKey":          key,
-				"AuthorizationType": "AWS_IAM",
+	n := 0
+	for _, r := range api.Routes {
+		if r.Admin {
+			n++
+			if !slices.Contains(adminKeys, r.Key()) {
+				t.Errorf("admin row %q is not one of %v", r.Key(), adminKeys)
+			}
+		}
+	}
+	if n != len(adminKeys) {
+		t.Errorf("got %d admin rows in api.Routes, want %d (list, force release)", n, len(adminKeys))
+	}
+	tests := []struct {
+		variant   string
+		wantAdmin bool
+	}{
+		{variant: prod},
+		{variant: dev},
+		{variant: tuned},
+		{variant: admin, wantAdmin: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.variant, func(t *testing.T) {
+			s := synth(t, tt.variant)
+			var keys []string
+			for _, id := range s.ofType("AWS::ApiGatewayV2::Route") {
+				keys = append(keys, s.props(t, id)["RouteKey"].(string))
+			}
+			for _, key := range adminKeys {
+				if got := slices.Contains(keys, key); got != tt.wantAdmin {
+					t.Errorf("route %s deployed: got %v, want %v (routes %v)", key, got, tt.wantAdmin, keys)
+				}
+			}
+			if _, got := s.out["AdminInvokeArns"]; got != tt.wantAdmin {
+				t.Errorf("AdminInvokeArns output: got %v, want %v", got, tt.wantAdmin)
+			}
+			var withAdmins, scanners []string
+			for _, fn := range s.ofType("AWS::Lambda::Function") {
+				env, _ := s.props(t, fn)["Environment"].(map[string]any)
+				vars, _ := env["Variables"].(map[string]any)
+				if _, ok := vars["ADMIN_PRINCIPALS"]; ok {
+					withAdmins = append(withAdmins, fn)
+				}
+				if slices.Contains(s.dynamoDBActions(t, s.roleOf(t, fn)), "dynamodb:Scan") {
+					scanners = append(scanners, fn)
+				}
+			}
+			if !tt.wantAdmin {
+				if len(withAdmins)+len(scanners) != 0 {
+					t.Errorf("functions %v read ADMIN_PRINCIPALS and %v may Scan, want none without an admin API", withAdmins, scanners)
+				}
+				return
+			}
+			fns := s.functions(t)
+			for _, key := range adminKeys {
+				match(t, key, func() {
+					s.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
+						"RouteKey":          key,
+						"AuthorizationType": "AWS_IAM",
+					})
+				})
+			}
+			for _, r := range s.routes {
+				if got := s.functionOf(t, r); r.Admin != (got == fns["admin"]) {
+					t.Errorf("route %q (Admin %v) is served by %s; the admin function is %s", r.Key(), r.Admin, got, fns["admin"])
+				}
+			}
+			if !slices.Equal(withAdmins, []string{fns["admin"]}) {
+				t.Errorf("functions with ADMIN_PRINCIPALS: got %v, want the admin function %s only", withAdmins, fns["admin"])
+			}
+			match(t, "the admin function's administrators", func() {
+				s.tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+						"ADMIN_PRINCIPALS": testAdmins,
+					})},
+				})
 			})
 		})
-	}
-	fns := s.functions(t)
-	for _, r := range api.Routes {
-		if got := s.functionOf(t, r); r.Admin != (got == fns["admin"]) {
-			t.Errorf("route %q (Admin %v) is served by %s; the admin function is %s", r.Key(), r.Admin, got, fns["admin"])
-		}
 	}
 }
 
@@ -579,9 +700,13 @@ func (s *synthesized) dynamoDBActions(tb testing.TB, role string) []string {
 // statement that role can use. tableARN tells whether a DynamoDB
 // statement's resource is the lock table.
 func TestLeastPrivilege(t *testing.T) {
-	s := synth(t, prod)
-	table := s.only(t, "AWS::DynamoDB::Table")
-	checkLeastPrivilege(t, s, func(res any) bool { return getAtt(res, "Arn") == table })
+	for _, variant := range []string{prod, admin} {
+		t.Run(variant, func(t *testing.T) {
+			s := synth(t, variant)
+			table := s.only(t, "AWS::DynamoDB::Table")
+			checkLeastPrivilege(t, s, func(res any) bool { return getAtt(res, "Arn") == table })
+		})
+	}
 }
 
 func checkLeastPrivilege(t *testing.T, s *synthesized, tableARN func(res any) bool) {
@@ -591,7 +716,7 @@ func checkLeastPrivilege(t *testing.T, s *synthesized, tableARN func(res any) bo
 	}
 	xray := []any{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 	fns := s.functions(t)
-	for _, name := range wantFunctions {
+	for _, name := range s.fnNames {
 		t.Run(name, func(t *testing.T) {
 			want := wantDynamoDBActions[name]
 			fnID, ok := fns[name]
@@ -644,10 +769,10 @@ func checkLeastPrivilege(t *testing.T, s *synthesized, tableARN func(res any) bo
 // routes lead to: a lock caller's function (acquire, status, renew,
 // release) cannot Scan, and only the admin function's role can.
 func TestOnlyAdminMayScan(t *testing.T) {
-	s := synth(t, prod)
+	s := synth(t, admin)
 	fns := s.functions(t)
 	adminRole := s.roleOf(t, fns["admin"])
-	for _, r := range api.Routes {
+	for _, r := range s.routes {
 		if r.Admin {
 			continue
 		}
@@ -682,8 +807,8 @@ func TestLogsAndStage(t *testing.T) {
 		t.Run(tt.variant, func(t *testing.T) {
 			s := synth(t, tt.variant)
 			groups := s.ofType("AWS::Logs::LogGroup")
-			if len(groups) != len(wantFunctions)+1 {
-				t.Errorf("got %d log groups, want %d (one per function plus access logs)", len(groups), len(wantFunctions)+1)
+			if len(groups) != len(s.fnNames)+1 {
+				t.Errorf("got %d log groups, want %d (one per function plus access logs)", len(groups), len(s.fnNames)+1)
 			}
 			for _, id := range groups {
 				if got := s.props(t, id)["RetentionInDays"]; got != float64(30) {
@@ -716,8 +841,116 @@ func TestLogsAndStage(t *testing.T) {
 	}
 }
 
+// TestRouteThrottles checks the default stage's throttles: the stage
+// default, and each deployed route's own (its api.Routes Throttle, and the
+// numbers written out in wantThrottle) whatever the context flags; the
+// stage depends on every route, since API Gateway refuses settings for a
+// route key it does not have yet.
+func TestRouteThrottles(t *testing.T) {
+	for key, want := range wantThrottle {
+		i := slices.IndexFunc(api.Routes, func(r api.Route) bool { return r.Key() == key })
+		if i < 0 {
+			t.Errorf("no route %s in api.Routes", key)
+		} else if got := api.Routes[i].Throttle; got != want {
+			t.Errorf("api.Routes throttle of %s: got %+v, want %+v", key, got, want)
+		}
+	}
+	if len(wantThrottle) != len(api.Routes) {
+		t.Errorf("wantThrottle has %d routes, api.Routes %d", len(wantThrottle), len(api.Routes))
+	}
+	for _, variant := range []string{prod, dev, admin, tuned} {
+		t.Run(variant, func(t *testing.T) {
+			s := synth(t, variant)
+			id := s.only(t, "AWS::ApiGatewayV2::Stage")
+			settings, _ := s.props(t, id)["RouteSettings"].(map[string]any)
+			want := map[string]any{}
+			for _, r := range s.routes {
+				want[r.Key()] = map[string]any{
+					"ThrottlingRateLimit":  wantThrottle[r.Key()].Rate,
+					"ThrottlingBurstLimit": float64(wantThrottle[r.Key()].Burst),
+				}
+			}
+			if !reflect.DeepEqual(settings, want) {
+				t.Errorf("RouteSettings: got %v, want %v", settings, want)
+			}
+			acquire, _ := settings["POST /locks/{resource}"].(map[string]any)
+			renew, _ := settings["POST /locks/{resource}/renew"].(map[string]any)
+			if a, r := acquire["ThrottlingRateLimit"], renew["ThrottlingRateLimit"]; a == nil || r == nil || a.(float64) >= r.(float64) {
+				t.Errorf("acquire's rate %v, renew's %v: want acquire lower", a, r)
+			}
+			deps := strs(s.res[id]["DependsOn"])
+			for _, route := range s.ofType("AWS::ApiGatewayV2::Route") {
+				if !slices.Contains(deps, any(route)) {
+					t.Errorf("stage does not depend on route %s (DependsOn %v)", route, deps)
+				}
+			}
+		})
+	}
+}
+
+// TestReservedConcurrency checks ReservedConcurrentExecutions: none without
+// reserve=true (the stack must deploy on any account), api.Routes' numbers
+// with it (acquire 100, renew 20, release 10; status and admin none), and
+// the numbers of the override flags.
+func TestReservedConcurrency(t *testing.T) {
+	tests := []struct {
+		variant string
+		want    map[string]float64 // by function name; absent: no reservation
+	}{
+		{variant: prod},
+		{variant: dev},
+		{variant: multi2},
+		{variant: admin, want: map[string]float64{"acquire": 100, "renew": 20, "release": 10}},
+		{variant: tuned, want: map[string]float64{"acquire": 50, "renew": 30, "release": 15}},
+	}
+	for _, tt := range tests {
+		for _, s := range synthStacks(t, tt.variant) {
+			if len(s.ofType("AWS::Lambda::Function")) == 0 {
+				continue // the global table's stack
+			}
+			t.Run(tt.variant+"/"+s.name, func(t *testing.T) {
+				fns := s.functions(t)
+				for _, name := range s.fnNames {
+					got, ok := s.props(t, fns[name])["ReservedConcurrentExecutions"]
+					want, wantOK := tt.want[name]
+					if ok != wantOK || (ok && got != want) {
+						t.Errorf("%s: got ReservedConcurrentExecutions %v (set %v), want %v (set %v)", name, got, ok, want, wantOK)
+					}
+				}
+				if tt.want != nil {
+					match(t, "acquire's reservation", func() {
+						s.tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+							"Timeout":                      float64(wantTimeout["acquire"]),
+							"ReservedConcurrentExecutions": tt.want["acquire"],
+						})
+					})
+				}
+			})
+		}
+	}
+	// The account limit reserve=true needs, as docs/operations.md and
+	// api/capacity.go state it: the sum plus the unreserved minimum.
+	fns, err := Functions(api.Routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, f := range fns {
+		sum += f.Reserve()
+	}
+	if got := sum + api.UnreservedMinimum; got != 230 || got > api.DefaultAccountConcurrency {
+		t.Errorf("reserve=true needs an account limit of %d, want the documented 230 (within the default %d)",
+			got, api.DefaultAccountConcurrency)
+	}
+}
+
 func TestOutputs(t *testing.T) {
-	s := synth(t, prod)
+	for _, variant := range []string{prod, admin} {
+		t.Run(variant, func(t *testing.T) { checkOutputs(t, synth(t, variant)) })
+	}
+}
+
+func checkOutputs(t *testing.T, s *synthesized) {
 	table := s.only(t, "AWS::DynamoDB::Table")
 	match(t, "TableName output", func() {
 		s.tmpl.HasOutput(jsii.String("TableName"), map[string]any{"Value": map[string]any{"Ref": table}})
@@ -730,14 +963,17 @@ func TestOutputs(t *testing.T) {
 	// The invoke resources for lock users and for administrators, as the
 	// template renders them (API ID as API_ID).
 	httpAPI := s.only(t, "AWS::ApiGatewayV2::Api")
-	for _, tt := range []struct {
+	type output struct {
 		output string
 		want   []string
-	}{
-		{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/GET/locks/*",
-			"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew"}},
-		{output: "AdminInvokeArns", want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*"}},
-	} {
+	}
+	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/GET/locks/*",
+		"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew"}}}
+	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
+		outputs = append(outputs, output{output: "AdminInvokeArns",
+			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*"}})
+	}
+	for _, tt := range outputs {
 		got := joinedARNs(t, s.out[tt.output], httpAPI)
 		var tails []string
 		for _, arn := range got {
@@ -809,6 +1045,8 @@ func TestNagReport(t *testing.T) {
 		{variant: dev, wantAPIG4: "Suppressed"},
 		{variant: multi2, wantAPIG4: "Compliant"},
 		{variant: multi3, wantAPIG4: "Compliant"},
+		{variant: admin, wantAPIG4: "Compliant"},
+		{variant: tuned, wantAPIG4: "Compliant"},
 	}
 	for _, tt := range tests {
 		for _, s := range synthStacks(t, tt.variant) {
@@ -868,7 +1106,7 @@ func checkNagReport(t *testing.T, s *synthesized, wantAPIG4 string) {
 			}
 		}
 	}
-	wantRoutes := len(api.Routes)
+	wantRoutes := len(s.routes)
 	if len(s.ofType("AWS::ApiGatewayV2::Api")) == 0 {
 		wantRoutes = 0 // the global table's stack
 	} else if len(rows) < 2 {

@@ -162,7 +162,12 @@ type function struct {
 // others: 400 or 422), so the bootstrap has started, and reached dynalite,
 // before any test runs.
 func startFunction(ctx context.Context, dir string, route api.Route, endpoint string) (*function, error) {
-	env := rie.FunctionEnv(route.Name, table, endpoint, route.Timeout, "MAX_TTL_SECONDS=86400", "TOMBSTONE_RETENTION_SECONDS=604800")
+	extra := []string{"MAX_TTL_SECONDS=86400", "TOMBSTONE_RETENTION_SECONDS=604800"}
+	if route.Admin {
+		// As the stack's -c admins: bob is the one administrator.
+		extra = append(extra, api.AdminPrincipalsEnv+"="+bob.userArn)
+	}
+	env := rie.FunctionEnv(route.Name, table, endpoint, route.Timeout, extra...)
 	emu, err := rie.Start(ctx, filepath.Join(dir, "aws-lambda-rie"), filepath.Join(dir, route.Name, "bootstrap"), env)
 	if err != nil {
 		return nil, err
@@ -514,8 +519,9 @@ func TestBadRequests(t *testing.T) {
 }
 
 // TestAdminForceRelease drives the admin function's force release through
-// its real bootstrap: it ends another principal's live lease, and the
-// routes it does not serve are refused.
+// its real bootstrap: a caller outside ADMIN_PRINCIPALS is refused 403
+// not-an-administrator and ends nothing, an administrator ends another
+// principal's live lease.
 func TestAdminForceRelease(t *testing.T) {
 	t.Parallel()
 	if skipReason != "" {
@@ -531,7 +537,17 @@ func TestAdminForceRelease(t *testing.T) {
 			force = r
 		}
 	}
-	resp, _, err := functions["admin"].post(context.Background(), event(force, res, bob, `{"reason":"holder is gone"}`))
+	resp, _, err := functions["admin"].post(context.Background(), event(force, res, workerA2, `{"reason":"holder is gone"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 403 || !strings.Contains(resp.Body, "not-an-administrator") {
+		t.Fatalf("force release by a non-administrator: got %d %s, want 403 not-an-administrator", resp.StatusCode, resp.Body)
+	}
+	if r := invoke(t, "status", res, bob, ""); r.StatusCode != 200 {
+		t.Fatalf("status after a refused force release: got %d %s, want 200 (the lease is intact)", r.StatusCode, r.Body)
+	}
+	resp, _, err = functions["admin"].post(context.Background(), event(force, res, bob, `{"reason":"holder is gone"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

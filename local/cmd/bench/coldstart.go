@@ -139,8 +139,10 @@ func coldStart(ctx context.Context, b *builds, name, endpoint string, trial int)
 		}
 	}
 	// DynamoDB returns old items in AWS; dynalite does not, but the answers
-	// here need none.
-	emu, err := rie.Start(ctx, b.rie, b.host[name], rie.FunctionEnv(name, table, endpoint, timeout, "DYNAMODB_RETURNS_OLD_ITEM=true"))
+	// here need none. The bench's caller is an administrator, so the admin
+	// function answers past its allowlist, as for an operator.
+	emu, err := rie.Start(ctx, b.rie, b.host[name], rie.FunctionEnv(name, table, endpoint, timeout, "DYNAMODB_RETURNS_OLD_ITEM=true",
+		api.AdminPrincipalsEnv+"="+benchCaller))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -159,6 +161,9 @@ func coldStart(ctx context.Context, b *builds, name, endpoint string, trial int)
 	}
 	return first, warm, nil
 }
+
+// benchCaller is the IAM identity of the bench's events.
+const benchCaller = "arn:aws:iam::123456789012:user/bench"
 
 // coldEvent is the API Gateway HTTP API event of the route name on
 // resource: an acquire that succeeds, and a status, release and renew of a
@@ -187,6 +192,9 @@ func coldEvent(name, resource string) []byte {
 			"domainPrefix": "abc123", "requestId": "bench-" + resource, "routeKey": route.Key(), "stage": "$default",
 			"time": time.Now().UTC().Format("02/Jan/2006:15:04:05 -0700"), "timeEpoch": time.Now().UnixMilli(),
 			"http": map[string]any{"method": route.Method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.10", "userAgent": "bench"},
+			"authorizer": map[string]any{"iam": map[string]any{
+				"accountId": "123456789012", "userArn": benchCaller, "userId": "AIDAEXAMPLEBENCH00001", "callerId": "AIDAEXAMPLEBENCH00001",
+			}},
 		},
 		"isBase64Encoded": false,
 	}
