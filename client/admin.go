@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The admin routes are for operators: in AWS only identities whose IAM
@@ -103,29 +104,85 @@ func (c *Client) ListAll(ctx context.Context, prefix string) ([]AdminLock, error
 	}
 }
 
+// ForceReleaseOptions shape a force release. The zero value is the
+// default: end whichever lease blocks the lock, keeping its lock-delay.
+type ForceReleaseOptions struct {
+	// Immediate frees the lock at once, lock-delay or not: for an operator
+	// who knows the holder is dead. Without it the lease expires now but
+	// keeps its lock-delay: nobody, not even the evicted owner, may take
+	// the lock until FreeAt, so a holder that is slow rather than dead
+	// cannot overlap the next one.
+	Immediate bool
+	// FencingToken, when non-zero, ends only the lease with this token —
+	// the one the operator saw — and otherwise fails with ErrStaleToken and
+	// the lease that blocks the lock instead (ProblemError.Current).
+	FencingToken int64
+}
+
+// ForceReleased is what a force release did: the lease it ended, as it
+// was, and when others may take the lock.
+type ForceReleased struct {
+	// AdminLock is the lease it ended, as it was.
+	AdminLock
+	// Reason is the reason the service recorded.
+	Reason string `json:"reason"`
+	// Immediate reports whether the lock was freed at once, lock-delay or
+	// not.
+	Immediate bool `json:"immediate"`
+	// FreeAt is when others may take the lock: now for an immediate force
+	// release or a lease without lock-delay, else the end of the lease's
+	// lock-delay. Zero when the service did not say (a service that
+	// predates it, which frees the lock at once).
+	FreeAt time.Time `json:"free_at,omitzero"`
+}
+
 // ForceRelease ends the lease on resource whoever holds it (an operator's
 // tool for a holder that is gone, e.g. with a long TTL) and returns the
-// lease it ended. reason is required (1–500 bytes): the service writes it
-// to its audit log with the caller's identity. The fencing counter
-// survives: the next grant gets a larger token, and the ended holder's
-// renewals fail (its lease's context ends with ErrNotFound). ErrNotFound
-// when no lease blocks the lock.
-func (c *Client) ForceRelease(ctx context.Context, resource, reason string) (AdminLock, error) {
+// lease it ended and when the lock is free. reason is required (1–500
+// bytes): the service writes it to its audit log with the caller's
+// identity. By default the lease expires now but keeps its lock-delay (see
+// ForceReleaseOptions; pass at most one). The fencing counter survives:
+// the next grant gets a larger token, and the ended holder's renewals fail
+// (its lease is lost with a *LeaseLostError whose ForceReleased is set).
+// ErrNotFound when no lease blocks the lock; ErrStaleToken when
+// opt.FencingToken is not the live lease's, or the lease was granted after
+// the request was issued — then errors.As gives a *ProblemError whose
+// Current is the lease that blocks the lock.
+func (c *Client) ForceRelease(ctx context.Context, resource, reason string, opts ...ForceReleaseOptions) (ForceReleased, error) {
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(reason) == "" {
-		return AdminLock{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrInvalid)
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrInvalid)
 	}
-	resp, err := c.send(ctx, http.MethodDelete, "/admin/locks/"+url.PathEscape(resource), map[string]string{"reason": reason})
+	if len(opts) > 1 {
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w: at most one ForceReleaseOptions", resource, ErrInvalid)
+	}
+	req := map[string]any{"reason": reason}
+	if len(opts) == 1 {
+		opt := opts[0]
+		if opt.FencingToken < 0 {
+			return ForceReleased{}, fmt.Errorf("force-release %q: %w: fencing token %d: want a positive token, or 0 for any", resource, ErrInvalid, opt.FencingToken)
+		}
+		if opt.Immediate {
+			req["immediate"] = true
+		}
+		if opt.FencingToken > 0 {
+			req["fencing_token"] = opt.FencingToken
+		}
+	}
+	resp, err := c.send(ctx, http.MethodDelete, "/admin/locks/"+url.PathEscape(resource), req)
 	if err != nil {
-		return AdminLock{}, fmt.Errorf("force-release %q: %w", resource, err)
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
 	}
 	var body struct {
-		Ended AdminLock `json:"ended"`
+		Ended     AdminLock `json:"ended"`
+		Reason    string    `json:"reason"`
+		Immediate bool      `json:"immediate"`
+		FreeAt    time.Time `json:"free_at"`
 	}
 	if err := resp.decode(&body); err != nil {
-		return AdminLock{}, fmt.Errorf("force-release %q: %w", resource, err)
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
 	}
 	if err := body.Ended.check(resource); err != nil {
-		return AdminLock{}, fmt.Errorf("force-release %q: %w", resource, err)
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
 	}
-	return body.Ended, nil
+	return ForceReleased{AdminLock: body.Ended, Reason: body.Reason, Immediate: body.Immediate, FreeAt: body.FreeAt}, nil
 }

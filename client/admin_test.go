@@ -2,9 +2,11 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -108,6 +110,14 @@ func TestAdminArgsBeforeSending(t *testing.T) {
 		"PrefixSlash": func() error { _, err := c.List(ctx, "a/b", client.ListOptions{}); return err }(),
 		"LimitHigh":   func() error { _, err := c.List(ctx, "", client.ListOptions{Limit: 1001}); return err }(),
 		"NoReason":    func() error { _, err := c.ForceRelease(ctx, "r", " "); return err }(),
+		"NegToken": func() error {
+			_, err := c.ForceRelease(ctx, "r", "why", client.ForceReleaseOptions{FencingToken: -1})
+			return err
+		}(),
+		"TwoOptions": func() error {
+			_, err := c.ForceRelease(ctx, "r", "why", client.ForceReleaseOptions{}, client.ForceReleaseOptions{})
+			return err
+		}(),
 		"NoResource":  func() error { _, err := c.ForceRelease(ctx, "", "why"); return err }(),
 		"SlashInName": func() error { _, err := c.ForceRelease(ctx, "a/b", "why"); return err }(),
 	} {
@@ -117,5 +127,91 @@ func TestAdminArgsBeforeSending(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Errorf("got %d requests, want none", n)
+	}
+}
+
+// TestForceReleaseWire: ForceRelease sends its options as the service's
+// wire format has them and reads the answer, the 409 that shows the lease
+// blocking the lock, and a service's answer from before free_at.
+func TestForceReleaseWire(t *testing.T) {
+	t.Parallel()
+	const ended = `{"resource":"r","owner":"w1","fencing_token":7,"acquired_at":"2026-12-02T13:20:33.748Z","expires_at":"2026-12-02T13:21:03.748Z","lock_delay_seconds":60,"principal":"arn:aws:iam::1:role/w"}`
+	freeAt := time.Date(2026, 12, 2, 13, 21, 20, 0, time.UTC)
+	tests := []struct {
+		name          string
+		opts          []client.ForceReleaseOptions
+		status        int
+		answer        string
+		wantBody      map[string]any
+		wantErr       error
+		wantImmediate bool
+		wantFreeAt    time.Time
+		wantCurrent   int64 // the token of the lease the 409 shows
+	}{
+		{
+			name: "KeepsLockDelay", status: 200,
+			answer:   `{"ended":` + ended + `,"reason":"gone","immediate":false,"free_at":"2026-12-02T13:21:20Z"}`,
+			wantBody: map[string]any{"reason": "gone"}, wantFreeAt: freeAt,
+		},
+		{
+			name: "ImmediateWithToken", opts: []client.ForceReleaseOptions{{Immediate: true, FencingToken: 7}}, status: 200,
+			answer:   `{"ended":` + ended + `,"reason":"gone","immediate":true,"free_at":"2026-12-02T13:21:20Z"}`,
+			wantBody: map[string]any{"reason": "gone", "immediate": true, "fencing_token": float64(7)}, wantImmediate: true, wantFreeAt: freeAt,
+		},
+		{
+			name: "OlderService", status: 200,
+			answer:   `{"ended":` + ended + `,"reason":"gone"}`,
+			wantBody: map[string]any{"reason": "gone"},
+		},
+		{
+			name: "StaleToken", opts: []client.ForceReleaseOptions{{FencingToken: 6}}, status: 409,
+			answer:   `{"type":"https://ft288.dev/problems/stale-token","title":"Stale fencing token","status":409,"detail":"d","current":` + ended + `}`,
+			wantBody: map[string]any{"reason": "gone", "fencing_token": float64(6)}, wantErr: client.ErrStaleToken, wantCurrent: 7,
+		},
+		{
+			name: "NotFound", status: 404,
+			answer:   `{"type":"https://ft288.dev/problems/not-found","title":"Lock not found","status":404}`,
+			wantBody: map[string]any{"reason": "gone"}, wantErr: client.ErrNotFound,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got map[string]any
+			var method, path string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				method, path = r.Method, r.URL.Path
+				_ = json.NewDecoder(r.Body).Decode(&got)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				_, _ = w.Write([]byte(tt.answer))
+			}))
+			t.Cleanup(srv.Close)
+			res, err := newClient(t, srv.URL).ForceRelease(context.Background(), "r", "gone", tt.opts...)
+			if method != http.MethodDelete || path != "/admin/locks/r" || !reflect.DeepEqual(got, tt.wantBody) {
+				t.Errorf("request: got %s %s %v, want DELETE /admin/locks/r %v", method, path, got, tt.wantBody)
+			}
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("got %v, want %v", err, tt.wantErr)
+				}
+				var p *client.ProblemError
+				switch {
+				case tt.wantCurrent == 0:
+				case !errors.As(err, &p) || p.Current == nil:
+					t.Errorf("got %v, want a *ProblemError with the current lease", err)
+				case p.Current.FencingToken != tt.wantCurrent || p.Current.Principal == "":
+					t.Errorf("current lease: got %+v, want token %d with its principal", *p.Current, tt.wantCurrent)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Owner != "w1" || res.FencingToken != 7 || res.LockDelaySeconds != 60 || res.Principal == "" || res.Reason != "gone" ||
+				res.Immediate != tt.wantImmediate || !res.FreeAt.Equal(tt.wantFreeAt) {
+				t.Errorf("got %+v, want the ended lease (w1, token 7), immediate %t, free at %s", res, tt.wantImmediate, tt.wantFreeAt)
+			}
+		})
 	}
 }

@@ -38,8 +38,14 @@ const (
 	// more than a MaxServerWait round and the service's answer after it.
 	DefaultTimeout = 30 * time.Second
 	// MaxServerWait is the longest wait_seconds Acquire asks the service
-	// for in one request (the service's own maximum).
+	// for in one request (the service's own maximum). A round is shorter
+	// when the lease is short: see Acquire.
 	MaxServerWait = 20 * time.Second
+	// ReleaseRetryTimeout bounds how long a release retries temporary
+	// failures (503, throttling, network) when its context does not end
+	// sooner: Lease.Release, and the clean-up release of a grant nobody
+	// waited for.
+	ReleaseRetryTimeout = 10 * time.Second
 	// SigV4Service is the service name requests are signed for.
 	SigV4Service = "execute-api"
 )
@@ -58,8 +64,6 @@ const (
 	// client's timeout: the service answers within wait_seconds plus its
 	// store budget (3 s).
 	answerMargin = 5 * time.Second
-	// cleanupTimeout bounds the release of what such an acquire granted.
-	cleanupTimeout = 10 * time.Second
 )
 
 // Client talks to one lock service. It is safe for concurrent use; build
@@ -127,7 +131,8 @@ func WithBackoff(base, max time.Duration) Option {
 // client's clock from before the request that granted or renewed it, a
 // lease is given up when no renewal succeeded. The default is
 // min(ttl/10, 1s); a margin of a lease's TTL or more falls back to it. A
-// larger margin covers more pause and clock-rate error.
+// larger margin covers more pause and clock-rate error, and shortens
+// Acquire's rounds at the service (see Acquire).
 func WithLeaseMargin(d time.Duration) Option {
 	return func(c *Client) error {
 		if d <= 0 {
@@ -237,6 +242,38 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// leaseMargin is the margin of a lease of ttl: WithLeaseMargin's, unless
+// it is not below ttl, else min(ttl/10, 1s).
+func (c *Client) leaseMargin(ttl time.Duration) time.Duration {
+	if c.margin > 0 && c.margin < ttl {
+		return c.margin
+	}
+	return min(ttl/10, time.Second)
+}
+
+// AcquireOption shapes one acquire (TryAcquire or Acquire).
+type AcquireOption func(*acquireOptions) error
+
+type acquireOptions struct {
+	lockDelay time.Duration // 0: none
+}
+
+// WithLockDelay asks for a lease with a lock-delay of d, whole seconds (the
+// service allows 0 to 300 by default): should the lease expire without a
+// release, no other owner can take the lock until d after its expiry, so
+// that a holder that is slow rather than dead cannot overlap the next one.
+// A release, the clean-up release included, frees the lock at once. The
+// lease reports it in Lock().LockDelaySeconds. 0 asks for none.
+func WithLockDelay(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) error {
+		if d < 0 || d%time.Second != 0 {
+			return fmt.Errorf("%w: lock delay %s: must be a whole number of seconds, 0 or more", ErrInvalid, d)
+		}
+		o.lockDelay = d
+		return nil
+	}
+}
+
 // Lock is a live lease as the service reports it. Its times are the
 // service's clock: informational, never a basis for deciding whether the
 // lease is still held.
@@ -286,8 +323,10 @@ func (l Lock) check(resource string) error {
 // outcome is unknown (a network failure or a 5xx answer) and the owner was
 // generated, the lease it may have created is released too: nobody else
 // could. A context that has already ended sends nothing.
-func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
-	a, err := c.newAcquisition(resource, owner, ttl)
+//
+// Options: WithLockDelay.
+func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	a, err := c.newAcquisition(resource, owner, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -307,21 +346,24 @@ func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl tim
 //
 // It waits at the service: each request asks the service to hold it while
 // the lock is held by someone else, up to wait_seconds = min(20 s, the time
-// left until ctx's deadline, ttl/2, whole seconds), and to grant the lock
-// the moment it is free; a round that ends with the lock still held is
-// followed by the next at once, so a waiter sends one request per round.
-// The lease's local deadline still counts from before the request was
-// sent, so after a long wait its first renewal goes out at once. When less
-// than a second is left, when the service answers that it does not take
+// left until ctx's deadline, ⅔ × (ttl − margin), whole seconds), and to
+// grant the lock the moment it is free; a round that ends with the lock
+// still held is followed by the next at once, so a waiter sends one request
+// per round. The lease's local deadline (ttl − margin, see WithLeaseMargin)
+// still counts from before the request was sent, so a round may use at most
+// two thirds of it: a grant at the end of a round leaves a third for the
+// first renewal, which is then due at once. When that bound, or the time
+// left, is under a second, when the service answers that it does not take
 // wait_seconds (422 naming it; remembered for the Client's life), or with
-// WithoutServerWait, it polls: one attempt at a time, with jittered
-// exponential backoff in between, at least the service's Retry-After
-// (capped at the backoff maximum, so an early release is noticed) but
-// never past ctx's end. Answers that may be temporary (503, other 5xx,
-// network failures) are retried the same way: every attempt asks for the
-// same owner, so one granted unheard is granted again. When ctx ends it
-// returns an error that matches both ctx's error and the last attempt's
-// (ErrHeld while the lock stayed held).
+// WithoutServerWait, it polls: one attempt at a time without wait_seconds,
+// with jittered exponential backoff in between, at least the service's
+// Retry-After (capped at the backoff maximum, so an early release is
+// noticed) but never past ctx's end. Answers that may be temporary (503,
+// API Gateway's throttle answers 429 and 500 {"message"}, other 5xx but the
+// service's internal problem, network failures) are retried the same way:
+// every attempt asks for the same owner, so one granted unheard is granted
+// again. When ctx ends it returns an error that matches both ctx's error
+// and the last attempt's (ErrHeld while the lock stayed held).
 //
 // The owner and the keep-alive are as for TryAcquire. Acquire never leaves
 // behind a lease it did not hand out: a grant that arrives after ctx ended
@@ -330,8 +372,10 @@ func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl tim
 // attempt with an unknown outcome may have created is released by owner.
 // A clean "held" answer needs no clean-up. The releases run in the
 // background; Drain waits for them.
-func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
-	a, err := c.newAcquisition(resource, owner, ttl)
+//
+// Options: WithLockDelay.
+func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	a, err := c.newAcquisition(resource, owner, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -382,18 +426,13 @@ func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.D
 
 // serverWait is the wait_seconds of Acquire's next request: at most
 // MaxServerWait, no later than ctx's deadline, within the HTTP client's
-// timeout, and at most half the lease's ttl, in whole seconds; 0 (one
-// plain attempt) when less than a second is left or the client polls.
-//
-// The half ttl keeps the lease's local deadline sound: it counts from
-// before the request was sent, as the grant may come at the end of the
-// wait, so after a long wait the lease has at least half its ttl left for
-// the keep-alive's first renewal, which then goes out at once.
+// timeout, and at most roundLimit, in whole seconds; 0 (one plain attempt)
+// when that is under a second or the client polls.
 func (c *Client) serverWait(ctx context.Context, ttl time.Duration) time.Duration {
 	if c.pollOnly.Load() {
 		return 0
 	}
-	w := min(MaxServerWait, ttl/2)
+	w := min(MaxServerWait, roundLimit(ttl, c.leaseMargin(ttl)))
 	if d, ok := ctx.Deadline(); ok {
 		w = min(w, time.Until(d))
 	}
@@ -404,6 +443,16 @@ func (c *Client) serverWait(ctx context.Context, ttl time.Duration) time.Duratio
 		return 0
 	}
 	return w.Truncate(time.Second)
+}
+
+// roundLimit is the longest round at the service that a lease of ttl and
+// margin allows: two thirds of its local validity (ttl − margin). The local
+// deadline counts from before the request was sent and the grant may come
+// at the end of the round, so this leaves at least a third of the validity
+// for the first renewal (which is then due at once, see Lease.KeepAlive) —
+// with lockctl run's largest margin (ttl/2), ttl/6.
+func roundLimit(ttl, margin time.Duration) time.Duration {
+	return (ttl - margin) * 2 / 3
 }
 
 // refusesWait reports whether err is the service's refusal of
@@ -465,6 +514,7 @@ type acquisition struct {
 	resource  string
 	owner     string
 	ttl       time.Duration
+	opt       acquireOptions
 	generated bool   // owner is new, unique to this call
 	gen       uint64 // this acquisition's number for (resource, owner) in c.latest
 	// unsure: an attempt's outcome is unknown and no later answer settled
@@ -472,13 +522,18 @@ type acquisition struct {
 	unsure bool
 }
 
-func (c *Client) newAcquisition(resource, owner string, ttl time.Duration) (*acquisition, error) {
+func (c *Client) newAcquisition(resource, owner string, ttl time.Duration, opts []AcquireOption) (*acquisition, error) {
 	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl}
 	if owner == "" {
 		a.owner, a.generated = newOwner(), true
 	}
 	if err := checkArgs(resource, a.owner, ttl); err != nil {
 		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+	}
+	for _, o := range opts {
+		if err := o(&a.opt); err != nil {
+			return nil, fmt.Errorf("acquire %q: %w", resource, err)
+		}
 	}
 	if !a.generated {
 		a.gen = c.latest.next(resource, a.owner)
@@ -559,11 +614,11 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 		return attemptResult{}, true // never send a request nobody waits for
 	}
 	if ctx.Done() == nil {
-		return a.c.acquireOnce(ctx, a.resource, a.owner, a.ttl, wait), false
+		return a.c.acquireOnce(ctx, a, wait), false
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	answer := make(chan attemptResult, 1)
-	go func() { answer <- a.c.acquireOnce(rctx, a.resource, a.owner, a.ttl, wait) }()
+	go func() { answer <- a.c.acquireOnce(rctx, a, wait) }()
 	select {
 	case r := <-answer:
 		cancel()
@@ -593,15 +648,19 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 	return attemptResult{}, true
 }
 
-// acquireOnce sends one acquire request (with wait_seconds when wait is a
-// second or more) and sorts its answer.
-func (c *Client) acquireOnce(ctx context.Context, resource, owner string, ttl, wait time.Duration) attemptResult {
+// acquireOnce sends one acquire request of a (with wait_seconds when wait
+// is a second or more) and sorts its answer.
+func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Duration) attemptResult {
+	resource := a.resource
 	fail := func(out outcome, err error) attemptResult {
 		return attemptResult{out: out, err: fmt.Errorf("acquire %q: %w", resource, err)}
 	}
-	req := map[string]any{"owner": owner, "ttl_seconds": int64(ttl / time.Second)}
+	req := map[string]any{"owner": a.owner, "ttl_seconds": int64(a.ttl / time.Second)}
 	if wait >= time.Second {
 		req["wait_seconds"] = int64(wait / time.Second)
+	}
+	if a.opt.lockDelay > 0 {
+		req["lock_delay_seconds"] = int64(a.opt.lockDelay / time.Second)
 	}
 	// t0 is taken before sending: the lease cannot have started earlier.
 	// After a wait at the service it is older than it need be, which only
@@ -651,7 +710,7 @@ func outcomeOf(err error) outcome {
 
 // releaseLater releases owner's lease on resource (token 0: whichever is
 // live) in the background, retrying temporary failures for up to
-// cleanupTimeout. Drain waits for it.
+// ReleaseRetryTimeout. Drain waits for it.
 func (c *Client) releaseLater(ctx context.Context, resource, owner string, token int64) {
 	c.cleanups.add()
 	go func() {
@@ -661,21 +720,45 @@ func (c *Client) releaseLater(ctx context.Context, resource, owner string, token
 }
 
 // release is the clean-up release: ctx only lends its values; temporary
-// failures are retried for up to cleanupTimeout; the rest are ignored (the
-// lease runs out by itself).
+// failures are retried for up to ReleaseRetryTimeout; the rest are ignored
+// (the lease runs out by itself).
 func (c *Client) release(ctx context.Context, resource, owner string, token int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	_ = c.releaseRetrying(context.WithoutCancel(ctx), resource, owner, token, time.Time{}, new(atomic.Bool))
+}
+
+// releaseRetrying releases owner's lease on resource, retrying temporary
+// failures (503, throttling, network) with backoff until ctx ends,
+// ReleaseRetryTimeout has passed, or (when it is not zero) until, when the
+// lease has run out anyway; it returns the last attempt's error. unsure
+// records that an attempt's outcome is unknown (it may have
+// released the lease unheard): a later 404 then counts as released, unless
+// the service says an operator force released the lease. It lives as long
+// as the lease, so that a Release called again keeps it.
+func (c *Client) releaseRetrying(ctx context.Context, resource, owner string, token int64, until time.Time, unsure *atomic.Bool) error {
+	ctx, cancel := context.WithTimeout(ctx, ReleaseRetryTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		err := c.Release(ctx, resource, owner, token)
-		if err == nil || !retryable(err) {
-			return
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrNotFound) && unsure.Load() && !forceReleased(err):
+			return nil
+		case !retryable(err):
+			return err
 		}
-		t := time.NewTimer(c.backoff.delay(attempt, hint(err)))
+		if outcomeOf(err) == unknown {
+			unsure.Store(true)
+		}
+		delay := c.backoff.delay(attempt, hint(err))
+		if !until.IsZero() && time.Now().Add(delay).After(until) {
+			return err
+		}
+		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return err
 		case <-t.C:
 		}
 	}

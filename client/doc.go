@@ -13,18 +13,30 @@
 //
 // A Lease knows its own deadline on the client's monotonic clock, measured
 // from before the request that granted or last renewed it was sent, minus a
-// safety margin. It renews itself in the background every TTL/3 from its
-// grant until it is released (WithoutKeepAlive turns that off). Its Context
-// is cancelled the moment the client can no longer be sure it holds the
-// lock: a renewal was refused, or no renewal succeeded before that
-// deadline. Work done under the lock should run under Lease.Context and
-// carry Lease.FencingToken to the systems it writes.
+// safety margin. It renews itself in the background every TTL/3 from that
+// request until it is released (WithoutKeepAlive turns that off). Its
+// Context is cancelled the moment the client can no longer be sure it
+// holds the lock: a renewal was refused, or no renewal succeeded before
+// that deadline. A lease an operator force released is lost at its next
+// renewal with a LeaseLostError that says so. Work done under the lock
+// should run under Lease.Context and carry Lease.FencingToken to the
+// systems it writes. Lease.Release retries temporary failures, so one 503
+// does not leave the lock held until its TTL runs out.
 //
 // Acquire waits for a held lock at the service: each request asks it to
-// hold the request until the lock is free (wait_seconds, in rounds of up
-// to 20 s), so the lock changes hands within about a tenth of a second of
-// a release, with one request per round. Against a service that does not
-// wait it polls with backoff instead. TryAcquire asks once.
+// hold the request until the lock is free (wait_seconds), so the lock
+// changes hands within about a tenth of a second of a release, with one
+// request per round. A round is at most 20 s and at most two thirds of the
+// lease's local validity (ttl − margin), so that a grant at the end of a
+// round leaves a third of it for the first renewal; when that is under a
+// second it polls with backoff instead, as against a service that does not
+// wait. TryAcquire asks once. WithLockDelay asks for a lease with a
+// lock-delay.
+//
+// Every call that retries (Acquire, the keep-alive, Lease.Release, the
+// clean-up releases) treats 503, API Gateway's throttle answers (429, and
+// 500 with a bare {"message"}) and network failures as temporary, and the
+// service's own 500 problem (a setup error) as final.
 //
 // An owner names one holder. Acquire with an empty owner and the client
 // makes up a unique one per lease (HOST:PID:RANDOM), so the same code

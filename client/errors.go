@@ -18,7 +18,9 @@ var (
 	// when it may come free.
 	ErrHeld = errors.New("lock held by another owner")
 	// ErrNotFound means there is no live lease to renew or release: it was
-	// never taken, was released, or has expired. Take the lock again.
+	// never taken, was released, has expired, or was force released by an
+	// operator (then the *ProblemError's ForceReleased is set). Take the
+	// lock again.
 	ErrNotFound = errors.New("lock not found")
 	// ErrForbidden means a live lease exists but belongs to another owner.
 	ErrForbidden = errors.New("live lease belongs to another owner")
@@ -28,9 +30,12 @@ var (
 	// ErrInvalid means the request was invalid: rejected by this package
 	// before it was sent, or answered 400, 413 or 422 by the service.
 	ErrInvalid = errors.New("invalid request")
-	// ErrUnavailable means the service could not decide (503, or a gateway
-	// error). Nothing was changed that the caller was told about; retrying
-	// is safe.
+	// ErrUnavailable means the service could not decide (503), or API
+	// Gateway answered for it: a gateway error (502, 504) or a throttle
+	// (429 {"message":"Too Many Requests"} for a throttled route, 500
+	// {"message":"Internal Server Error"} for a throttled function).
+	// Nothing was changed that the caller was told about; retrying is safe,
+	// and the client retries these answers with backoff.
 	ErrUnavailable = errors.New("lock service unavailable")
 	// ErrLeaseLost is the cause of a lease's context when the lease was
 	// lost; the *LeaseLostError that matches it says why.
@@ -69,6 +74,14 @@ type ProblemError struct {
 	Instance string `json:"instance"`
 	// Errors lists the invalid fields of a validation-failed problem.
 	Errors []FieldError `json:"errors"`
+	// ForceReleased is set on the not-found answer to a renewal or release
+	// of a lease that an operator force released (the force_released
+	// member).
+	ForceReleased bool `json:"force_released,omitempty"`
+	// Current is the lease that now blocks the lock, on the stale-token
+	// answer to a force release whose fencing token was not the live
+	// lease's (the current member); nil otherwise.
+	Current *AdminLock `json:"current,omitempty"`
 	// RetryAfter is the Retry-After header's delay; zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -127,14 +140,26 @@ func (e *ProblemError) Is(target error) bool {
 		}
 		return slug == "" && (e.Status == 400 || e.Status == 413 || e.Status == 422)
 	case ErrUnavailable:
-		return slug == "service-unavailable" || e.Status == 502 || e.Status == 503 || e.Status == 504
+		return slug == "service-unavailable" || e.Status == 502 || e.Status == 503 || e.Status == 504 || e.gatewayThrottle()
 	}
 	return false
 }
 
+// gatewayThrottle reports whether the answer is API Gateway's own throttle
+// answer rather than the service's: 429 for a throttled route, 500 for a
+// throttled function (no problem document, only {"message"}).
+func (e *ProblemError) gatewayThrottle() bool {
+	return e.Type == "" && (e.Status == 429 || e.Status == 500)
+}
+
 // temporary reports whether the same request may succeed later: server
-// errors, throttling and timeouts.
+// errors, throttling (the gateway's 429 and 500 included) and timeouts.
+// The service's own 500 (the internal problem: a setup error such as a
+// missing table or denied access) is not: retrying does not cure it.
 func (e *ProblemError) temporary() bool {
+	if e.Slug() == "internal" {
+		return false
+	}
 	return e.Status >= 500 || e.Status == 429 || e.Status == 408
 }
 
@@ -175,12 +200,19 @@ type LeaseLostError struct {
 	Resource string
 	// FencingToken is the lost lease's token.
 	FencingToken int64
+	// ForceReleased is set when the service said that an operator force
+	// released the lease (a not-found answer with force_released).
+	ForceReleased bool
 	// Reason is why the lease was lost.
 	Reason error
 }
 
-// Error names the lease and the reason.
+// Error names the lease and the reason, and says so when an operator
+// force released it.
 func (e *LeaseLostError) Error() string {
+	if e.ForceReleased {
+		return fmt.Sprintf("lease on %q (fencing token %d) lost: it was force released by an operator (%v)", e.Resource, e.FencingToken, e.Reason)
+	}
 	return fmt.Sprintf("lease on %q (fencing token %d) lost: %v", e.Resource, e.FencingToken, e.Reason)
 }
 
@@ -222,4 +254,11 @@ func retryable(err error) bool {
 // definitive reports whether a renewal's failure means the lease is gone.
 func definitive(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrStaleToken)
+}
+
+// forceReleased reports whether err is the service's answer that an
+// operator force released the lease.
+func forceReleased(err error) bool {
+	var p *ProblemError
+	return errors.As(err, &p) && p.ForceReleased
 }

@@ -89,6 +89,26 @@ func TestErrorMapping(t *testing.T) {
 			want: client.ProblemError{Status: 500, Type: "https://ft288.dev/problems/internal", Title: "Internal error", Detail: "logged"},
 		},
 		{
+			name: "NotFoundForceReleased", status: 404, header: problemJSON,
+			body: `{"type":"https://ft288.dev/problems/not-found","title":"Lock not found","status":404,"detail":"d","instance":"/locks/r","force_released":true}`,
+			want: client.ProblemError{Status: 404, Type: "https://ft288.dev/problems/not-found", Title: "Lock not found", Detail: "d", Instance: "/locks/r", ForceReleased: true},
+			is:   []string{"ErrNotFound"},
+		},
+		{
+			// API Gateway's answer for a throttled route.
+			name: "GatewayRouteThrottle", status: 429, header: map[string]string{"Content-Type": "application/json"},
+			body: `{"message":"Too Many Requests"}`,
+			want: client.ProblemError{Status: 429, Title: "Too Many Requests"},
+			is:   []string{"ErrUnavailable"},
+		},
+		{
+			// API Gateway's answer for a throttled function.
+			name: "GatewayLambdaThrottle", status: 500, header: map[string]string{"Content-Type": "application/json"},
+			body: `{"message":"Internal Server Error"}`,
+			want: client.ProblemError{Status: 500, Title: "Internal Server Error"},
+			is:   []string{"ErrUnavailable"},
+		},
+		{
 			name: "GatewayNotFound", status: 404, header: map[string]string{"Content-Type": "application/json"},
 			body: `{"message":"Not Found"}`,
 			want: client.ProblemError{Status: 404, Title: "Not Found"},
@@ -147,8 +167,9 @@ func TestAcquireRetries(t *testing.T) {
 		wantCalls int32
 	}{
 		{"RetriesUnavailable", 2, 503, `{"type":"https://ft288.dev/problems/service-unavailable","title":"t","status":503}`, nil, 3},
-		{"RetriesInternal", 1, 500, `{"type":"https://ft288.dev/problems/internal","title":"t","status":500}`, nil, 2},
-		{"RetriesGatewayThrottle", 1, 429, `{"message":"Too Many Requests"}`, nil, 2},
+		{"RetriesGatewayRouteThrottle", 2, 429, `{"message":"Too Many Requests"}`, nil, 3},
+		{"RetriesGatewayLambdaThrottle", 2, 500, `{"message":"Internal Server Error"}`, nil, 3},
+		{"StopsOnInternal", 5, 500, `{"type":"https://ft288.dev/problems/internal","title":"t","status":500}`, &client.ProblemError{}, 1},
 		{"StopsOnInvalid", 5, 422, `{"type":"https://ft288.dev/problems/validation-failed","title":"t","status":422}`, client.ErrInvalid, 1},
 		{"StopsOnGatewayForbidden", 5, 403, `{"message":"Missing Authentication Token"}`, &client.ProblemError{}, 1},
 	}

@@ -38,11 +38,15 @@ type fakeAPI struct {
 
 // fakeLock is a lease as the fake service stores it.
 type fakeLock struct {
-	owner    string
-	token    int64
-	acquired time.Time
-	expires  time.Time
-	released bool
+	owner     string
+	token     int64
+	acquired  time.Time
+	expires   time.Time
+	lockDelay int64 // lock_delay_seconds, 0: none
+	released  bool
+	// forced: an operator force released it; renewals and releases of it
+	// are 404 with force_released.
+	forced bool
 }
 
 // call is one request the fake API received.
@@ -54,6 +58,7 @@ type call struct {
 	Token    int64 // the fencing_token sent, 0 when none
 	TTL      time.Duration
 	Wait     time.Duration   // wait_seconds, 0 when absent
+	Delay    int64           // lock_delay_seconds, 0 when absent
 	Ctx      context.Context // the request's
 }
 
@@ -91,6 +96,7 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		TTL   int64  `json:"ttl_seconds"`
 		Token int64  `json:"fencing_token"`
 		Wait  int64  `json:"wait_seconds"`
+		Delay int64  `json:"lock_delay_seconds"`
 	}
 	if r.Body != nil {
 		data, err := io.ReadAll(r.Body)
@@ -109,7 +115,7 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("fake API: unexpected path %q", r.URL.Path)
 	}
 	c := call{At: time.Now(), Resource: path, Owner: body.Owner, Token: body.Token, TTL: time.Duration(body.TTL) * time.Second,
-		Wait: time.Duration(body.Wait) * time.Second, Ctx: r.Context()}
+		Wait: time.Duration(body.Wait) * time.Second, Delay: body.Delay, Ctx: r.Context()}
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/renew"):
 		c.Op, c.Resource = "renew", strings.TrimSuffix(path, "/renew")
@@ -179,7 +185,7 @@ func (f *fakeAPI) serve(c call) *http.Response {
 				map[string]any{"acquired": false, "resource": c.Resource, "expires_at": l.expires.Format(time.RFC3339Nano)})
 		}
 		f.token++
-		l = &fakeLock{owner: c.Owner, token: f.token, acquired: now, expires: now.Add(c.TTL)}
+		l = &fakeLock{owner: c.Owner, token: f.token, acquired: now, expires: now.Add(c.TTL), lockDelay: c.Delay}
 		f.locks[c.Resource] = l
 		return jsonResponse(200, nil, map[string]any{"acquired": true, "lock": l.json(c.Resource)})
 	case "status":
@@ -189,6 +195,13 @@ func (f *fakeAPI) serve(c call) *http.Response {
 		return jsonResponse(200, nil, l.json(c.Resource))
 	}
 	switch { // renew and release
+	case l != nil && l.forced && l.owner == c.Owner && (c.Token == 0 || c.Token == l.token):
+		resp := jsonResponse(404, nil, map[string]any{
+			"type": client.ProblemTypeBase + "not-found", "title": "Lock not found", "status": 404,
+			"detail": "An operator force released the lease.", "force_released": true,
+		})
+		resp.Header.Set("Content-Type", "application/problem+json")
+		return resp
 	case !live:
 		return problemResponse(404, "not-found")
 	case l.owner != c.Owner:
@@ -205,9 +218,24 @@ func (f *fakeAPI) serve(c call) *http.Response {
 }
 
 func (l *fakeLock) json(resource string) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"resource": resource, "owner": l.owner, "fencing_token": l.token,
 		"acquired_at": l.acquired.Format(time.RFC3339Nano), "expires_at": l.expires.Format(time.RFC3339Nano),
+	}
+	if l.lockDelay > 0 {
+		m["lock_delay_seconds"] = l.lockDelay
+	}
+	return m
+}
+
+// forceRelease ends the lease on resource as an operator's immediate force
+// release does: its holder's renewals and releases are then 404 with
+// force_released.
+func (f *fakeAPI) forceRelease(resource string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.locks[resource]; l != nil {
+		l.expires, l.forced = time.Now(), true
 	}
 }
 

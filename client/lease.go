@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,8 +13,9 @@ import (
 // renewed it was sent: t0 + ttl − margin. The service's clock never decides
 // whether the client believes it holds the lock.
 //
-// A lease renews itself in the background every TTL/3, counted from its
-// grant, until it is released or lost (unless the Client was made
+// A lease renews itself in the background every TTL/3 (sooner with a lease
+// margin over TTL/2, see KeepAlive), counted from the request that granted
+// it, until it is released or lost (unless the Client was made
 // WithoutKeepAlive); Renew extends it once by hand. Release every lease:
 // one that is dropped renews on until the process exits.
 //
@@ -38,15 +40,16 @@ type Lease struct {
 	ended    bool // lost or released; ctx is (being) cancelled
 	kaCancel context.CancelFunc
 	kaDone   chan struct{}
+
+	// releaseUnsure: a release attempt's outcome is unknown, so a later
+	// 404 counts as released (see Release).
+	releaseUnsure atomic.Bool
 }
 
 // newLease starts the lease's watchdog and, unless the client says
 // otherwise, its keep-alive.
 func newLease(c *Client, g grant, ttl time.Duration) *Lease {
-	margin := c.margin
-	if margin <= 0 || margin >= ttl {
-		margin = min(ttl/10, time.Second)
-	}
+	margin := c.leaseMargin(ttl)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		c: c, resource: g.lock.Resource, owner: g.lock.Owner, token: g.lock.FencingToken,
@@ -145,7 +148,7 @@ func (l *Lease) lose(reason error) {
 	l.ended = true
 	l.watchdog.Stop()
 	l.mu.Unlock()
-	l.cancel(&LeaseLostError{Resource: l.resource, FencingToken: l.token, Reason: reason})
+	l.cancel(&LeaseLostError{Resource: l.resource, FencingToken: l.token, ForceReleased: forceReleased(reason), Reason: reason})
 }
 
 // extend records a successful renewal sent at t0. It returns false when the
@@ -177,9 +180,10 @@ func (l *Lease) extend(t0 time.Time, lock Lock) bool {
 
 // Renew extends the lease by its TTL once. A refusal that means the lease
 // is gone (ErrNotFound, ErrForbidden, ErrStaleToken, or another answer
-// renewing cannot get past) ends the lease, and the error matches
-// ErrLeaseLost too. A temporary failure (5xx, network) leaves it held until
-// its local deadline.
+// renewing cannot get past, such as the service's internal problem) ends
+// the lease, and the error matches ErrLeaseLost too. A temporary failure
+// (503, a gateway throttle or error, network) leaves it held until its
+// local deadline.
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("renew %q: %w", l.resource, err)
@@ -202,11 +206,15 @@ func (l *Lease) Renew(ctx context.Context) error {
 // KeepAlive starts renewing the lease in the background, unless that is
 // under way: leases do it from their grant unless the Client was made
 // WithoutKeepAlive, so most callers never call KeepAlive. The renewals
-// come every TTL/3 counted from the grant or the latest renewal (at once
-// if that time has passed, as when KeepAlive is called late), until the
-// lease is released or lost, or ctx ends; then the lease lapses at its
-// local deadline unless renewed otherwise. Temporary failures are retried
-// quickly until the local deadline. Calls while renewals run do nothing.
+// come every min(TTL/3, ⅔ × (TTL − margin)) — TTL/3 unless the margin is
+// over TTL/2 — counted from when the request of the grant or of the latest
+// renewal was sent (at once if that time has passed, as after a grant late
+// in a long wait at the service, or when KeepAlive is called late), so
+// each renewal has at least a third of the lease's local validity to get
+// through. They go on until the lease is released or lost, or ctx ends;
+// then the lease lapses at its local deadline unless renewed otherwise.
+// Temporary failures are retried quickly until the local deadline. Calls
+// while renewals run do nothing.
 func (l *Lease) KeepAlive(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -228,7 +236,7 @@ func (l *Lease) renewedAt() time.Time {
 
 func (l *Lease) keepAlive(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	interval := l.ttl / 3
+	interval := min(l.ttl/3, roundLimit(l.ttl, l.margin))
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -308,18 +316,26 @@ func (l *Lease) stopKeepAlive() {
 // Release stops the keep-alive, cancels the lease's context with
 // ErrReleased (unless it was lost) and ends the lease at the service,
 // sending its fencing token so that a newer lease of the same owner is left
-// alone. It returns ErrNotFound when the lease had expired, ErrForbidden or
-// ErrStaleToken when another lease replaced it; Release may be called again
-// after a temporary failure.
+// alone. Temporary failures (503, API Gateway's throttle answers, network)
+// are retried with backoff until ctx ends, for at most ReleaseRetryTimeout,
+// and not past the lease's end by the client's clock (its TTL after the
+// request of the grant or latest renewal was sent: the lease has run out
+// at the service by then, or a request latency later); a 404 after an attempt whose outcome is unknown (a 5xx, a timeout, a
+// dropped connection) counts as released, since that attempt may have
+// released it. It returns ErrNotFound when the lease had ended (expired,
+// or force released: the *ProblemError's ForceReleased says so),
+// ErrForbidden or ErrStaleToken when another lease replaced it, or the
+// last temporary failure; Release may be called again after one.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()
 	wasEnded := l.ended
 	l.ended = true
 	l.watchdog.Stop()
+	end := l.start.Add(l.ttl) // retrying past it is pointless
 	l.mu.Unlock()
 	if !wasEnded {
 		l.cancel(ErrReleased)
 	}
-	return l.c.Release(ctx, l.resource, l.owner, l.token)
+	return l.c.releaseRetrying(ctx, l.resource, l.owner, l.token, end, &l.releaseUnsure)
 }

@@ -28,7 +28,8 @@ func waits(calls []call) (asked, when []time.Duration) {
 }
 
 // TestAcquireServerWait: Acquire waits at the service in rounds of
-// min(20 s, the time left, ttl/2) and sends one request per round; the
+// min(20 s, the time left, ⅔ × (ttl − margin)) and sends one request per
+// round; the
 // fake service holds each one as the real one does (until the lock is free,
 // or until half a second before wait_seconds).
 func TestAcquireServerWait(t *testing.T) {
@@ -54,8 +55,9 @@ func TestAcquireServerWait(t *testing.T) {
 			wantWhen: []time.Duration{0, sec(19.5), sec(39)},
 		},
 		{
-			name: "ShortTTL", ctx: sec(10), ttl: sec(5), release: sec(2.5),
-			wantAt: sec(2.5), wantWait: []time.Duration{sec(2), sec(2)}, wantWhen: []time.Duration{0, sec(1.5)},
+			// Rounds of ⅔ × (ttl − margin) = ⅔ × 4.5 s: 3 s.
+			name: "ShortTTL", ctx: sec(10), ttl: sec(5), release: sec(4),
+			wantAt: sec(4), wantWait: []time.Duration{sec(3), sec(3)}, wantWhen: []time.Duration{0, sec(2.5)},
 		},
 		{
 			name: "HTTPClientTimeout", ctx: sec(60), ttl: sec(60), timeout: sec(12), release: sec(9),

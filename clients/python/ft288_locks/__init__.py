@@ -36,7 +36,7 @@ from .errors import (
     TransportError,
     ValidationFailed,
 )
-from .lease import Lease
+from .lease import RELEASE_RETRY_TIMEOUT, Lease
 
 __version__ = "0.1.0"
 
@@ -66,6 +66,7 @@ __all__ = [
     "PROBLEM_TYPE_BASE",
     "PayloadTooLarge",
     "ProblemError",
+    "RELEASE_RETRY_TIMEOUT",
     "Response",
     "ServiceUnavailable",
     "SigV4Unavailable",

@@ -27,7 +27,7 @@ from .errors import (
     ValidationFailed,
     problem_from_answer,
 )
-from .lease import Lease
+from .lease import Lease, lease_margin, round_limit
 
 DEFAULT_USER_AGENT = "ft288-locks-python-client/1"
 DEFAULT_TIMEOUT = 30.0
@@ -35,7 +35,8 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_BACKOFF = (0.05, 2.0)
 """First retry delay's upper bound and the cap of every delay (and of Retry-After)."""
 MAX_SERVER_WAIT = 20
-"""The longest wait_seconds the service accepts."""
+"""The longest wait_seconds the service accepts. A round is shorter for a
+short lease: see Client.acquire."""
 
 # A server-side wait ends this long before acquire's own deadline, so that a
 # grant at the very end of it still arrives in time.
@@ -43,7 +44,8 @@ _SERVER_WAIT_SLACK = 0.25
 # How long after acquire's deadline the answer of the request in flight is
 # still awaited: a grant that comes late is then released with its token.
 _LATE_ANSWER_GRACE = 1.0
-# Bounds the clean-up release of a grant nobody will use.
+# Bounds the clean-up release of a grant nobody will use, its retries
+# included: it runs before acquire() returns.
 _CLEANUP_TIMEOUT = 5.0
 
 Number = Union[int, float]
@@ -60,11 +62,15 @@ class Lock:
     fencing_token: int
     acquired_at: _dt.datetime
     expires_at: _dt.datetime
+    lock_delay_seconds: int = 0
+    """The lease's lock-delay, 0 when it has none: expired unreleased, it keeps
+    others out that much longer."""
 
     @classmethod
     def _from_json(cls, doc: Any, what: str) -> "Lock":
         if isinstance(doc, dict):
             token = doc.get("fencing_token")
+            delay = doc.get("lock_delay_seconds", 0)
             acquired_at = parse_time(doc.get("acquired_at"))
             expires_at = parse_time(doc.get("expires_at"))
             resource, owner = doc.get("resource"), doc.get("owner")
@@ -72,8 +78,9 @@ class Lock:
                 type(token) is int and token > 0
                 and isinstance(resource, str) and isinstance(owner, str) and owner
                 and acquired_at is not None and expires_at is not None
+                and type(delay) is int and delay >= 0
             ):
-                return cls(resource, owner, token, acquired_at, expires_at)
+                return cls(resource, owner, token, acquired_at, expires_at, delay)
         raise TransportError(f"{what}: malformed lock in response: {doc!r:.200}")
 
 
@@ -162,7 +169,13 @@ class Client:
     # -- acquiring ---------------------------------------------------------
 
     def try_acquire(
-        self, resource: str, *, ttl: Number = 30, owner: Optional[str] = None, keepalive: bool = True
+        self,
+        resource: str,
+        *,
+        ttl: Number = 30,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
     ) -> Lease:
         """Asks once for a lease of ``ttl`` whole seconds on ``resource``.
 
@@ -171,14 +184,22 @@ class Client:
         lock. ``owner`` defaults to a new unique string. An owner that already
         holds the lock gets a new lease with a larger fencing token.
 
+        ``lock_delay`` asks for a lock-delay of that many whole seconds (the
+        service allows 0 to 300 by default): should the lease expire without
+        a release, no other owner can take the lock until that long after its
+        expiry, so a holder that is slow rather than dead cannot overlap the
+        next one. A release frees the lock at once. The lease reports it in
+        ``lease.lock.lock_delay_seconds``.
+
         When the outcome is unknown (no answer, a 5xx) and the owner is the
         generated default, the lease that request may have created is
         released before the error is raised, so it blocks nobody for a TTL.
         """
         resource, ttl = _check_resource(resource), _check_ttl(ttl)
+        delay = _check_lock_delay(lock_delay)
         owner, generated = _owner(owner)
         try:
-            return self._attempt(resource, owner, ttl, 0, None, keepalive)
+            return self._attempt(resource, owner, ttl, 0, None, keepalive, delay)
         except BaseException as e:
             if generated and maybe_granted(e):
                 self._release_unheard(resource, owner)
@@ -192,17 +213,24 @@ class Client:
         ttl: Number = 30,
         owner: Optional[str] = None,
         keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
     ) -> Lease:
         """Waits up to ``wait`` seconds (None: without limit) for a lease of
         ``ttl`` whole seconds on ``resource``.
 
         Where the service supports it, the service itself holds the request
-        while the lock is taken (``wait_seconds``, up to 20 s a request);
-        otherwise, and for the last fraction of a second, the client polls
-        with jittered exponential backoff (``backoff``), waiting at least the
-        service's Retry-After (capped at the backoff maximum, so an early
-        release is noticed). Temporary failures (5xx, no answer) are retried
-        the same way; a repeated acquire of the same owner is safe.
+        while the lock is taken (``wait_seconds``, up to 20 s a request, and
+        at most ⅔ × (ttl − margin) whole seconds: the lease's local deadline
+        counts from before the request, so a grant at the end of a round
+        still leaves a third of it for the first renewal); otherwise, for the
+        last fraction of a second, and when that bound is under a second, the
+        client polls with jittered exponential backoff (``backoff``), waiting
+        at least the service's Retry-After (capped at the backoff maximum, so
+        an early release is noticed). Temporary failures (503, API Gateway's
+        throttle answers 429 and 500 ``{"message"}``, other 5xx but the
+        service's ``internal`` problem, no answer) are retried the same way;
+        a repeated acquire of the same owner is safe. ``lock_delay`` is as
+        for try_acquire.
 
         When ``wait`` runs out it raises Held (the lock stayed held) or the
         last attempt's error. The answer of a request in flight at that moment
@@ -214,8 +242,9 @@ class Client:
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0):
             raise InvalidRequest(f"wait {wait!r}: want a number of seconds >= 0, or None")
         if wait == 0:
-            return self.try_acquire(resource, ttl=ttl, owner=owner, keepalive=keepalive)
+            return self.try_acquire(resource, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
         resource, ttl = _check_resource(resource), _check_ttl(ttl)
+        delay = _check_lock_delay(lock_delay)
         owner, generated = _owner(owner)
         start = time.monotonic()
         give_up = None if wait is None or math.isinf(wait) else start + wait
@@ -223,10 +252,10 @@ class Client:
         attempt = 0
         try:
             while True:
-                ws = self._server_wait_seconds(give_up)
+                ws = self._server_wait_seconds(give_up, ttl)
                 sent = time.monotonic()
                 try:
-                    return self._attempt(resource, owner, ttl, ws, give_up, keepalive)
+                    return self._attempt(resource, owner, ttl, ws, give_up, keepalive, delay)
                 except _NoServerWait:
                     self.server_wait_supported = False
                     continue
@@ -241,11 +270,11 @@ class Client:
                     break
                 if ws and isinstance(last, Held) and now - sent >= 0.9 * ws:
                     continue  # the service waited: ask again at once
-                delay = self.backoff.delay(attempt, hint(last))
+                pause = self.backoff.delay(attempt, hint(last))
                 attempt += 1
                 if give_up is not None:
-                    delay = min(delay, give_up - now)
-                time.sleep(max(delay, 0.0))
+                    pause = min(pause, give_up - now)
+                time.sleep(max(pause, 0.0))
                 if give_up is not None and time.monotonic() >= give_up:
                     break
         except BaseException as e:
@@ -270,6 +299,7 @@ class Client:
         wait: Optional[Number] = 0,
         owner: Optional[str] = None,
         keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
     ) -> Iterator[Lease]:
         """``with client.lock("nightly-report", ttl=30) as lease: ...``
 
@@ -281,25 +311,38 @@ class Client:
         found the lease gone), LeaseLost is raised on exit: the work ran at
         least partly without the lock.
         """
-        lease = self.acquire(resource, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive)
+        lease = self.acquire(resource, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
         with lease:
             yield lease
 
-    def _server_wait_seconds(self, give_up: Optional[float]) -> int:
+    def _server_wait_seconds(self, give_up: Optional[float], ttl: int) -> int:
+        """The wait_seconds of the next request: at most MAX_SERVER_WAIT, the
+        time left, and ⅔ × (ttl − margin), whole seconds; 0 (poll) when that
+        is under a second."""
         if not self._server_wait or self.server_wait_supported is False:
             return 0
-        if give_up is None:
-            return MAX_SERVER_WAIT
-        return max(0, min(MAX_SERVER_WAIT, int(give_up - time.monotonic() - _SERVER_WAIT_SLACK)))
+        ws = min(MAX_SERVER_WAIT, int(round_limit(ttl, lease_margin(ttl, self.lease_margin))))
+        if give_up is not None:
+            ws = min(ws, int(give_up - time.monotonic() - _SERVER_WAIT_SLACK))
+        return max(0, ws)
 
     def _attempt(
-        self, resource: str, owner: str, ttl: int, wait_seconds: int, give_up: Optional[float], keepalive: bool
+        self,
+        resource: str,
+        owner: str,
+        ttl: int,
+        wait_seconds: int,
+        give_up: Optional[float],
+        keepalive: bool,
+        lock_delay: int = 0,
     ) -> Lease:
         """One acquire request. A grant that arrives after give_up is released."""
         t0 = time.monotonic()  # before sending: the lease cannot have started earlier
         payload: Dict[str, Any] = {"owner": owner, "ttl_seconds": ttl}
         if wait_seconds:
             payload["wait_seconds"] = wait_seconds
+        if lock_delay:
+            payload["lock_delay_seconds"] = lock_delay
         timeout = self.timeout + wait_seconds
         if give_up is not None:
             timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
@@ -335,19 +378,32 @@ class Client:
     def _discard(self, lock: Lock) -> None:
         """Releases a grant nobody will use; failures are ignored (the lease
         would run out by itself)."""
-        try:
-            self._release(lock.resource, lock.owner, lock.fencing_token, min(self.timeout, _CLEANUP_TIMEOUT))
-        except LockError:
-            pass
+        self._clean_up(lock.resource, lock.owner, lock.fencing_token)
 
     def _release_unheard(self, resource: str, owner: str) -> None:
         """Releases owner's lease on resource, if a request whose answer was
         lost created one. Only for generated owners, unique to one acquire
         call, so it can only end a lease of that call."""
-        try:
-            self._release(resource, owner, None, min(self.timeout, _CLEANUP_TIMEOUT))
-        except LockError:
-            pass
+        self._clean_up(resource, owner, None)
+
+    def _clean_up(self, resource: str, owner: str, token: Optional[int]) -> None:
+        """The clean-up release: temporary failures (503, throttling, no
+        answer) are retried with backoff for up to _CLEANUP_TIMEOUT in all;
+        the rest are ignored (the lease runs out by itself)."""
+        give_up = time.monotonic() + _CLEANUP_TIMEOUT
+        attempt = 0
+        while True:
+            try:
+                self._release(resource, owner, token, max(min(self.timeout, give_up - time.monotonic()), 0.001))
+                return
+            except LockError as e:
+                if not retryable(e):
+                    return
+                pause = self.backoff.delay(attempt, hint(e))
+                attempt += 1
+                if time.monotonic() + pause > give_up:
+                    return
+                time.sleep(pause)
 
     # -- the other operations ---------------------------------------------
 
@@ -460,6 +516,14 @@ def _check_ttl(ttl: Any) -> int:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl != int(ttl) or ttl < 1:
         raise InvalidRequest(f"ttl {ttl!r}: want a whole number of seconds, at least 1")
     return int(ttl)
+
+
+def _check_lock_delay(delay: Any) -> int:
+    if delay is None:
+        return 0
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay != int(delay) or delay < 0:
+        raise InvalidRequest(f"lock_delay {delay!r}: want a whole number of seconds, 0 or more")
+    return int(delay)
 
 
 def _check_token(token: Any) -> Optional[int]:

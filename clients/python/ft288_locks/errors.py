@@ -5,17 +5,18 @@ Everything the client raises is a :class:`LockError`::
     LockError
     ├── InvalidRequest (also a ValueError)   rejected before sending, or 400/413/422
     ├── ProblemError                         any error answer of the service or of API Gateway
-    │   ├── NotFound            404 not-found: no live lease (absent, released, expired)
+    │   ├── NotFound            404 not-found: no live lease (absent, released, expired,
+    │   │                       force released: .force_released)
     │   ├── Forbidden           403 forbidden: a live lease of another owner
     │   ├── StaleToken          409 stale-token: owner matches, fencing token does not
     │   ├── ValidationFailed    422 validation-failed (+ InvalidRequest); .errors lists the fields
     │   ├── InvalidJSON         400 invalid-json (+ InvalidRequest)
     │   ├── PayloadTooLarge     413 payload-too-large (+ InvalidRequest)
     │   ├── ServiceUnavailable  503 service-unavailable (and 502/504); .retry_after
-    │   ├── InternalError       500 internal
+    │   ├── InternalError       500 internal (a setup error; not retried)
     │   └── GatewayError        API Gateway's own {"message": ...} answers (bad signature,
     │       │                   wrong URL, throttling); never NotFound/Forbidden
-    │       ├── GatewayUnavailable  its 502/503/504 (+ ServiceUnavailable)
+    │       ├── GatewayUnavailable  its 502/503/504 and throttles 429/500 (+ ServiceUnavailable)
     │       └── GatewayRejected     its 400/413/422 (+ InvalidRequest)
     ├── Held                    acquired: false; .expires_at and .retry_after when the service says
     ├── AcquireTimeout          a grant answered after acquire() stopped waiting (it was released)
@@ -77,6 +78,7 @@ class ProblemError(LockError):
         instance: str = "",
         errors: Optional[List[FieldError]] = None,
         retry_after: Optional[float] = None,
+        force_released: bool = False,
     ) -> None:
         self.status = status
         self.type = type
@@ -85,6 +87,9 @@ class ProblemError(LockError):
         self.instance = instance
         self.errors: List[FieldError] = list(errors or [])
         self.retry_after = retry_after
+        self.force_released = force_released
+        """True on the 404 answer to a renewal or release of a lease that an
+        operator force released (the problem's ``force_released`` member)."""
         super().__init__(self._message())
 
     @property
@@ -97,7 +102,12 @@ class ProblemError(LockError):
 
     @property
     def temporary(self) -> bool:
-        """Whether the same request may succeed later (5xx, 429, 408)."""
+        """Whether the same request may succeed later: 5xx, 429 (API
+        Gateway's throttle answers, 429 and 500 ``{"message"}``, included),
+        408. The service's own 500 ``internal`` problem (a setup error) is
+        not."""
+        if self.slug == "internal":
+            return False
         return self.status >= 500 or self.status in (408, 429)
 
     def _message(self) -> str:
@@ -112,7 +122,8 @@ class ProblemError(LockError):
 
 
 class NotFound(ProblemError):
-    """404 not-found: there is no live lease (never taken, released or expired)."""
+    """404 not-found: there is no live lease (never taken, released, expired, or
+    force released by an operator: then ``force_released`` is True)."""
 
 
 class Forbidden(ProblemError):
@@ -143,7 +154,8 @@ class ServiceUnavailable(ProblemError):
 
 
 class InternalError(ProblemError):
-    """500 internal: a failure the service logged but does not describe."""
+    """500 internal: a failure the service logged but does not describe (a
+    setup error, such as a missing table). Not retried."""
 
 
 class GatewayError(ProblemError):
@@ -154,7 +166,9 @@ class GatewayError(ProblemError):
 
 
 class GatewayUnavailable(GatewayError, ServiceUnavailable):
-    """A 502, 503 or 504 of the gateway."""
+    """A 502, 503 or 504 of the gateway, or its throttle answers: 429 ``{"message":
+    "Too Many Requests"}`` for a throttled route, 500 ``{"message": "Internal
+    Server Error"}`` for a throttled function. Retried with backoff."""
 
 
 class GatewayRejected(GatewayError, InvalidRequest):
@@ -196,10 +210,11 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
             instance=_str(doc.get("instance")),
             errors=errors,
             retry_after=retry_after,
+            force_released=doc.get("force_released") is True,
         )
     title = _str(doc.get("message")) if isinstance(doc, Mapping) else ""
     cls = GatewayError
-    if status in (502, 503, 504):
+    if status in (429, 500, 502, 503, 504):
         cls = GatewayUnavailable
     elif status in (400, 413, 422):
         cls = GatewayRejected
@@ -267,13 +282,16 @@ class LeaseLost(LockError):
 
     ``reason`` is the cause: LeaseExpired, or the refusal of a renewal or of
     the release (NotFound, Forbidden, StaleToken, or another answer renewing
-    cannot get past)."""
+    cannot get past). ``force_released`` is True, and the message says so,
+    when the service said an operator force released the lease."""
 
     def __init__(self, resource: str, fencing_token: int, reason: BaseException) -> None:
         self.resource = resource
         self.fencing_token = fencing_token
         self.reason = reason
-        super().__init__(f"lease on {resource!r} (fencing token {fencing_token}) lost: {reason}")
+        self.force_released = isinstance(reason, ProblemError) and reason.force_released
+        why = f"it was force released by an operator ({reason})" if self.force_released else str(reason)
+        super().__init__(f"lease on {resource!r} (fencing token {fencing_token}) lost: {why}")
 
 
 class LeaseReleased(LockError):

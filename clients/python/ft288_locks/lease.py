@@ -8,16 +8,34 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from ._retry import Backoff, definitive, hint, retryable
-from .errors import LeaseExpired, LeaseLost, LeaseReleased, LockError
+from ._retry import Backoff, definitive, hint, maybe_granted, retryable
+from .errors import LeaseExpired, LeaseLost, LeaseReleased, LockError, NotFound
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client, Lock
 
 log = logging.getLogger("ft288_locks")
 
-# Attempts of the release when a ``with`` block ends (temporary failures only).
-_EXIT_RELEASE_ATTEMPTS = 3
+RELEASE_RETRY_TIMEOUT = 10.0
+"""How long Lease.release() retries temporary failures (503, throttling, no
+answer), in seconds, unless it is given another timeout."""
+
+
+def lease_margin(ttl: float, option: Optional[float]) -> float:
+    """The margin of a lease of ``ttl``: ``option`` unless it is not below the
+    TTL, else ``min(ttl/10, 1 s)``."""
+    if option is None or option >= ttl:
+        return min(ttl / 10, 1.0)
+    return option
+
+
+def round_limit(ttl: float, margin: float) -> float:
+    """The longest a lease of ``ttl`` and ``margin`` may wait at the service in
+    one round, in seconds: two thirds of its local validity (ttl − margin).
+    The local deadline counts from before the request and the grant may come
+    at the end of the round: this leaves a third of the validity for the
+    first renewal. It also caps the keep-alive's interval."""
+    return (ttl - margin) * 2 / 3
 
 
 class Lease:
@@ -30,12 +48,15 @@ class Lease:
     lock.
 
     A daemon thread starts with the lease. It renews the lease every ttl/3
-    (timed from the request that granted or last renewed it, retrying
-    temporary failures with short backoff until the deadline) unless the
-    lease was made with ``keepalive=False``, and in either case sets ``lost``
-    when the local deadline passes without a successful renewal. A refused
-    renewal (NotFound, Forbidden, StaleToken) sets ``lost`` at once.
-    release() stops the thread and waits for it.
+    (every ⅔ × (ttl − margin) when that is shorter: a margin over ttl/2),
+    timed from the request that granted or last renewed it — at once when
+    that time has passed, as after a grant late in a wait at the service —
+    retrying temporary failures with short backoff until the deadline,
+    unless the lease was made with ``keepalive=False``, and in either case
+    sets ``lost`` when the local deadline passes without a successful
+    renewal. A refused renewal (NotFound, Forbidden, StaleToken, or another
+    answer renewing cannot get past) sets ``lost`` at once. release() stops
+    the thread and waits for it.
 
     ``lost`` is a threading.Event; ``check()`` raises LeaseLost (with the
     reason) once it is set. A Lease is safe for use from several threads and
@@ -48,12 +69,10 @@ class Lease:
         self._owner = lock.owner
         self._token = lock.fencing_token
         self._ttl = ttl
-        margin = client.lease_margin
-        if margin is None or margin >= ttl:
-            margin = min(ttl / 10, 1.0)
+        margin = lease_margin(ttl, client.lease_margin)
         self._margin = margin
         self._keepalive = keepalive
-        self._interval = ttl / 3
+        self._interval = min(ttl / 3, round_limit(ttl, margin))
 
         self.lost = threading.Event()
         """Set when the lease is lost: a renewal or the release was refused, or
@@ -258,42 +277,63 @@ class Lease:
 
     # -- releasing -------------------------------------------------------------
 
-    def release(self) -> None:
+    def release(self, timeout: Optional[float] = None) -> None:
         """Stops the lease's thread (waiting for it) and ends the lease at the
         service, sending its fencing token so that a newer lease of the same
         owner is left alone.
 
-        Raises NotFound (the lease had expired), Forbidden or StaleToken
-        (another lease replaced it) and then also sets ``lost`` with that
-        reason, unless it was set already: the lease ended before the
-        release. After a temporary failure (raised as is) release() may be
-        called again; if a later attempt then finds no live lease, it returns
-        quietly, since the earlier attempt may have been the one that
-        released it. Calls after a successful release do nothing."""
+        Temporary failures (503, API Gateway's throttle answers, no answer)
+        are retried with backoff for up to ``timeout`` seconds (default
+        RELEASE_RETRY_TIMEOUT), and not past the lease's end by the local
+        clock (its TTL after the request of the grant or latest renewal).
+        Raises NotFound (the lease had expired, or was force released:
+        ``force_released``), Forbidden or StaleToken (another lease replaced
+        it) and then also sets ``lost`` with that reason, unless it was set
+        already: the lease ended before the release. After an attempt whose
+        outcome is unknown (a 5xx, no answer), a later one that finds no live
+        lease returns quietly, since the earlier attempt may have been the
+        one that released it (unless the service says an operator force
+        released it). When the retries run out the last failure is raised;
+        release() may be called again. Calls after a successful release do
+        nothing."""
         with self._release_mu:  # one release at a time
             with self._mu:
                 if self._release_done:
                     return
                 self._ended = True
                 self._released = True
+                lease_end = self._deadline + self._margin  # retrying past it is pointless
             self._stop.set()
             if self._thread is not threading.current_thread():
                 self._thread.join()
-            try:
-                self._client._release(self._resource, self._owner, self._token, self._client.timeout)
-            except LockError as e:
-                if definitive(e):
-                    with self._mu:
-                        self._release_done = True
-                        if self._release_unknown:
-                            return
-                        if self._reason is None:
-                            self._reason = e
-                    self.lost.set()
-                elif retryable(e):
-                    with self._mu:
-                        self._release_unknown = True
-                raise
+            c = self._client
+            give_up = time.monotonic() + (RELEASE_RETRY_TIMEOUT if timeout is None else timeout)
+            attempt = 0
+            while True:
+                try:
+                    c._release(self._resource, self._owner, self._token,
+                               max(min(c.timeout, give_up - time.monotonic()), 0.001))
+                    break
+                except LockError as e:
+                    if definitive(e):
+                        with self._mu:
+                            self._release_done = True
+                            if self._release_unknown and not (isinstance(e, NotFound) and e.force_released):
+                                return
+                            if self._reason is None:
+                                self._reason = e
+                        self.lost.set()
+                        raise
+                    if not retryable(e):
+                        raise
+                    if maybe_granted(e):  # it may have been applied
+                        with self._mu:
+                            self._release_unknown = True
+                    delay = c.backoff.delay(attempt, hint(e))
+                    attempt += 1
+                    if time.monotonic() + delay > min(give_up, lease_end):
+                        raise
+                    time.sleep(delay)
             with self._mu:
                 self._release_done = True
 
@@ -301,22 +341,16 @@ class Lease:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        """Releases the lease, retrying temporary failures a few times. With
-        no exception in flight, raises LeaseLost if the lease was lost at any
+        """Releases the lease (release() retries temporary failures). With no
+        exception in flight, raises LeaseLost if the lease was lost at any
         point before the release; an exception in flight propagates as is.
-        A release that keeps failing temporarily is logged, not raised (the
-        lease runs out by itself)."""
-        for attempt in range(_EXIT_RELEASE_ATTEMPTS):
-            try:
-                self.release()
-                break
-            except LockError as e:
-                if definitive(e):
-                    break  # recorded as the reason
-                if not retryable(e) or attempt == _EXIT_RELEASE_ATTEMPTS - 1:
-                    log.warning("releasing lease on %r failed: %s", self._resource, e)
-                    break
-                time.sleep(self._client.backoff.delay(attempt, hint(e)))
+        A release that keeps failing is logged, not raised (the lease runs
+        out by itself)."""
+        try:
+            self.release()
+        except LockError as e:
+            if not definitive(e):  # a definitive refusal is recorded as the reason
+                log.warning("releasing lease on %r failed: %s", self._resource, e)
         if exc_type is None:
             reason = self.reason
             if reason is not None:

@@ -16,7 +16,7 @@ import {
   problemFromAnswer,
   retryable,
 } from "./errors.js";
-import { Lease } from "./lease.js";
+import { Lease, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
 import { RequestSigner, resolveRegion, type SigV4Options } from "./sigv4.js";
 import { Backoff, parseRetryAfter, settle, sleep } from "./util.js";
 
@@ -28,7 +28,10 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const DEFAULT_BACKOFF_BASE_MS = 50;
 /** Caps retry delays, and Retry-After with them, so an early release is noticed within about this long. */
 export const DEFAULT_BACKOFF_MAX_MS = 2_000;
-/** The longest the service is asked to hold one acquire (`wait_seconds`). */
+/**
+ * The longest the service is asked to hold one acquire (`wait_seconds`). A
+ * round is shorter for a short lease: see {@link LockClient.acquire}.
+ */
 export const MAX_SERVER_WAIT_SECONDS = 20;
 
 const MAX_RESPONSE_BYTES = 1 << 20;
@@ -42,6 +45,8 @@ export interface LockInfo {
   fencingToken: number;
   acquiredAt: Date;
   expiresAt: Date;
+  /** The lease's lock-delay in seconds, 0 when it has none: expired unreleased, it keeps others out that much longer. */
+  lockDelaySeconds: number;
 }
 
 export interface LockClientOptions {
@@ -80,6 +85,14 @@ export interface TryAcquireOptions {
   signal?: AbortSignal;
   /** Renew every ttl/3 from the moment the lease exists. Default true. */
   keepAlive?: boolean;
+  /**
+   * Ask for a lock-delay of this many whole seconds (the service allows 0–300
+   * by default): should the lease expire without a release, no other owner
+   * can take the lock until that long after its expiry, so a holder that is
+   * slow rather than dead cannot overlap the next one. A release frees the
+   * lock at once. Default 0: none.
+   */
+  lockDelaySeconds?: number;
 }
 
 export interface AcquireOptions extends TryAcquireOptions {
@@ -187,11 +200,16 @@ export class LockClient {
   /**
    * Waits for a lease of `ttlSeconds` on `resource` until `signal` aborts or
    * `waitSeconds` pass. Where the service supports it, it waits at the
-   * service (`wait_seconds`, up to 20 s per request and at most ttl/2);
-   * otherwise, and against an older service, which it remembers, it polls
-   * with jittered exponential backoff, waiting at least the service's
-   * Retry-After (capped at the backoff maximum). Temporary failures (5xx, no
-   * answer) are retried the same way; repeating an acquire is safe.
+   * service (`wait_seconds`, up to 20 s per request, within the time left,
+   * and at most ⅔ × (ttl − margin) whole seconds: the lease's local deadline
+   * counts from before the request, so a grant at the end of a round still
+   * leaves a third of it for the first renewal). When that is under a second,
+   * and against an older service, which it remembers, it polls with jittered
+   * exponential backoff, waiting at least the service's Retry-After (capped
+   * at the backoff maximum). Temporary failures (503, API Gateway's throttle
+   * answers 429 and 500 `{"message"}`, other 5xx but the service's `internal`
+   * problem, no answer) are retried the same way; repeating an acquire is
+   * safe.
    *
    * It rejects with `signal.reason` when the signal aborts; when
    * `waitSeconds` run out, with the last attempt's error ({@link HeldError}
@@ -301,7 +319,11 @@ export class LockClient {
     checkResource(op, resource);
     if (options.owner !== undefined) checkOwner(op, options.owner);
     checkTtl(op, options.ttlSeconds);
+    checkLockDelay(op, options.lockDelaySeconds);
     const { signal, ttlSeconds } = options;
+    // The longest round at the service the lease allows, in whole seconds.
+    const ttlMs = ttlSeconds * 1000;
+    const roundLimit = Math.floor(roundLimitMs(ttlMs, leaseMarginMs(ttlMs, this.#marginMs)) / 1000);
     signal?.throwIfAborted();
     const generated = options.owner === undefined;
     const owner = options.owner ?? defaultOwner();
@@ -318,13 +340,13 @@ export class LockClient {
       for (let attempt = 0; !stop.aborted; ) {
         let wait = 0;
         if (waitMs > 0 && this.#serverWait !== false) {
-          // Leave time for the answer to come back within the budget, and
-          // keep half the TTL: the lease's local clock starts before the wait.
-          wait = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), Math.floor(ttlSeconds / 2));
+          // Leave time for the answer to come back within the budget, and a
+          // third of the lease's local validity after a grant at the end.
+          wait = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), roundLimit);
         }
         const serverWaits = wait >= 1;
         const started = performance.now();
-        const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined);
+        const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds);
         const r = await settle(p, stop);
         if (r.status === "aborted") {
           this.#releaseLate(p, resource, owner, generated);
@@ -342,7 +364,7 @@ export class LockClient {
             });
             if (lease.held) return lease;
             // The answer came after the lease's local deadline: give it back and try again.
-            this.#background(lease.release());
+            this.#background(this.#cleanUp(resource, owner, a.lock.fencingToken));
             last = (lease.signal.reason as LeaseLostError).reason;
           } else {
             last = a.held;
@@ -367,7 +389,7 @@ export class LockClient {
       }
       if (lastUnknown && generated) {
         // Nobody else uses this owner: end whatever lease it may have.
-        this.#background(this.release(resource, { owner }));
+        this.#background(this.#cleanUp(resource, owner));
       }
       if (signal?.aborted) throw signal.reason;
       throw last ?? budget.signal.reason;
@@ -377,9 +399,10 @@ export class LockClient {
   }
 
   /** One acquire request. It is deliberately not cancelled by the caller's signal, so that a late grant is heard and released. */
-  async #attempt(op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined): Promise<AttemptResult> {
+  async #attempt(op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined): Promise<AttemptResult> {
     const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds };
     if (waitSeconds !== undefined) payload.wait_seconds = waitSeconds;
+    if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
     const t0 = performance.now(); // before sending: the lease cannot have started earlier
     const ans = await this.#send(op, "POST", lockPath(resource), payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
     const body = parseJSON(op, ans.text) as Record<string, unknown>;
@@ -396,10 +419,15 @@ export class LockClient {
   #releaseLate(p: Promise<AttemptResult>, resource: string, owner: string, generated: boolean): void {
     this.#background(
       p.then(
-        (a) => (a.granted ? this.release(resource, { owner, fencingToken: a.lock.fencingToken }) : undefined),
-        (err: unknown) => (generated && outcomeUnknown(err) ? this.release(resource, { owner }) : undefined),
+        (a) => (a.granted ? this.#cleanUp(resource, owner, a.lock.fencingToken) : undefined),
+        (err: unknown) => (generated && outcomeUnknown(err) ? this.#cleanUp(resource, owner) : undefined),
       ),
     );
+  }
+
+  /** The clean-up release of a grant nobody will use: temporary failures are retried for up to {@link RELEASE_RETRY_TIMEOUT_MS}. */
+  #cleanUp(resource: string, owner: string, fencingToken?: number): Promise<void> {
+    return releaseRetrying(this, resource, { owner, fencingToken, backoff: this.#backoff });
   }
 
   #background(p: Promise<unknown>): void {
@@ -503,6 +531,12 @@ function checkTtl(op: string, ttl: unknown): void {
   }
 }
 
+function checkLockDelay(op: string, secs: unknown): void {
+  if (secs !== undefined && (typeof secs !== "number" || !Number.isSafeInteger(secs) || secs < 0)) {
+    throw new RangeError(`${op}: lockDelaySeconds ${String(secs)}: must be a whole number of seconds, 0 or more`);
+  }
+}
+
 function checkToken(op: string, token: unknown): void {
   if (token !== undefined && (typeof token !== "number" || !Number.isSafeInteger(token) || token < 1)) {
     throw new RangeError(`${op}: fencingToken ${String(token)}: must be a positive integer`);
@@ -527,15 +561,17 @@ function parseLock(op: string, v: unknown): LockInfo {
   const acquiredAt = new Date(typeof o.acquired_at === "string" ? o.acquired_at : NaN);
   const expiresAt = new Date(typeof o.expires_at === "string" ? o.expires_at : NaN);
   const token = o.fencing_token;
+  const delay = o.lock_delay_seconds ?? 0;
   if (
     typeof o.resource !== "string" ||
     typeof o.owner !== "string" || o.owner === "" ||
     typeof token !== "number" || !Number.isSafeInteger(token) || token < 1 ||
+    typeof delay !== "number" || !Number.isSafeInteger(delay) || delay < 0 ||
     Number.isNaN(acquiredAt.getTime()) || Number.isNaN(expiresAt.getTime())
   ) {
     throw new UnexpectedAnswerError(`${op}: malformed lock in answer`);
   }
-  return { resource: o.resource, owner: o.owner, fencingToken: token, acquiredAt, expiresAt };
+  return { resource: o.resource, owner: o.owner, fencingToken: token, acquiredAt, expiresAt, lockDelaySeconds: delay };
 }
 
 async function readLimited(res: Response, limit: number): Promise<string> {

@@ -26,6 +26,7 @@ export interface ProblemInit {
   instance?: string;
   errors?: FieldError[];
   retryAfterMs?: number;
+  forceReleased?: boolean;
 }
 
 /**
@@ -50,6 +51,11 @@ export class ProblemError extends LocksError {
   readonly errors: FieldError[];
   /** The Retry-After header in milliseconds; undefined when absent. */
   readonly retryAfterMs: number | undefined;
+  /**
+   * True on the 404 answer to a renewal or release of a lease that an
+   * operator force released (the problem's `force_released` member).
+   */
+  readonly forceReleased: boolean;
 
   constructor(operation: string, init: ProblemInit) {
     super(`${operation}: ${describe(init)}`);
@@ -60,6 +66,7 @@ export class ProblemError extends LocksError {
     this.instance = init.instance ?? "";
     this.errors = init.errors ?? [];
     this.retryAfterMs = init.retryAfterMs;
+    this.forceReleased = init.forceReleased ?? false;
   }
 
   /** The slug of `type` ("not-found", "stale-token", ...), or "" when it is not one of the lock service's types. */
@@ -67,8 +74,13 @@ export class ProblemError extends LocksError {
     return this.type.startsWith(PROBLEM_TYPE_BASE) ? this.type.slice(PROBLEM_TYPE_BASE.length) : "";
   }
 
-  /** Whether the same request may succeed later: server errors, throttling and timeouts. */
+  /**
+   * Whether the same request may succeed later: server errors, throttling
+   * (API Gateway's 429 and 500 `{"message"}` included) and timeouts. The
+   * service's own 500 `internal` problem (a setup error) is not.
+   */
   get temporary(): boolean {
+    if (this.slug === "internal") return false;
     return this.status >= 500 || this.status === 429 || this.status === 408;
   }
 }
@@ -81,7 +93,7 @@ function describe(p: ProblemInit): string {
   return s;
 }
 
-/** 404 `not-found`: no live lease (never taken, released, or expired). Take the lock again. */
+/** 404 `not-found`: no live lease (never taken, released, expired, or force released by an operator: then `forceReleased`). Take the lock again. */
 export class NotFoundError extends ProblemError {}
 /** 403 `forbidden`: a live lease exists but belongs to another owner (or, with IAM auth, another principal). */
 export class ForbiddenError extends ProblemError {}
@@ -96,12 +108,15 @@ export class InvalidJsonError extends InvalidRequestError {}
 /** 413 `payload-too-large`: the body is over 16 KiB. */
 export class PayloadTooLargeError extends InvalidRequestError {}
 /**
- * 503 `service-unavailable` (the store was throttled, failed or too slow), or
- * a gateway's 502/503/504. Nothing the caller was told about changed; retrying
- * is safe.
+ * 503 `service-unavailable` (the store was throttled, failed or too slow), a
+ * gateway's 502/503/504, or API Gateway's throttle answers: 429
+ * `{"message":"Too Many Requests"}` for a throttled route, 500
+ * `{"message":"Internal Server Error"}` for a throttled function. Nothing the
+ * caller was told about changed; retrying is safe, and the client retries
+ * these with backoff.
  */
 export class ServiceUnavailableError extends ProblemError {}
-/** 500 `internal`: a failure of the service; the cause is in its logs. */
+/** 500 `internal`: a failure of the service (a setup error); the cause is in its logs. Not retried. */
 export class InternalError extends ProblemError {}
 
 const bySlug: Record<string, new (operation: string, init: ProblemInit) => ProblemError> = {
@@ -118,8 +133,9 @@ const bySlug: Record<string, new (operation: string, init: ProblemInit) => Probl
 /**
  * Builds the error for a non-2xx answer: the problem document's class by its
  * slug; else (API Gateway's `{"message"}`, a proxy's page) a class by status
- * only where that is safe: 502/503/504 → ServiceUnavailableError,
- * 400/413/422 → InvalidRequestError, anything else a plain ProblemError.
+ * only where that is safe: 502/503/504 and the gateway's throttle answers
+ * 429/500 → ServiceUnavailableError, 400/413/422 → InvalidRequestError,
+ * anything else a plain ProblemError.
  */
 export function problemFromAnswer(operation: string, status: number, body: string, retryAfterMs: number | undefined): ProblemError {
   let doc: unknown;
@@ -138,13 +154,15 @@ export function problemFromAnswer(operation: string, status: number, body: strin
           .filter((e): e is Record<string, unknown> => typeof e === "object" && e !== null)
           .map((e) => ({ field: str(e.field) ?? "", detail: str(e.detail) ?? "" }))
       : [];
-    const init: ProblemInit = { status, type, title, detail: str(o.detail), instance: str(o.instance), errors, retryAfterMs };
+    const init: ProblemInit = {
+      status, type, title, detail: str(o.detail), instance: str(o.instance), errors, retryAfterMs, forceReleased: o.force_released === true,
+    };
     const slug = type?.startsWith(PROBLEM_TYPE_BASE) ? type.slice(PROBLEM_TYPE_BASE.length) : "";
     const Cls = Object.hasOwn(bySlug, slug) ? bySlug[slug]! : ProblemError;
     return new Cls(operation, init);
   }
   const init: ProblemInit = { status, title: str(o.message) ?? statusText(status), retryAfterMs };
-  if (status === 502 || status === 503 || status === 504) return new ServiceUnavailableError(operation, init);
+  if (status === 429 || status === 500 || status === 502 || status === 503 || status === 504) return new ServiceUnavailableError(operation, init);
   if (status === 400 || status === 413 || status === 422) return new InvalidRequestError(operation, init);
   return new ProblemError(operation, init);
 }
@@ -193,7 +211,8 @@ export class LeaseExpiredError extends LocksError {
  * Why a lease was lost: `reason` (also `cause`) is the refusal of a renewal
  * (a {@link NotFoundError}, {@link ForbiddenError}, {@link StaleTokenError}
  * or another answer renewing cannot get past) or a {@link LeaseExpiredError}.
- * It is the `reason` of the lease's `signal`.
+ * It is the `reason` of the lease's `signal`. `forceReleased` is true, and the
+ * message says so, when the service said an operator force released it.
  */
 export class LeaseLostError extends LocksError {
   /** The lock's name. */
@@ -202,12 +221,17 @@ export class LeaseLostError extends LocksError {
   readonly fencingToken: number;
   /** Why it was lost. */
   readonly reason: Error;
+  /** True when an operator force released the lease (a 404 with `force_released`). */
+  readonly forceReleased: boolean;
 
   constructor(resource: string, fencingToken: number, reason: Error) {
-    super(`lease on ${JSON.stringify(resource)} (fencing token ${fencingToken}) lost: ${reason.message}`, { cause: reason });
+    const forced = reason instanceof ProblemError && reason.forceReleased;
+    const why = forced ? `it was force released by an operator (${reason.message})` : reason.message;
+    super(`lease on ${JSON.stringify(resource)} (fencing token ${fencingToken}) lost: ${why}`, { cause: reason });
     this.resource = resource;
     this.fencingToken = fencingToken;
     this.reason = reason;
+    this.forceReleased = forced;
   }
 }
 

@@ -14,7 +14,7 @@ export {
   type WithLockOptions,
   type LockedFunction,
 } from "./client.js";
-export { Lease } from "./lease.js";
+export { Lease, RELEASE_RETRY_TIMEOUT_MS } from "./lease.js";
 export { SIGV4_SERVICE, type Credentials, type CredentialsProvider, type SigV4Options } from "./sigv4.js";
 export {
   PROBLEM_TYPE_BASE,

@@ -1,6 +1,69 @@
 import type { LockClient, LockInfo } from "./client.js";
-import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, retryable } from "./errors.js";
+import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError, outcomeUnknown, retryable } from "./errors.js";
 import { Backoff, sleep } from "./util.js";
+
+/**
+ * How long a release retries temporary failures (503, throttling, no answer)
+ * unless its signal aborts sooner: {@link Lease.release} and the release of a
+ * grant nobody waited for.
+ */
+export const RELEASE_RETRY_TIMEOUT_MS = 10_000;
+
+/** The margin of a lease of `ttlMs`: `optionMs` unless it is not below the TTL, else min(ttl/10, 1 s). */
+export function leaseMarginMs(ttlMs: number, optionMs: number | undefined): number {
+  return optionMs !== undefined && optionMs > 0 && optionMs < ttlMs ? optionMs : Math.min(ttlMs / 10, 1000);
+}
+
+/**
+ * The longest a lease of `ttlMs` and `marginMs` may wait at the service in one
+ * round, in ms: two thirds of its local validity (ttl − margin). Its local
+ * deadline counts from before the request, and the grant may come at the end
+ * of the round: this leaves a third of the validity for the first renewal.
+ * It also caps the keep-alive's interval.
+ */
+export function roundLimitMs(ttlMs: number, marginMs: number): number {
+  return ((ttlMs - marginMs) * 2) / 3;
+}
+
+/** A release's retry state that outlives one call: an attempt whose outcome is unknown makes a later 404 count as released. */
+export interface ReleaseState {
+  unsure: boolean;
+}
+
+/**
+ * Releases `owner`'s lease, retrying temporary failures with backoff until
+ * `signal` aborts, {@link RELEASE_RETRY_TIMEOUT_MS} pass, or (when given)
+ * performance.now() reaches `untilMs`. A 404 after an attempt with an unknown
+ * outcome counts as released, unless the service says an operator force
+ * released the lease. Rejects with the last attempt's error.
+ */
+export async function releaseRetrying(
+  client: LockClient,
+  resource: string,
+  options: { owner: string; fencingToken?: number; signal?: AbortSignal; backoff: Backoff; untilMs?: number; state?: ReleaseState },
+): Promise<void> {
+  const state = options.state ?? { unsure: false };
+  const budget = AbortSignal.timeout(RELEASE_RETRY_TIMEOUT_MS);
+  const signal = options.signal ? AbortSignal.any([options.signal, budget]) : budget;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await client.release(resource, { owner: options.owner, fencingToken: options.fencingToken, signal });
+      return;
+    } catch (err) {
+      if (err instanceof NotFoundError && state.unsure && !err.forceReleased) return;
+      if (!retryable(err) || signal.aborted) throw err;
+      if (outcomeUnknown(err)) state.unsure = true;
+      const delay = options.backoff.delay(attempt, retryAfter(err));
+      if (options.untilMs !== undefined && performance.now() + delay > options.untilMs) throw err;
+      if (!(await sleep(delay, signal))) throw err;
+    }
+  }
+}
+
+function retryAfter(err: unknown): number {
+  const ms = (err as { retryAfterMs?: unknown }).retryAfterMs;
+  return typeof ms === "number" ? ms : 0;
+}
 
 /** How a {@link LockClient} sets up a lease; not for direct use. */
 export interface LeaseSetup {
@@ -24,8 +87,10 @@ export interface LeaseSetup {
  * The service's clock (`expiresAt`) never decides whether the client believes
  * it holds the lock.
  *
- * Unless turned off, a keep-alive renews the lease every ttl/3, timed from
- * the grant, from the moment the lease exists. `signal` aborts the moment the
+ * Unless turned off, a keep-alive renews the lease every ttl/3 (every
+ * ⅔ × (ttl − margin) when that is shorter: a margin over ttl/2), timed from
+ * the request that granted it, from the moment the lease exists — at once
+ * when that time has passed, as after a grant late in a wait at the service. `signal` aborts the moment the
  * lease is lost — a renewal was refused, or none succeeded before the local
  * deadline — with a {@link LeaseLostError} as its reason, or after `release()`
  * with a {@link LeaseReleasedError}. Run the protected work under it and send
@@ -46,6 +111,7 @@ export class Lease {
   readonly #ttlMs: number;
   readonly #marginMs: number;
   readonly #ac = new AbortController();
+  readonly #release: ReleaseState = { unsure: false };
   #lock: LockInfo;
   #deadline: number;
   #lastT0: number;
@@ -63,8 +129,7 @@ export class Lease {
     this.#client = setup.client;
     this.#backoff = setup.backoff;
     this.#ttlMs = ttlSeconds * 1000;
-    const m = setup.marginMs;
-    this.#marginMs = m !== undefined && m > 0 && m < this.#ttlMs ? m : Math.min(this.#ttlMs / 10, 1000);
+    this.#marginMs = leaseMarginMs(this.#ttlMs, setup.marginMs);
     this.#lock = lock;
     this.#lastT0 = t0;
     this.#deadline = t0 + this.#ttlMs - this.#marginMs;
@@ -137,8 +202,9 @@ export class Lease {
   }
 
   /**
-   * Starts renewing the lease every ttl/3 (timed from the latest grant or
-   * renewal) until it is released or lost. Temporary failures are retried with
+   * Starts renewing the lease every ttl/3 (or ⅔ × (ttl − margin) when that is
+   * shorter), timed from the request of the latest grant or renewal, until it
+   * is released or lost. Temporary failures are retried with
    * short backoff until the local deadline. The lease starts this itself
    * unless `keepAlive: false` was given; calls after the first do nothing.
    */
@@ -154,9 +220,15 @@ export class Lease {
    * Stops the keep-alive, aborts `signal` with {@link LeaseReleasedError}
    * (unless the lease was lost) and ends the lease at the service, sending its
    * fencing token so that a newer lease of the same owner is left alone.
-   * Rejects with {@link NotFoundError} when the lease had already ended at the
-   * service, {@link ForbiddenError} or {@link StaleTokenError} when another
-   * lease replaced it; it may be called again after a temporary failure.
+   * Temporary failures (503, API Gateway's throttle answers, no answer) are
+   * retried with backoff until `options.signal` aborts, for at most
+   * {@link RELEASE_RETRY_TIMEOUT_MS}, and not past the lease's end by the local
+   * clock (its TTL after the request of the grant or latest renewal); a 404
+   * after an attempt whose outcome is unknown counts as released. Rejects with
+   * {@link NotFoundError} when the lease had already ended at the service
+   * (`forceReleased` when an operator ended it), {@link ForbiddenError} or
+   * {@link StaleTokenError} when another lease replaced it, or the last
+   * temporary failure; it may be called again after one.
    */
   async release(options: { signal?: AbortSignal } = {}): Promise<void> {
     const ka = this.#keepAlive;
@@ -169,7 +241,10 @@ export class Lease {
       clearTimeout(this.#watchdog);
       this.#ac.abort(new LeaseReleasedError(this.resource));
     }
-    await this.#client.release(this.resource, { owner: this.owner, fencingToken: this.fencingToken, signal: options.signal });
+    await releaseRetrying(this.#client, this.resource, {
+      owner: this.owner, fencingToken: this.fencingToken, signal: options.signal,
+      backoff: this.#backoff, untilMs: this.#lastT0 + this.#ttlMs, state: this.#release,
+    });
   }
 
   #arm(): void {
@@ -214,7 +289,7 @@ export class Lease {
   }
 
   async #keepAliveLoop(stop: AbortSignal): Promise<void> {
-    const interval = this.#ttlMs / 3;
+    const interval = Math.min(this.#ttlMs / 3, roundLimitMs(this.#ttlMs, this.#marginMs));
     for (;;) {
       if (!(await sleep(this.#lastT0 + interval - performance.now(), stop, true))) return;
       if (!(await this.#renewUntilDeadline(stop, interval))) return;

@@ -40,7 +40,7 @@ function granting(free: (n: number) => boolean, extra: (req: { body: Record<stri
 }
 
 describe("server-side waiting", { concurrency: true }, () => {
-  test("asks the service to wait, within the budget and half the TTL, and asks again at once after a full wait", async () => {
+  test("asks the service to wait, within the budget and two thirds of the lease, and asks again at once after a full wait", async () => {
     const slowFalse = stubFetch(async (_req, n) => {
       if (n === 0) {
         await delay(1000); // the service held the request, then said no
@@ -60,7 +60,7 @@ describe("server-side waiting", { concurrency: true }, () => {
 
     const short = granting(() => true);
     await new LockClient(BASE, { fetch: short.fetch }).acquire("r", { ttlSeconds: 3, waitSeconds: 60, keepAlive: false });
-    assert.equal(short.calls[0]!.body?.wait_seconds, 1, "at most ttl/2: the lease's clock starts before the wait");
+    assert.equal(short.calls[0]!.body?.wait_seconds, 1, "at most ⅔ × (ttl − margin): the lease's clock starts before the wait");
     const forever = granting(() => true);
     await new LockClient(BASE, { fetch: forever.fetch }).acquire("r", { ttlSeconds: 300, keepAlive: false });
     assert.equal(forever.calls[0]!.body?.wait_seconds, 20, "at most 20 s per request");

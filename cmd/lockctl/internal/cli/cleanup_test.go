@@ -31,10 +31,11 @@ type recorder struct {
 
 // recorded is one request that passed the recorder.
 type recorded struct {
-	Method  string
-	Owner   string
-	Token   int64
-	Granted *client.Lock // an acquire's grant
+	Method    string
+	Owner     string
+	Token     int64
+	LockDelay int64        // lock_delay_seconds sent
+	Granted   *client.Lock // an acquire's grant
 }
 
 func startRecorder(tb testing.TB, target string, delay time.Duration) *recorder {
@@ -43,8 +44,9 @@ func startRecorder(tb testing.TB, target string, delay time.Duration) *recorder 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var in struct {
-			Owner string `json:"owner"`
-			Token int64  `json:"fencing_token"`
+			Owner     string `json:"owner"`
+			Token     int64  `json:"fencing_token"`
+			LockDelay int64  `json:"lock_delay_seconds"`
 		}
 		_ = json.Unmarshal(body, &in)
 		req, _ := http.NewRequestWithContext(context.Background(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
@@ -56,7 +58,7 @@ func startRecorder(tb testing.TB, target string, delay time.Duration) *recorder 
 		}
 		defer resp.Body.Close()
 		out, _ := io.ReadAll(resp.Body)
-		entry := recorded{Method: r.Method, Owner: in.Owner, Token: in.Token}
+		entry := recorded{Method: r.Method, Owner: in.Owner, Token: in.Token, LockDelay: in.LockDelay}
 		acquire := r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/renew")
 		if acquire {
 			var a struct {
@@ -158,5 +160,26 @@ func TestCleanUpAfterFailedAcquire(t *testing.T) {
 				t.Errorf("status after lockctl exited: got %+v, %v, want no lease left behind", st, err)
 			}
 		})
+	}
+}
+
+// TestRunSendsLockDelay: run --lock-delay asks for the lease's lock-delay,
+// and the service grants it.
+func TestRunSendsLockDelay(t *testing.T) {
+	t.Parallel()
+	srv := localtest.Start(t, localtest.Options{})
+	rec := startRecorder(t, srv.URL, 0)
+	code, _, stderr := lockctl(t, rec.URL, "run", uniqueName(t), "--lock-delay", "45s", "--", "true")
+	if code != cli.ExitOK {
+		t.Fatalf("exit code: got %d, want 0 (stderr %q)", code, stderr)
+	}
+	var grants []recorded
+	for _, r := range rec.log() {
+		if r.Granted != nil {
+			grants = append(grants, r)
+		}
+	}
+	if len(grants) != 1 || grants[0].LockDelay != 45 || grants[0].Granted.LockDelaySeconds != 45 {
+		t.Errorf("grants: got %+v, want one asked for and granted with lock_delay_seconds 45", grants)
 	}
 }

@@ -85,12 +85,13 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{
-			name: "acquire", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [-E CODE] [-q]",
+			name: "acquire", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--lock-delay 0] [-E CODE] [-q]",
 			summary: "take the lock and print the lease as JSON",
 			help: `Takes the lock on RESOURCE and prints the lease as JSON; it stays held
 until its TTL runs out unless renewed ('lockctl renew') or released
 ('lockctl release') with the owner and token printed. Without --owner the
-owner is HOST:PID:RANDOM, unique to this call.
+owner is HOST:PID:RANDOM, unique to this call. With --lock-delay, a lease
+that expires unreleased keeps others from the lock that much longer.
 
 If --wait runs out while a request is in flight and the service grants it
 after all, lockctl releases that lease before it exits.`,
@@ -117,7 +118,7 @@ carry that fencing token.`,
 			run: releaseCmd,
 		},
 		{
-			name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [-E CODE] [-q] -- CMD [ARGS...]",
+			name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
 			summary: "run CMD while holding the lock",
 			help:    runHelp,
 			run:     runCmd,
@@ -137,15 +138,23 @@ allowed to call the /admin routes (see the README's Admin API).`,
 			run: lsCmd,
 		},
 		{
-			name: "force-release", synopsis: "RESOURCE --reason TEXT",
+			name: "force-release", synopsis: "RESOURCE --reason TEXT [--immediate] [--token N]",
 			summary: "end the lease whoever holds it (admin, audited)",
 			help: `Ends the lease on RESOURCE whoever holds it, and prints the lease it ended
-as JSON; exits 3 when no lease holds the lock. --reason (1 to 500 bytes) is
+as JSON with "reason", "immediate" and "free_at" (when others may take the
+lock); exits 3 when no lease holds the lock. --reason (1 to 500 bytes) is
 required: the service writes it to its audit log with your identity, the
 owner and the fencing token it ended. The fencing counter survives: the
 next grant gets a larger token, and the ended holder's renewals fail, so
 its 'lockctl run' stops its command. Use it for a holder that is gone while
 its lease runs on (a long TTL), not to take a lock from a live job.
+
+By default the lease expires now but keeps its lock-delay: nobody, the
+evicted owner included, may take the lock until free_at, so a holder that
+is slow rather than dead cannot overlap the next one. --immediate frees the
+lock at once: for a holder you know is dead. --token N ends only the lease
+with fencing token N (the one you saw in 'lockctl ls'); when another lease
+holds the lock by then, lockctl shows it, suggests its --token, and exits 4.
 
 An admin command: against the IAM-authorized API it needs an identity
 allowed to call the /admin routes (see the README's Admin API).`,
@@ -201,19 +210,22 @@ Flags of every command:
   --region R       the API's AWS region for --sigv4 (default: env AWS_REGION
                    or the profile's region)
 
---owner defaults to HOST:PID:RANDOM, unique per process. --ttl, --wait and
---grace take seconds (90) or a duration (90s, 1m30s); --ttl is whole seconds.
---wait 0 tries once; a longer --wait waits at the service (one request per
-round of up to 20 s) and gets the lock right after its release, or polls a
-service that does not wait. 'lockctl COMMAND --help' tells more about a
-command.
+--owner defaults to HOST:PID:RANDOM, unique per process. --ttl, --wait,
+--grace and --lock-delay take seconds (90) or a duration (90s, 1m30s); --ttl
+and --lock-delay are whole seconds. --wait 0 tries once; a longer --wait
+waits at the service (one request per round of up to 20 s, and at most two
+thirds of the lease's local validity, so a grant at the end of a round
+leaves room for the first renewal) and gets the lock right after its
+release, or polls a service that does not wait (and when a round would be
+under a second). 'lockctl COMMAND --help' tells more about a command.
 
 Exit codes:
   0   success (run: the command's own status)
   1   error: service unreachable, unexpected answer, command not started
   2   usage error
   3   no live lease (status, renew, release, force-release)
-  4   the lease belongs to another owner or to a newer lease (renew, release)
+  4   the lease belongs to another owner or to a newer lease (renew, release;
+      force-release --token)
   75  the lock is held by another owner and --wait ran out (acquire, run;
       --held-exit changes it)
   76  run: the lease was lost while the command ran; the command was stopped
@@ -552,6 +564,23 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// lockDelayFlag defines --lock-delay.
+func (fs *flagSet) lockDelayFlag() *time.Duration {
+	return fs.duration("lock-delay", 0, "after an unreleased expiry, keep others out this many more whole `seconds` (0–300 by default)")
+}
+
+// checkLockDelay checks --lock-delay (the service checks its maximum) and
+// returns the acquire options for it.
+func checkLockDelay(d time.Duration) ([]client.AcquireOption, error) {
+	if d < 0 || d%time.Second != 0 {
+		return nil, &usageError{fmt.Sprintf("--lock-delay %s: must be whole seconds, 0 or more", d)}
+	}
+	if d == 0 {
+		return nil, nil
+	}
+	return []client.AcquireOption{client.WithLockDelay(d)}, nil
+}
+
 // failed reports err and returns its exit code.
 func failed(env Env, err error) int {
 	var held *heldError
@@ -595,15 +624,15 @@ func printJSON(w io.Writer, v any) {
 
 // take acquires resource: once when wait is 0, else waiting up to wait.
 // An empty owner has the client make up a unique one.
-func take(ctx context.Context, c *client.Client, resource, owner string, ttl, wait time.Duration) (*client.Lease, error) {
+func take(ctx context.Context, c *client.Client, resource, owner string, ttl, wait time.Duration, opts []client.AcquireOption) (*client.Lease, error) {
 	if wait <= 0 {
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
-		return c.TryAcquire(ctx, resource, owner, ttl)
+		return c.TryAcquire(ctx, resource, owner, ttl, opts...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return c.Acquire(ctx, resource, owner, ttl)
+	return c.Acquire(ctx, resource, owner, ttl, opts...)
 }
 
 func acquireCmd(args []string, env Env) int {
@@ -611,10 +640,15 @@ func acquireCmd(args []string, env Env) int {
 	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds`: 90 or 90s")
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
+	lockDelay := fs.lockDelayFlag()
 	held := fs.heldFlags()
 	resource, err := parseOnly(fs, args)
 	if err == nil {
 		err = checkTTL(*ttl)
+	}
+	var opts []client.AcquireOption
+	if err == nil {
+		opts, err = checkLockDelay(*lockDelay)
 	}
 	if err == nil {
 		err = held.check()
@@ -623,7 +657,7 @@ func acquireCmd(args []string, env Env) int {
 		return parseFailed(fs, env, err)
 	}
 	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
-		lease, err := take(ctx, c, resource, *owner, *ttl, *wait)
+		lease, err := take(ctx, c, resource, *owner, *ttl, *wait, opts)
 		if errors.Is(err, client.ErrHeld) {
 			return nil, &heldError{err, held}
 		}
@@ -766,14 +800,65 @@ func tableCell(s string) string {
 func forceReleaseCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("force-release"), env)
 	reason := fs.String("reason", "", "why, for the audit log: `TEXT` of 1 to 500 bytes (required)")
+	immediate := fs.Bool("immediate", false, "free the lock at once, ignoring the lease's lock-delay (the holder is dead)")
+	token := fs.Int64("token", 0, "end only the lease with this fencing `token` (as 'lockctl ls' showed it)")
 	resource, err := parseOnly(fs, args)
 	if err == nil && strings.TrimSpace(*reason) == "" {
 		err = &usageError{"--reason is required"}
+	}
+	if err == nil && *token < 0 {
+		err = &usageError{fmt.Sprintf("--token %d: want a positive fencing token", *token)}
 	}
 	if err != nil {
 		return parseFailed(fs, env, err)
 	}
 	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
-		return c.ForceRelease(ctx, resource, *reason)
+		ended, err := c.ForceRelease(ctx, resource, *reason, client.ForceReleaseOptions{Immediate: *immediate, FencingToken: *token})
+		var p *client.ProblemError
+		if errors.Is(err, client.ErrStaleToken) && errors.As(err, &p) && p.Current != nil {
+			return nil, &staleForceRelease{err: err, current: *p.Current, flags: args}
+		}
+		return ended, err
 	})
+}
+
+// staleForceRelease is a force release refused because another lease than
+// the one asked for holds the lock; it shows that lease and how to end it.
+type staleForceRelease struct {
+	err     error
+	current client.AdminLock
+	flags   []string // the command line, for the suggestion
+}
+
+func (e *staleForceRelease) Error() string {
+	cur, _ := json.Marshal(e.current)
+	args := []string{"lockctl", "force-release"}
+	skip := false
+	for _, a := range e.flags {
+		switch {
+		case skip:
+			skip = false
+			continue
+		case a == "--token" || a == "-token":
+			skip = true
+			continue
+		case strings.HasPrefix(a, "--token=") || strings.HasPrefix(a, "-token="):
+			continue
+		}
+		args = append(args, shellQuote(a))
+	}
+	args = append(args, "--token", strconv.FormatInt(e.current.FencingToken, 10))
+	return fmt.Sprintf("%v\nthe lock is held by another lease now: %s\nto end that one, check it and run: %s", e.err, cur, strings.Join(args, " "))
+}
+
+func (e *staleForceRelease) Unwrap() error { return e.err }
+
+// shellQuote quotes s for a POSIX shell unless it needs none.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -79,6 +79,21 @@ func TestMainCommands(t *testing.T) {
 			after:      wantOwner("w1"),
 		},
 		{
+			name:       "AcquireLockDelay",
+			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--lock-delay", "30"} },
+			wantStdout: `"lock_delay_seconds":30\}\n$`,
+			after:      wantLockDelay(30),
+		},
+		{
+			name:  "AcquireLockDelayDuration",
+			args:  func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--lock-delay", "1m"} },
+			after: wantLockDelay(60),
+		},
+		{name: "ErrLockDelayFraction", args: func(res string, _ *client.Lease) []string { return []string{"acquire", res, "--lock-delay", "1500ms"} }, wantCode: cli.ExitUsage, wantStderr: "--lock-delay 1.5s: must be whole seconds"},
+		{name: "ErrRunLockDelayFraction", args: func(res string, _ *client.Lease) []string {
+			return []string{"run", res, "--lock-delay", "0.5s", "--", "true"}
+		}, wantCode: cli.ExitUsage, wantStderr: "--lock-delay 500ms: must be whole seconds"},
+		{
 			name:       "AcquireDefaultOwnerIsUnique",
 			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", res} },
 			wantStdout: `"owner":"[^":]+:[0-9]+:[0-9a-f]{16}"`,
@@ -312,7 +327,8 @@ func TestMainCommands(t *testing.T) {
 			args: func(res string, _ *client.Lease) []string {
 				return []string{"force-release", res, "--reason", "holder is gone"}
 			},
-			wantStdout: `^\{"resource":"[^"]+","owner":"holder",` + tokenRE + `,"acquired_at":"[^"]+","expires_at":"[^"]+"\}\n$`,
+			// free_at once the service says when others may take the lock.
+			wantStdout: `^\{"resource":"[^"]+","owner":"holder",` + tokenRE + `,"acquired_at":"[^"]+","expires_at":"[^"]+","reason":"holder is gone","immediate":false(,"free_at":"[^"]+")?\}\n$`,
 			after:      wantFree,
 		},
 		{
@@ -441,6 +457,24 @@ func wantTTL(ttl time.Duration) func(t *testing.T, url, res string) {
 		}
 		if got := l.ExpiresAt.Sub(l.AcquiredAt); got != ttl {
 			t.Errorf("lease length: got %s, want %s", got, ttl)
+		}
+	}
+}
+
+// wantLockDelay checks that the live lease on res has a lock-delay of secs.
+func wantLockDelay(secs int64) func(t *testing.T, url, res string) {
+	return func(t *testing.T, url, res string) {
+		t.Helper()
+		c, err := client.New(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Status(context.Background(), res)
+		if err != nil {
+			t.Fatalf("status afterwards: %v", err)
+		}
+		if l.LockDelaySeconds != secs {
+			t.Errorf("lock-delay: got %d s, want %d s", l.LockDelaySeconds, secs)
 		}
 	}
 }

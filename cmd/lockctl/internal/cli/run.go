@@ -32,10 +32,15 @@ func runCmd(args []string, env Env) int {
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
 	grace := fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL (at most ttl/2 − min(ttl/10, 1s); default 10 or that)")
+	lockDelay := fs.lockDelayFlag()
 	held := fs.heldFlags()
 	resource, argv, err := parse(fs, args)
 	if err == nil {
 		err = checkTTL(*ttl)
+	}
+	var opts []client.AcquireOption
+	if err == nil {
+		opts, err = checkLockDelay(*lockDelay)
 	}
 	if err == nil {
 		err = held.check()
@@ -73,7 +78,7 @@ func runCmd(args []string, env Env) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
-	lease, code := waitForLock(fs.common, resource, *owner, *ttl, *wait, *grace+margin, held, sigc, env)
+	lease, code := waitForLock(fs.common, resource, *owner, *ttl, *wait, *grace+margin, opts, held, sigc, env)
 	if lease == nil {
 		return code
 	}
@@ -94,7 +99,7 @@ func runCmd(args []string, env Env) int {
 // owner when the owner is lockctl's own unique one. A grant nobody heard
 // of would block the next run for a whole TTL. A clean "held" answer needs
 // no clean-up.
-func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Duration, held *heldOptions, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
+func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Duration, opts []client.AcquireOption, held *heldOptions, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := com.client(ctx, client.WithLeaseMargin(margin))
@@ -107,7 +112,7 @@ func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Dur
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := take(ctx, c, resource, owner, ttl, wait)
+		l, err := take(ctx, c, resource, owner, ttl, wait, opts)
 		done <- result{l, err}
 	}()
 	select {
@@ -134,7 +139,8 @@ func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Dur
 	}
 }
 
-// release ends the lease and returns the service's answer. A failure is
+// release ends the lease and returns the service's answer; the client
+// retries temporary failures for up to releaseTimeout. A failure is
 // reported; the lease runs out by itself.
 func release(lease *client.Lease, env Env) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)

@@ -142,10 +142,21 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jo
 		if errors.Is(err, client.ErrLeaseExpired) {
 			release(lease, env) // the service may still hold it
 		}
+		var lost *client.LeaseLostError
+		if errors.As(err, &lost) && lost.ForceReleased {
+			fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
+			return ExitLeaseLost
+		}
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
 		return ExitLeaseLost
 	}
-	if err := release(lease, env); errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound) {
+	err := release(lease, env)
+	var p *client.ProblemError
+	if errors.Is(err, client.ErrNotFound) && errors.As(err, &p) && p.ForceReleased {
+		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
+		return ExitLeaseLost
+	}
+	if errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound) {
 		// Another owner or a newer lease holds the lock, or the lease was
 		// already over (ended by the service's clock before ours, or released
 		// elsewhere): the command ran at least partly without it, unnoticed
