@@ -402,6 +402,9 @@ type AdminLockJSON struct {
 	AcquiredAt       string `json:"acquired_at"`
 	ExpiresAt        string `json:"expires_at"`
 	LockDelaySeconds int64  `json:"lock_delay_seconds,omitempty"`
+	// ForceReleased marks a lease an operator ended, listed while its
+	// lock-delay still blocks the lock.
+	ForceReleased bool `json:"force_released,omitempty"`
 }
 
 // ListResponse is the 200 body of GET /admin/locks: one page of leases and,
@@ -424,7 +427,7 @@ type ForceReleaseResponse struct {
 func adminLockJSON(l locklogic.Lock) AdminLockJSON {
 	j := lockJSON(l)
 	return AdminLockJSON{Resource: j.Resource, Owner: j.Owner, Principal: l.Principal, FencingToken: j.FencingToken,
-		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds}
+		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds, ForceReleased: l.ForceReleased}
 }
 
 // listParams are the query parameters GET /admin/locks accepts.

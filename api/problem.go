@@ -55,6 +55,8 @@ var errorTable = []struct {
 }{
 	// Refinements first: each is also one of the sentinels below.
 	{locklogic.ErrForceReleased, problemKind{404, "not-found", "Lock not found"}},
+	{locklogic.ErrNothingToForce, problemKind{404, "not-found", "Lock not found"}},
+	{locklogic.ErrForceUnknown, problemKind{503, "service-unavailable", "Lock store unavailable"}},
 	{locklogic.ErrRenewRaced, problemKind{503, "service-unavailable", "Lock store unavailable"}},
 	{locklogic.ErrWaitElapsed, problemKind{503, "service-unavailable", "Lock store unavailable"}},
 	{locklogic.ErrNotFound, problemKind{404, "not-found", "Lock not found"}},
@@ -115,6 +117,10 @@ func detailFor(err error, resource string) string {
 		return "The lock on " + q + " is held by this owner under a different fencing token: your lease was replaced by a newer one, or the token is wrong."
 	case locklogic.ErrForceReleased:
 		return "The lease on " + q + " was ended by an operator's force release; it is no longer held."
+	case locklogic.ErrNothingToForce:
+		return "There is no live lease on " + q + " to end: it was never taken, was released, has expired or was force released already. A lock still inside a lock-delay is freed only with \"immediate\": true."
+	case locklogic.ErrForceUnknown:
+		return "The lock store did not answer in time: the force release may or may not have ended the lease on " + q + ". Do not repeat it blindly, since the lock may have gone to a newer lease since: list it (GET /admin/locks?prefix=...) and send the fencing_token of the lease you mean to end."
 	case locklogic.ErrRenewRaced:
 		return "A renewal of this lease sent after this one landed first and set an earlier expiry than this one asks for; nothing was changed. Retry the renewal."
 	case locklogic.ErrWaitElapsed:

@@ -241,29 +241,35 @@ func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (Fo
 	// DynamoDB refuses a name or value the expressions do not use, so
 	// each mode names its own.
 	names := map[string]string{"#r": AttrResource, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt,
-		"#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt, "#fa": AttrForcedAt}
+		"#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt, "#fa": AttrForcedAt,
+		"#o": AttrOwner, "#t": AttrToken, "#fo": AttrForcedOwner, "#ft": AttrForcedToken, "#fq": AttrForcedAcquired}
 	// The lease to end: live (or, immediately, still in its lock-delay),
 	// not force released already unless ending that delay, granted no
-	// later than this request was issued, with the token when given.
-	cond := "attribute_exists(#r) AND attribute_not_exists(#x) AND " + notNewer(":now", false)
+	// later than this request was issued, with the token when given. An
+	// SDK retry of this very write (its release_id is on the item: the
+	// first attempt landed) never applies again: the lease it would meet
+	// now may be a newer one, granted within the instances' clock skew.
+	cond := "attribute_exists(#r) AND attribute_not_exists(#x) AND " + notNewer(":now", false) +
+		" AND (attribute_not_exists(#ri) OR #ri <> :ri)"
+	// The ended lease is kept beside the item, for such a retry's answer.
+	const keep = ", #fo = #o, #ft = #t, #fq = #a"
 	var update string
 	if req.Immediate {
 		cond += " AND (#e > :now OR #f > :now)"
-		update = "SET #e = :now, #x = :now, #f = :now, #fa = :now, #ri = :ri, #g = :gc"
+		update = "SET #e = :now, #x = :now, #f = :now, #fa = :now, #ri = :ri, #g = :gc" + keep
 		values[":gc"] = num(s.gcAt(nowMs))
 	} else {
 		// renewed_at moves to now: a renewal issued before this write and
 		// landing after it would otherwise find expires_at (= now) after
 		// its own :now. forced_at refuses it anyway, on any clock.
 		cond += " AND #e > :now AND attribute_not_exists(#fa)"
-		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc"
+		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc" + keep
 		names["#n"], names["#d"] = AttrRenewedAt, AttrLockDelay
 		values[":zero"] = num(0)
 		values[":gc"] = num(s.gcAt(nowMs + max(s.maxDelay, 0)*1000))
 	}
 	if req.FencingToken != nil {
 		cond += " AND #t = :tok"
-		names["#t"] = AttrToken
 		values[":tok"] = num(*req.FencingToken)
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -285,41 +291,57 @@ func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (Fo
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return ForceReleaseResult{}, storeErr("force-release", req.Resource, err)
+		return ForceReleaseResult{}, forceErr(req.Resource, err)
 	}
 	item := ccf.Item
 	if item == nil {
 		if s.oldItem {
-			return ForceReleaseResult{}, ErrNotFound
+			return ForceReleaseResult{}, ErrNothingToForce
 		}
 		var gerr error
 		if item, gerr = s.get(ctx, req.Resource); gerr != nil {
-			return ForceReleaseResult{}, storeErr("force-release", req.Resource, gerr)
+			return ForceReleaseResult{}, forceErr(req.Resource, gerr)
 		}
 	}
 	lock, ok := decode(req.Resource, item)
 	if str(item, AttrReleaseID) == releaseID && ok {
 		// The SDK retried a write whose first attempt landed: the release
-		// happened; the record still names the lease it ended (its expiry
-		// is now the release time).
-		return forceResult(lock, now, req.Immediate), nil
+		// happened. The lease it ended is kept beside the item (a newer
+		// one may hold the lock by now); it expired at this request's :now.
+		tok, _ := n(item, AttrForcedToken)
+		acq, _ := n(item, AttrForcedAcquired)
+		ended := Lock{Resource: req.Resource, Owner: str(item, AttrForcedOwner), FencingToken: tok,
+			AcquiredAt: time.UnixMilli(acq).UTC(), ExpiresAt: time.UnixMilli(nowMs).UTC(), ForceReleased: true}
+		if lock.FencingToken == tok {
+			ended = lock // still the record of the ended lease: all of it
+		}
+		return forceResult(ended, now, req.Immediate), nil
 	}
-	_, forced := item[AttrForcedAt]
 	switch {
 	case !ok:
-		return ForceReleaseResult{}, ErrNotFound
-	case !req.Immediate && (forced || !live(item, now)):
+		return ForceReleaseResult{}, ErrNothingToForce
+	case !req.Immediate && (lock.ForceReleased || !live(item, now)):
 		// Already ended (by expiry, release or another force release):
 		// nothing live to end; a lock-delay is ended only immediately.
-		return ForceReleaseResult{}, ErrNotFound
+		return ForceReleaseResult{}, ErrNothingToForce
 	}
 	if _, blocked := blockedUntil(item, now); !blocked {
-		return ForceReleaseResult{}, ErrNotFound
+		return ForceReleaseResult{}, ErrNothingToForce
 	}
 	// A lease blocks the lock, but not the one this request may end: a
 	// lease granted after it was issued (or between the write and the
 	// read), or another token than the one given.
 	return ForceReleaseResult{}, &LeaseChangedError{Current: lock}
+}
+
+// forceErr wraps a store failure of a force release: when it may have
+// been applied, ErrForceUnknown (never a plain "retry").
+func forceErr(resource string, err error) error {
+	err = storeErr("force-release", resource, err)
+	if errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("force-release %q: %w: %w", resource, ErrForceUnknown, err)
+	}
+	return err
 }
 
 // forceResult is the result of a force release at now that ended lock.

@@ -332,7 +332,17 @@ func TestForceRelease(t *testing.T) {
 			own := item("w1", "", 7, t0)
 			own[AttrReleasedAt] = num(t0.UnixMilli())
 			own[AttrReleaseID] = in.ExpressionAttributeValues[":ri"]
+			own[AttrForcedOwner], own[AttrForcedToken] = &types.AttributeValueMemberS{Value: "w1"}, num(7)
 			return nil, ccf(own)
+		}, freeAt: t0},
+		// The first attempt landed, then the lock went to w2 (token 8)
+		// before the SDK's retry: the retry ends nothing more and reports
+		// the lease its first attempt ended.
+		{name: "RetriedAfterNextGrant", oldItem: true, immediate: true, update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			next := item("w2", "", 8, t0.Add(time.Minute))
+			next[AttrReleaseID] = in.ExpressionAttributeValues[":ri"]
+			next[AttrForcedOwner], next[AttrForcedToken] = &types.AttributeValueMemberS{Value: "w1"}, num(7)
+			return nil, ccf(next)
 		}, freeAt: t0},
 		{name: "NewerLease", oldItem: true, update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			return nil, ccf(newer)

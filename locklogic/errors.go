@@ -36,6 +36,14 @@ var (
 	// made that a caller waiting wait_seconds would not hear. It is an
 	// ErrUnavailable: nothing changed, and the caller may try again.
 	ErrWaitElapsed = fmt.Errorf("the wait ran out before the lock could be tried: %w", ErrUnavailable)
+	// ErrNothingToForce means a force release found no lease it may end:
+	// none live (a lease in its lock-delay is ended only immediately), or
+	// none at all. It is an ErrNotFound.
+	ErrNothingToForce = fmt.Errorf("no live lease to force release: %w", ErrNotFound)
+	// ErrForceUnknown means the store did not answer a force release: it
+	// may or may not have ended the lease. It is an ErrUnavailable, but a
+	// blind repeat could end a newer lease the operator never saw.
+	ErrForceUnknown = fmt.Errorf("force release outcome unknown: %w", ErrUnavailable)
 )
 
 // LeaseChangedError is a force release refused because the lease that now

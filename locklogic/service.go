@@ -44,6 +44,12 @@ const (
 	AttrLockDelay  = "lock_delay"  // milliseconds: the lease's lock-delay (0 when it has none)
 	AttrFreeAt     = "free_at"     // epoch milliseconds: expires_at + lock_delay, or the release time
 	AttrForcedAt   = "forced_at"   // epoch milliseconds: the force release that ended the lease (removed by the next grant)
+	AttrGrantID    = "grant_id"    // random id of the acquire request that wrote the lease (an SDK retry finds its own)
+	// The lease a force release ended, kept so that an SDK retry of it can
+	// say what it ended after a newer lease was granted.
+	AttrForcedOwner    = "forced_owner"
+	AttrForcedToken    = "forced_token"
+	AttrForcedAcquired = "forced_acquired_at"
 	AttrTTL        = "ttl"         // epoch seconds: free_at (at most expires_at + max lock-delay) + retention
 )
 
@@ -159,6 +165,9 @@ type Lock struct {
 	// Principal is the IAM principal bound to the lease, "" when none. Only
 	// the admin answers show it.
 	Principal string
+	// ForceReleased says an operator ended the lease (ForceRelease); it is
+	// then expired, and may still block the lock for its lock-delay.
+	ForceReleased bool
 }
 
 // FreeAt is when the lock comes free for others if the lease is not
@@ -250,9 +259,9 @@ func (s *Service) ValidateRelease(req *ReleaseRequest, v *ValidationError) {
 }
 
 func (s *Service) validate(resource string, c *Caller, ttl *int64, token *int64, v *ValidationError) {
-	if !v.Has("resource") {
-		ValidateResource(resource, v)
-	}
+	// The path's resource is always checked: a body member of that name
+	// (unknown there) must not hide a bad name.
+	ValidateResource(resource, v)
 	if !v.Has("owner") {
 		c.Owner = NormalizeOwner(c.Owner, v)
 	}
@@ -276,8 +285,11 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 // acquireOnce makes one conditional write for a validated req. issued is
 // the request's issue time: a lease of the same owner granted or renewed
 // after it is not replaced (the late-write rule), however late in a wait
-// the write comes; :now, later, decides expiry and stamps the grant.
-func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest, issued time.Time) (AcquireResult, error) {
+// the write comes; :now, later, decides expiry and stamps the grant. gid
+// is the request's grant id: an SDK retry of a write whose first attempt
+// landed finds it and succeeds again, though its own grant is newer than
+// its issue time.
+func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest, issued time.Time, gid string) (AcquireResult, error) {
 	now := s.now()
 	nowMs := now.UnixMilli()
 	expMs := nowMs + req.TTLSeconds*1000
@@ -293,6 +305,7 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest, issued ti
 	values[":gc"] = num(s.gcAt(expMs + delayMs))
 	values[":base"] = num(now.UnixMicro())
 	values[":one"] = one
+	values[":gid"] = &types.AttributeValueMemberS{Value: gid}
 	variant := 0
 	if req.Caller.Principal != "" {
 		variant |= 1
@@ -341,7 +354,7 @@ var one = num(1)
 var acquireNames = map[string]string{
 	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
 	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
-	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt,
+	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt, "#gi": AttrGrantID,
 }
 
 // acquireExpr are the update and condition of an acquire, built once, by
@@ -352,7 +365,7 @@ var acquireExpr = [4]struct{ update, cond string }{
 }
 
 func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond string } {
-	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one"
+	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #gi = :gid, #t = if_not_exists(#t, :base) + :one"
 	// release_id stays: a release retried by the SDK after this acquire must
 	// still find its own id and report the release it did make. A new
 	// lease was not force released.
@@ -377,10 +390,12 @@ func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond strin
 	// its lock-delay), so it must not be newer than the request's issue time
 	// :iss (notNewer, the late-write rule), and a lease an operator force
 	// released stays blocked for its owner too until free_at; taking a free
-	// lock ends nobody's lease, late or not.
+	// lock ends nobody's lease, late or not. A lease this very request
+	// wrote (its grant id: an SDK retry of a write that landed) is its own.
 	remove += ", #fa"
-	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR " + freeCond + " OR (#o = :o AND " +
-		principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa) AND " + notNewer(":iss", true) + ")"
+	owner := "#o = :o AND " + principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa)"
+	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR " + freeCond + " OR (" + owner + " AND (" +
+		notNewer(":iss", true) + " OR #gi = :gid))"
 	return struct{ update, cond string }{update + remove, cond}
 }
 
@@ -709,7 +724,9 @@ func decode(resource string, item map[string]types.AttributeValue) (Lock, bool) 
 		resource = str(item, AttrResource)
 	}
 	delay, _ := n(item, AttrLockDelay)
+	_, forced := item[AttrForcedAt]
 	return Lock{
+		ForceReleased: forced,
 		Resource:     resource,
 		Owner:        str(item, AttrOwner),
 		FencingToken: tok,

@@ -109,8 +109,9 @@ func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget)
 	if req.Arrived.IsZero() || req.Arrived.After(now) {
 		req.Arrived = now
 	}
+	gid := newGrantID()
 	if req.WaitSeconds == 0 {
-		return s.attempt(ctx, req, b)
+		return s.attempt(ctx, req, b, gid)
 	}
 	end := req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second - GrantGuard)
 	if !now.Before(end) {
@@ -118,11 +119,11 @@ func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget)
 	}
 	// The first write goes out whatever the deadline leaves (its budget
 	// is cut to fit); the wait's writes only while a whole budget fits.
-	res, err := s.attempt(ctx, req, b)
+	res, err := s.attempt(ctx, req, b, gid)
 	if err != nil || res.Acquired {
 		return res, err
 	}
-	return s.wait(ctx, req, b, res, deadlineEnd(ctx, b, now, end))
+	return s.wait(ctx, req, b, res, deadlineEnd(ctx, b, now, end), gid)
 }
 
 // deadlineEnd moves end, by the service clock at now, earlier when a write
@@ -138,16 +139,22 @@ func deadlineEnd(ctx context.Context, b Budget, now, end time.Time) time.Time {
 }
 
 // attempt makes one acquire write under its own budget, as of req's issue
-// time req.Arrived.
-func (s *Service) attempt(ctx context.Context, req AcquireRequest, b Budget) (AcquireResult, error) {
+// time req.Arrived, with the request's grant id gid.
+func (s *Service) attempt(ctx context.Context, req AcquireRequest, b Budget, gid string) (AcquireResult, error) {
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
-	return s.acquireOnce(cctx, req, req.Arrived)
+	return s.acquireOnce(cctx, req, req.Arrived, gid)
+}
+
+// newGrantID returns a random id for one acquire request's writes. It only
+// has to differ from the ids of the same owner's other requests.
+func newGrantID() string {
+	return strconv.FormatUint(rand.Uint64(), 36)
 }
 
 // wait runs the watch of AcquireWait after a first attempt answered held,
 // until end by the service clock.
-func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, end time.Time) (res AcquireResult, err error) {
+func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, end time.Time, gid string) (res AcquireResult, err error) {
 	start := s.now()
 	defer func() { res.Waited = max(s.now().Sub(start), 0) }()
 	// Sleeps end with the wait by the real clock too, so a service whose
@@ -194,7 +201,7 @@ func (s *Service) wait(ctx context.Context, req AcquireRequest, b Budget, held A
 		if !s.now().Before(end) {
 			break // a slow read or a late wake-up took the last moments: no write now
 		}
-		res, err := s.attempt(ctx, req, b)
+		res, err := s.attempt(ctx, req, b, gid)
 		if err != nil || res.Acquired {
 			return res, err
 		}

@@ -307,10 +307,12 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 		} else {
 			switch {
 			case x < 0.25:
-				// Wait at the service for a held lock, as the Go client
-				// does: at most half the ttl, so the lease's deadline
-				// (from the invoke time) still leaves it time.
-				c.wait = ttl / 2
+				// Wait at the service for a held lock, as the clients
+				// do: a round of at most ⅔ of the lease's local validity
+				// (ttl − margin), whole seconds, so a grant at its end
+				// still leaves a third of the lease (none under 1 s).
+				lease := time.Duration(ttl) * time.Second
+				c.wait = int64((lease - cfg.Check.margin()(lease)) * 2 / 3 / time.Second)
 				c.call(ctx, phase, Acquire, r, ttl, 0)
 				c.wait = 0
 			case x < 0.7:
