@@ -50,7 +50,7 @@ const (
 	AttrForcedOwner    = "forced_owner"
 	AttrForcedToken    = "forced_token"
 	AttrForcedAcquired = "forced_acquired_at"
-	AttrTTL        = "ttl"         // epoch seconds: free_at (at most expires_at + max lock-delay) + retention
+	AttrTTL            = "ttl" // epoch seconds: free_at (at most expires_at + max lock-delay) + retention
 )
 
 // DefaultRetention is how long an idle record (released or expired) is kept
@@ -727,13 +727,13 @@ func decode(resource string, item map[string]types.AttributeValue) (Lock, bool) 
 	_, forced := item[AttrForcedAt]
 	return Lock{
 		ForceReleased: forced,
-		Resource:     resource,
-		Owner:        str(item, AttrOwner),
-		FencingToken: tok,
-		AcquiredAt:   time.UnixMilli(acq).UTC(),
-		ExpiresAt:    time.UnixMilli(exp).UTC(),
-		LockDelay:    time.Duration(max(delay, 0)) * time.Millisecond,
-		Principal:    str(item, AttrPrincipal),
+		Resource:      resource,
+		Owner:         str(item, AttrOwner),
+		FencingToken:  tok,
+		AcquiredAt:    time.UnixMilli(acq).UTC(),
+		ExpiresAt:     time.UnixMilli(exp).UTC(),
+		LockDelay:     time.Duration(max(delay, 0)) * time.Millisecond,
+		Principal:     str(item, AttrPrincipal),
 	}, true
 }
 
