@@ -64,6 +64,7 @@ type lockState struct {
 	owner    string
 	token    int64
 	acquired int64
+	gid      string // the grant id of the acquire request that wrote the lease
 	renewed  int64
 	expires  int64
 	released bool
@@ -77,7 +78,7 @@ func (s lockState) String() string {
 	if s.released {
 		r = " released"
 	}
-	return fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d%s}", s.owner, s.token, s.acquired, s.renewed, s.expires, r)
+	return fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d grant:%s%s}", s.owner, s.token, s.acquired, s.renewed, s.expires, s.gid, r)
 }
 
 func (s lockState) item() storeItem {
@@ -127,8 +128,11 @@ func step(s lockState, in linInput) []lockState {
 		// A same-owner acquire may replace only a lease granted and renewed
 		// no later than the request was issued (:iss; a wait's later write
 		// carries its request's arrival, not its own :now).
-		ok = !s.exists || s.released || s.expires <= w.now || (s.owner == w.owner && s.acquired <= w.iss && s.renewed <= w.iss)
-		next = lockState{exists: true, owner: w.owner, token: w.base + 1, acquired: w.now, renewed: w.now, expires: w.exp}
+		// Or the lease is this very request's (its grant id): an SDK
+		// retry of a write that landed.
+		ok = !s.exists || s.released || s.expires <= w.now ||
+			(s.owner == w.owner && ((s.acquired <= w.iss && s.renewed <= w.iss) || (w.gid != "" && s.gid == w.gid)))
+		next = lockState{exists: true, owner: w.owner, token: w.base + 1, acquired: w.now, renewed: w.now, expires: w.exp, gid: w.gid}
 		if s.exists {
 			next.token = s.token + 1
 		}

@@ -50,6 +50,7 @@ type storeOp struct {
 	owner    string // :o (writes)
 	now      int64  // :now, epoch ms of the serving instance's clock
 	iss      int64  // :iss (acquire): the request's issue time, for the same-owner branch; :now when absent
+	gid      string // :gid (acquire): the request's grant id
 	exp      int64  // :exp (acquire, renew)
 	base     int64  // :base (acquire): the new counter's start when the item is absent
 	tok      int64  // :tok, 0 when the write carries no token
@@ -96,6 +97,7 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			if v, ok := c.Values[":iss"]; ok {
 				op.iss = num(v)
 			}
+			op.gid = c.Values[":gid"]
 			op.exp = num(c.Values[":exp"])
 			op.base = num(c.Values[":base"])
 			op.tok = num(c.Values[":tok"])
