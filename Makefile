@@ -74,18 +74,18 @@ fuzz: deps ## run each fuzz target for FUZZTIME (default 30s) on FUZZPARALLEL wo
 
 # make chaos: clients under every store fault for CHAOS_DURATION, seeded by
 # CHAOS_SEED (empty: a new seed each run, printed in the summary line);
-# CHAOS_ARGS adds flags of local/cmd/chaos (-skew 80ms, -rates all,late=0.1).
+# CHAOS_ARGS adds flags of cmd/chaos (-skew 80ms, -rates all,late=0.1).
 CHAOS_DURATION ?= 60s
 CHAOS_SEED     ?=
 CHAOS_ARGS     ?=
 
 .PHONY: chaos
 chaos: deps ## run clients under every store fault for CHAOS_DURATION (60s) with CHAOS_SEED; one summary line, exit 1 on a violation
-	go run ./local/cmd/chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+	go run ./cmd/chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED)) $(CHAOS_ARGS)
 
 .PHONY: bench
 bench: deps ## measure handoff latency, waiter cost, handler CPU, requests per op, cold starts (loopback, ~2 min)
-	go run ./local/cmd/bench $(BENCH_ARGS)
+	go run ./cmd/bench $(BENCH_ARGS)
 
 lint: ## go vet and gofmt check, and the Go client and lockctl cross-compile for macOS and Windows
 	go vet ./...

@@ -9,7 +9,7 @@ import (
 // stack's capacity bounds (see Capacity) — API Gateway's 429 for a route
 // over its throttle and its 500 for an invocation Lambda refused — as
 // application/json {"message": string}, the shared GatewayMessage, so a
-// client generated from the document knows them and local/contract accepts
+// client generated from the document knows them and internal/verify/contract accepts
 // the local runner's.
 func TestOpenAPIGatewayRefusals(t *testing.T) {
 	doc := loadOpenAPI(t)

@@ -7,7 +7,7 @@ import _ "embed"
 // answer per status code (the service's and API Gateway's own), the problem
 // types and the IAM (SigV4) security scheme. It ships with the code so tools
 // and tests read the very document the handlers are checked against
-// (local/contract).
+// (internal/verify/contract).
 //
 //go:embed openapi.yaml
 var OpenAPI []byte

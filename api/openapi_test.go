@@ -10,7 +10,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// The document is read with openapi3 itself here: local/contract, which
+// The document is read with openapi3 itself here: internal/verify/contract, which
 // holds answers to it, imports this package.
 
 func loadOpenAPI(tb testing.TB) *openapi3.T {

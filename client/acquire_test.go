@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 func TestAcquireStopsWhenContextEnds(t *testing.T) {
@@ -267,7 +267,7 @@ func TestAcquireUnknownOutcome(t *testing.T) {
 // the lock, as it could with a hard-coded "worker-1".
 func TestDefaultOwnerUnique(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	c1 := newClient(t, srv.URL, client.WithoutKeepAlive())
 	c2 := newClient(t, srv.URL, client.WithoutKeepAlive())
 	res, other := resourceName(t), resourceName(t)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // TestListAndForceRelease: List pages through the leases under a prefix,
@@ -22,7 +22,7 @@ import (
 // next grant has a larger token, a second force release is ErrNotFound.
 func TestListAndForceRelease(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	c := newClient(t, srv.URL)
 	ctx := context.Background()
 	prefix := resourceName(t) + ":"

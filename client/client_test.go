@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 func TestNew(t *testing.T) {
@@ -92,7 +92,7 @@ func TestTryAcquireRejectsArgsBeforeSending(t *testing.T) {
 
 func TestTryAcquire(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	c := newClient(t, srv.URL)
 	res := resourceName(t) + " odd:chars?&%é"
 	ctx := context.Background()
@@ -151,7 +151,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := localtest.Start(t, localtest.Options{})
+			srv := testenv.Start(t, testenv.Options{})
 			res := resourceName(t)
 			holder := acquire(t, newClient(t, srv.URL), res, "holder", 30*time.Second)
 

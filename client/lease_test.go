@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // The lease tests run in synctest bubbles against fakeAPI: the clock is
@@ -376,7 +376,7 @@ func TestLeaseLostWhenServiceUnreachable(t *testing.T) {
 // and dynalite: with a TTL of 1 s it is renewed every ~333 ms.
 func TestKeepAliveWithLocalRunner(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	c := newClient(t, srv.URL)
 	res := resourceName(t)
 	l := acquire(t, c, res, "w1", time.Second)
@@ -404,7 +404,7 @@ func TestKeepAliveWithLocalRunner(t *testing.T) {
 
 func TestReleaseSendsFencingToken(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	c := newClient(t, srv.URL, client.WithoutKeepAlive())
 	res := resourceName(t)
 	old := acquire(t, c, res, "w1", 30*time.Second)

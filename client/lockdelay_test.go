@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // TestWithLockDelay: an acquire with WithLockDelay carries
@@ -73,7 +73,7 @@ func TestWithLockDelay(t *testing.T) {
 // Status shows it.
 func TestWithLockDelayLocal(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	c := newClient(t, srv.URL)
 	res := resourceName(t)
 	l, err := c.TryAcquire(context.Background(), res, "", 3*time.Second, client.WithLockDelay(30*time.Second))

@@ -14,12 +14,12 @@ import (
 
 	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/internal/testenv"
 	"github.com/ft288/locks/local"
-	"github.com/ft288/locks/local/localtest"
 	"github.com/ft288/locks/locklogic"
 )
 
-func TestMain(m *testing.M) { localtest.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // runID keeps lock names of different test processes apart; they share
 // nothing today, but -count=N runs share one dynalite.
@@ -87,12 +87,12 @@ var example struct {
 // dynalite TestMain started, shared by all examples.
 func endpoint() string {
 	example.once.Do(func() {
-		db, err := api.NewDynamoDB(context.Background(), localtest.Endpoint())
+		db, err := api.NewDynamoDB(context.Background(), testenv.Endpoint())
 		if err != nil {
 			panic(fmt.Sprintf("example server: %v", err))
 		}
 		log := slog.New(slog.DiscardHandler)
-		svc := locklogic.New(db, locklogic.Config{Table: localtest.Table})
+		svc := locklogic.New(db, locklogic.Config{Table: testenv.Table})
 		example.url = httptest.NewServer(local.NewRunner(api.NewHandler(svc, log, nil), log)).URL
 	})
 	return example.url

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // sigv4Verifier is a test server that checks every request's SigV4
@@ -271,7 +271,7 @@ func (f *flakyCreds) Retrieve(context.Context) (aws.Credentials, error) {
 // could not be retrieved once is temporary; the lease stays held.
 func TestCredentialHiccupKeepsLease(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{}) // accepts any signature
+	srv := testenv.Start(t, testenv.Options{}) // accepts any signature
 	creds := &flakyCreds{}
 	c, err := client.New(srv.URL, client.WithSigV4("eu-west-1", creds))
 	if err != nil {

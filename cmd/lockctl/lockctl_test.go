@@ -25,14 +25,14 @@ import (
 
 	"github.com/ft288/locks/client"
 	"github.com/ft288/locks/cmd/lockctl/internal/cli"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // raceEnabled is set when the tests run with -race; the lockctl binary is
 // then built with -race too (which also reuses the test's build cache).
 var raceEnabled bool
 
-func TestMain(m *testing.M) { localtest.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestProcess runs the real lockctl binary, built once into a temporary
 // directory, as separate processes.
@@ -146,7 +146,7 @@ func uniqueName(tb testing.TB) string {
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func testNoOverlap(t *testing.T, bin string) {
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	log, res := filepath.Join(t.TempDir(), "log"), uniqueName(t)
 	const script = `echo "start $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"; sleep 0.2; echo "end $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"`
 	const n = 3
@@ -227,8 +227,8 @@ func testLeaseLost(t *testing.T, bin string) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clock := localtest.NewClock()
-			srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+			clock := testenv.NewClock()
+			srv := testenv.Start(t, testenv.Options{Now: clock.Now})
 			dir, res := t.TempDir(), uniqueName(t)
 			ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
 			script := `trap '` + tt.trap + `' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
@@ -273,7 +273,7 @@ func unix(sig syscall.Signal) string {
 }
 
 func testForwardsSignal(t *testing.T, bin string, sig syscall.Signal) {
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	dir, res := t.TempDir(), uniqueName(t)
 	ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
 	name := unix(sig)
@@ -308,8 +308,8 @@ func testForwardsSignal(t *testing.T, bin string, sig syscall.Signal) {
 // the command finishes before the next one. The command's success must not
 // hide that the lock was lost: the release is refused and lockctl exits 76.
 func testTakenOverUnnoticed(t *testing.T, bin string) {
-	clock := localtest.NewClock()
-	srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+	clock := testenv.NewClock()
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
 	dir, res := t.TempDir(), uniqueName(t)
 	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
 	// --ttl 30s: the next renewal is 10 s away, far beyond this test.
@@ -337,7 +337,7 @@ func testTakenOverUnnoticed(t *testing.T, bin string) {
 // cannot stop its command itself; the kernel's parent-death signal must, or
 // the command would run on with nobody renewing its lease.
 func testKilledLockctl(t *testing.T, bin string) {
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	ready := filepath.Join(t.TempDir(), "ready")
 	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready},
 		"run", uniqueName(t), "--ttl", "30s", "--", "sh", "-c", `echo $$ > "$READY"; exec sleep 30`)
@@ -377,8 +377,8 @@ func testBackgroundChildren(t *testing.T, bin string) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clock := localtest.NewClock()
-			srv := localtest.Start(t, localtest.Options{Now: clock.Now})
+			clock := testenv.NewClock()
+			srv := testenv.Start(t, testenv.Options{Now: clock.Now})
 			dir, res := t.TempDir(), uniqueName(t)
 			f := func(name string) string { return filepath.Join(dir, name) }
 			child := `trap 'echo term > "$MARK"; exit 143' TERM; echo $$ > "$CHILD"; ` +
@@ -462,7 +462,7 @@ func testCtrlZ(t *testing.T, bin string) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := localtest.Start(t, localtest.Options{})
+			srv := testenv.Start(t, testenv.Options{})
 			ready, res := filepath.Join(t.TempDir(), "ready"), uniqueName(t)
 			// One process that forks nothing: a shell stopped while it
 			// waits for a vfork child to exec shows state D, not T.
@@ -535,7 +535,7 @@ func atoi(tb testing.TB, s string) int {
 
 // takeOver expires every lease by the server's clock and has owner "other"
 // take res, released when the test ends. It returns a client of srv.
-func takeOver(tb testing.TB, srv *localtest.Server, clock *localtest.Clock, res string) *client.Client {
+func takeOver(tb testing.TB, srv *testenv.Server, clock *testenv.Clock, res string) *client.Client {
 	tb.Helper()
 	clock.Advance(time.Hour)
 	c, err := client.New(srv.URL)
@@ -555,7 +555,7 @@ func takeOver(tb testing.TB, srv *localtest.Server, clock *localtest.Clock, res 
 // at the service, or the next holder would run beside it for up to
 // --grace. lockctl stops it grace before the lease's local deadline.
 func testGraceEndsBeforeLease(t *testing.T, bin string) {
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	var down atomic.Bool
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {

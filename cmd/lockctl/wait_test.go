@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // testAcquireWaitSignals: `lockctl acquire --wait` waits at the service
@@ -21,7 +21,7 @@ import (
 // round's answer (a grant it would have to release), and a second signal
 // cuts that clean-up short.
 func testAcquireWaitSignals(t *testing.T, bin string) {
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	var acquires atomic.Int32
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/renew") {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ft288/locks/client"
 	"github.com/ft288/locks/cmd/lockctl/internal/cli"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // recorder is a proxy in front of the lock service that logs the requests
@@ -117,7 +117,7 @@ func TestCleanUpAfterFailedAcquire(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := localtest.Start(t, localtest.Options{})
+			srv := testenv.Start(t, testenv.Options{})
 			rec := startRecorder(t, srv.URL, tt.delay)
 			res := uniqueName(t)
 			if tt.holder {
@@ -167,7 +167,7 @@ func TestCleanUpAfterFailedAcquire(t *testing.T) {
 // and the service grants it.
 func TestRunSendsLockDelay(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	rec := startRecorder(t, srv.URL, 0)
 	code, _, stderr := lockctl(t, rec.URL, "run", uniqueName(t), "--lock-delay", "45s", "--", "true")
 	if code != cli.ExitOK {

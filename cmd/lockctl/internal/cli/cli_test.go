@@ -16,10 +16,10 @@ import (
 
 	"github.com/ft288/locks/client"
 	"github.com/ft288/locks/cmd/lockctl/internal/cli"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
-func TestMain(m *testing.M) { localtest.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // lockctl runs cli.Main with LOCKS_ENDPOINT set to endpoint and returns the
 // exit code and output.
@@ -363,7 +363,7 @@ func TestMainCommands(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := localtest.Start(t, localtest.Options{})
+			srv := testenv.Start(t, testenv.Options{})
 			res := uniqueName(t)
 			var l *client.Lease
 			if tt.setup != nil {
@@ -397,7 +397,7 @@ func TestMainCommands(t *testing.T) {
 
 func TestMainEndpointFlagOverridesEnv(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	res := uniqueName(t)
 	hold(t, srv.URL, res, "holder")
 	code, stdout, stderr := lockctl(t, "http://127.0.0.1:1", "status", "--endpoint", srv.URL, res)
@@ -492,7 +492,7 @@ func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 // --limit caps how many.
 func TestLsPrefixAndLimit(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	prefix := uniqueName(t) + ":"
 	for _, n := range []string{"a", "b", "c"} {
 		hold(t, srv.URL, prefix+n, "holder-"+n)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/cmd/lockctl/internal/cli"
-	"github.com/ft288/locks/local/localtest"
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // faultProxy is a proxy in front of the lock service. Before forwarding a
@@ -130,7 +130,7 @@ func (s *syncBuffer) String() string {
 // third of the lease's local validity, and the command runs to its end.
 func TestRunGrantLateInRound(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	renewed := make(chan struct{})
 	var once sync.Once
 	var renewals atomic.Int32
@@ -176,7 +176,7 @@ func TestRunGrantLateInRound(t *testing.T) {
 // run stops the command and says that an operator force released it.
 func TestRunForceReleased(t *testing.T) {
 	t.Parallel()
-	srv := localtest.Start(t, localtest.Options{})
+	srv := testenv.Start(t, testenv.Options{})
 	p := startFaultProxy(t, srv.URL, &faultProxy{
 		fault: func(op string, _ map[string]any) *http.Response {
 			if op != "renew" && op != "release" {

@@ -1,0 +1,175 @@
+// Command chaos runs the lock service under injected store faults and
+// checks what the clients saw: `make chaos`.
+//
+// By default it starts an in-memory dynalite, a fault proxy in front of it
+// (internal/verify/faultproxy, with a seeded random schedule of every fault) and
+// service instances over the proxy (the real handlers behind the local
+// runner), runs concurrent clients for -duration, then stops the faults
+// and checks recovery, and checks the whole history (internal/verify/chaos). It
+// prints the violations with their history excerpts to stderr and one
+// summary line to stdout, and exits 1 on any violation.
+//
+// With -proxy it only runs the fault proxy, in front of -target, until
+// Ctrl-C, for poking at any DynamoDB-compatible endpoint by hand:
+//
+//	go run ./cmd/chaos -proxy -target http://127.0.0.1:8000 -addr 127.0.0.1:8001 -rates all
+//	DYNAMODB_ENDPOINT=http://127.0.0.1:8001 make run
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/internal/verify/chaos"
+	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/local"
+)
+
+func main() {
+	var (
+		duration  = flag.Duration("duration", 60*time.Second, "how long the clients run with faults")
+		seed      = flag.Uint64("seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
+		rates     = flag.String("rates", "all", "fault rates: all, none, or name=p,… ("+faultNames()+"); all,name=p overrides one")
+		maxDelay  = flag.Duration("max-delay", faultproxy.DefaultMaxDelay, "longest injected delay (delay, and late after the caller gave up)")
+		clients   = flag.Int("clients", 12, "concurrent clients")
+		resources = flag.Int("resources", 3, "locks they share")
+		ttls      = flag.String("ttls", "1,2,3", "lease lengths in seconds the clients ask for")
+		abandon   = flag.Float64("abandon", 0.1, "chance that a holder stalls past its lease instead of renewing or releasing")
+		instances = flag.Int("instances", 2, "service instances over the one store")
+		skew      = flag.Duration("skew", 0, "clock spread of the instances: offsets from -skew/2 to +skew/2")
+		budget    = flag.Duration("budget", api.StoreBudget, "each instance's store budget")
+		slack     = flag.Duration("slack", 500*time.Millisecond, "how much longer than the store budget an answer may take")
+		endpoint  = flag.String("endpoint", "", "DynamoDB-compatible endpoint to use (default: start an in-memory dynalite)")
+		table     = flag.String("table", "chaos", "lock table (created when missing)")
+		proxy     = flag.Bool("proxy", false, "only run the fault proxy in front of -target until interrupted")
+		target    = flag.String("target", "", "with -proxy: the endpoint to forward to")
+		addr      = flag.String("addr", "127.0.0.1:0", "with -proxy: the address to listen on")
+	)
+	flag.Parse()
+	r, err := faultproxy.ParseRates(*rates)
+	if err != nil {
+		fail(err)
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())%1_000_000 + 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *proxy {
+		if err := runProxy(ctx, os.Stdout, *addr, *target, faultproxy.Schedule{Seed: *seed, Rates: r, MaxDelay: *maxDelay}); err != nil {
+			fail(err)
+		}
+		return
+	}
+	var ts []int64
+	for _, s := range strings.Split(*ttls, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || n < 1 {
+			fail(fmt.Errorf("-ttls %q: want positive whole seconds", *ttls))
+		}
+		ts = append(ts, n)
+	}
+	if *instances < 1 {
+		fail(errors.New("-instances: want at least 1"))
+	}
+	cfg := chaos.Config{
+		Seed: *seed, Rates: r, MaxDelay: *maxDelay, Duration: *duration,
+		Clients: *clients, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
+		Check: chaos.Options{Slack: *slack, MaxPerRule: 3},
+	}
+	for i := range *instances {
+		var off time.Duration
+		if *instances > 1 {
+			off = -*skew/2 + time.Duration(i)*(*skew)/time.Duration(*instances-1)
+		}
+		cfg.Instances = append(cfg.Instances, chaos.Instance{Offset: off})
+	}
+	os.Exit(runWorkload(ctx, cfg, *endpoint))
+}
+
+func runWorkload(ctx context.Context, cfg chaos.Config, endpoint string) int {
+	if endpoint == "" {
+		d, err := local.StartDynalite(ctx)
+		if err != nil {
+			fail(err)
+		}
+		defer d.Close()
+		endpoint = d.Endpoint
+	}
+	db, err := api.NewDynamoDB(ctx, endpoint)
+	if err != nil {
+		fail(err)
+	}
+	if _, err := local.EnsureTable(ctx, db, cfg.Table); err != nil {
+		fail(err)
+	}
+	cfg.Endpoint = endpoint
+	fmt.Fprintf(os.Stderr, "chaos: seed %d, faults %s, %v with faults, store %s\n", cfg.Seed, cfg.Rates, cfg.Duration, endpoint)
+	res, err := chaos.Run(ctx, cfg)
+	if res == nil {
+		fail(err)
+	}
+	for _, v := range res.Report.Violations {
+		fmt.Fprintln(os.Stderr, "VIOLATION", v)
+	}
+	fmt.Println(res.Summary())
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "chaos: interrupted:", err)
+		return 1
+	case res.Report.Total() > 0:
+		return 1
+	}
+	return 0
+}
+
+// runProxy serves the fault proxy on addr in front of target until ctx
+// ends, then prints how many requests got which fault.
+func runProxy(ctx context.Context, out io.Writer, addr, target string, s faultproxy.Schedule) error {
+	if target == "" {
+		return errors.New("-proxy needs -target, the endpoint to forward to")
+	}
+	p, err := faultproxy.Listen(addr, target, s.Plan())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "faultproxy %s → %s (seed %d, faults %s); Ctrl-C stops it\n", p.URL(), target, s.Seed, s.Rates)
+	<-ctx.Done()
+	p.Close()
+	var parts []string
+	total := 0
+	counts := p.Counts()
+	for f, n := range counts {
+		total += n
+		if f != faultproxy.None {
+			parts = append(parts, fmt.Sprintf("%s=%d", f, n))
+		}
+	}
+	sort.Strings(parts)
+	fmt.Fprintf(out, "faultproxy: %d requests, faults: %s\n", total, strings.Join(parts, " "))
+	return nil
+}
+
+func faultNames() string {
+	var names []string
+	for _, f := range faultproxy.Faults() {
+		names = append(names, f.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "chaos:", err)
+	os.Exit(2)
+}

@@ -1,0 +1,354 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/chaos"
+	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/locklogic"
+)
+
+// runChaos runs cfg against the test dynalite and logs its summary.
+func runChaos(tb testing.TB, cfg chaos.Config) *chaos.Result {
+	tb.Helper()
+	cfg.Endpoint, cfg.Table = testenv.Endpoint(), testenv.Table
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Log(res.Summary())
+	return res
+}
+
+// TestChaos is the seeded chaos run of every `make test` (make chaos runs
+// the same for longer): clients through two service instances, whose
+// clocks are 80 ms apart (within the tolerated skew, see TestSkew), over
+// one store behind the fault proxy with every fault on, then recovery. The
+// checker must find nothing, and every fault kind must have happened.
+func TestChaos(t *testing.T) {
+	t.Parallel()
+	res := runChaos(t, chaos.Config{
+		Seed:      11, // draws every fault kind within the first 29 store requests
+		Rates:     faultproxy.DefaultRates(),
+		Duration:  9 * time.Second,
+		Clients:   10,
+		Instances: []chaos.Instance{{Offset: -40 * time.Millisecond}, {Offset: 40 * time.Millisecond}},
+		// A 1 s budget (3 s in make chaos) makes more of the 0-2 s
+		// delays land after their caller gave up: more late writes, and
+		// more operations in the time.
+		StoreBudget: time.Second,
+		// -race on 2 shared cores: allow an answer 1 s past the budget.
+		Check: chaos.Options{Slack: time.Second},
+	})
+	for _, v := range res.Report.Violations {
+		t.Error(v)
+	}
+	for _, f := range faultproxy.Faults() {
+		if res.Faults[f] == 0 {
+			t.Errorf("no %s fault was injected; raise the rates or the duration", f)
+		}
+	}
+	if res.Report.Ops[chaos.Acquire] == 0 || res.Report.Outcomes["granted"] == 0 || res.Report.Ops[chaos.Renew] == 0 || res.Report.Ops[chaos.Release] == 0 || res.Report.Ops[chaos.Status] == 0 {
+		t.Errorf("the workload did not exercise every call: %v", res.Summary())
+	}
+}
+
+// TestChaosFindsBrokenService reverts one guarantee at a time in the
+// service under test and checks that the checker reports the rule it
+// breaks: each rule can fail.
+func TestChaosFindsBrokenService(t *testing.T) {
+	t.Parallel()
+	const budget = 500 * time.Millisecond
+	storeTrouble := faultproxy.Rates{faultproxy.InternalError: 0.2, faultproxy.Throttle: 0.2}
+	cases := []struct {
+		name  string
+		rates faultproxy.Rates
+		in    func() chaos.Instance
+		// recovery keeps the recovery and final phases (skipped
+		// otherwise, to save their seconds).
+		recovery bool
+		// cfg, when set, adjusts the run.
+		cfg  func(*chaos.Config)
+		want []string
+	}{
+		// The late-write bug of the previous issue: renew, release and a
+		// same-owner re-acquire no longer check that the lease is not
+		// newer than the request (acquired_at, renewed_at <= :now). Held
+		// writes (late=0.3) land on the newer lease of their own owner
+		// on the one resource and end or shorten it.
+		{name: "LateWriteRuleReverted", rates: faultproxy.Rates{faultproxy.Late: 0.3}, in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI {
+			return rewriteAllDB{db, func(in *dynamodb.UpdateItemInput) {
+				c := *in.ConditionExpression
+				for _, p := range []string{":now", ":iss"} {
+					c = strings.ReplaceAll(c, "#a <= "+p, "attribute_exists(#a)")
+					c = strings.ReplaceAll(c, "#n <= "+p, "attribute_exists(#n)")
+				}
+				if !strings.Contains(c, ":iss") {
+					delete(in.ExpressionAttributeValues, ":iss") // DynamoDB refuses an unused value
+				}
+				in.ConditionExpression = &c
+			}}
+		}), cfg: func(c *chaos.Config) { c.Resources, c.MaxDelay, c.Duration = 1, time.Second, 4*time.Second },
+			want: []string{chaos.RuleLinearizable}},
+		// Acquire compares the holder's expiry with the new lease's end
+		// instead of now: a live lease no longer keeps others out.
+		{name: "AcquireIgnoresExpiry", in: rewrite(func(in *dynamodb.UpdateItemInput) {
+			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "#e <= :now", "#e <= :exp", 1)
+		}), want: []string{chaos.RuleMutualExclusion, chaos.RuleLinearizable}},
+		// Acquire keeps the token instead of bumping it.
+		{name: "TokenNotBumped", in: rewrite(func(in *dynamodb.UpdateItemInput) {
+			in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "0"}
+		}), want: []string{chaos.RuleFencing, chaos.RuleLinearizable}},
+		// A refused acquire is answered as granted, with a lease the
+		// store never wrote.
+		{name: "GrantWithoutWrite", in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return grantAnywayDB{db} }),
+			want: []string{chaos.RuleNoFalseGrant}},
+		// Status answers from a cache instead of a consistent read.
+		// One resource, so that statuses and changes meet even in a short
+		// run on a loaded machine.
+		{name: "StatusFromCache", in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return &cachedReadDB{DynamoDBAPI: db} }),
+			cfg:  func(c *chaos.Config) { c.Resources = 1 },
+			want: []string{chaos.RuleNoFalseGrant}},
+		// Store trouble becomes a non-transient error: 500, not 503.
+		{name: "InternalErrorOnStoreTrouble", rates: storeTrouble, in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return hideTroubleDB{db} }),
+			want: []string{chaos.RuleAnswers}},
+		// A front end that drops the connection instead of answering 503.
+		{name: "DroppedConnectionOnStoreTrouble", rates: storeTrouble, in: func() chaos.Instance { return chaos.Instance{WrapHTTP: dropOn503} },
+			want: []string{chaos.RuleAnswers}},
+		// Some reads ignore the deadline: answers come after the budget.
+		{name: "SlowerThanBudget", in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI {
+			return &slowReadDB{DynamoDBAPI: db, sleep: budget + 2*time.Second}
+		}),
+			want: []string{chaos.RuleAnswers}},
+		// After the first store failure the service stays down (a
+		// circuit breaker that never closes).
+		{name: "StaysDownAfterFaults", rates: storeTrouble, recovery: true, in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return &stuckDB{DynamoDBAPI: db} }),
+			want: []string{chaos.RuleRecovery}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := chaos.Config{
+				Seed: 3, Rates: tc.rates, Duration: 3 * time.Second, Clients: 6, TTLs: []int64{1, 2},
+				Instances: []chaos.Instance{tc.in()}, StoreBudget: budget, Recovery: -1,
+				Check: chaos.Options{Slack: time.Second},
+			}
+			if tc.recovery {
+				cfg.Recovery = 0
+			}
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			res := runChaos(t, cfg)
+			for _, rule := range tc.want {
+				if !res.Report.Has(rule) {
+					t.Errorf("the checker did not report %s; it reported %v", rule, res.Report.Counts)
+				}
+			}
+			for _, v := range res.Report.Violations {
+				if v.Rule == tc.want[0] {
+					t.Logf("as expected: %v", v)
+					break
+				}
+			}
+		})
+	}
+}
+
+func wrapDB(wrap func(locklogic.DynamoDBAPI) locklogic.DynamoDBAPI) func() chaos.Instance {
+	return func() chaos.Instance { return chaos.Instance{WrapDB: wrap} }
+}
+
+// rewrite returns an instance whose acquire writes are rewritten by f
+// before they are sent.
+func rewrite(f func(*dynamodb.UpdateItemInput)) func() chaos.Instance {
+	return wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return rewriteDB{db, f} })
+}
+
+type rewriteDB struct {
+	locklogic.DynamoDBAPI
+	f func(*dynamodb.UpdateItemInput)
+}
+
+func (d rewriteDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if isAcquire(in) {
+		cp := *in
+		cond, update := *in.ConditionExpression, *in.UpdateExpression
+		cp.ConditionExpression, cp.UpdateExpression = &cond, &update
+		cp.ExpressionAttributeValues = maps.Clone(in.ExpressionAttributeValues)
+		d.f(&cp)
+		in = &cp
+	}
+	return d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+}
+
+// rewriteAllDB rewrites every write with f before it is sent.
+type rewriteAllDB struct {
+	locklogic.DynamoDBAPI
+	f func(*dynamodb.UpdateItemInput)
+}
+
+func (d rewriteAllDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	cp := *in
+	d.f(&cp)
+	return d.DynamoDBAPI.UpdateItem(ctx, &cp, opts...)
+}
+
+func isAcquire(in *dynamodb.UpdateItemInput) bool {
+	return strings.Contains(*in.UpdateExpression, "if_not_exists")
+}
+
+// grantAnywayDB turns a refused acquire into a made-up success.
+type grantAnywayDB struct{ locklogic.DynamoDBAPI }
+
+func (d grantAnywayDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && isAcquire(in) {
+		v := in.ExpressionAttributeValues
+		base, _ := strconv.ParseInt(v[":base"].(*types.AttributeValueMemberN).Value, 10, 64)
+		return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
+			locklogic.AttrResource:   in.Key[locklogic.AttrResource],
+			locklogic.AttrOwner:      v[":o"],
+			locklogic.AttrToken:      &types.AttributeValueMemberN{Value: strconv.FormatInt(base+1, 10)},
+			locklogic.AttrAcquiredAt: v[":now"],
+			locklogic.AttrRenewedAt:  v[":now"],
+			locklogic.AttrExpiresAt:  v[":exp"],
+		}}, nil
+	}
+	return out, err
+}
+
+// cachedReadDB answers reads of a resource from the last one for 300 ms.
+type cachedReadDB struct {
+	locklogic.DynamoDBAPI
+	mu    sync.Mutex
+	cache map[string]cachedRead
+}
+
+type cachedRead struct {
+	out *dynamodb.GetItemOutput
+	at  time.Time
+}
+
+func (d *cachedReadDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	key := in.Key[locklogic.AttrResource].(*types.AttributeValueMemberS).Value
+	d.mu.Lock()
+	c, ok := d.cache[key]
+	d.mu.Unlock()
+	if ok && time.Since(c.at) < 2*time.Second {
+		return c.out, nil
+	}
+	out, err := d.DynamoDBAPI.GetItem(ctx, in, opts...)
+	if err == nil {
+		d.mu.Lock()
+		if d.cache == nil {
+			d.cache = map[string]cachedRead{}
+		}
+		d.cache[key] = cachedRead{out, time.Now()}
+		d.mu.Unlock()
+	}
+	return out, err
+}
+
+// hideTroubleDB reports every store failure but a failed condition as a
+// validation error, which the service treats as a bug (500).
+type hideTroubleDB struct{ locklogic.DynamoDBAPI }
+
+func (d hideTroubleDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+	return out, hide(err)
+}
+
+func (d hideTroubleDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := d.DynamoDBAPI.GetItem(ctx, in, opts...)
+	return out, hide(err)
+}
+
+func hide(err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if err == nil || errors.As(err, &ccf) {
+		return err
+	}
+	return &smithy.GenericAPIError{Code: "ValidationException", Message: "hidden store failure"}
+}
+
+// dropOn503 closes the connection instead of sending a 503.
+func dropOn503(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		if rec.Code == http.StatusServiceUnavailable {
+			panic(http.ErrAbortHandler)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+}
+
+// slowReadDB makes every third read sleep, whatever the deadline.
+type slowReadDB struct {
+	locklogic.DynamoDBAPI
+	sleep time.Duration
+	n     atomic.Int64
+}
+
+func (d *slowReadDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if d.n.Add(1)%3 == 0 {
+		time.Sleep(d.sleep)
+	}
+	return d.DynamoDBAPI.GetItem(ctx, in, opts...)
+}
+
+// stuckDB fails every call with throttling once one call failed.
+type stuckDB struct {
+	locklogic.DynamoDBAPI
+	down atomic.Bool
+}
+
+var errThrottled = &smithy.GenericAPIError{Code: "ThrottlingException", Message: "stuck"}
+
+func (d *stuckDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if d.down.Load() {
+		return nil, errThrottled
+	}
+	out, err := d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+	d.trip(err)
+	return out, err
+}
+
+func (d *stuckDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if d.down.Load() {
+		return nil, errThrottled
+	}
+	out, err := d.DynamoDBAPI.GetItem(ctx, in, opts...)
+	d.trip(err)
+	return out, err
+}
+
+func (d *stuckDB) trip(err error) {
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		d.down.Store(true)
+	}
+}

@@ -1,0 +1,58 @@
+package integration_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/internal/verify/chaos"
+)
+
+// TestSkew runs two service instances over one store with their clocks
+// apart, under a workload where most leases end by expiry (holders stall
+// past their deadline) and contenders take them over, on 1 s leases: a
+// client margin of min(ttl/10, 1 s) = 100 ms.
+//
+// A grant served by an instance d behind another can be taken over, by a
+// request the other instance serves, d before the lease's end on the
+// first instance's clock, while its holder relies on it until invoke +
+// ttl - margin. So mutual exclusion holds while d < margin (strictly: the
+// service truncates :now to milliseconds, so d ≤ margin - 1 ms), here
+// below 100 ms; TestChaos runs at 80 ms with every fault on. Past the
+// margin the checker must find overlapping holds, and only those: tokens,
+// grants and the store's history stay sound, skew costs mutual exclusion
+// (and liveness), nothing else.
+func TestSkew(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, skew time.Duration) *chaos.Result {
+		return runChaos(t, chaos.Config{
+			Seed: 5, Duration: 4 * time.Second, Clients: 6, TTLs: []int64{1}, Abandon: 0.6,
+			Instances: []chaos.Instance{{Offset: -skew / 2}, {Offset: skew / 2}},
+			Recovery:  -1,
+			Check:     chaos.Options{Slack: time.Second},
+		})
+	}
+	t.Run("WithinMargin", func(t *testing.T) {
+		t.Parallel()
+		res := run(t, 90*time.Millisecond)
+		for _, v := range res.Report.Violations {
+			t.Error(v)
+		}
+		if res.Report.Holds < 10 {
+			t.Errorf("only %d holds: too few takeovers to mean anything", res.Report.Holds)
+		}
+	})
+	t.Run("PastMargin", func(t *testing.T) {
+		t.Parallel()
+		res := run(t, 500*time.Millisecond)
+		if !res.Report.Has(chaos.RuleMutualExclusion) {
+			t.Fatalf("500 ms of skew with a 100 ms margin: the checker found no overlapping holds (%v)", res.Report.Counts)
+		}
+		for _, v := range res.Report.Violations {
+			if v.Rule != chaos.RuleMutualExclusion {
+				t.Errorf("skew should break only mutual exclusion, got %v", v)
+			} else if testing.Verbose() {
+				t.Logf("as expected: %v", v)
+			}
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package integration_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/locklogic"
+)
+
+// waitBody is an acquire body with wait_seconds.
+func waitBody(owner string, ttl, wait int) string {
+	b, _ := json.Marshal(map[string]any{"owner": owner, "ttl_seconds": ttl, "wait_seconds": wait})
+	return string(b)
+}
+
+// timedReply is an answer and when it came.
+type timedReply struct {
+	reply
+	at time.Time
+}
+
+// waitFor sends a waiting acquire in the background; the answer arrives on
+// the channel.
+func waitFor(t *testing.T, srv *testenv.Server, resource, owner string, ttl, wait int) <-chan timedReply {
+	t.Helper()
+	out := make(chan timedReply, 1)
+	go func() {
+		r := call(t, srv, "POST", lockPath(resource), waitBody(owner, ttl, wait))
+		out <- timedReply{r, time.Now()}
+	}()
+	return out
+}
+
+// TestWaitAfterRelease: a waiter held at the service gets the lock right
+// after the holder releases it, with one API request, a few reads and two
+// writes (its first attempt and the grant).
+func TestWaitAfterRelease(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	held := acquire(t, srv, r0, "holder", 30)
+	srv.Ops.Take()
+	answer := waitFor(t, srv, r0, "waiter", 30, 5)
+	time.Sleep(500 * time.Millisecond) // the waiter is inside its wait
+	released := time.Now()
+	if r := call(t, srv, "DELETE", lockPath(r0), ownerBody("holder", token(t, held))); r.status != 204 {
+		t.Fatalf("release: got %d %s", r.status, r.raw)
+	}
+	got := <-answer
+	if got.status != 200 || got.json["acquired"] != true {
+		t.Fatalf("waiter: got %d %s, want the lock", got.status, got.raw)
+	}
+	// The waiter reads every 100 ms on average (150 ms at most). The bound
+	// is far from that, for a loaded machine (-race, 2 cores), yet far
+	// below the 4.5 s after which an unwoken wait would answer; make bench
+	// measures the real handoff latency.
+	if d := got.at.Sub(released); d > 2*time.Second {
+		t.Errorf("waiter got the lock %s after the release, want within 2s (woken by the release, not the end of its wait)", d)
+	}
+	if tok := token(t, got.json["lock"].(map[string]any)); tok <= token(t, held) {
+		t.Errorf("waiter's token %d, want more than the holder's %d", tok, token(t, held))
+	}
+	ops := srv.Ops.Take()
+	// Writes: the waiter's first attempt, the release, the grant.
+	if ops["UpdateItem"] != 3 || ops["GetItem"] < 1 || ops["GetItem"] > 15 {
+		t.Errorf("DynamoDB requests: got %v, want 3 UpdateItem and a few GetItem (about 10 a second of waiting)", ops)
+	}
+}
+
+// TestWaitAfterExpiry: the holder never releases; the waiter gets the lock
+// the moment the lease expires (it read the expiry, so it writes then).
+func TestWaitAfterExpiry(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	held := acquire(t, srv, r0, "holder", 1)
+	exp, err := time.Parse(time.RFC3339, held["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := <-waitFor(t, srv, r0, "waiter", 30, 5)
+	if got.status != 200 || got.json["acquired"] != true {
+		t.Fatalf("waiter: got %d %s, want the lock after the holder's expiry", got.status, got.raw)
+	}
+	acquired, err := time.Parse(time.RFC3339, got.json["lock"].(map[string]any)["acquired_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := acquired.Sub(exp); d < 0 || d > 1500*time.Millisecond {
+		t.Errorf("waiter's lease starts %s after the holder's expiry, want within 1.5s (slack for a loaded machine; make bench measures latency)", d)
+	}
+}
+
+// TestWaitRunsOut: a lock that stays held answers acquired:false half a
+// second before wait_seconds, with one write, and the lock is untouched.
+func TestWaitRunsOut(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	acquire(t, srv, r0, "holder", 30)
+	srv.Ops.Take()
+	start := time.Now()
+	got := <-waitFor(t, srv, r0, "waiter", 30, 2)
+	if got.status != 200 || got.json["acquired"] != false || got.json["resource"] != r0 {
+		t.Fatalf("waiter: got %d %s, want 200 acquired:false", got.status, got.raw)
+	}
+	if d := got.at.Sub(start); d < 2*time.Second-locklogic.GrantGuard || d > 2*time.Second {
+		t.Errorf("answered after %s, want from %s to 2s", d, 2*time.Second-locklogic.GrantGuard)
+	}
+	if ops := srv.Ops.Take(); ops["UpdateItem"] != 1 || ops["GetItem"] < 5 || ops["GetItem"] > 30 {
+		t.Errorf("DynamoDB requests: got %v, want 1 UpdateItem and about 15 GetItem", ops)
+	}
+	if st := call(t, srv, "GET", lockPath(r0), ""); st.json["owner"] != "holder" {
+		t.Errorf("status after the wait: got %s, want still held by holder", st.raw)
+	}
+}
+
+// TestWaitEndsBeforeDeadline: the invocation's deadline (the acquire
+// function's timeout) ends a wait early enough for the last write's budget
+// and the reserve, so the caller gets the handler's own answer, not a
+// timeout.
+func TestWaitEndsBeforeDeadline(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{StoreBudget: 500 * time.Millisecond, Timeouts: map[string]time.Duration{"acquire": 2 * time.Second}})
+
+	r0 := res(t)
+	acquire(t, srv, r0, "holder", 30)
+	start := time.Now()
+	got := <-waitFor(t, srv, r0, "waiter", 30, 20)
+	if got.status != 200 || got.json["acquired"] != false {
+		t.Fatalf("waiter: got %d %s, want 200 acquired:false before the deadline", got.status, got.raw)
+	}
+	// 2 s timeout − 300 ms reserve − 500 ms for the last write: 1.2 s.
+	if d := got.at.Sub(start); d < time.Second || d > 2*time.Second {
+		t.Errorf("answered after %s, want about 1.2s: before the 2s deadline", d)
+	}
+}
+
+// TestChurnWithWaiting: workers that wait at the service take turns on one
+// lock; no two ever hold it at once, and the fencing tokens they get grow
+// in the order they got the lock.
+func TestChurnWithWaiting(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	const workers = 8
+	var (
+		holding  atomic.Int32
+		overlaps atomic.Int32
+		mu       sync.Mutex
+		tokens   []int64
+		failures []string
+		wg       sync.WaitGroup
+	)
+	stop := time.Now().Add(3 * time.Second)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := "w" + strconv.Itoa(w)
+			for time.Now().Before(stop) {
+				r := call(t, srv, "POST", lockPath(r0), waitBody(owner, 5, 2))
+				if r.status != 200 {
+					mu.Lock()
+					failures = append(failures, r.raw)
+					mu.Unlock()
+					return
+				}
+				if r.json["acquired"] != true {
+					continue
+				}
+				if holding.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				tokens = append(tokens, token(t, r.json["lock"].(map[string]any)))
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond) // the critical section
+				holding.Add(-1)
+				tok := token(t, r.json["lock"].(map[string]any))
+				if rel := call(t, srv, "DELETE", lockPath(r0), ownerBody(owner, tok)); rel.status != 204 {
+					mu.Lock()
+					failures = append(failures, rel.raw)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("failed answers: %v", failures)
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d times two workers held the lock at once", n)
+	}
+	t.Logf("%d handoffs among %d waiting workers in 3s", len(tokens), workers)
+	if len(tokens) < 10 {
+		t.Errorf("got %d handoffs in 3s, want many (a waiter takes a released lock within ~100ms)", len(tokens))
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d after %d: fencing tokens must grow with every grant", tokens[i], tokens[i-1])
+		}
+	}
+}

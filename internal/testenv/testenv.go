@@ -1,0 +1,205 @@
+// Package testenv gives integration tests real parts: one in-memory
+// dynalite per test binary (started by Main from TestMain), the lock table
+// in it, and per-test HTTP servers that run the local runner over the real
+// handlers, with a swappable clock and a count of the DynamoDB requests the
+// SDK sends. Every answer those servers give is held to api/openapi.yaml
+// (internal/verify/contract): one it does not describe fails the test.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/internal/verify/contract"
+	"github.com/ft288/locks/local"
+	"github.com/ft288/locks/locklogic"
+)
+
+// Table is the lock table every test server uses; tests keep apart by using
+// their own resource names.
+const Table = "locks-test"
+
+var endpoint string
+
+// Main starts dynalite, creates Table, runs the tests and stops dynalite.
+// Call it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	d, err := local.StartDynalite(ctx)
+	if err != nil {
+		cancel()
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	defer d.Close()
+	endpoint = d.Endpoint
+	db, err := api.NewDynamoDB(ctx, endpoint)
+	if err == nil {
+		_, err = local.EnsureTable(ctx, db, Table)
+	}
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	code := m.Run()
+	fmt.Printf("testenv: %d answers checked against api/openapi.yaml\n", contract.Checked())
+	return code
+}
+
+// Endpoint returns the dynalite URL Main started.
+func Endpoint() string { return endpoint }
+
+// Clock is a manual clock for expiry tests: it moves only when told.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock set to the real time now.
+func NewClock() *Clock { return &Clock{t: time.Now()} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// OpCounter counts the HTTP requests the DynamoDB client sends, by
+// operation (the X-Amz-Target header without its service prefix).
+type OpCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+	next   http.RoundTripper
+}
+
+// RoundTrip counts req and passes it on.
+func (c *OpCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := req.Header.Get("X-Amz-Target")
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		op = op[i+1:]
+	}
+	c.mu.Lock()
+	c.counts[op]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(req)
+}
+
+// Take returns the counts since the last Take and resets them.
+func (c *OpCounter) Take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[string]int{}
+	return out
+}
+
+// Options configures a test server. Zero values are the defaults.
+type Options struct {
+	// Now is the service clock; real time when nil.
+	Now func() time.Time
+	// MaxTTLSeconds caps ttl_seconds (default 86400).
+	MaxTTLSeconds int64
+	// Retention is the tombstone retention (default 7 days).
+	Retention time.Duration
+	// Identity attaches IAM identities to requests (principal tests).
+	Identity local.IdentityFunc
+	// StoreEndpoint is the DynamoDB endpoint the handlers use instead of
+	// the test dynalite, e.g. a faultproxy in front of it.
+	StoreEndpoint string
+	// StoreBudget is the handlers' store budget (api.StoreBudget when 0).
+	StoreBudget time.Duration
+	// Timeouts overrides route timeouts by route name (the invocation
+	// deadline each handler call gets; see local.Runner.Timeouts).
+	Timeouts map[string]time.Duration
+	// LogTo receives the handlers' log, written by the production logger
+	// (api.NewLoggerTo, level info): one JSON line per request with its
+	// metrics, and the audit lines. Nil discards it.
+	LogTo io.Writer
+	// Capacity is the stack's capacity model the runner applies (route
+	// throttles answered 429, function concurrency answered 500; see
+	// local.Capacity). The zero value is off: a test is throttled only
+	// when it asks to be.
+	Capacity local.Capacity
+}
+
+// Server is a local runner over the real handlers, served by httptest.
+type Server struct {
+	// URL is the base URL, e.g. http://127.0.0.1:39211.
+	URL string
+	// Ops counts the DynamoDB requests this server's handlers send.
+	Ops *OpCounter
+	// DB is the server's DynamoDB client (for tests that inspect or
+	// delete items directly, e.g. to simulate TTL garbage collection).
+	DB *dynamodb.Client
+}
+
+// Start starts a Server that is closed when tb ends.
+func Start(tb testing.TB, opt Options) *Server {
+	tb.Helper()
+	if endpoint == "" {
+		tb.Fatal("testenv: dynalite is not running; call testenv.Main from TestMain")
+	}
+	ops := &OpCounter{counts: map[string]int{}, next: http.DefaultTransport}
+	store := endpoint
+	if opt.StoreEndpoint != "" {
+		store = opt.StoreEndpoint
+	}
+	db, err := api.NewDynamoDB(context.Background(), store, func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: ops, Timeout: 10 * time.Second}
+	})
+	if err != nil {
+		tb.Fatalf("dynamodb client: %v", err)
+	}
+	svc := locklogic.New(db, locklogic.Config{Table: Table, MaxTTLSeconds: opt.MaxTTLSeconds, Retention: opt.Retention, Now: opt.Now})
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if opt.LogTo != nil {
+		log = api.NewLoggerTo(opt.LogTo, slog.LevelInfo)
+	}
+	h := api.NewHandler(svc, log, opt.Now)
+	if opt.StoreBudget > 0 {
+		h.SetStoreBudget(opt.StoreBudget)
+	}
+	runner := local.NewRunner(h, log)
+	runner.Identity = opt.Identity
+	runner.Timeouts = opt.Timeouts
+	runner.Now = opt.Now
+	if err := runner.SetCapacity(opt.Capacity); err != nil {
+		tb.Fatal(err)
+	}
+	// Every answer must be one api/openapi.yaml describes (internal/verify/contract).
+	doc, err := loadContract()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(doc.Middleware(runner, func(m *contract.Mismatch) { tb.Errorf("%v", m) }))
+	tb.Cleanup(srv.Close)
+	return &Server{URL: srv.URL, Ops: ops, DB: db}
+}
+
+// loadContract loads api/openapi.yaml once per test binary.
+var loadContract = sync.OnceValues(contract.Load)

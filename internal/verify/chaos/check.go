@@ -1,0 +1,531 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/locklogic"
+)
+
+// The rules the checker enforces; a Violation names one.
+const (
+	// RuleMutualExclusion: no two owners hold overlapping leases.
+	RuleMutualExclusion = "mutual-exclusion"
+	// RuleFencing: tokens are unique and grow in real-time order of
+	// grants, in the answers and in the committed writes.
+	RuleFencing = "fencing"
+	// RuleNoFalseGrant: every success is backed by a write or read the
+	// store really made inside the request's window: a grant, a release
+	// by its own committed write; a renew by its committed write or by a
+	// consistent read of the lease a later renewal left; a status by a
+	// consistent read.
+	RuleNoFalseGrant = "no-false-grant"
+	// RuleAnswers: only documented statuses and shapes; store trouble is
+	// 503 with Retry-After and a problem body, in time, never a dropped
+	// connection.
+	RuleAnswers = "answers"
+	// RuleRecovery: once the faults stop, requests succeed again and every
+	// lock becomes free once its leases expire.
+	RuleRecovery = "recovery"
+	// RuleLinearizable: the store's history and the clients' status reads
+	// are linearizable against the sequential model of one lock (model.go).
+	RuleLinearizable = "linearizable"
+)
+
+// Options configures Check. Zero values are the defaults.
+type Options struct {
+	// StoreBudget is the service's store budget (api.StoreBudget); an
+	// answer may take it plus Slack (500 ms) at most.
+	StoreBudget time.Duration
+	Slack       time.Duration
+	// Margin is the clients' safety margin for a ttl (ClientMargin).
+	Margin func(ttl time.Duration) time.Duration
+	// LinearizabilityTimeout bounds porcupine per resource (60 s); past
+	// it the result is "unknown", reported but not a violation.
+	LinearizabilityTimeout time.Duration
+	// MaxPerRule is how many violations of one rule are kept in full (5);
+	// the rest are only counted.
+	MaxPerRule int
+}
+
+func (o Options) margin() func(time.Duration) time.Duration {
+	if o.Margin != nil {
+		return o.Margin
+	}
+	return ClientMargin
+}
+
+// Violation is one breach of a rule, with the excerpt of the history that
+// reproduces it: the client operations (invoke..return, request, answer)
+// and the store requests (as the proxy saw them, with the store's real
+// answer) that show it.
+type Violation struct {
+	Rule     string
+	Resource string
+	Summary  string
+	Excerpt  []string
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s on %s: %s", v.Rule, v.Resource, v.Summary)
+	for _, l := range v.Excerpt {
+		b.WriteString("\n    ")
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// Report is what Check found.
+type Report struct {
+	// Violations holds up to Options.MaxPerRule violations of each rule;
+	// Counts counts them all, by rule.
+	Violations []Violation
+	Counts     map[string]int
+	// Ops counts the client operations by kind, Outcomes by what came
+	// back ("granted", "held", "200", "404", "503", …).
+	Ops      map[Kind]int
+	Outcomes map[string]int
+	// Waiting counts the acquires that asked the service to wait.
+	Waiting int
+	// Holds is how many leases clients believed they held.
+	Holds int
+	// UnheardGrants counts committed acquires whose caller was not told
+	// it was granted (a late write, a lost answer): not violations, but
+	// each keeps the lock from others until its ttl.
+	UnheardGrants int
+	// LateWrites counts requests the proxy delivered after their caller
+	// gave up (a Late fault, or a Delay that outlasted the caller), and
+	// LateApplied the writes among them the store applied.
+	LateWrites, LateApplied int
+	// Linearizable is porcupine's verdict per resource ("ok", "illegal",
+	// "unknown").
+	Linearizable map[string]string
+}
+
+// Total returns the number of violations of every rule.
+func (r Report) Total() int {
+	n := 0
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n
+}
+
+// Has reports whether a violation of rule was found.
+func (r Report) Has(rule string) bool { return r.Counts[rule] > 0 }
+
+// checker holds a history being checked.
+type checker struct {
+	h     *History
+	opt   Options
+	store []*storeOp
+	byRes map[string][]*storeOp
+	rep   Report
+}
+
+// Check checks every rule on h.
+func Check(h *History, opt Options) Report {
+	if opt.StoreBudget <= 0 {
+		opt.StoreBudget = api.StoreBudget
+	}
+	if opt.Slack <= 0 {
+		opt.Slack = 500 * time.Millisecond
+	}
+	if opt.LinearizabilityTimeout <= 0 {
+		opt.LinearizabilityTimeout = time.Minute
+	}
+	if opt.MaxPerRule <= 0 {
+		opt.MaxPerRule = 5
+	}
+	c := &checker{h: h, opt: opt, byRes: map[string][]*storeOp{}, rep: Report{
+		Counts: map[string]int{}, Ops: map[Kind]int{}, Outcomes: map[string]int{}, Linearizable: map[string]string{},
+	}}
+	store, err := decodeRecords(h.Records)
+	if err != nil {
+		c.report(RuleNoFalseGrant, "", "a store request or answer could not be decoded: "+err.Error())
+	}
+	c.store = store
+	for _, s := range store {
+		c.byRes[s.resource] = append(c.byRes[s.resource], s)
+	}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		c.rep.Ops[op.Kind]++
+		if op.Wait > 0 {
+			c.rep.Waiting++
+		}
+		c.rep.Outcomes[outcomeName(op)]++
+	}
+	c.answers()
+	c.recovery()
+	c.mutualExclusion()
+	c.fencing()
+	c.noFalseGrant()
+	c.linearizable()
+	c.lateWrites()
+	return c.rep
+}
+
+func outcomeName(op *Op) string {
+	switch {
+	case op.Err != "":
+		return "no-answer"
+	case op.Kind == Acquire && op.Status == 200 && op.Granted:
+		return "granted"
+	case op.Kind == Acquire && op.Status == 200:
+		return "held"
+	}
+	return fmt.Sprint(op.Status)
+}
+
+func (c *checker) report(rule, resource, summary string, excerpt ...string) {
+	c.rep.Counts[rule]++
+	if c.rep.Counts[rule] <= c.opt.MaxPerRule {
+		c.rep.Violations = append(c.rep.Violations, Violation{Rule: rule, Resource: resource, Summary: summary, Excerpt: excerpt})
+	}
+}
+
+// opLine and storeLines render excerpt lines.
+func (c *checker) opLine(op *Op) string { return op.format(c.h.Start) }
+
+// storeLines renders the store requests on resource that reached the
+// store (or, never sent, the proxy) from from to to, at most max of them
+// (the last ones); only the committed writes when committedOnly is set. A
+// late write is listed by when it landed, not when it was issued.
+func (c *checker) storeLines(resource string, from, to time.Time, committedOnly bool, max int) []string {
+	var lines []string
+	for _, s := range c.byRes[resource] {
+		t := s.rec.Received
+		if s.rec.Forwarded {
+			t = s.rec.Sent
+		}
+		if t.Before(from) || t.After(to) {
+			continue
+		}
+		if committedOnly && (s.kind == storeRead || s.outcome != applied) {
+			continue
+		}
+		lines = append(lines, s.format(c.h.Start))
+	}
+	if len(lines) > max {
+		lines = append([]string{fmt.Sprintf("(%d earlier store requests left out)", len(lines)-max)}, lines[len(lines)-max:]...)
+	}
+	return lines
+}
+
+// documented lists, per call, the statuses a well-formed request may get.
+var documented = map[Kind][]int{
+	Acquire: {200, 503},
+	Renew:   {200, 403, 404, 409, 503},
+	Release: {204, 403, 404, 409, 503},
+	Status:  {200, 404, 503},
+}
+
+// slugs are the problem types of the error statuses.
+var slugs = map[int]string{403: "forbidden", 404: "not-found", 409: "stale-token", 503: "service-unavailable"}
+
+// answers checks every answer's status, shape and latency.
+func (c *checker) answers() {
+	for i := range c.h.Ops {
+		op := &c.h.Ops[i]
+		bad := func(why string) { c.report(RuleAnswers, op.Resource, why, c.opLine(op)) }
+		limit, what := c.opt.StoreBudget+c.opt.Slack, fmt.Sprintf("the %v store budget plus %v", c.opt.StoreBudget, c.opt.Slack)
+		if op.Wait > 0 {
+			// A waiting acquire: a first write, the wait (which stops
+			// GrantGuard early), and at its end a read and a write,
+			// each store call with its own budget (locklogic.AcquireWait).
+			limit = time.Duration(op.Wait)*time.Second - locklogic.GrantGuard + 3*c.opt.StoreBudget + c.opt.Slack
+			what = fmt.Sprintf("its %d s wait less %v plus three %v store budgets plus %v", op.Wait, locklogic.GrantGuard, c.opt.StoreBudget, c.opt.Slack)
+		}
+		if took := op.Return.Sub(op.Invoke); took > limit {
+			bad(fmt.Sprintf("answered after %v, more than %s", took.Round(time.Millisecond), what))
+		}
+		if op.Err != "" {
+			bad("no answer (dropped connection): " + op.Err)
+			continue
+		}
+		ok := false
+		for _, s := range documented[op.Kind] {
+			ok = ok || s == op.Status
+		}
+		switch {
+		case !ok:
+			bad(fmt.Sprintf("%d is not a documented answer to a valid %s", op.Status, op.Kind))
+		case op.Status >= 400 && (!op.ProblemOK || op.Slug != slugs[op.Status]):
+			bad(fmt.Sprintf("%d without a %s problem+json body", op.Status, slugs[op.Status]))
+		case op.Status == 503 && op.RetryAfter == "":
+			bad("503 without Retry-After")
+		case op.DecodeErr != "":
+			bad("malformed answer: " + op.DecodeErr)
+		case op.Lock != nil && op.Lock.Resource != op.Resource:
+			bad(fmt.Sprintf("the lock names resource %q", op.Lock.Resource))
+		case op.Lock != nil && op.Kind != Status && op.Lock.Owner != op.Owner:
+			bad(fmt.Sprintf("the lock names owner %q", op.Lock.Owner))
+		case op.Granted && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000:
+			bad(fmt.Sprintf("a grant of %d s lasts %d ms", op.TTL, op.Lock.ExpiresAt-op.Lock.AcquiredAt))
+		case op.Kind == Renew && op.Lock != nil && op.Token != 0 && op.Lock.Token != op.Token:
+			bad(fmt.Sprintf("renewed with token %d, answered token %d", op.Token, op.Lock.Token))
+		}
+	}
+}
+
+// recovery checks that every request after the faults stopped succeeded
+// and that the final owner got every resource.
+func (c *checker) recovery() {
+	if c.h.RecoveryFrom.IsZero() {
+		return
+	}
+	finals := map[string]bool{}
+	for i := range c.h.Ops {
+		op := &c.h.Ops[i]
+		if op.Invoke.Before(c.h.RecoveryFrom) {
+			continue
+		}
+		if (op.Err != "" || op.Status >= 500) && !c.retryAfterSkew(op) {
+			c.report(RuleRecovery, op.Resource, fmt.Sprintf("failed %v after the faults stopped", op.Invoke.Sub(c.h.RecoveryFrom).Round(time.Millisecond)), c.opLine(op))
+		}
+		if op.Phase == PhaseFinal && op.Kind == Acquire {
+			finals[op.Resource] = true
+			if !op.Granted {
+				ex := append([]string{c.opLine(op), "the last committed writes:"}, c.storeLines(op.Resource, c.h.Start, op.Return, true, 6)...)
+				c.report(RuleRecovery, op.Resource, "still not free after every recorded lease expired", ex...)
+			}
+		}
+	}
+	for r := range c.byRes {
+		if !finals[r] {
+			c.report(RuleRecovery, r, "no final acquire was made (the run was cut short)")
+		}
+	}
+}
+
+// retryAfterSkew reports whether op is a renew answered 503 because the
+// store refused it only for the late-write rule: the owner's own lease,
+// live, renewed by a request stamped after this one's :now — an earlier
+// renewal served by an instance whose clock is ahead (skew). The service
+// tells such a renew to retry (locklogic.Service.Renew); the records show
+// it: the refused write with its :now, then the consistent read that
+// explained it.
+func (c *checker) retryAfterSkew(op *Op) bool {
+	if op.Kind != Renew || op.Status != 503 {
+		return false
+	}
+	var now int64
+	for _, s := range c.byRes[op.Resource] {
+		r := s.rec
+		if r.Received.Before(op.Invoke) || r.Received.After(op.Return) {
+			continue
+		}
+		switch {
+		case s.kind == storeRenew && s.owner == op.Owner && s.outcome == refused:
+			now = s.now
+		case s.kind == storeRead && s.full && s.outcome == applied && now != 0 && s.item != nil:
+			it := s.item
+			if it.owner == op.Owner && !it.released && it.acquiredAt <= now && it.renewedAt > now && it.expiresAt > now {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mutualExclusion checks that no two owners' holds overlap.
+func (c *checker) mutualExclusion() {
+	byID := func(id int) *Op { return &c.h.Ops[id] }
+	for r, hs := range holds(c.h.Ops, c.opt.margin()) {
+		c.rep.Holds += len(hs)
+		sort.Slice(hs, func(i, j int) bool { return hs[i].Start.Before(hs[j].Start) })
+		var active []Hold
+		for _, h := range hs {
+			keep := active[:0]
+			for _, a := range active {
+				if a.End.After(h.Start) {
+					keep = append(keep, a)
+				}
+			}
+			active = keep
+			for _, a := range active {
+				if a.Owner == h.Owner {
+					continue
+				}
+				overlap := minTime(a.End, h.End).Sub(h.Start)
+				ex := []string{fmt.Sprintf("%s holds token %d from %s to %s; %s holds token %d from %s to %s (client deadlines: invoke + ttl - margin)",
+					a.Owner, a.Token, at(c.h.Start, a.Start), at(c.h.Start, a.End), h.Owner, h.Token, at(c.h.Start, h.Start), at(c.h.Start, h.End))}
+				for _, id := range a.Ops {
+					ex = append(ex, c.opLine(byID(id)))
+				}
+				for _, id := range h.Ops {
+					ex = append(ex, c.opLine(byID(id)))
+				}
+				ex = append(ex, "committed writes in between:")
+				ex = append(ex, c.storeLines(r, byID(a.Ops[0]).Invoke, h.Start, true, 8)...)
+				ex = append(ex, c.offsetsLine())
+				c.report(RuleMutualExclusion, r, fmt.Sprintf("%s and %s both held the lock for %v", a.Owner, h.Owner, overlap.Round(time.Millisecond)), ex...)
+			}
+			active = append(active, h)
+		}
+	}
+}
+
+func (c *checker) offsetsLine() string {
+	parts := make([]string, len(c.h.Offsets))
+	for i, o := range c.h.Offsets {
+		parts[i] = fmt.Sprintf("i%d: %v", i, o)
+	}
+	return "instance clock offsets: " + strings.Join(parts, " ")
+}
+
+// fencing checks tokens in grant answers and in committed acquires.
+func (c *checker) fencing() {
+	grants := map[string][]*Op{}
+	for i := range c.h.Ops {
+		if op := &c.h.Ops[i]; op.Granted && op.Lock != nil {
+			grants[op.Resource] = append(grants[op.Resource], op)
+		}
+	}
+	for r, gs := range grants {
+		seen := map[int64]*Op{}
+		for _, g := range gs {
+			if prev, dup := seen[g.Lock.Token]; dup {
+				c.report(RuleFencing, r, fmt.Sprintf("token %d granted twice", g.Lock.Token), c.opLine(prev), c.opLine(g))
+			}
+			seen[g.Lock.Token] = g
+		}
+		// gs is in invoke order; byReturn in return order. A grant must
+		// carry a larger token than every grant answered before it was
+		// invoked.
+		byReturn := append([]*Op(nil), gs...)
+		sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return.Before(byReturn[j].Return) })
+		var maxOp *Op
+		k := 0
+		for _, g := range gs {
+			for ; k < len(byReturn) && byReturn[k].Return.Before(g.Invoke); k++ {
+				if maxOp == nil || byReturn[k].Lock.Token > maxOp.Lock.Token {
+					maxOp = byReturn[k]
+				}
+			}
+			if maxOp != nil && g.Lock.Token <= maxOp.Lock.Token {
+				c.report(RuleFencing, r, fmt.Sprintf("token %d granted after token %d was", g.Lock.Token, maxOp.Lock.Token), c.opLine(maxOp), c.opLine(g))
+			}
+		}
+	}
+	for r, ss := range c.byRes {
+		var acq []*storeOp
+		for _, s := range ss {
+			if s.kind == storeAcquire && s.outcome == applied && s.item != nil {
+				acq = append(acq, s)
+			}
+		}
+		seen := map[int64]*storeOp{}
+		for _, s := range acq {
+			if prev, dup := seen[s.item.token]; dup {
+				c.report(RuleFencing, r, fmt.Sprintf("the store committed token %d twice", s.item.token), prev.format(c.h.Start), s.format(c.h.Start))
+			}
+			seen[s.item.token] = s
+		}
+		sort.Slice(acq, func(i, j int) bool { return acq[i].rec.Sent.Before(acq[j].rec.Sent) })
+		byAnswer := append([]*storeOp(nil), acq...)
+		sort.Slice(byAnswer, func(i, j int) bool { return byAnswer[i].rec.Answered.Before(byAnswer[j].rec.Answered) })
+		var maxS *storeOp
+		k := 0
+		for _, s := range acq {
+			for ; k < len(byAnswer) && byAnswer[k].rec.Answered.Before(s.rec.Sent); k++ {
+				if maxS == nil || byAnswer[k].item.token > maxS.item.token {
+					maxS = byAnswer[k]
+				}
+			}
+			if maxS != nil && s.item.token <= maxS.item.token {
+				c.report(RuleFencing, r, fmt.Sprintf("the store committed token %d after token %d", s.item.token, maxS.item.token), maxS.format(c.h.Start), s.format(c.h.Start))
+			}
+		}
+	}
+}
+
+// noFalseGrant checks that every success is backed by a store request of
+// the same request (same resource, same owner for writes) that the store
+// answered inside the request's window, with exactly the answered lease.
+func (c *checker) noFalseGrant() {
+	for i := range c.h.Ops {
+		op := &c.h.Ops[i]
+		var want storeKind
+		switch {
+		case op.Kind == Acquire && op.Granted:
+			want = storeAcquire
+		case op.Kind == Renew && op.Status == 200:
+			want = storeRenew
+		case op.Kind == Release && op.Status == 204:
+			want = storeRelease
+		case op.Kind == Status && op.Status == 200:
+			want = storeRead
+		default:
+			continue
+		}
+		if op.Lock == nil && want != storeRelease {
+			continue // malformed: reported by answers
+		}
+		backed := false
+		for _, s := range c.byRes[op.Resource] {
+			r := s.rec
+			if s.outcome != applied || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+				continue
+			}
+			switch {
+			case s.kind == want && want == storeRead:
+				backed = s.full && s.item != nil && s.item.shows(op.Lock)
+			case s.kind == want:
+				backed = s.owner == op.Owner && (want == storeRelease || (s.item != nil && s.item.shows(op.Lock)))
+			case want == storeRenew && s.kind == storeRead:
+				// A renew refused because a renewal stamped after it
+				// landed first answers with the lease that one left,
+				// read by the service to explain the refusal.
+				backed = s.full && s.item != nil && s.item.shows(op.Lock)
+			}
+			if backed {
+				break
+			}
+		}
+		if !backed {
+			ex := append([]string{c.opLine(op), "store requests on it during the call:"}, c.storeLines(op.Resource, op.Invoke, op.Return, false, 10)...)
+			c.report(RuleNoFalseGrant, op.Resource, fmt.Sprintf("%s %s answered %d with no matching %s the store made during the call", op.Owner, op.Kind, op.Status, want), ex...)
+		}
+	}
+	// Unheard grants: committed acquires no grant answer reports.
+	answered := map[string]bool{}
+	for i := range c.h.Ops {
+		if op := &c.h.Ops[i]; op.Granted && op.Lock != nil {
+			answered[fmt.Sprint(op.Resource, "\x00", op.Lock.Token)] = true
+		}
+	}
+	for _, s := range c.store {
+		if s.kind == storeAcquire && s.outcome == applied && s.item != nil && !answered[fmt.Sprint(s.resource, "\x00", s.item.token)] {
+			c.rep.UnheardGrants++
+		}
+	}
+}
+
+// shows reports whether the stored item is the lease l shows.
+func (it *storeItem) shows(l *Lock) bool {
+	return it.owner == l.Owner && it.token == l.Token && it.acquiredAt == l.AcquiredAt && it.expiresAt == l.ExpiresAt && !it.released
+}
+
+func (c *checker) lateWrites() {
+	for _, s := range c.store {
+		late := s.rec.Fault == faultproxy.Late || (s.rec.Fault == faultproxy.Delay && s.rec.CallerStatus == 0)
+		if late && s.rec.Forwarded {
+			c.rep.LateWrites++
+			if s.outcome == applied && s.kind != storeRead {
+				c.rep.LateApplied++
+			}
+		}
+	}
+}
+
+// keep porcupine's result names in one place.
+var verdicts = map[porcupine.CheckResult]string{porcupine.Ok: "ok", porcupine.Illegal: "illegal", porcupine.Unknown: "unknown"}

@@ -1,0 +1,480 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/internal/verify/faultproxy"
+)
+
+// fake builds a history by hand: client operations and the proxy records
+// of their store requests, at millisecond offsets from t0, with the
+// service's clock equal to the clients' (wall milliseconds wall+offset).
+type fake struct {
+	t0   time.Time
+	wall int64 // epoch ms at t0
+	h    History
+}
+
+func newFake() *fake {
+	t0 := time.Now()
+	return &fake{t0: t0, wall: t0.UnixMilli(), h: History{Start: t0, Offsets: []time.Duration{0}}}
+}
+
+func (f *fake) at(ms int) time.Time { return f.t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// now is the service's :now (epoch ms) at offset ms.
+func (f *fake) now(ms int) int64 { return f.wall + int64(ms) }
+
+// op adds a client operation invoked at inv and answered at ret (ms).
+func (f *fake) op(client int, kind Kind, inv, ret int, status int, body string, mod ...func(*Op)) *Op {
+	op := Op{Client: client, Owner: fmt.Sprintf("c%d", client), Kind: kind, Resource: "r", TTL: 2,
+		Invoke: f.at(inv), Return: f.at(ret), Status: status, Body: []byte(body)}
+	switch {
+	case status >= 400:
+		op.ContentType = "application/problem+json"
+	case status == 200:
+		op.ContentType = "application/json"
+	}
+	if status == 503 {
+		op.RetryAfter = "1"
+	}
+	for _, m := range mod {
+		m(&op)
+	}
+	op.decode()
+	op.ID = len(f.h.Ops)
+	f.h.Ops = append(f.h.Ops, op)
+	return &f.h.Ops[len(f.h.Ops)-1]
+}
+
+// lockBody is a LOCK as the API renders it; token 0 leaves the owner's
+// acquire out.
+func (f *fake) lockBody(owner string, token int64, acqMs, ttlMs int) string {
+	ts := func(ms int) string { return time.UnixMilli(f.now(ms)).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+	return fmt.Sprintf(`{"resource":"r","owner":%q,"fencing_token":%d,"acquired_at":%q,"expires_at":%q}`, owner, token, ts(acqMs), ts(acqMs+ttlMs))
+}
+
+func (f *fake) granted(owner string, token int64, acqMs, ttlMs int) string {
+	return `{"acquired":true,"lock":` + f.lockBody(owner, token, acqMs, ttlMs) + `}`
+}
+
+func problem(status int, slug string) string {
+	return fmt.Sprintf(`{"type":"https://ft288.dev/problems/%s","title":"t","status":%d,"detail":"d","instance":"/locks/r"}`, slug, status)
+}
+
+// rec adds a proxy record: a store request received at recv and answered
+// at ans (ms); storeStatus 0 means never forwarded.
+func (f *fake) rec(op string, req map[string]any, recv, ans int, storeStatus int, answer map[string]any, fault faultproxy.Fault, callerStatus int) {
+	body, _ := json.Marshal(req)
+	r := faultproxy.Record{Seq: len(f.h.Records) + 1, Op: op, Body: body, Fault: fault, Received: f.at(recv), CallerStatus: callerStatus}
+	if storeStatus != 0 {
+		r.Forwarded, r.Sent, r.Answered, r.StoreStatus = true, f.at(recv), f.at(ans), storeStatus
+		r.StoreBody, _ = json.Marshal(answer)
+	}
+	f.h.Records = append(f.h.Records, r)
+}
+
+func s(v string) map[string]string { return map[string]string{"S": v} }
+func n(v int64) map[string]string  { return map[string]string{"N": fmt.Sprint(v)} }
+
+var names = map[string]string{"#r": "resource", "#o": "owner", "#t": "fencing_token", "#a": "acquired_at", "#n": "renewed_at", "#e": "expires_at", "#x": "released_at", "#g": "ttl", "#ri": "release_id"}
+
+// write records an UpdateItem as the service sends it: kind is acquire,
+// renew or release; committed items carry token (acquire, renew).
+func (f *fake) write(kind storeKind, owner string, nowMs, ttlMs int, recv, ans int, result string, token int64, fault faultproxy.Fault, callerStatus int) {
+	update := map[storeKind]string{
+		storeAcquire: "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one REMOVE #x, #p",
+		storeRenew:   "SET #e = :exp, #n = :now, #g = :gc",
+		storeRelease: "SET #e = :now, #x = :now, #ri = :ri, #g = :gc",
+	}[kind]
+	// :base 100: the first token of the (fresh) item is 101.
+	vals := map[string]any{":o": s(owner), ":now": n(f.now(nowMs)), ":base": n(100)}
+	if kind != storeRelease {
+		vals[":exp"] = n(f.now(nowMs + ttlMs))
+	}
+	req := map[string]any{"Key": map[string]any{"resource": s("r")}, "UpdateExpression": update, "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}
+	status, answer := 0, map[string]any{}
+	switch result {
+	case "committed":
+		status = 200
+		if kind != storeRelease {
+			answer["Attributes"] = map[string]any{"resource": s("r"), "owner": s(owner), "fencing_token": n(token),
+				"acquired_at": n(f.now(nowMs)), "renewed_at": n(f.now(nowMs)), "expires_at": n(f.now(nowMs + ttlMs))}
+		}
+	case "refused":
+		status, answer["__type"] = 400, "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"
+	}
+	f.rec("UpdateItem", req, recv, ans, status, answer, fault, callerStatus)
+}
+
+// read records a GetItem that found owner's lease (owner "" for none).
+func (f *fake) read(owner string, token int64, acqMs, renMs, expMs int, recv, ans int) {
+	answer := map[string]any{}
+	if owner != "" {
+		answer["Item"] = map[string]any{"resource": s("r"), "owner": s(owner), "fencing_token": n(token),
+			"acquired_at": n(f.now(acqMs)), "renewed_at": n(f.now(renMs)), "expires_at": n(f.now(expMs))}
+	}
+	f.rec("GetItem", map[string]any{"Key": map[string]any{"resource": s("r")}, "ConsistentRead": true}, recv, ans, 200, answer, faultproxy.None, 200)
+}
+
+// peek records a waiting acquire's eventually consistent read of
+// expires_at and released_at.
+func (f *fake) peek(expMs int, recv, ans int) {
+	req := map[string]any{"Key": map[string]any{"resource": s("r")}, "ProjectionExpression": "#e, #x",
+		"ExpressionAttributeNames": map[string]string{"#e": "expires_at", "#x": "released_at"}}
+	f.rec("GetItem", req, recv, ans, 200, map[string]any{"Item": map[string]any{"expires_at": n(f.now(expMs))}}, faultproxy.None, 200)
+}
+
+func check(f *fake) Report {
+	return Check(&f.h, Options{StoreBudget: time.Second, Slack: 500 * time.Millisecond})
+}
+
+// wantOnly fails unless exactly the given rules were reported, and each
+// reported violation's excerpt contains every snippet of its rule.
+func wantOnly(t *testing.T, rep Report, rules ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, r := range rules {
+		want[r] = true
+		if !rep.Has(r) {
+			t.Errorf("want a %s violation; got %v", r, rep.Counts)
+		}
+	}
+	for _, v := range rep.Violations {
+		if !want[v.Rule] {
+			t.Errorf("unexpected violation: %v", v)
+		}
+	}
+}
+
+func excerptHas(t *testing.T, rep Report, rule string, snippets ...string) {
+	t.Helper()
+	for _, v := range rep.Violations {
+		if v.Rule != rule {
+			continue
+		}
+		all := v.String()
+		for _, sn := range snippets {
+			if !strings.Contains(all, sn) {
+				t.Errorf("%s excerpt lacks %q:\n%s", rule, sn, all)
+			}
+		}
+		return
+	}
+	t.Errorf("no %s violation", rule)
+}
+
+// clean is a correct history: c0 takes the lock (2 s), c1 is refused, c0
+// reads, renews and releases it, then c1 takes it.
+func clean() *fake {
+	f := newFake()
+	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+	f.write(storeAcquire, "c0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+	f.op(1, Acquire, 20, 30, 200, `{"acquired":false,"resource":"r"}`)
+	f.write(storeAcquire, "c1", 21, 2000, 22, 28, "refused", 0, faultproxy.None, 400)
+	f.op(2, Status, 40, 50, 200, f.lockBody("c0", 101, 2, 2000))
+	f.read("c0", 101, 2, 2, 2002, 42, 48)
+	f.op(0, Renew, 100, 110, 200, `{"renewed":true,"lock":`+f.lockBody("c0", 101, 2, 101+1000-2)+`}`, func(o *Op) { o.TTL = 1 })
+	f.write(storeRenew, "c0", 101, 1000, 102, 108, "committed", 0, faultproxy.None, 200)
+	// The renew's item: acquired_at stays, renewed_at and expires_at move.
+	r := &f.h.Records[len(f.h.Records)-1]
+	r.StoreBody = []byte(fmt.Sprintf(`{"Attributes":{"resource":{"S":"r"},"owner":{"S":"c0"},"fencing_token":{"N":"101"},"acquired_at":{"N":"%d"},"renewed_at":{"N":"%d"},"expires_at":{"N":"%d"}}}`, f.now(2), f.now(101), f.now(1101)))
+	f.op(0, Release, 200, 210, 204, "", func(o *Op) { o.TTL = 0 })
+	f.write(storeRelease, "c0", 201, 0, 202, 208, "committed", 0, faultproxy.None, 200)
+	f.op(1, Acquire, 300, 310, 200, f.granted("c1", 102, 301, 2000))
+	f.write(storeAcquire, "c1", 301, 2000, 302, 308, "committed", 102, faultproxy.None, 200)
+	f.op(2, Status, 400, 410, 200, f.lockBody("c1", 102, 301, 2000))
+	f.read("c1", 102, 301, 301, 2301, 402, 408)
+	return f
+}
+
+func TestCheckCleanHistory(t *testing.T) {
+	rep := check(clean())
+	wantOnly(t, rep)
+	if rep.Holds != 2 || rep.Linearizable["r"] != "ok" {
+		t.Errorf("got %d holds, linearizable %q; want 2, ok", rep.Holds, rep.Linearizable["r"])
+	}
+}
+
+func TestCheckMutualExclusion(t *testing.T) {
+	f := clean()
+	// c3 is granted while c0 holds the lease (and the store agrees: a
+	// broken condition). Its hold overlaps c0's.
+	f.op(3, Acquire, 50, 60, 200, f.granted("c3", 150, 52, 2000))
+	f.write(storeAcquire, "c3", 52, 2000, 52, 58, "committed", 150, faultproxy.None, 200)
+	rep := check(f)
+	wantOnly(t, rep, RuleMutualExclusion, RuleLinearizable, RuleFencing)
+	excerptHas(t, rep, RuleMutualExclusion, "c0 and c3 both held the lock", "op#0 c0@i0 POST /locks/r {owner:c0 ttl:2}", "c3@i0 POST /locks/r {owner:c3 ttl:2}", "store#")
+}
+
+func TestCheckMutualExclusionUsesClientDeadline(t *testing.T) {
+	// c0's 2 s lease was invoked at 0: it relies on it until 2000 - 200
+	// (margin). c1 is granted at 1850 (its answer): after c0's deadline,
+	// no overlap, even though c0's expires_at (2002) is later.
+	f := newFake()
+	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+	f.write(storeAcquire, "c0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+	f.op(1, Acquire, 1840, 1850, 200, f.granted("c1", 102, 2003, 2000))
+	f.write(storeAcquire, "c1", 2003, 2000, 1842, 1848, "committed", 102, faultproxy.None, 200)
+	rep := check(f)
+	if rep.Has(RuleMutualExclusion) {
+		t.Errorf("grant after the holder's client deadline reported: %v", rep.Violations)
+	}
+	// At 1750 it overlaps c0's belief by 50 ms.
+	f.h.Ops[1].Invoke, f.h.Ops[1].Return = f.at(1740), f.at(1750)
+	if rep := check(f); !rep.Has(RuleMutualExclusion) {
+		t.Errorf("grant 50 ms before the holder's client deadline not reported: %v", rep.Counts)
+	}
+}
+
+func TestCheckRenewWithoutAnswerShortensBelief(t *testing.T) {
+	// c0 holds a 2 s lease (deadline 1800), renews for 1 s at 100 and
+	// gets 503: the renew may have landed (lease until ~1100), so c0
+	// relies on it only until 100 + 1000 - 100 = 1000. c1's grant at
+	// 1050 overlaps nothing.
+	f := newFake()
+	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+	f.op(0, Renew, 100, 1100, 503, problem(503, "service-unavailable"), func(o *Op) { o.TTL = 1 })
+	f.op(1, Acquire, 1040, 1050, 200, f.granted("c1", 102, 1042, 2000))
+	hs := holds(f.h.Ops, ClientMargin)["r"]
+	if len(hs) != 2 || !hs[0].End.Equal(f.at(1000)) {
+		t.Fatalf("got holds %+v, want c0's to end at +1.000s", hs)
+	}
+	// A shorter renew counts from its invoke: c0 renews for 1 s at 100,
+	// an attempt lands and the lease ends ~1100; c1 takes it at 1200,
+	// and only then is c0's renew answered 403 (its last attempt found
+	// c1). c0 relied on the lease until 100 + 1000 - 100 = 1000: no
+	// overlap with c1.
+	k := newFake()
+	k.op(0, Acquire, 0, 10, 200, k.granted("c0", 101, 2, 2000))
+	k.op(0, Renew, 100, 1300, 403, problem(403, "forbidden"), func(o *Op) { o.TTL = 1 })
+	k.op(1, Acquire, 1190, 1200, 200, k.granted("c1", 102, 1192, 2000))
+	if hs := holds(k.h.Ops, ClientMargin)["r"]; len(hs) != 2 || !hs[0].End.Equal(k.at(1000)) {
+		t.Fatalf("got holds %+v, want c0's to end at +1.000s", hs)
+	}
+	// A release ends the hold when it is invoked, whatever its answer.
+	g := newFake()
+	g.op(0, Acquire, 0, 10, 200, g.granted("c0", 101, 2, 2000))
+	g.op(0, Release, 100, 1100, 503, problem(503, "service-unavailable"))
+	if hs := holds(g.h.Ops, ClientMargin)["r"]; len(hs) != 1 || !hs[0].End.Equal(g.at(100)) {
+		t.Fatalf("got holds %+v, want one ending at the release's invoke", hs)
+	}
+}
+
+func TestCheckRenewAnsweredFromLaterRenewal(t *testing.T) {
+	// Another process of owner c0 renews at 100 through an instance whose
+	// clock is 50 ms ahead (stamped 150); c0's own renew at 120 (stamped
+	// 120) is refused and answered with the lease the other left, read
+	// to explain the refusal. A waiter's peek in between is only a hint.
+	f := newFake()
+	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+	f.write(storeAcquire, "c0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+	f.write(storeRenew, "c0", 150, 2000, 102, 108, "committed", 0, faultproxy.None, 200)
+	f.op(0, Renew, 120, 400, 200, `{"renewed":true,"lock":`+f.lockBody("c0", 101, 2, 2148)+`}`)
+	r := &f.h.Records[len(f.h.Records)-1]
+	r.StoreBody = []byte(fmt.Sprintf(`{"Attributes":{"resource":{"S":"r"},"owner":{"S":"c0"},"fencing_token":{"N":"101"},"acquired_at":{"N":"%d"},"renewed_at":{"N":"%d"},"expires_at":{"N":"%d"}}}`, f.now(2), f.now(150), f.now(2150)))
+	f.peek(9999, 200, 205) // stale or not, a peek is never evidence
+	f.write(storeRenew, "c0", 120, 2000, 300, 305, "refused", 0, faultproxy.Delay, 400)
+	f.read("c0", 101, 2, 150, 2150, 310, 315)
+	wantOnly(t, check(f))
+	// Without the read, the 200 has nothing behind it.
+	f.h.Records = f.h.Records[:len(f.h.Records)-1]
+	wantOnly(t, check(f), RuleNoFalseGrant)
+}
+
+func TestCheckUnheardGrantIsNotAViolation(t *testing.T) {
+	// c0's acquire is held by the proxy past its 503 and lands at 1500:
+	// c0 holds the lock in the store without knowing. c1 is refused until
+	// it expires, then granted.
+	f := newFake()
+	f.op(0, Acquire, 0, 1000, 503, problem(503, "service-unavailable"))
+	f.write(storeAcquire, "c0", 1, 2000, 1, 1510, "committed", 101, faultproxy.Late, 0)
+	f.h.Records[0].Sent = f.at(1500)
+	f.op(1, Acquire, 1600, 1610, 200, `{"acquired":false,"resource":"r"}`)
+	f.write(storeAcquire, "c1", 1601, 2000, 1602, 1608, "refused", 0, faultproxy.None, 400)
+	f.op(1, Acquire, 2100, 2110, 200, f.granted("c1", 102, 2101, 2000))
+	f.write(storeAcquire, "c1", 2101, 2000, 2102, 2108, "committed", 102, faultproxy.None, 200)
+	rep := check(f)
+	wantOnly(t, rep)
+	if rep.UnheardGrants != 1 || rep.LateWrites != 1 || rep.LateApplied != 1 {
+		t.Errorf("got %d unheard grants, %d/%d late writes applied; want 1, 1/1", rep.UnheardGrants, rep.LateApplied, rep.LateWrites)
+	}
+}
+
+func TestCheckFencing(t *testing.T) {
+	// c1's grant comes after c0's was answered but carries a smaller
+	// token, in the answer and in the store.
+	f := newFake()
+	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 1000), func(o *Op) { o.TTL = 1 })
+	f.write(storeAcquire, "c0", 2, 1000, 2, 8, "committed", 101, faultproxy.None, 200)
+	f.op(1, Acquire, 1500, 1510, 200, f.granted("c1", 100, 1502, 2000))
+	f.write(storeAcquire, "c1", 1502, 2000, 1502, 1508, "committed", 100, faultproxy.None, 200)
+	rep := check(f)
+	wantOnly(t, rep, RuleFencing, RuleLinearizable)
+	excerptHas(t, rep, RuleFencing, "token 100 granted after token 101")
+	if rep.Counts[RuleFencing] != 2 {
+		t.Errorf("got %d fencing violations, want 2 (answers and committed writes)", rep.Counts[RuleFencing])
+	}
+}
+
+func TestCheckNoFalseGrant(t *testing.T) {
+	cases := map[string]func(f *fake){
+		// The answer says granted; the store refused.
+		"Refused": func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+			f.write(storeAcquire, "c0", 2, 2000, 2, 8, "refused", 0, faultproxy.None, 400)
+		},
+		// The write committed, after the answer.
+		"OutsideWindow": func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+			f.write(storeAcquire, "c0", 2, 2000, 5, 20, "committed", 101, faultproxy.None, 200)
+		},
+		// Another lease than the store wrote.
+		"OtherToken": func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("c0", 107, 2, 2000))
+			f.write(storeAcquire, "c0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+		},
+		// Status 200 with no read at all (a cache).
+		"StatusWithoutRead": func(f *fake) {
+			f.op(0, Status, 0, 10, 200, f.lockBody("c0", 101, 2, 2000))
+		},
+		// Status 200 backed only by a waiter's peek, not a consistent
+		// read.
+		"StatusFromPeek": func(f *fake) {
+			f.op(0, Status, 0, 10, 200, f.lockBody("c0", 101, 2, 2000))
+			f.peek(2002, 2, 8)
+		},
+		// Release 204 with the release refused.
+		"ReleaseRefused": func(f *fake) {
+			f.op(0, Release, 0, 10, 204, "")
+			f.write(storeRelease, "c0", 2, 0, 2, 8, "refused", 0, faultproxy.None, 400)
+		},
+	}
+	for name, build := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFake()
+			build(f)
+			rep := check(f)
+			if !rep.Has(RuleNoFalseGrant) {
+				t.Fatalf("not reported: %v", rep.Counts)
+			}
+			excerptHas(t, rep, RuleNoFalseGrant, "op#0 c0@i0")
+		})
+	}
+}
+
+func TestCheckAnswers(t *testing.T) {
+	cases := map[string]func(f *fake){
+		"500": func(f *fake) { f.op(0, Acquire, 0, 10, 500, problem(500, "internal")) },
+		"503NoRetryAfter": func(f *fake) {
+			f.op(0, Acquire, 0, 10, 503, problem(503, "service-unavailable"), func(o *Op) { o.RetryAfter = "" })
+		},
+		"503NotAProblem": func(f *fake) { f.op(0, Status, 0, 10, 503, `{"message":"Service Unavailable"}`) },
+		"404WrongSlug":   func(f *fake) { f.op(0, Renew, 0, 10, 404, problem(404, "forbidden")) },
+		"Undocumented":   func(f *fake) { f.op(0, Status, 0, 10, 418, problem(418, "teapot")) },
+		"Dropped":        func(f *fake) { f.op(0, Acquire, 0, 10, 0, "", func(o *Op) { o.Err = "EOF" }) },
+		"Slow":           func(f *fake) { f.op(0, Acquire, 0, 1600, 503, problem(503, "service-unavailable")) },
+		"Malformed":      func(f *fake) { f.op(0, Acquire, 0, 10, 200, `{"acquired":true}`) },
+		"GrantOtherTTL":  func(f *fake) { f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 3000)) },
+	}
+	for name, build := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFake()
+			build(f)
+			rep := check(f)
+			if !rep.Has(RuleAnswers) {
+				t.Fatalf("not reported: %v", rep.Counts)
+			}
+			excerptHas(t, rep, RuleAnswers, "op#0 c0@i0")
+		})
+	}
+	// A 503 problem with Retry-After within the budget is fine, and a
+	// waiting acquire may take its wait and three store budgets.
+	f := newFake()
+	f.op(0, Acquire, 0, 1400, 503, problem(503, "service-unavailable"))
+	f.op(1, Acquire, 0, 4900, 200, `{"acquired":false,"resource":"r"}`, func(o *Op) { o.Wait = 2 })
+	if rep := check(f); rep.Has(RuleAnswers) {
+		t.Errorf("proper answers reported: %v", rep.Violations)
+	}
+	f.op(2, Acquire, 0, 5100, 200, `{"acquired":false,"resource":"r"}`, func(o *Op) { o.Wait = 2 })
+	excerptHas(t, check(f), RuleAnswers, "op#2 c2@i0 POST /locks/r {owner:c2 ttl:2 wait:2}", "more than its 2 s wait")
+}
+
+func TestCheckRecovery(t *testing.T) {
+	f := clean()
+	f.h.RecoveryFrom = f.at(250)
+	f.op(4, Acquire, 420, 430, 200, `{"acquired":false,"resource":"r"}`, func(o *Op) { o.Phase, o.Owner, o.Client = PhaseFinal, "final-r", -1 })
+	f.write(storeAcquire, "final-r", 421, 1000, 422, 428, "refused", 0, faultproxy.None, 400)
+	rep := check(f)
+	wantOnly(t, rep, RuleRecovery)
+	excerptHas(t, rep, RuleRecovery, "still not free", "final@i0 POST /locks/r {owner:final-r")
+
+	g := clean()
+	g.h.RecoveryFrom = g.at(250)
+	g.op(1, Status, 420, 430, 503, problem(503, "service-unavailable"))
+	g.op(4, Acquire, 2400, 2410, 200, g.granted("final-r", 103, 2401, 1000), func(o *Op) { o.Phase, o.Owner, o.Client, o.TTL = PhaseFinal, "final-r", -1, 1 })
+	g.write(storeAcquire, "final-r", 2401, 1000, 2402, 2408, "committed", 103, faultproxy.None, 200)
+	rep = check(g)
+	wantOnly(t, rep, RuleRecovery)
+	excerptHas(t, rep, RuleRecovery, "failed", "c1@i0 GET /locks/r → 503")
+}
+
+func TestCheckRecoveryExcusesSkewRetry(t *testing.T) {
+	// After the faults, c0 renews at 150 through an instance 40 ms behind
+	// the one that stamped its renewal of 120 (renewed_at 160): the store
+	// refuses it for the late-write rule and the service says 503, retry.
+	f := newFake()
+	f.h.RecoveryFrom = f.at(100)
+	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
+	f.write(storeAcquire, "c0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+	f.write(storeRenew, "c0", 160, 1000, 122, 128, "committed", 0, faultproxy.None, 200)
+	r := &f.h.Records[len(f.h.Records)-1]
+	r.StoreBody = []byte(fmt.Sprintf(`{"Attributes":{"resource":{"S":"r"},"owner":{"S":"c0"},"fencing_token":{"N":"101"},"acquired_at":{"N":"%d"},"renewed_at":{"N":"%d"},"expires_at":{"N":"%d"}}}`, f.now(2), f.now(160), f.now(1160)))
+	f.op(0, Renew, 150, 160, 503, problem(503, "service-unavailable"), func(o *Op) { o.TTL = 3 })
+	f.write(storeRenew, "c0", 110, 3000, 152, 154, "refused", 0, faultproxy.None, 400)
+	f.read("c0", 101, 2, 160, 1160, 155, 158)
+	f.op(9, Acquire, 3000, 3010, 200, f.granted("final-r", 102, 3002, 1000), func(o *Op) { o.Phase, o.Owner, o.Client, o.TTL = PhaseFinal, "final-r", -1, 1 })
+	f.write(storeAcquire, "final-r", 3002, 1000, 3002, 3008, "committed", 102, faultproxy.None, 200)
+	wantOnly(t, check(f))
+	// Without the read that shows the later stamp, it is a failure.
+	f.h.Records = append(f.h.Records[:3], f.h.Records[4:]...)
+	wantOnly(t, check(f), RuleRecovery)
+}
+
+func TestCheckLinearizable(t *testing.T) {
+	// The store says the lease is gone (released), then a read shows it.
+	f := clean()
+	f.read("c0", 101, 2, 101, 1101, 250, 255)
+	rep := check(f)
+	wantOnly(t, rep, RuleLinearizable)
+	excerptHas(t, rep, RuleLinearizable, "model state then", "GetItem r")
+
+	// A late release (issued at 150, before c1's grant, landing after it)
+	// must be refused; a store that applies it is not the model.
+	g := clean()
+	g.write(storeRelease, "c1", 150, 0, 350, 355, "committed", 0, faultproxy.Late, 0)
+	rep = check(g)
+	wantOnly(t, rep, RuleLinearizable)
+	h := clean()
+	h.write(storeRelease, "c1", 150, 0, 350, 355, "refused", 0, faultproxy.Late, 0)
+	wantOnly(t, check(h))
+
+	// A same-owner re-acquire stamped before the lease's last renewal
+	// (a renewal served by a faster clock) is refused: the model agrees,
+	// and a store that applied it would not be the model.
+	m := clean()
+	m.write(storeAcquire, "c0", 100, 2000, 130, 135, "refused", 0, faultproxy.None, 400)
+	wantOnly(t, check(m))
+	m.h.Records = m.h.Records[:len(m.h.Records)-1]
+	m.write(storeAcquire, "c0", 100, 2000, 130, 135, "committed", 102, faultproxy.None, 200)
+	wantOnly(t, check(m), RuleLinearizable, RuleFencing) // and c1's later grant repeats token 102
+
+	// A status 404 while the lease is live on every clock.
+	k := clean()
+	k.op(3, Status, 450, 460, 404, problem(404, "not-found"))
+	wantOnly(t, check(k), RuleLinearizable)
+}

@@ -1,0 +1,42 @@
+// Package chaos runs the lock service under injected store faults and
+// checks the history the clients saw against the service's guarantees.
+//
+// Run starts a fault proxy (internal/verify/faultproxy) in front of a DynamoDB-
+// compatible store, one or more service instances over it (the real
+// handlers behind the local runner, each with its own clock offset), and N
+// concurrent clients that acquire, renew, release and read a few resources
+// with short leases over HTTP. Each client is sequential and has its own
+// owner name; every request is recorded with its invoke and return times on
+// the process's monotonic clock, what was sent and what came back, and the
+// proxy records every store request with its fault and the store's real
+// answer. After the fault phase the faults stop, every held-back write
+// lands, the clients go on for a moment, and once every lease the store
+// recorded has expired a fresh owner takes each resource.
+//
+// Check then enforces six rules, each reported with the excerpt of the
+// history (client operations and store requests) that reproduces it:
+//
+//   - mutual exclusion: no two owners' holds overlap, a hold being what a
+//     client may rely on by the documented rules: from a grant's answer to
+//     its own deadline, invoke time + ttl - margin on its own clock,
+//     moved by renewals, ended by its release or re-acquire (see view);
+//   - fencing: grant tokens are unique and grow in real-time order of the
+//     grants, in the answers and in the writes the store committed;
+//   - no false grant: every acquired:true, renew 200, release 204 and
+//     status 200 matches a write (or, for status, a read) of the same
+//     resource and owner that the store really made within the request's
+//     window, showing exactly the answered lease;
+//   - answers: only documented statuses and shapes, store trouble as 503
+//     with Retry-After and a problem body, every answer within the store
+//     budget plus a slack, never a dropped connection;
+//   - recovery: after the faults stop every request succeeds, and every
+//     lock is free once its leases expired;
+//   - linearizable: porcupine finds the store's requests and the clients'
+//     status answers linearizable against a sequential model of one lock
+//     (model.go explains how time and expiry enter the model).
+//
+// A grant whose write landed after its caller was answered 503 (an
+// "unheard grant") is not a violation: nobody relies on it, and it keeps
+// the lock from others until its ttl, which the model accounts for since
+// it is in the store's history. The report counts them.
+package chaos

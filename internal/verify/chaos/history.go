@@ -1,0 +1,256 @@
+package chaos
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ft288/locks/internal/verify/faultproxy"
+)
+
+// Kind is one of the four lock calls.
+type Kind int
+
+// The lock calls.
+const (
+	Acquire Kind = iota
+	Renew
+	Release
+	Status
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Acquire:
+		return "acquire"
+	case Renew:
+		return "renew"
+	case Release:
+		return "release"
+	case Status:
+		return "status"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Phase says when in a run an operation was invoked.
+type Phase int
+
+// The phases of a run.
+const (
+	// PhaseFaults: the proxy injects faults.
+	PhaseFaults Phase = iota
+	// PhaseRecovery: faults have stopped and every held-back write has
+	// landed; every answer must be a success.
+	PhaseRecovery
+	// PhaseFinal: after every lease the store recorded has expired, a
+	// fresh owner takes each resource; it must be granted.
+	PhaseFinal
+)
+
+// Lock is a lease as an answer shows it; times are epoch milliseconds of
+// the serving instance's clock.
+type Lock struct {
+	Resource   string
+	Owner      string
+	Token      int64
+	AcquiredAt int64
+	ExpiresAt  int64
+}
+
+// Op is one request of a history: what a client sent, when (invoke and
+// return on the client's monotonic clock), and what it got back.
+type Op struct {
+	ID       int
+	Client   int // -1 for the final prober
+	Owner    string
+	Kind     Kind
+	Resource string
+	// TTL is ttl_seconds (acquire, renew).
+	TTL int64
+	// Wait is an acquire's wait_seconds: how long the service may wait
+	// for a held lock inside the request (0: it answers at once).
+	Wait int64
+	// Token is the fencing_token sent (renew, release); 0 for none.
+	Token    int64
+	Instance int
+	Phase    Phase
+
+	Invoke, Return time.Time
+
+	// Err is set when no answer arrived (a dropped connection, a
+	// timeout); Status is then 0.
+	Err         string
+	Status      int
+	ContentType string
+	RetryAfter  string
+	Body        []byte
+
+	// Decoded answer. Granted is acquire's "acquired": true; Lock is the
+	// lease of a grant, a renew 200 or a status 200; DecodeErr says the
+	// body did not have the documented shape.
+	Granted   bool
+	Lock      *Lock
+	ProblemOK bool // a problem+json body with this status and a type
+	Slug      string
+	DecodeErr string
+}
+
+// History is everything a run observed: the clients' operations and the
+// proxy's records of the store requests, on one monotonic clock.
+type History struct {
+	// Start is when the run began; excerpts print times from it.
+	Start time.Time
+	Ops   []Op
+	// Records are the proxy's records, with the store's real answers.
+	Records []faultproxy.Record
+	// RecoveryFrom is when faults stopped and every held write had
+	// landed (zero: the run had no recovery phase).
+	RecoveryFrom time.Time
+	// Offsets are the instances' clock offsets from real time.
+	Offsets []time.Duration
+}
+
+// decode fills op's decoded fields from its body.
+func (op *Op) decode() {
+	if op.Err != "" {
+		return
+	}
+	if op.Status >= 400 {
+		var p struct {
+			Type   string
+			Status int
+			Title  string
+			Detail string
+		}
+		if strings.HasPrefix(op.ContentType, "application/problem+json") && json.Unmarshal(op.Body, &p) == nil {
+			op.Slug = p.Type[strings.LastIndexByte(p.Type, '/')+1:]
+			op.ProblemOK = p.Status == op.Status && p.Type != "" && p.Title != "" && p.Detail != ""
+		}
+		return
+	}
+	var err error
+	switch {
+	case op.Status == 204:
+		if len(op.Body) != 0 {
+			err = fmt.Errorf("204 with a body")
+		}
+	case op.Status != 200:
+	case op.Kind == Acquire:
+		var b struct {
+			Acquired *bool
+			Lock     *lockJSON
+			Resource string
+		}
+		if err = strictJSON(op.Body, &b); err == nil {
+			switch {
+			case b.Acquired == nil:
+				err = fmt.Errorf("no \"acquired\"")
+			case *b.Acquired && b.Lock == nil:
+				err = fmt.Errorf("acquired without a lock")
+			case *b.Acquired:
+				op.Granted = true
+				op.Lock, err = b.Lock.lock()
+			case b.Resource != op.Resource:
+				err = fmt.Errorf("refusal names resource %q", b.Resource)
+			}
+		}
+	case op.Kind == Renew:
+		var b struct {
+			Renewed bool
+			Lock    *lockJSON
+		}
+		if err = strictJSON(op.Body, &b); err == nil {
+			if !b.Renewed || b.Lock == nil {
+				err = fmt.Errorf("200 without renewed:true and a lock")
+			} else {
+				op.Lock, err = b.Lock.lock()
+			}
+		}
+	case op.Kind == Status:
+		var b lockJSON
+		if err = strictJSON(op.Body, &b); err == nil {
+			op.Lock, err = b.lock()
+		}
+	}
+	if err != nil {
+		op.DecodeErr = err.Error()
+	}
+}
+
+type lockJSON struct {
+	Resource     string `json:"resource"`
+	Owner        string `json:"owner"`
+	FencingToken int64  `json:"fencing_token"`
+	AcquiredAt   string `json:"acquired_at"`
+	ExpiresAt    string `json:"expires_at"`
+}
+
+func (l *lockJSON) lock() (*Lock, error) {
+	acq, err1 := time.Parse(time.RFC3339Nano, l.AcquiredAt)
+	exp, err2 := time.Parse(time.RFC3339Nano, l.ExpiresAt)
+	if err1 != nil || err2 != nil || l.FencingToken <= 0 || l.Owner == "" {
+		return nil, fmt.Errorf("malformed lock %+v", *l)
+	}
+	return &Lock{Resource: l.Resource, Owner: l.Owner, Token: l.FencingToken, AcquiredAt: acq.UnixMilli(), ExpiresAt: exp.UnixMilli()}, nil
+}
+
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	return d.Decode(v)
+}
+
+// at formats t as seconds since start.
+func at(start, t time.Time) string {
+	if t.IsZero() {
+		return "      -"
+	}
+	return fmt.Sprintf("%+8.3fs", t.Sub(start).Seconds())
+}
+
+// format renders op as one excerpt line: times, who, what was sent, what
+// came back.
+func (op Op) format(start time.Time) string {
+	var req string
+	switch op.Kind {
+	case Acquire:
+		req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d}", op.Resource, op.Owner, op.TTL)
+		if op.Wait > 0 {
+			req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d wait:%d}", op.Resource, op.Owner, op.TTL, op.Wait)
+		}
+	case Renew:
+		req = fmt.Sprintf("POST /locks/%s/renew {owner:%s ttl:%d%s}", op.Resource, op.Owner, op.TTL, tokenArg(op.Token))
+	case Release:
+		req = fmt.Sprintf("DELETE /locks/%s {owner:%s%s}", op.Resource, op.Owner, tokenArg(op.Token))
+	case Status:
+		req = fmt.Sprintf("GET /locks/%s", op.Resource)
+	}
+	var ans string
+	switch {
+	case op.Err != "":
+		ans = "no answer: " + op.Err
+	default:
+		body := string(op.Body)
+		if len(body) > 260 {
+			body = body[:260] + "…"
+		}
+		ans = fmt.Sprintf("%d %s", op.Status, body)
+		if op.RetryAfter != "" {
+			ans += " [Retry-After: " + op.RetryAfter + "]"
+		}
+	}
+	who := fmt.Sprintf("c%d", op.Client)
+	if op.Client < 0 {
+		who = "final"
+	}
+	return fmt.Sprintf("%s..%s  op#%d %s@i%d %s → %s", at(start, op.Invoke), at(start, op.Return), op.ID, who, op.Instance, req, ans)
+}
+
+func tokenArg(tok int64) string {
+	if tok == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" token:%d", tok)
+}

@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ft288/locks/internal/verify/faultproxy"
+)
+
+// Summary is the run's one-line summary: what ran, how many operations by
+// kind and outcome, the faults injected by kind, the late writes and
+// unheard grants, porcupine's verdict and the violations by rule.
+func (r *Result) Summary() string {
+	c, rep := r.Config, r.Report
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos seed=%d duration=%v clients=%d resources=%d instances=%d", c.Seed, c.Duration, c.Clients, c.Resources, len(c.Instances))
+	if sk := skew(c.Instances); sk > 0 {
+		fmt.Fprintf(&b, " skew=%v", sk)
+	}
+	total := 0
+	for _, n := range rep.Ops {
+		total += n
+	}
+	fmt.Fprintf(&b, " ops=%d (acquire=%d of which waiting=%d, renew=%d release=%d status=%d; %s)", total,
+		rep.Ops[Acquire], rep.Waiting, rep.Ops[Renew], rep.Ops[Release], rep.Ops[Status], counts(rep.Outcomes))
+	faults := 0
+	var parts []string
+	for _, f := range faultproxy.Faults() {
+		if n := r.Faults[f]; n > 0 {
+			faults += n
+			parts = append(parts, fmt.Sprintf("%s=%d", f, n))
+		}
+	}
+	fmt.Fprintf(&b, " faults=%d (%s)", faults, strings.Join(parts, " "))
+	fmt.Fprintf(&b, " late-writes=%d (applied=%d) unheard-grants=%d holds=%d", rep.LateWrites, rep.LateApplied, rep.UnheardGrants, rep.Holds)
+	fmt.Fprintf(&b, " linearizable=%s", verdict(rep.Linearizable))
+	fmt.Fprintf(&b, " violations=%d", rep.Total())
+	if rep.Total() > 0 {
+		fmt.Fprintf(&b, " (%s)", counts(rep.Counts))
+	}
+	return b.String()
+}
+
+// skew is the largest clock difference between two instances.
+func skew(in []Instance) time.Duration {
+	if len(in) == 0 {
+		return 0
+	}
+	lo, hi := in[0].Offset, in[0].Offset
+	for _, i := range in[1:] {
+		lo, hi = min(lo, i.Offset), max(hi, i.Offset)
+	}
+	return hi - lo
+}
+
+// verdict folds porcupine's per-resource verdicts into one word: illegal
+// if any is, else unknown if any is, else ok.
+func verdict(m map[string]string) string {
+	out := "ok"
+	for _, v := range m {
+		switch {
+		case v == "illegal":
+			return v
+		case v == "unknown":
+			out = v
+		}
+	}
+	if len(m) == 0 {
+		return "-"
+	}
+	return out
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

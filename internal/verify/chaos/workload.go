@@ -1,0 +1,435 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/internal/verify/faultproxy"
+)
+
+// Config is one chaos run. Zero values are the defaults.
+type Config struct {
+	// Endpoint is the store (dynalite) the fault proxy forwards to, and
+	// Table the lock table in it (required).
+	Endpoint string
+	Table    string
+	// Seed fixes the fault drawn for the n-th store request and every
+	// client's choices (not the interleaving, which is up to the
+	// scheduler; a violation's excerpt is its exact reproduction).
+	Seed uint64
+	// Rates are the per-fault probabilities (none: no faults), MaxDelay
+	// the longest drawn delay (faultproxy.DefaultMaxDelay).
+	Rates    faultproxy.Rates
+	MaxDelay time.Duration
+	// Duration is how long the clients run with faults (10 s).
+	Duration time.Duration
+	// Clients run concurrently (8) on Resources resources (3), each
+	// request with a ttl_seconds drawn from TTLs ({1, 2, 3}).
+	Clients   int
+	Resources int
+	TTLs      []int64
+	// Abandon is the chance (0.1 by default) that a holder, when it
+	// picks a resource it holds, works past its lease without renewing or
+	// releasing (a stalled process): the lease then ends by expiry and a
+	// contender takes it over.
+	Abandon float64
+	// Instances are the service instances the clients spread their
+	// requests over, all over the one proxy (one exact clock by default).
+	Instances []Instance
+	// StoreBudget is each instance's store budget (api.StoreBudget).
+	StoreBudget time.Duration
+	// Recovery is how long the clients run after the faults stopped
+	// (1 s); negative skips the recovery and final phases.
+	Recovery time.Duration
+	// Name prefixes the resource names (unique per run by default).
+	Name string
+	// Check configures the checker; its StoreBudget defaults to this
+	// StoreBudget.
+	Check Options
+}
+
+func (c *Config) defaults() {
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Clients <= 0 {
+		c.Clients = 8
+	}
+	if c.Resources <= 0 {
+		c.Resources = 3
+	}
+	if len(c.TTLs) == 0 {
+		c.TTLs = []int64{1, 2, 3}
+	}
+	if c.Abandon == 0 {
+		c.Abandon = 0.1
+	}
+	if len(c.Instances) == 0 {
+		c.Instances = []Instance{{}}
+	}
+	if c.StoreBudget <= 0 {
+		c.StoreBudget = api.StoreBudget
+	}
+	if c.Recovery == 0 {
+		c.Recovery = time.Second
+	}
+	if c.Name == "" {
+		c.Name = fmt.Sprintf("chaos-%d", time.Now().UnixNano())
+	}
+	if c.Check.StoreBudget <= 0 {
+		c.Check.StoreBudget = c.StoreBudget
+	}
+}
+
+// Result is a finished run: its history, the checker's report and the
+// faults the proxy injected.
+type Result struct {
+	Config  Config
+	History *History
+	Report  Report
+	Faults  map[faultproxy.Fault]int
+}
+
+// Run starts a fault proxy in front of cfg.Endpoint and the service
+// instances behind it, runs the clients with faults for cfg.Duration, then
+// stops the faults, lets every held-back write land, runs the clients a
+// little longer (every answer must now be a success), waits until every
+// lease the store recorded has expired and has a fresh owner take each
+// resource (each must be granted), and checks the whole history.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	if cfg.Endpoint == "" || cfg.Table == "" {
+		return nil, errors.New("chaos: Endpoint and Table are required")
+	}
+	proxy, err := faultproxy.New(cfg.Endpoint, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	w := &workload{cfg: cfg, start: time.Now()}
+	for _, in := range cfg.Instances {
+		s, err := startServer(proxy.URL(), cfg.Table, cfg.StoreBudget, in)
+		if err != nil {
+			return nil, err
+		}
+		defer s.close()
+		w.urls = append(w.urls, s.url)
+		w.offsets = append(w.offsets, in.Offset)
+	}
+	for i := range cfg.Resources {
+		w.resources = append(w.resources, fmt.Sprintf("%s-r%d", cfg.Name, i))
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	defer tr.CloseIdleConnections()
+	// Far longer than any answer may take: a slow answer is recorded
+	// as such, not cut short.
+	w.http = &http.Client{Transport: tr, Timeout: cfg.StoreBudget + 10*time.Second}
+
+	clients := make([]*client, cfg.Clients)
+	for i := range clients {
+		clients[i] = &client{w: w, id: i, owner: fmt.Sprintf("c%d", i),
+			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
+			views: map[string]*view{}}
+	}
+	if cfg.Rates.Total() > 0 {
+		proxy.SetPlan(faultproxy.Schedule{Seed: cfg.Seed, Rates: cfg.Rates, MaxDelay: cfg.MaxDelay}.Plan())
+	}
+	w.runClients(ctx, clients, PhaseFaults, w.start.Add(cfg.Duration))
+	proxy.SetPlan(nil)
+	// Every request sent during the faults has now been answered or has
+	// reached the store, late writes included.
+	proxy.Settle()
+	hist := &History{Start: w.start, Offsets: w.offsets}
+	if cfg.Recovery > 0 && ctx.Err() == nil {
+		hist.RecoveryFrom = time.Now()
+		w.runClients(ctx, clients, PhaseRecovery, time.Now().Add(cfg.Recovery))
+		for _, c := range clients {
+			c.releaseAll(ctx)
+		}
+		proxy.Settle()
+		w.final(ctx, proxy.Records())
+	}
+	proxy.Settle()
+	hist.Ops = w.sortedOps()
+	hist.Records = proxy.Records()
+	res := &Result{Config: cfg, History: hist, Faults: map[faultproxy.Fault]int{}}
+	for f, n := range proxy.Counts() {
+		if f != faultproxy.None {
+			res.Faults[f] = n
+		}
+	}
+	res.Report = Check(hist, cfg.Check)
+	return res, ctx.Err()
+}
+
+// workload is the clients' shared state.
+type workload struct {
+	cfg       Config
+	start     time.Time
+	urls      []string
+	offsets   []time.Duration
+	resources []string
+	http      *http.Client
+
+	mu  sync.Mutex
+	ops []Op
+}
+
+func (w *workload) runClients(ctx context.Context, clients []*client, phase Phase, until time.Time) {
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() { c.run(ctx, phase, until) })
+	}
+	wg.Wait()
+}
+
+// final waits until every lease the store recorded has expired on every
+// instance's clock, then has a fresh owner take and release each resource.
+func (w *workload) final(ctx context.Context, recs []faultproxy.Record) {
+	ops, err := decodeRecords(recs)
+	if err != nil {
+		return // the checker reports undecodable records
+	}
+	var last int64
+	for _, s := range ops {
+		if s.outcome == applied && s.kind != storeRead && s.kind != storeRelease && s.exp > last {
+			last = s.exp
+		}
+	}
+	minOff := slicesMin(w.offsets)
+	wait := time.Until(time.UnixMilli(last).Add(-minOff).Add(50 * time.Millisecond))
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(wait):
+	}
+	p := &client{w: w, id: -1, rng: rand.New(rand.NewPCG(w.cfg.Seed, 0)), views: map[string]*view{}}
+	for _, r := range w.resources {
+		p.owner = "final-" + r[strings.LastIndexByte(r, '-')+1:]
+		op := p.call(ctx, PhaseFinal, Acquire, r, 1, 0)
+		if op.Granted {
+			p.call(ctx, PhaseFinal, Release, r, 0, op.Lock.Token)
+		}
+	}
+}
+
+func slicesMin(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds[1:] {
+		m = min(m, d)
+	}
+	return m
+}
+
+func (w *workload) record(op Op) {
+	w.mu.Lock()
+	w.ops = append(w.ops, op)
+	w.mu.Unlock()
+}
+
+// sortedOps returns the operations in invoke order, numbered in it.
+func (w *workload) sortedOps() []Op {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ops := append([]Op(nil), w.ops...)
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Invoke.Before(ops[j].Invoke) })
+	for i := range ops {
+		ops[i].ID = i
+	}
+	return ops
+}
+
+// client is one worker: one request at a time, one owner name, its own
+// belief about each resource it holds.
+type client struct {
+	w     *workload
+	id    int
+	owner string
+	rng   *rand.Rand
+	views map[string]*view
+	// wait is the wait_seconds of the next acquire.
+	wait int64
+}
+
+func (c *client) view(r string) *view {
+	v := c.views[r]
+	if v == nil {
+		v = &view{margin: c.w.cfg.Check.margin()}
+		c.views[r] = v
+	}
+	return v
+}
+
+// run picks a resource and an action that fits what the client believes
+// about it, until the time is up.
+func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
+	cfg := c.w.cfg
+	for ctx.Err() == nil && time.Now().Before(until) {
+		r := c.pick()
+		v := c.view(r)
+		ttl := cfg.TTLs[c.rng.IntN(len(cfg.TTLs))]
+		tok := int64(0)
+		if c.rng.IntN(2) == 0 {
+			tok = v.token // the last token this client held, if any
+		}
+		x := c.rng.Float64()
+		if v.live(time.Now()) {
+			switch {
+			case x < cfg.Abandon:
+				// A stalled holder: no renewal, no release, and by the
+				// time it looks again its lease has ended by expiry.
+				sleepUntil(ctx, v.deadline.Add(time.Duration(c.rng.IntN(100))*time.Millisecond))
+				v.held = false
+			case x < cfg.Abandon+0.1:
+				// Work under the lease a little, within its deadline.
+				sleepUntil(ctx, minTime(v.deadline, time.Now().Add(time.Duration(c.rng.IntN(200))*time.Millisecond)))
+			case x < 0.5:
+				c.call(ctx, phase, Renew, r, ttl, tok)
+			case x < 0.82:
+				c.call(ctx, phase, Release, r, 0, tok)
+			case x < 0.92:
+				c.call(ctx, phase, Status, r, 0, 0)
+			default:
+				c.call(ctx, phase, Acquire, r, ttl, 0) // a re-acquire replaces the lease
+			}
+		} else {
+			switch {
+			case x < 0.25:
+				// Wait at the service for a held lock, as the clients
+				// do: a round of at most ⅔ of the lease's local validity
+				// (ttl − margin), whole seconds, so a grant at its end
+				// still leaves a third of the lease (none under 1 s).
+				lease := time.Duration(ttl) * time.Second
+				c.wait = int64((lease - cfg.Check.margin()(lease)) * 2 / 3 / time.Second)
+				c.call(ctx, phase, Acquire, r, ttl, 0)
+				c.wait = 0
+			case x < 0.7:
+				if op := c.call(ctx, phase, Acquire, r, ttl, 0); op.Status == 200 && !op.Granted {
+					// Held by someone else: back off a little, as a
+					// real client would.
+					sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
+				}
+			case x < 0.85:
+				c.call(ctx, phase, Status, r, 0, 0)
+			case x < 0.93:
+				c.call(ctx, phase, Renew, r, ttl, tok) // of a lease it lost, or an unheard grant
+			default:
+				c.call(ctx, phase, Release, r, 0, tok)
+			}
+		}
+		sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(20))*time.Millisecond))
+	}
+}
+
+// pick chooses the resource to act on: mostly one the client holds, if
+// any, so that holders renew and release as well as contend.
+func (c *client) pick() string {
+	var held []string
+	now := time.Now()
+	for _, r := range c.w.resources {
+		if c.view(r).live(now) {
+			held = append(held, r)
+		}
+	}
+	if len(held) > 0 && c.rng.Float64() < 0.7 {
+		return held[c.rng.IntN(len(held))]
+	}
+	return c.w.resources[c.rng.IntN(len(c.w.resources))]
+}
+
+// releaseAll releases every lease the client believes it holds.
+func (c *client) releaseAll(ctx context.Context) {
+	for _, r := range c.w.resources {
+		if v := c.view(r); v.live(time.Now()) {
+			c.call(ctx, PhaseRecovery, Release, r, 0, v.token)
+		}
+	}
+}
+
+// call sends one request, records it with its times and answer, and
+// updates the client's belief.
+func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource string, ttl, token int64) Op {
+	inst := c.rng.IntN(len(c.w.urls))
+	op := Op{Client: c.id, Owner: c.owner, Kind: kind, Resource: resource, TTL: ttl, Token: token, Instance: inst, Phase: phase}
+	method, path, body := "POST", "/locks/"+url.PathEscape(resource), map[string]any{"owner": c.owner}
+	switch kind {
+	case Acquire:
+		body["ttl_seconds"] = ttl
+		if c.wait > 0 {
+			body["wait_seconds"] = c.wait
+			op.Wait = c.wait
+		}
+	case Renew:
+		path += "/renew"
+		body["ttl_seconds"] = ttl
+	case Release:
+		method = "DELETE"
+	case Status:
+		method, body = "GET", nil
+	}
+	if token != 0 {
+		body["fencing_token"] = token
+	}
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, c.w.urls[inst]+path, rd)
+	if err != nil {
+		panic(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	v := c.view(resource)
+	op.Invoke = time.Now()
+	op.ID = -1
+	v.before(&op)
+	resp, err := c.w.http.Do(req)
+	if err == nil {
+		op.Body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		op.Status = resp.StatusCode
+		op.ContentType = resp.Header.Get("Content-Type")
+		op.RetryAfter = resp.Header.Get("Retry-After")
+	}
+	op.Return = time.Now()
+	if err != nil {
+		op.Err, op.Status = err.Error(), 0
+	}
+	op.decode()
+	v.after(&op)
+	c.w.record(op)
+	return op
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
