@@ -26,7 +26,7 @@ FUZZTIME     ?= 30s
 FUZZSMOKE    ?= 10000x
 FUZZPARALLEL ?= 2
 
-.PHONY: help deps run test lint build lockctl synth deploy destroy clean
+.PHONY: help deps run test lint build lockctl install synth deploy destroy clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -104,6 +104,26 @@ build: ## build every Lambda function to build/lambda/<name>/bootstrap (linux/ar
 
 lockctl: ## build the CLI to bin/lockctl
 	go build -trimpath -o bin/lockctl ./cmd/lockctl
+
+# make install: lockctl into BINDIR, /usr/local/bin unless PREFIX or BINDIR
+# say otherwise (PREFIX=$HOME/.local: ~/.local/bin). The README's cron line
+# calls it there by its full path, since cron's PATH is /usr/bin:/bin.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+
+install: ## install lockctl into BINDIR (default /usr/local/bin; PREFIX=$HOME/.local for ~/.local/bin)
+	@bindir='$(abspath $(BINDIR))'; \
+	mkdir -p "$$bindir" 2>/dev/null; \
+	if [ ! -d "$$bindir" ] || [ ! -w "$$bindir" ]; then \
+	  echo "make install: cannot write to $$bindir; either" >&2; \
+	  echo "  make lockctl && sudo install -m 0755 bin/lockctl $$bindir/lockctl" >&2; \
+	  echo "or, for your user only:" >&2; \
+	  echo '  make install PREFIX=$$HOME/.local' >&2; \
+	  exit 1; \
+	fi; \
+	GOBIN="$$bindir" go install -trimpath ./cmd/lockctl || exit 1; \
+	echo "installed $$bindir/lockctl"; \
+	case ":$$PATH:" in *":$$bindir:"*) ;; *) echo "note: $$bindir is not on your PATH: call lockctl by its full path";; esac
 
 synth: deps build ## synthesize the CloudFormation template offline (cdk.out/), with the cdk-nag report
 	$(CDK) synth $(CDK_ARGS)

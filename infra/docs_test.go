@@ -12,8 +12,8 @@ import (
 	"github.com/ft288/locks/api"
 )
 
-// The IAM policies in docs/operations.md and the README, evaluated the way
-// IAM evaluates execute-api:Invoke against the ARN of a request.
+// The IAM policies in docs/ (operations.md, api.md, deploy.md), evaluated
+// the way IAM evaluates execute-api:Invoke against the ARN of a request.
 
 // docPolicy is an identity policy as the documents write it.
 type docPolicy struct {
@@ -163,8 +163,9 @@ func TestGlobMatch(t *testing.T) {
 
 // TestDocsPolicies evaluates the policies the documents print: the team
 // policy of docs/operations.md reaches exactly team A's names on the lock
-// routes, the README's lock user policy every lock route and no admin
-// route, and its administrator policy the admin routes only.
+// routes, the lock user policies of docs/api.md and docs/deploy.md every
+// lock route and no admin route, and their administrator policies the
+// admin routes only. (docs/ tables of contents: internal/doccheck.)
 func TestDocsPolicies(t *testing.T) {
 	t.Parallel()
 	t.Run("TeamA", func(t *testing.T) {
@@ -205,71 +206,32 @@ func TestDocsPolicies(t *testing.T) {
 			t.Errorf("API_ID/*/*/locks/team-a:* does not match %s; the document says it does", arn)
 		}
 	})
-	t.Run("README", func(t *testing.T) {
-		bySid := docPolicies(t, "README.md")
-		users, admins := bySid["LockUser"], bySid["LockAdmin"]
-		if len(users) < 2 || len(admins) < 2 {
-			t.Fatalf("got %d LockUser and %d LockAdmin statements in the README, want each in the Admin API section and "+
-				"in Lock users and administrators", len(users), len(admins))
+	t.Run("LockUserAndAdmin", func(t *testing.T) {
+		// api.md (Admin API) writes both statements in one policy,
+		// deploy.md (Lock users and administrators) one policy each.
+		var users, admins []docStatement
+		for _, doc := range []string{"docs/api.md", "docs/deploy.md"} {
+			bySid := docPolicies(t, doc)
+			if len(bySid["LockUser"]) != 1 || len(bySid["LockAdmin"]) != 1 {
+				t.Fatalf("got %d LockUser and %d LockAdmin statements in %s, want one each",
+					len(bySid["LockUser"]), len(bySid["LockAdmin"]), doc)
+			}
+			users, admins = append(users, bySid["LockUser"]...), append(admins, bySid["LockAdmin"]...)
 		}
 		for _, name := range []string{"orders-db", "team-a:job", "admin", "locks", "renew"} {
 			for _, r := range api.Routes {
 				arn := requestARN(r, name)
 				for _, st := range users {
 					if got := invokeAllowed(t, []docStatement{st}, arn); got == r.Admin {
-						t.Errorf("a README LockUser statement allows %s: %v, want %v", arn, got, !r.Admin)
+						t.Errorf("a documented LockUser statement allows %s: %v, want %v", arn, got, !r.Admin)
 					}
 				}
 				for _, st := range admins {
 					if got := invokeAllowed(t, []docStatement{st}, arn); got != r.Admin {
-						t.Errorf("a README LockAdmin statement allows %s: %v, want %v", arn, got, r.Admin)
+						t.Errorf("a documented LockAdmin statement allows %s: %v, want %v", arn, got, r.Admin)
 					}
 				}
 			}
 		}
 	})
-}
-
-// TestDocsContents checks the table of contents of docs/operations.md:
-// every entry links to a heading of the file, and every ## and ###
-// heading is listed.
-func TestDocsContents(t *testing.T) {
-	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	var anchors []string
-	for _, m := range regexp.MustCompile(`(?m)^#{2,3} (.+)$`).FindAllStringSubmatch(text, -1) {
-		anchors = append(anchors, githubAnchor(m[1]))
-	}
-	var listed []string
-	for _, m := range regexp.MustCompile(`(?m)^\s*- \[[^\]]+\]\(#([^)]+)\)$`).FindAllStringSubmatch(text, -1) {
-		listed = append(listed, m[1])
-		if !slices.Contains(anchors, m[1]) {
-			t.Errorf("contents entry #%s names no heading (headings: %v)", m[1], anchors)
-		}
-	}
-	for _, a := range anchors {
-		if !slices.Contains(listed, a) {
-			t.Errorf("heading #%s is not in the contents", a)
-		}
-	}
-}
-
-// githubAnchor is the anchor GitHub gives a Markdown heading: lower case,
-// spaces as hyphens, punctuation other than hyphens and underscores
-// dropped.
-func githubAnchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -113,14 +113,14 @@ func TestReadmeExamples(t *testing.T) {
 	}
 }
 
-// TestReadmeSigV4Example runs the README's signed-curl block (Deploy to AWS)
-// against locald, which ignores signatures but answers as the service does,
+// TestReadmeSigV4Example runs the signed-curl block of docs/deploy.md
+// (Calling the API) against locald, which ignores signatures but answers as the service does,
 // with made-up keys, through a curl that records its arguments: the block
 // must work as pasted (but for $API), and the secret key and session token
 // must never be on curl's command line.
 func TestReadmeSigV4Example(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../../README.md")
+	data, err := os.ReadFile("../../../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestReadmeSigV4Example(t *testing.T) {
 		}
 	}
 	if block == "" {
-		t.Fatal("README.md has no ```sh block with --aws-sigv4")
+		t.Fatal("docs/deploy.md has no ```sh block with --aws-sigv4")
 	}
 	realCurl, err := exec.LookPath("curl")
 	if err != nil {
@@ -167,5 +167,119 @@ func TestReadmeSigV4Example(t *testing.T) {
 		if strings.Contains(string(args), s) {
 			t.Errorf("curl's arguments carry %q:\n%s", s, args)
 		}
+	}
+}
+
+// cronLines returns the ```cron block of each document, which must hold
+// one crontab line.
+func cronLines(tb testing.TB, docs ...string) []string {
+	tb.Helper()
+	var lines []string
+	for _, doc := range docs {
+		data, err := os.ReadFile("../../../" + doc)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		blocks := regexp.MustCompile("(?ms)^```cron\n(.*?)^```").FindAllStringSubmatch(string(data), -1)
+		if len(blocks) != 1 || strings.Count(blocks[0][1], "\n") != 1 {
+			tb.Fatalf("%s: got %d ```cron blocks, want one of one line", doc, len(blocks))
+		}
+		lines = append(lines, strings.TrimSuffix(blocks[0][1], "\n"))
+	}
+	return lines
+}
+
+// makeEnv is the environment for a make started by a test: without the
+// variables of a make that may be running the tests (its jobserver).
+func makeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GNUMAKEFLAGS", "MAKEOVERRIDES", "PREFIX", "BINDIR":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// TestReadmeCronExample runs the cron line of the README (and of
+// docs/lockctl.md, which must be the same) as cron would: lockctl
+// installed by `make install`, the command run by /bin/sh with cron's
+// PATH. The line must call lockctl where `make install` puts it by default;
+// the test installs it under a temporary PREFIX instead and puts that path,
+// a script of its own and locald's address in place of the line's. The
+// job must run with its fencing token and print nothing, and a second run
+// while another host holds the lock must exit 0, print nothing and not
+// run the job: cron mails any output.
+func TestReadmeCronExample(t *testing.T) {
+	t.Parallel()
+	lines := cronLines(t, "README.md", "docs/lockctl.md")
+	if lines[0] != lines[1] {
+		t.Fatalf("the cron lines differ:\nREADME.md:        %s\ndocs/lockctl.md:  %s", lines[0], lines[1])
+	}
+	m := regexp.MustCompile(`^(?:\S+\s+){5}((?:[A-Z_]+=\S+\s+)*)(\S+)\s(.*)$`).FindStringSubmatch(lines[0])
+	if m == nil {
+		t.Fatalf("%q is not a crontab line (five time fields, then VAR=value… lockctl ARGS)", lines[0])
+	}
+	assignments, program, args := m[1], m[2], m[3]
+
+	// Where `make install` puts lockctl by default.
+	eval := exec.Command("make", "-s", "--no-print-directory", "-C", "../../..", "--eval", "print-bindir: ; @echo $(abspath $(BINDIR))", "print-bindir")
+	eval.Env = makeEnv()
+	out, err := eval.Output()
+	if err != nil {
+		t.Fatalf("make print-bindir: %v", err)
+	}
+	if want := strings.TrimSpace(string(out)) + "/lockctl"; program != want {
+		t.Fatalf("the cron line calls %s; `make install` puts lockctl at %s", program, want)
+	}
+
+	dir := t.TempDir()
+	install := exec.Command("make", "-s", "--no-print-directory", "-C", "../../..", "install", "PREFIX="+dir)
+	install.Env = makeEnv()
+	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "installed "+dir+"/bin/lockctl") {
+		t.Fatalf("make install PREFIX=%s: %v\n%s", dir, err, out)
+	}
+
+	const endpoint, job = "LOCKS_ENDPOINT=http://127.0.0.1:8080 ", "/usr/local/bin/report.sh"
+	if assignments != endpoint || !strings.Contains(args, " -- "+job) {
+		t.Fatalf("the cron line is %q; this test knows one that sets %q and runs %s", lines[0], endpoint, job)
+	}
+	p := startLocald(t)
+	ran := dir + "/ran"
+	script := dir + "/report.sh"
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$LOCK_RESOURCE $LOCK_FENCING_TOKEN\" > "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	command := "LOCKS_ENDPOINT=" + p.URL + " " + dir + "/bin/lockctl " + strings.Replace(args, job, script, 1)
+	cron := func() (string, error) {
+		cmd := exec.Command("/bin/sh", "-c", command)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "SHELL=/bin/sh", "LOGNAME=cron"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	if out, err := cron(); err != nil || out != "" {
+		t.Fatalf("$ %s\nexit %v, output %q; want exit 0 and no output", command, err, out)
+	}
+	got, err := os.ReadFile(ran)
+	if err != nil || !regexp.MustCompile(`^nightly-report \d{13,}\n$`).Match(got) {
+		t.Fatalf("the job wrote %q (%v), want its resource and fencing token", got, err)
+	}
+
+	// Another host holds the lock: a silent success, and the job does not run.
+	if err := os.Remove(ran); err != nil {
+		t.Fatal(err)
+	}
+	held := exec.Command("curl", "-sf", "-X", "POST", p.URL+"/locks/nightly-report", "-d", `{"owner":"host-b","ttl_seconds":60}`)
+	if out, err := held.CombinedOutput(); err != nil || !strings.Contains(string(out), `"acquired":true`) {
+		t.Fatalf("another host's acquire: %v %s", err, out)
+	}
+	if out, err := cron(); err != nil || out != "" {
+		t.Errorf("with the lock held elsewhere: exit %v, output %q; want exit 0 and no output", err, out)
+	}
+	if _, err := os.Stat(ran); !os.IsNotExist(err) {
+		t.Errorf("the job ran while another host held the lock (%v)", err)
 	}
 }
