@@ -42,7 +42,7 @@ run: deps ## serve the API on http://ADDR (default 127.0.0.1:8080) over in-memor
 	go build -o bin/locald ./local/cmd/locald
 	exec bin/locald -addr $(ADDR) $(RUN_ARGS)
 
-test: deps lint ## vet, format check, unit + integration + CDK template tests (starts its own dynalite)
+test: deps lint ## vet, format check, unit + integration + CDK template tests, the documents' checks (starts its own dynalite)
 	go test -race -count=1 -parallel 4 -timeout 15m $$(go list ./... | grep -v '/infra$$')
 	@# infra/ runs without -race: it has no concurrency of its own, and a race
 	@# build of the generated CDK bindings alone costs ~50 s on 2 cores.
@@ -53,6 +53,12 @@ test: deps lint ## vet, format check, unit + integration + CDK template tests (s
 	@# The first go test ran every fuzz target's seed corpus; this mutates
 	@# each for FUZZSMOKE (~9 s for all with a warm build cache).
 	$(if $(FUZZSMOKE),@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSMOKE))
+
+# The documents' checks run in `make test` with every other package's tests;
+# `make docs` runs them alone, in seconds.
+.PHONY: docs
+docs: ## check the documents alone: links and anchors, tables of contents, LICENSE, the expression listing
+	go test -count=1 -run '^(TestLinks|TestContents|TestLicense|TestExpressionListing)$$' ./internal/doccheck/ ./locklogic/
 
 .PHONY: fuzz
 fuzz: deps ## run each fuzz target for FUZZTIME (default 30s) on FUZZPARALLEL workers, one after another
