@@ -470,7 +470,9 @@ const License = "Apache-2.0"
 // hold, in this order: its title, its version, its last section's end.
 var licenseMarkers = []string{"Apache License", "Version 2.0, January 2004", "END OF TERMS AND CONDITIONS"}
 
-var pyLicense = regexp.MustCompile(`(?m)^license\s*=\s*"([^"]*)"\s*$`)
+// pyLicense reads pyproject.toml's license = "X" or license = {text = "X"}
+// (the table form builds with setuptools before 77, as Debian 12's).
+var pyLicense = regexp.MustCompile(`(?m)^license\s*=\s*(?:\{\s*text\s*=\s*)?"([^"]*)"\s*\}?\s*$`)
 
 // Licenses checks the license of the repository at root: LICENSE holds the
 // Apache License 2.0, every package manifest among files (package.json,
