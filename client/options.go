@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// Option configures a Client in New.
+type Option func(*Client) error
+
+// WithHTTPClient sends requests with hc instead of a client with a
+// DefaultTimeout.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("WithHTTPClient: nil *http.Client")
+		}
+		c.hc = hc
+		return nil
+	}
+}
+
+// WithUserAgent sets the User-Agent header of every request.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) error {
+		c.userAgent = ua
+		return nil
+	}
+}
+
+// WithBackoff sets the retry delays of Acquire and of a lease's renewals:
+// the n-th retry waits a random time up to min(max, base·2ⁿ) (full jitter).
+// Acquire also waits at least the service's Retry-After, capped at max.
+func WithBackoff(base, max time.Duration) Option {
+	return func(c *Client) error {
+		if base <= 0 || max < base {
+			return fmt.Errorf("WithBackoff(%s, %s): want 0 < base ≤ max", base, max)
+		}
+		c.backoff = backoff{base: base, max: max}
+		return nil
+	}
+}
+
+// WithLeaseMargin sets how long before the end of its TTL, counted on the
+// client's clock from before the request that granted or renewed it, a
+// lease is given up when no renewal succeeded. The default is
+// min(ttl/10, 1s); a margin of a lease's TTL or more falls back to it. A
+// larger margin covers more pause and clock-rate error, and shortens
+// Acquire's rounds at the service (see Acquire).
+func WithLeaseMargin(d time.Duration) Option {
+	return func(c *Client) error {
+		if d <= 0 {
+			return fmt.Errorf("WithLeaseMargin(%s): want a positive duration", d)
+		}
+		c.margin = d
+		return nil
+	}
+}
+
+// WithoutKeepAlive makes leases start without background renewals. By
+// default every lease renews itself every TTL/3, counted from its grant,
+// until it is released or lost, so that no caller can forget to. Without
+// keep-alive the caller renews with Lease.Renew, or starts the renewals
+// later with Lease.KeepAlive; the lease is lost at its local deadline if
+// neither happens in time.
+func WithoutKeepAlive() Option {
+	return func(c *Client) error {
+		c.noRenew = true
+		return nil
+	}
+}
+
+// WithoutServerWait makes Acquire poll, as against a service that does
+// not wait: one attempt at a time with backoff in between, instead of
+// asking the service to hold each request until the lock is free.
+func WithoutServerWait() Option {
+	return func(c *Client) error {
+		c.pollOnly.Store(true)
+		return nil
+	}
+}
+
+// WithSigV4 signs every request with AWS Signature Version 4 for the
+// execute-api service in region, as an API Gateway API with IAM
+// authorisation requires. creds is wrapped in an aws.CredentialsCache
+// unless it is one.
+func WithSigV4(region string, creds aws.CredentialsProvider) Option {
+	return func(c *Client) error {
+		if region == "" {
+			return errors.New("WithSigV4: region is empty")
+		}
+		if creds == nil {
+			return errors.New("WithSigV4: nil credentials provider")
+		}
+		if _, ok := creds.(*aws.CredentialsCache); !ok {
+			creds = aws.NewCredentialsCache(creds)
+		}
+		c.sign = &sigv4{region: region, creds: creds, signer: v4.NewSigner()}
+		return nil
+	}
+}
+
+// SigV4FromDefaultChain loads credentials from the AWS SDK's default chain
+// (environment, shared config and credentials files, SSO, web identity,
+// container and instance roles) and returns the WithSigV4 option for them.
+// region overrides the region the chain finds (AWS_REGION, the profile);
+// one of them must give a region.
+func SigV4FromDefaultChain(ctx context.Context, region string) (Option, error) {
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("load AWS config: no region: set AWS_REGION or pass a region")
+	}
+	if cfg.Credentials == nil {
+		return nil, errors.New("load AWS config: no credentials provider")
+	}
+	// Fail now if there are no credentials at all; later retrieval failures
+	// (a refresh hiccup of SSO, STS or the instance role) are retried.
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return nil, fmt.Errorf("load AWS credentials: %w", err)
+	}
+	return WithSigV4(cfg.Region, cfg.Credentials), nil
+}
+
+// AcquireOption shapes one acquire (TryAcquire or Acquire).
+type AcquireOption func(*acquireOptions) error
+
+type acquireOptions struct {
+	lockDelay time.Duration // 0: none
+}
+
+// WithLockDelay asks for a lease with a lock-delay of d, whole seconds (the
+// service allows 0 to 300 by default): should the lease expire without a
+// release, no other owner can take the lock until d after its expiry, so
+// that a holder that is slow rather than dead cannot overlap the next one.
+// A release, the clean-up release included, frees the lock at once. The
+// lease reports it in Lock().LockDelaySeconds. 0 asks for none.
+func WithLockDelay(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) error {
+		if d < 0 || d%time.Second != 0 {
+			return fmt.Errorf("%w: lock delay %s: must be a whole number of seconds, 0 or more", ErrInvalid, d)
+		}
+		o.lockDelay = d
+		return nil
+	}
+}
