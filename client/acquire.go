@@ -25,30 +25,9 @@ const (
 	answerMargin = 5 * time.Second
 )
 
-// TryAcquire asks once for a lease of ttl on resource for owner. It returns
-// the lease, or a *HeldError (errors.Is(err, ErrHeld)) when another owner
-// holds the lock. ttl must be whole seconds, at least one.
-//
-// An empty owner gets a new unique owner, HOST:PID:RANDOM (see
-// Lease.Owner); two leases never share it, so two processes or goroutines
-// can never both hold the lock. Choose an owner only to act on the lease
-// from elsewhere (renew or release it from another process) or to make an
-// acquire repeatable across restarts: an owner that already holds the lock
-// gets a new lease with a larger fencing token, so repeating a TryAcquire
-// whose answer was lost is safe.
-//
-// The lease renews itself in the background unless the Client was made
-// WithoutKeepAlive. When ctx ends while the request is in flight,
-// TryAcquire returns at once; if the service grants the request after
-// all, the lease is released in the background (see Drain) — for a chosen
-// owner only while this Client has not started another acquire of the
-// same resource and owner since: that one may hold a lease the late grant
-// replaced, so the late grant is left to lapse at its TTL instead. When the
-// outcome is unknown (a network failure or a 5xx answer) and the owner was
-// generated, the lease it may have created is released too: nobody else
-// could. A context that has already ended sends nothing.
-//
-// Options: WithLockDelay.
+// TryAcquire asks once for a lease of ttl (whole seconds, at least one) on
+// resource for owner ("" for a new unique owner). It returns the lease, or a
+// *HeldError matching ErrHeld when another owner holds the lock.
 func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	a, err := c.newAcquisition(resource, owner, ttl, opts)
 	if err != nil {
@@ -66,38 +45,9 @@ func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl tim
 	return nil, r.err
 }
 
-// Acquire waits for a lease of ttl on resource for owner until ctx ends.
-//
-// It waits at the service: each request asks the service to hold it while
-// the lock is held by someone else, up to wait_seconds = min(20 s, the time
-// left until ctx's deadline, ⅔ × (ttl − margin), whole seconds), and to
-// grant the lock the moment it is free; a round that ends with the lock
-// still held is followed by the next at once, so a waiter sends one request
-// per round. The lease's local deadline (ttl − margin, see WithLeaseMargin)
-// still counts from before the request was sent, so a round may use at most
-// two thirds of it: a grant at the end of a round leaves a third for the
-// first renewal, which is then due at once. When that bound, or the time
-// left, is under a second, when the service answers that it does not take
-// wait_seconds (422 naming it; remembered for the Client's life), or with
-// WithoutServerWait, it polls: one attempt at a time without wait_seconds,
-// with jittered exponential backoff in between, at least the service's
-// Retry-After (capped at the backoff maximum, so an early release is
-// noticed) but never past ctx's end. Answers that may be temporary (503,
-// API Gateway's throttle answers 429 and 500 {"message"}, other 5xx but the
-// service's internal problem, network failures) are retried the same way:
-// every attempt asks for the same owner, so one granted unheard is granted
-// again. When ctx ends it returns an error that matches both ctx's error
-// and the last attempt's (ErrHeld while the lock stayed held).
-//
-// The owner and the keep-alive are as for TryAcquire. Acquire never leaves
-// behind a lease it did not hand out: a grant that arrives after ctx ended
-// is released with its fencing token (a round's answer is awaited for its
-// wait_seconds and 10 s more), and a lease of a generated owner that an
-// attempt with an unknown outcome may have created is released by owner.
-// A clean "held" answer needs no clean-up. The releases run in the
-// background; Drain waits for them.
-//
-// Options: WithLockDelay.
+// Acquire waits for a lease of ttl on resource for owner until ctx ends,
+// waiting at the service (or polling) and retrying temporary failures. When
+// ctx ends, the error matches ctx's error and the last attempt's.
 func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	a, err := c.newAcquisition(resource, owner, ttl, opts)
 	if err != nil {

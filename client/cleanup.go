@@ -10,7 +10,7 @@ import (
 )
 
 // Drain waits until the client has finished releasing leases that were
-// granted after their caller stopped waiting (see Acquire), or until ctx
+// granted after their caller stopped waiting (see the package documentation), or until ctx
 // ends. Call it before the process exits, or such a lease blocks its
 // resource until its TTL runs out.
 func (c *Client) Drain(ctx context.Context) error {

@@ -24,7 +24,7 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// MaxServerWait is the longest wait_seconds Acquire asks the service
 	// for in one request (the service's own maximum). A round is shorter
-	// when the lease is short: see Acquire.
+	// when the lease is short: see the package documentation.
 	MaxServerWait = 20 * time.Second
 	// ReleaseRetryTimeout bounds how long a release retries temporary
 	// failures (503, throttling, network) when its context does not end

@@ -5,18 +5,9 @@ import (
 	"time"
 )
 
-// KeepAlive starts renewing the lease in the background, unless that is
-// under way: leases do it from their grant unless the Client was made
-// WithoutKeepAlive, so most callers never call KeepAlive. The renewals
-// come every min(TTL/3, ⅔ × (TTL − margin)) — TTL/3 unless the margin is
-// over TTL/2 — counted from when the request of the grant or of the latest
-// renewal was sent (at once if that time has passed, as after a grant late
-// in a long wait at the service, or when KeepAlive is called late), so
-// each renewal has at least a third of the lease's local validity to get
-// through. They go on until the lease is released or lost, or ctx ends;
-// then the lease lapses at its local deadline unless renewed otherwise.
-// Temporary failures are retried quickly until the local deadline. Calls
-// while renewals run do nothing.
+// KeepAlive starts renewing the lease in the background unless that is
+// under way, until the lease ends or ctx does. Leases do it from their
+// grant unless the Client was made WithoutKeepAlive.
 func (l *Lease) KeepAlive(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -48,12 +48,9 @@ func WithBackoff(base, max time.Duration) Option {
 	}
 }
 
-// WithLeaseMargin sets how long before the end of its TTL, counted on the
-// client's clock from before the request that granted or renewed it, a
-// lease is given up when no renewal succeeded. The default is
-// min(ttl/10, 1s); a margin of a lease's TTL or more falls back to it. A
-// larger margin covers more pause and clock-rate error, and shortens
-// Acquire's rounds at the service (see Acquire).
+// WithLeaseMargin sets how long before the end of its TTL (counted from
+// before the request that granted or renewed it) a lease is given up when
+// no renewal succeeded. Default min(ttl/10, 1s), also for a margin ≥ ttl.
 func WithLeaseMargin(d time.Duration) Option {
 	return func(c *Client) error {
 		if d <= 0 {
@@ -64,12 +61,9 @@ func WithLeaseMargin(d time.Duration) Option {
 	}
 }
 
-// WithoutKeepAlive makes leases start without background renewals. By
-// default every lease renews itself every TTL/3, counted from its grant,
-// until it is released or lost, so that no caller can forget to. Without
-// keep-alive the caller renews with Lease.Renew, or starts the renewals
-// later with Lease.KeepAlive; the lease is lost at its local deadline if
-// neither happens in time.
+// WithoutKeepAlive makes leases start without background renewals: the
+// caller renews with Lease.Renew or starts them with Lease.KeepAlive, or the
+// lease is lost at its local deadline.
 func WithoutKeepAlive() Option {
 	return func(c *Client) error {
 		c.noRenew = true
@@ -142,12 +136,9 @@ type acquireOptions struct {
 	lockDelay time.Duration // 0: none
 }
 
-// WithLockDelay asks for a lease with a lock-delay of d, whole seconds (the
-// service allows 0 to 300 by default): should the lease expire without a
-// release, no other owner can take the lock until d after its expiry, so
-// that a holder that is slow rather than dead cannot overlap the next one.
-// A release, the clean-up release included, frees the lock at once. The
-// lease reports it in Lock().LockDelaySeconds. 0 asks for none.
+// WithLockDelay asks for a lease with a lock-delay of d, whole seconds (0:
+// none): if the lease expires unreleased, nobody can take the lock until d
+// after its expiry. Lock().LockDelaySeconds reports what was granted.
 func WithLockDelay(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) error {
 		if d < 0 || d%time.Second != 0 {
