@@ -9,10 +9,9 @@ import (
 	"time"
 )
 
-// Drain waits until the client has finished releasing leases that were
-// granted after their caller stopped waiting (see the package documentation), or until ctx
-// ends. Call it before the process exits, or such a lease blocks its
-// resource until its TTL runs out.
+// Drain waits until the client has released the leases granted after their
+// caller stopped waiting, or until ctx ends. Call it before the process
+// exits, or such a lease blocks its resource until its TTL runs out.
 func (c *Client) Drain(ctx context.Context) error {
 	return c.cleanups.wait(ctx)
 }
