@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 // sigv4Verifier is a test server that checks every request's SigV4
@@ -245,52 +244,5 @@ func TestSigV4FromDefaultChain(t *testing.T) {
 			t.Cleanup(srv.Close)
 			checkSignedCalls(t, newClient(t, srv.URL, opt), v, true, "")
 		})
-	}
-}
-
-// flakyCreds fails Retrieve while failing is set, like an SSO or STS
-// refresh that hiccups once.
-type flakyCreds struct {
-	failing sync.Mutex
-	fail    bool
-}
-
-func (f *flakyCreds) set(fail bool) { f.failing.Lock(); f.fail = fail; f.failing.Unlock() }
-
-func (f *flakyCreds) Retrieve(context.Context) (aws.Credentials, error) {
-	f.failing.Lock()
-	defer f.failing.Unlock()
-	if f.fail {
-		return aws.Credentials{}, errors.New("sts: connection reset")
-	}
-	// Already expired: the client's credentials cache asks again every time.
-	return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "SECRET", Source: "test", CanExpire: true, Expires: time.Now()}, nil
-}
-
-// TestCredentialHiccupKeepsLease: a renewal that fails because credentials
-// could not be retrieved once is temporary; the lease stays held.
-func TestCredentialHiccupKeepsLease(t *testing.T) {
-	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{}) // accepts any signature
-	creds := &flakyCreds{}
-	c, err := client.New(srv.URL, client.WithSigV4("eu-west-1", creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease, err := c.TryAcquire(context.Background(), "creds-"+fmt.Sprint(time.Now().UnixNano()), "w1", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(context.Background())
-	creds.set(true)
-	if err := lease.Renew(context.Background()); err == nil || errors.Is(err, client.ErrLeaseLost) {
-		t.Fatalf("renew without credentials: got %v, want a temporary error", err)
-	}
-	if err := lease.Err(); err != nil {
-		t.Fatalf("lease after a credentials hiccup: got %v, want still held", err)
-	}
-	creds.set(false)
-	if err := lease.Renew(context.Background()); err != nil {
-		t.Fatalf("renew after the hiccup: %v", err)
 	}
 }
