@@ -1,6 +1,8 @@
 // Package client is the Go client of the lock service: it takes, renews and
 // releases leases over the service's HTTP API, optionally signing requests
-// with AWS SigV4 for the IAM-authorised API in AWS.
+// with AWS SigV4 for the IAM-authorised API in AWS (WithSigV4; the nested
+// module github.com/ft288/locks/client/awsauth makes that option from the
+// AWS SDK's default credential chain).
 //
 // The lock model: a lock on a named resource is a lease held by one owner
 // for a time-to-live of whole seconds. While the lease is live no other

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/config"
 )
 
 // Option configures a Client in New.
@@ -99,34 +97,6 @@ func WithSigV4(region string, creds aws.CredentialsProvider) Option {
 		c.sign = &sigv4{region: region, creds: creds, signer: v4.NewSigner()}
 		return nil
 	}
-}
-
-// SigV4FromDefaultChain loads credentials from the AWS SDK's default chain
-// (environment, shared config and credentials files, SSO, web identity,
-// container and instance roles) and returns the WithSigV4 option for them.
-// region overrides the region the chain finds (AWS_REGION, the profile);
-// one of them must give a region.
-func SigV4FromDefaultChain(ctx context.Context, region string) (Option, error) {
-	var opts []func(*config.LoadOptions) error
-	if region != "" {
-		opts = append(opts, config.WithRegion(region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
-	}
-	if cfg.Region == "" {
-		return nil, errors.New("load AWS config: no region: set AWS_REGION or pass a region")
-	}
-	if cfg.Credentials == nil {
-		return nil, errors.New("load AWS config: no credentials provider")
-	}
-	// Fail now if there are no credentials at all; later retrieval failures
-	// (a refresh hiccup of SSO, STS or the instance role) are retried.
-	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
-		return nil, fmt.Errorf("load AWS credentials: %w", err)
-	}
-	return WithSigV4(cfg.Region, cfg.Credentials), nil
 }
 
 // AcquireOption shapes one acquire (TryAcquire or Acquire).
