@@ -10,6 +10,11 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 LAMBDA_ENV   := GOOS=linux GOARCH=arm64 CGO_ENABLED=0
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 CDK := node_modules/.bin/cdk
+# Go modules: the service (.) and the Go client's two, client/ and
+# client/awsauth/ (see client/README.md). Each is built, vetted and tested
+# against its own go.mod, as its users get it; go.work joins them for
+# editors and ad-hoc commands only.
+export GOWORK := off
 # Extra CDK CLI arguments, e.g. CDK_ARGS="-c auth=none -c destroy=true -c stackName=LockService-dev".
 CDK_ARGS ?=
 # The jsii runtime prints an end-of-life banner on Node 20; it is harmless.
@@ -37,6 +42,8 @@ node_modules/.installed: package.json package-lock.json
 
 deps: node_modules/.installed ## install Node tooling (dynalite, CDK CLI) and Go modules
 	go mod download
+	cd client && go mod download
+	cd client/awsauth && go mod download
 
 run: deps ## serve the API on http://ADDR (default 127.0.0.1:8080) over in-memory dynalite, or DYNAMODB_ENDPOINT
 	go build -o bin/locald ./local/cmd/locald
@@ -44,6 +51,9 @@ run: deps ## serve the API on http://ADDR (default 127.0.0.1:8080) over in-memor
 
 test: deps lint ## vet, format check, unit + integration + CDK template tests, the documents' checks (starts its own dynalite)
 	go test -race -count=1 -parallel 4 -timeout 15m $$(go list ./... | grep -v '/infra$$')
+	@# The Go client's modules: fakes, httptest and synctest only (~5 s).
+	cd client && go test -race -count=1 ./...
+	cd client/awsauth && go test -race -count=1 ./...
 	@# infra/ runs without -race: it has no concurrency of its own, and a race
 	@# build of the generated CDK bindings alone costs ~50 s on 2 cores.
 	go test -count=1 -timeout 10m ./infra/
@@ -93,12 +103,16 @@ chaos: deps ## run clients under every store fault for CHAOS_DURATION (60s) with
 bench: deps ## measure handoff latency, waiter cost, handler CPU, requests per op, cold starts (loopback, ~2 min)
 	go run ./cmd/bench $(BENCH_ARGS)
 
-lint: ## go vet and gofmt check, and the Go client and lockctl cross-compile for macOS and Windows
+lint: ## go vet and gofmt check; the Go client vetted and lockctl built for macOS and Windows; the client's go.mod tidy
 	go vet ./...
-	GOOS=darwin go vet ./client/... ./cmd/lockctl/...
-	@# Windows: the packages build (lockctl run says it is unsupported there);
-	@# their tests need local/, which is Unix-only, so build rather than vet.
-	GOOS=windows go build -o /dev/null ./client/... ./cmd/lockctl/...
+	@# The Go client's modules, for Linux, macOS and Windows; their go.mod
+	@# lists only what they need.
+	cd client && go vet ./... && GOOS=darwin go vet ./... && GOOS=windows go vet ./... && go mod tidy -diff
+	cd client/awsauth && go vet ./... && GOOS=darwin go vet ./... && GOOS=windows go vet ./... && go mod tidy -diff
+	GOOS=darwin go vet ./cmd/lockctl/...
+	@# Windows: lockctl builds (lockctl run says it is unsupported there); its
+	@# tests need local/, which is Unix-only, so build rather than vet.
+	GOOS=windows go build -o /dev/null ./cmd/lockctl/...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -14,6 +14,8 @@ require (
 	github.com/aws/jsii-runtime-go v1.143.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.38.2
+	github.com/ft288/locks/client v0.0.0-00010101000000-000000000000
+	github.com/ft288/locks/client/awsauth v0.0.0-00010101000000-000000000000
 	github.com/getkin/kin-openapi v0.153.0
 )
 
@@ -64,3 +66,11 @@ require (
 )
 
 tool github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
+
+// The Go client is a module of its own (client/go.mod, client/awsauth/go.mod)
+// so that its users do not depend on the service; the service uses the
+// checkout. go.work joins the three for development.
+replace (
+	github.com/ft288/locks/client => ./client
+	github.com/ft288/locks/client/awsauth => ./client/awsauth
+)

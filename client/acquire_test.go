@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"regexp"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 func TestAcquireStopsWhenContextEnds(t *testing.T) {
@@ -259,46 +257,5 @@ func TestAcquireUnknownOutcome(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// TestDefaultOwnerUnique: without an owner every lease gets its own, so
-// the same code on two hosts (or twice in one process) cannot both hold
-// the lock, as it could with a hard-coded "worker-1".
-func TestDefaultOwnerUnique(t *testing.T) {
-	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c1 := newClient(t, srv.URL, client.WithoutKeepAlive())
-	c2 := newClient(t, srv.URL, client.WithoutKeepAlive())
-	res, other := resourceName(t), resourceName(t)
-	ctx := context.Background()
-
-	l1, err := c1.TryAcquire(ctx, res, "", 30*time.Second)
-	if err != nil {
-		t.Fatalf("TryAcquire without owner: %v", err)
-	}
-	defer l1.Release(ctx)
-	ownerRE := regexp.MustCompile(`^[^:]+:[0-9]+:[0-9a-f]{16}$`)
-	if !ownerRE.MatchString(l1.Owner()) {
-		t.Errorf("Owner: got %q, want HOST:PID:RANDOM", l1.Owner())
-	}
-	if st, err := c1.Status(ctx, res); err != nil || st.Owner != l1.Owner() {
-		t.Errorf("Status: got %+v, %v, want owner %q", st, err, l1.Owner())
-	}
-	for name, c := range map[string]*client.Client{"AnotherClient": c2, "SameClient": c1} {
-		if l, err := c.TryAcquire(ctx, res, "", 30*time.Second); !errors.Is(err, client.ErrHeld) {
-			if l != nil {
-				defer l.Release(ctx)
-			}
-			t.Errorf("%s: second TryAcquire without owner: got lease %v, error %v, want ErrHeld", name, l, err)
-		}
-	}
-	l2, err := c1.TryAcquire(ctx, other, "", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Release(ctx)
-	if l2.Owner() == l1.Owner() {
-		t.Errorf("two leases got the same owner %q", l1.Owner())
 	}
 }

@@ -10,9 +10,8 @@ import (
 	"time"
 )
 
-// The admin routes are for operators: in AWS only identities whose IAM
-// policy allows execute-api:Invoke on the /admin routes may call them (a
-// lock user's call is answered 403 by API Gateway, a *ProblemError).
+// The admin routes are for operators; see "Operators" in the package
+// documentation.
 
 // AdminLock is a lease as the admin routes show it: the Lock and the IAM
 // principal bound to it ("" without IAM auth). A lease inside its
@@ -41,11 +40,9 @@ type LockPage struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// List returns one page of the leases that keep others from their lock —
-// live leases, and expired ones still in their lock-delay — whose name
-// starts with prefix ("" for every lock). The service scans its table, so a
-// page may hold fewer than Limit leases, even none, and still have a
-// Cursor: follow it until it is empty (or use ListAll).
+// List returns one page of the leases that keep others from their lock
+// (live, or expired but in their lock-delay) whose name starts with prefix.
+// A page may be short, even empty, and still have a Cursor: follow it.
 func (c *Client) List(ctx context.Context, prefix string, opt ListOptions) (LockPage, error) {
 	if strings.Contains(prefix, "/") {
 		return LockPage{}, fmt.Errorf("list %q: %w: prefix must not contain \"/\"", prefix, ErrInvalid)
@@ -136,18 +133,10 @@ type ForceReleased struct {
 	FreeAt time.Time `json:"free_at,omitzero"`
 }
 
-// ForceRelease ends the lease on resource whoever holds it (an operator's
-// tool for a holder that is gone, e.g. with a long TTL) and returns the
-// lease it ended and when the lock is free. reason is required (1–500
-// bytes): the service writes it to its audit log with the caller's
-// identity. By default the lease expires now but keeps its lock-delay (see
-// ForceReleaseOptions; pass at most one). The fencing counter survives:
-// the next grant gets a larger token, and the ended holder's renewals fail
-// (its lease is lost with a *LeaseLostError whose ForceReleased is set).
-// ErrNotFound when no lease blocks the lock; ErrStaleToken when
-// opt.FencingToken is not the live lease's, or the lease was granted after
-// the request was issued — then errors.As gives a *ProblemError whose
-// Current is the lease that blocks the lock.
+// ForceRelease ends the lease on resource whoever holds it, with reason
+// (1–500 bytes) for the audit log, and returns the lease it ended. It
+// returns ErrNotFound when no lease blocks the lock, or ErrStaleToken with
+// a *ProblemError whose Current is the lease that does.
 func (c *Client) ForceRelease(ctx context.Context, resource, reason string, opts ...ForceReleaseOptions) (ForceReleased, error) {
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(reason) == "" {
 		return ForceReleased{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrInvalid)

@@ -1,6 +1,8 @@
-// Package client is the Go SDK of the lock service: it takes, renews and
+// Package client is the Go client of the lock service: it takes, renews and
 // releases leases over the service's HTTP API, optionally signing requests
-// with AWS SigV4 for the IAM-authorised API in AWS.
+// with AWS SigV4 for the IAM-authorised API in AWS (WithSigV4; the nested
+// module github.com/ft288/locks/client/awsauth makes that option from the
+// AWS SDK's default credential chain).
 //
 // The lock model: a lock on a named resource is a lease held by one owner
 // for a time-to-live of whole seconds. While the lease is live no other
@@ -11,36 +13,123 @@
 // lost its lease and did not notice: it only has to remember the highest
 // token it has seen.
 //
+// # Owners
+//
+// An owner names one holder. Acquire with an empty owner and the client
+// makes up a unique one per lease (HOST:PID:RANDOM, see Lease.Owner), so
+// the same code running on two hosts, or in two goroutines, can never both
+// hold the lock. Choose an owner only to act on the lease from elsewhere
+// (renew or release it from another process) or to make an acquire
+// repeatable across restarts: an owner that already holds the lock gets a
+// new lease with a larger fencing token, so repeating a TryAcquire whose
+// answer was lost is safe.
+//
+// # Waiting for a lock
+//
+// TryAcquire asks once. Acquire waits at the service: each request asks
+// the service to hold it while the lock is held by someone else, up to
+// wait_seconds = min(MaxServerWait, the time left until ctx's deadline,
+// ⅔ × (ttl − margin), whole seconds), and to grant the lock the moment it
+// is free, so the lock changes hands within about a tenth of a second of a
+// release. A round that ends with the lock still held is followed by the
+// next at once, so a waiter sends one request per round. The lease's local
+// deadline (ttl − margin, see WithLeaseMargin) still counts from before the
+// request was sent, so a round may use at most two thirds of it: a grant at
+// the end of a round leaves a third for the first renewal, which is then
+// due at once.
+//
+// When that bound, or the time left, is under a second, when the service
+// answers that it does not take wait_seconds (422 naming it; remembered
+// for the Client's life), or with WithoutServerWait, Acquire polls: one
+// attempt at a time without wait_seconds, with jittered exponential backoff
+// in between (WithBackoff), at least the service's Retry-After (capped at
+// the backoff maximum, so an early release is noticed) but never past ctx's
+// end. Every attempt asks for the same owner, so one granted unheard is
+// granted again. When ctx ends Acquire returns an error that matches both
+// ctx's error and the last attempt's (ErrHeld while the lock stayed held).
+// WithLockDelay asks for a lease with a lock-delay: should it expire
+// without a release, nobody can take the lock until the delay after its
+// expiry, so that a holder that is slow rather than dead cannot overlap the
+// next one; a release frees the lock at once.
+//
+// # Leases and the keep-alive
+//
 // A Lease knows its own deadline on the client's monotonic clock, measured
 // from before the request that granted or last renewed it was sent, minus a
-// safety margin. It renews itself in the background every TTL/3 from that
-// request until it is released (WithoutKeepAlive turns that off). Its
-// Context is cancelled the moment the client can no longer be sure it
-// holds the lock: a renewal was refused, or no renewal succeeded before
-// that deadline. A lease an operator force released is lost at its next
-// renewal with a LeaseLostError that says so. Work done under the lock
-// should run under Lease.Context and carry Lease.FencingToken to the
-// systems it writes. Lease.Release retries temporary failures, so one 503
-// does not leave the lock held until its TTL runs out.
+// safety margin (min(ttl/10, 1s) unless WithLeaseMargin sets another; a
+// larger margin covers more pause and clock-rate error, and shortens
+// Acquire's rounds). The service's clock never decides whether the client
+// believes it holds the lock.
 //
-// Acquire waits for a held lock at the service: each request asks it to
-// hold the request until the lock is free (wait_seconds), so the lock
-// changes hands within about a tenth of a second of a release, with one
-// request per round. A round is at most 20 s and at most two thirds of the
-// lease's local validity (ttl − margin), so that a grant at the end of a
-// round leaves a third of it for the first renewal; when that is under a
-// second it polls with backoff instead, as against a service that does not
-// wait. TryAcquire asks once. WithLockDelay asks for a lease with a
-// lock-delay.
+// A lease renews itself in the background every min(TTL/3, ⅔ × (TTL −
+// margin)) — TTL/3 unless the margin is over TTL/2 — counted from when the
+// request of the grant or of the latest renewal was sent (at once if that
+// time has passed), so each renewal has at least a third of the lease's
+// local validity to get through. Temporary failures are retried quickly
+// until the local deadline. The renewals go on until the lease is released
+// or lost. WithoutKeepAlive turns them off: the caller renews with
+// Lease.Renew, or starts the renewals later with Lease.KeepAlive; the lease
+// is lost at its local deadline if neither happens in time. Release every
+// lease: one that is dropped renews on until the process exits.
+//
+// A lease's Context is cancelled the moment the client can no longer be
+// sure it holds the lock: a renewal was refused (ErrNotFound, ErrForbidden,
+// ErrStaleToken, or another answer renewing cannot get past, such as the
+// service's internal problem), or no renewal succeeded before the local
+// deadline (ErrLeaseExpired). A lease an operator force released is lost at
+// its next renewal with a LeaseLostError that says so. Work done under the
+// lock should run under Lease.Context and carry Lease.FencingToken to the
+// systems it writes.
+//
+// # Releasing
+//
+// Lease.Release sends the lease's fencing token, so a newer lease of the
+// same owner is left alone. It retries temporary failures with backoff
+// until ctx ends, for at most ReleaseRetryTimeout, and not past the lease's
+// end by the client's clock (its TTL after the request of the grant or
+// latest renewal was sent: the lease has run out at the service by then),
+// so one 503 does not leave the lock held until its TTL runs out. A 404
+// after an attempt whose outcome is unknown (a 5xx, a timeout, a dropped
+// connection) counts as released, since that attempt may have released
+// it; a 404 that says an operator force released the lease does not.
+//
+// # Acquires nobody waits for
+//
+// An acquire whose caller stopped waiting never leaves a lease behind.
+// When ctx ends while a request is in flight, TryAcquire and Acquire return
+// at once; the answer is still awaited (for the round's wait_seconds and 10
+// s more), and a grant that arrives is released with its fencing token. For
+// a chosen owner that happens only while this Client has not started
+// another acquire of the same resource and owner since: that one may hold a
+// lease the late grant replaced, so the late grant is left to lapse at its
+// TTL instead. When an attempt's outcome is unknown (a network failure or a
+// 5xx answer) and the owner was generated, the lease it may have created is
+// released by owner: nobody else could. A clean "held" answer needs no
+// clean-up, and a context that has already ended sends nothing. These
+// releases run in the background; Drain waits for them.
+//
+// # Retries
 //
 // Every call that retries (Acquire, the keep-alive, Lease.Release, the
 // clean-up releases) treats 503, API Gateway's throttle answers (429, and
-// 500 with a bare {"message"}) and network failures as temporary, and the
-// service's own 500 problem (a setup error) as final.
+// 500 with a bare {"message"}), other 5xx answers and network failures as
+// temporary, and the service's own 500 problem (a setup error) as final.
 //
-// An owner names one holder. Acquire with an empty owner and the client
-// makes up a unique one per lease (HOST:PID:RANDOM), so the same code
-// running on two hosts can never both hold the lock. An acquire whose
-// caller stopped waiting never leaves a lease behind: the client releases
-// whatever it was granted after all (Drain waits for that).
+// # Operators
+//
+// List, ListAll and ForceRelease call the admin routes. In AWS only
+// identities whose IAM policy allows execute-api:Invoke on the /admin
+// routes may call them; a lock user's call is answered 403 by API Gateway
+// (a *ProblemError). List returns one page of the leases that keep others
+// from their lock; the service scans its table, so a page may hold fewer
+// than its limit, even none, and still have a cursor. ForceRelease ends
+// whichever lease blocks a lock, for a holder that is gone: by default the
+// lease expires now but keeps its lock-delay, so nobody, not even the
+// evicted owner, may take the lock until ForceReleased.FreeAt;
+// ForceReleaseOptions.Immediate frees it at once, and
+// ForceReleaseOptions.FencingToken ends only the lease the operator saw.
+// The service writes the reason to its audit log with the caller's
+// identity. The fencing counter survives: the next grant gets a larger
+// token, and the ended holder's renewals fail (its lease is lost with a
+// *LeaseLostError whose ForceReleased is set).
 package client

@@ -16,9 +16,10 @@ import (
 	"github.com/ft288/locks/client"
 )
 
-// fakeAPI is the lock service's HTTP API in memory, as an http.RoundTripper:
-// it answers acquire, renew, release and status the way the service does,
-// on the clock of the synctest bubble it runs in, and logs every request.
+// fakeAPI is the lock service's HTTP API in memory, as an http.RoundTripper
+// (and an http.Handler for the examples): it answers acquire, renew,
+// release and status the way the service does, on the clock of the
+// synctest bubble it runs in, and logs every request.
 // Tests script failures and delays with intercept.
 type fakeAPI struct {
 	// intercept, when set, sees every request before it is served. It may
@@ -153,6 +154,22 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp := f.serveWait(c)
 	resp.Request = r
 	return resp, nil
+}
+
+// ServeHTTP serves the fake API over HTTP, for the examples: they run
+// outside a synctest bubble, on the real clock.
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp, err := f.RoundTrip(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // serveWait serves c; an acquire with wait_seconds that finds the lock held

@@ -8,19 +8,10 @@ import (
 	"time"
 )
 
-// Lease is a lock held by this client. Its local deadline is measured on
-// the client's monotonic clock from before the request that granted or last
-// renewed it was sent: t0 + ttl − margin. The service's clock never decides
-// whether the client believes it holds the lock.
-//
-// A lease renews itself in the background every TTL/3 (sooner with a lease
-// margin over TTL/2, see KeepAlive), counted from the request that granted
-// it, until it is released or lost (unless the Client was made
-// WithoutKeepAlive); Renew extends it once by hand. Release every lease:
-// one that is dropped renews on until the process exits.
-//
-// The lease's Context is cancelled the moment the lease is lost or
-// released; Err says why. A Lease is safe for concurrent use.
+// Lease is a lock held by this client until its local deadline (see
+// Deadline). It renews itself in the background until released or lost;
+// its Context ends the moment it is lost or released, and Err says why.
+// Release every lease. A Lease is safe for concurrent use.
 type Lease struct {
 	c        *Client
 	resource string
@@ -179,11 +170,8 @@ func (l *Lease) extend(t0 time.Time, lock Lock) bool {
 }
 
 // Renew extends the lease by its TTL once. A refusal that means the lease
-// is gone (ErrNotFound, ErrForbidden, ErrStaleToken, or another answer
-// renewing cannot get past, such as the service's internal problem) ends
-// the lease, and the error matches ErrLeaseLost too. A temporary failure
-// (503, a gateway throttle or error, network) leaves it held until its
-// local deadline.
+// is gone ends it (the error matches ErrLeaseLost too); a temporary failure
+// leaves it held until its local deadline.
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("renew %q: %w", l.resource, err)
@@ -203,129 +191,11 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// KeepAlive starts renewing the lease in the background, unless that is
-// under way: leases do it from their grant unless the Client was made
-// WithoutKeepAlive, so most callers never call KeepAlive. The renewals
-// come every min(TTL/3, ⅔ × (TTL − margin)) — TTL/3 unless the margin is
-// over TTL/2 — counted from when the request of the grant or of the latest
-// renewal was sent (at once if that time has passed, as after a grant late
-// in a long wait at the service, or when KeepAlive is called late), so
-// each renewal has at least a third of the lease's local validity to get
-// through. They go on until the lease is released or lost, or ctx ends;
-// then the lease lapses at its local deadline unless renewed otherwise.
-// Temporary failures are retried quickly until the local deadline. Calls
-// while renewals run do nothing.
-func (l *Lease) KeepAlive(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ended || l.kaDone != nil {
-		return
-	}
-	kctx, cancel := context.WithCancel(ctx)
-	l.kaCancel, l.kaDone = cancel, make(chan struct{})
-	go l.keepAlive(kctx, l.kaDone)
-}
-
-// renewedAt returns when the request of the latest grant or renewal was
-// sent.
-func (l *Lease) renewedAt() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.start
-}
-
-func (l *Lease) keepAlive(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	interval := min(l.ttl/3, roundLimit(l.ttl, l.margin))
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	for {
-		if ctx.Err() != nil || l.ctx.Err() != nil {
-			return
-		}
-		// Look again when the timer fires: a Renew by hand may have moved
-		// the start meanwhile.
-		if wait := time.Until(l.renewedAt().Add(interval)); wait > 0 {
-			if t == nil {
-				t = time.NewTimer(wait)
-			} else {
-				t.Reset(wait)
-			}
-			select {
-			case <-ctx.Done():
-			case <-l.ctx.Done():
-			case <-t.C:
-			}
-			continue
-		}
-		if !l.renewUntilDeadline(ctx, interval) {
-			return
-		}
-	}
-}
-
-// renewUntilDeadline renews the lease, retrying temporary failures with
-// short backoff until the local deadline. It returns false when the lease
-// ended or ctx did.
-func (l *Lease) renewUntilDeadline(ctx context.Context, interval time.Duration) bool {
-	b := backoff{base: l.c.backoff.base, max: max(l.c.backoff.base, min(l.c.backoff.max, l.ttl/8))}
-	for attempt := 0; ; attempt++ {
-		deadline := l.Deadline()
-		t0 := time.Now()
-		if !t0.Before(deadline) || l.ctx.Err() != nil {
-			return false
-		}
-		end := t0.Add(interval)
-		if deadline.Before(end) {
-			end = deadline
-		}
-		actx, cancel := context.WithDeadline(ctx, end)
-		err := l.Renew(actx)
-		cancel()
-		if err == nil {
-			return true
-		}
-		if l.ctx.Err() != nil || ctx.Err() != nil {
-			return false
-		}
-		t := time.NewTimer(min(b.delay(attempt, 0), time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-		case <-l.ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// stopKeepAlive stops the background renewals and waits for them to end.
-func (l *Lease) stopKeepAlive() {
-	l.mu.Lock()
-	cancel, done := l.kaCancel, l.kaDone
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-// Release stops the keep-alive, cancels the lease's context with
-// ErrReleased (unless it was lost) and ends the lease at the service,
-// sending its fencing token so that a newer lease of the same owner is left
-// alone. Temporary failures (503, API Gateway's throttle answers, network)
-// are retried with backoff until ctx ends, for at most ReleaseRetryTimeout,
-// and not past the lease's end by the client's clock (its TTL after the
-// request of the grant or latest renewal was sent: the lease has run out
-// at the service by then, or a request latency later); a 404 after an attempt whose outcome is unknown (a 5xx, a timeout, a
-// dropped connection) counts as released, since that attempt may have
-// released it. It returns ErrNotFound when the lease had ended (expired,
-// or force released: the *ProblemError's ForceReleased says so),
-// ErrForbidden or ErrStaleToken when another lease replaced it, or the
-// last temporary failure; Release may be called again after one.
+// Release stops the keep-alive, cancels the lease's Context with
+// ErrReleased and ends the lease at the service, retrying temporary failures
+// (see the package documentation). It returns ErrNotFound when the lease had
+// ended, ErrForbidden or ErrStaleToken when another lease replaced it, or
+// the last temporary failure; Release may be called again after one.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 // The lease tests run in synctest bubbles against fakeAPI: the clock is
@@ -369,50 +368,5 @@ func TestLeaseLostWhenServiceUnreachable(t *testing.T) {
 				_ = l.Release(ctx)
 			})
 		})
-	}
-}
-
-// TestKeepAliveWithLocalRunner renews a lease against the real handlers
-// and dynalite: with a TTL of 1 s it is renewed every ~333 ms.
-func TestKeepAliveWithLocalRunner(t *testing.T) {
-	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
-	res := resourceName(t)
-	l := acquire(t, c, res, "w1", time.Second)
-	first := l.ExpiresAt()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for renewals := 0; renewals < 2; {
-		select {
-		case <-l.Done():
-			t.Fatalf("lease lost while kept alive: %v", l.Err())
-		case <-ctx.Done():
-			t.Fatalf("no two renewals within 5s")
-		case <-time.After(50 * time.Millisecond):
-		}
-		if e := l.ExpiresAt(); e.After(first) {
-			renewals++
-			first = e
-		}
-	}
-	got, err := c.Status(ctx, res)
-	if err != nil || got.FencingToken != l.FencingToken() || !got.ExpiresAt.Equal(l.ExpiresAt()) {
-		t.Fatalf("Status: got %+v, %v, want the lease with token %d expiring at %s", got, err, l.FencingToken(), l.ExpiresAt())
-	}
-}
-
-func TestReleaseSendsFencingToken(t *testing.T) {
-	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL, client.WithoutKeepAlive())
-	res := resourceName(t)
-	old := acquire(t, c, res, "w1", 30*time.Second)
-	newer := acquire(t, c, res, "w1", 30*time.Second)
-	if err := old.Release(context.Background()); !errors.Is(err, client.ErrStaleToken) {
-		t.Errorf("Release of the replaced lease: got %v, want ErrStaleToken", err)
-	}
-	if got, err := c.Status(context.Background(), res); err != nil || got.FencingToken != newer.FencingToken() {
-		t.Errorf("Status: got %+v, %v, want the newer lease (token %d) still live", got, err, newer.FencingToken())
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 // TestWithLockDelay: an acquire with WithLockDelay carries
@@ -66,29 +65,5 @@ func TestWithLockDelay(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// TestWithLockDelayLocal: the local runner grants the delay asked for and
-// Status shows it.
-func TestWithLockDelayLocal(t *testing.T) {
-	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
-	res := resourceName(t)
-	l, err := c.TryAcquire(context.Background(), res, "", 3*time.Second, client.WithLockDelay(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(context.Background())
-	if got := l.Lock().LockDelaySeconds; got != 30 {
-		t.Errorf("lease's LockDelaySeconds: got %d, want 30", got)
-	}
-	st, err := c.Status(context.Background(), res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.LockDelaySeconds != 30 {
-		t.Errorf("status: got %+v, want lock_delay_seconds 30", st)
 	}
 }

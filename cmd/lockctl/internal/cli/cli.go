@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/client/awsauth"
 )
 
 // Exit codes of lockctl. `run` otherwise exits with its command's status
@@ -435,7 +436,7 @@ func (s *seconds) Set(v string) error {
 
 func (c *common) client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	if c.sigv4 {
-		opt, err := client.SigV4FromDefaultChain(ctx, c.region)
+		opt, err := awsauth.SigV4FromDefaultChain(ctx, c.region)
 		if err != nil {
 			return nil, fmt.Errorf("--sigv4: %w", err)
 		}

@@ -1,10 +1,16 @@
-package client_test
+// Package goclient_test runs the Go client (github.com/ft288/locks/client)
+// against the real handlers: the local runner over the dynalite TestMain
+// starts. The client module's own tests use an in-memory fake of the API.
+package goclient_test
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +82,35 @@ func waitDone(tb testing.TB, l *client.Lease, limit time.Duration) time.Time {
 		return time.Time{}
 	}
 }
+
+// storeReads returns a DynamoDB endpoint in front of the test dynalite
+// (for testenv.Options.StoreEndpoint) and a channel that receives a value
+// for each GetItem the handlers send through it: the service reads the
+// item only while it waits for a held lock.
+func storeReads(tb testing.TB) (endpoint string, reads <-chan struct{}) {
+	tb.Helper()
+	target, err := url.Parse(testenv.Endpoint())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ch := make(chan struct{}, 1000)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetItem") {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	tb.Cleanup(srv.Close)
+	return srv.URL, ch
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 var example struct {
 	once sync.Once

@@ -1,0 +1,401 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Bounds of the clean-up after an acquire its caller stopped waiting for.
+const (
+	// lateAnswerTimeout is how long an acquire's answer is still awaited
+	// after its caller stopped waiting for it, beyond the wait_seconds it
+	// asked the service for: longer than the service takes to decide (its
+	// store budget is 3 s).
+	lateAnswerTimeout = 10 * time.Second
+	// answerMargin is kept between a round's wait_seconds and the HTTP
+	// client's timeout: the service answers within wait_seconds plus its
+	// store budget (3 s).
+	answerMargin = 5 * time.Second
+)
+
+// TryAcquire asks once for a lease of ttl (whole seconds, at least one) on
+// resource for owner ("" for a new unique owner). It returns the lease, or a
+// *HeldError matching ErrHeld when another owner holds the lock.
+func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	a, err := c.newAcquisition(resource, owner, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	r, abandoned := a.attempt(ctx, 0)
+	if abandoned {
+		return nil, fmt.Errorf("acquire %q: %w", resource, context.Cause(ctx))
+	}
+	a.note(r)
+	if r.out == granted {
+		return newLease(c, r.grant, ttl), nil
+	}
+	a.abandon(ctx)
+	return nil, r.err
+}
+
+// Acquire waits for a lease of ttl on resource for owner until ctx ends,
+// waiting at the service (or polling) and retrying temporary failures. When
+// ctx ends, the error matches ctx's error and the last attempt's.
+func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	a, err := c.newAcquisition(resource, owner, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			a.abandon(ctx)
+			return nil, waitErr(ctx, resource, last)
+		}
+		wait := c.serverWait(ctx, ttl)
+		sent := time.Now()
+		r, abandoned := a.attempt(ctx, wait)
+		if abandoned {
+			return nil, waitErr(ctx, resource, last)
+		}
+		if wait > 0 && refusesWait(r.err) {
+			// A service without server-side waiting (or with a lower
+			// maximum): poll from now on.
+			c.pollOnly.Store(true)
+			attempt--
+			continue
+		}
+		a.note(r)
+		if r.out == granted {
+			return newLease(c, r.grant, ttl), nil
+		}
+		if !errors.Is(r.err, ErrHeld) && !retryable(r.err) {
+			a.abandon(ctx)
+			return nil, r.err
+		}
+		last = r.err
+		if wait > 0 && errors.Is(r.err, ErrHeld) && time.Since(sent) >= wait-time.Second {
+			// The service waited the whole round: the next one starts at
+			// once, and a backoff after it starts small again.
+			attempt = -1
+			continue
+		}
+		t := time.NewTimer(c.backoff.delay(attempt, hint(r.err)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			a.abandon(ctx)
+			return nil, waitErr(ctx, resource, last)
+		case <-t.C:
+		}
+	}
+}
+
+// serverWait is the wait_seconds of Acquire's next request: at most
+// MaxServerWait, no later than ctx's deadline, within the HTTP client's
+// timeout, and at most roundLimit, in whole seconds; 0 (one plain attempt)
+// when that is under a second or the client polls.
+func (c *Client) serverWait(ctx context.Context, ttl time.Duration) time.Duration {
+	if c.pollOnly.Load() {
+		return 0
+	}
+	w := min(MaxServerWait, roundLimit(ttl, c.leaseMargin(ttl)))
+	if d, ok := ctx.Deadline(); ok {
+		w = min(w, time.Until(d))
+	}
+	if c.hc.Timeout > 0 {
+		w = min(w, c.hc.Timeout-answerMargin)
+	}
+	if w < time.Second {
+		return 0
+	}
+	return w.Truncate(time.Second)
+}
+
+// roundLimit is the longest round at the service that a lease of ttl and
+// margin allows: two thirds of its local validity (ttl − margin). The local
+// deadline counts from before the request was sent and the grant may come
+// at the end of the round, so this leaves at least a third of the validity
+// for the first renewal (which is then due at once, see Lease.KeepAlive) —
+// with lockctl run's largest margin (ttl/2), ttl/6.
+func roundLimit(ttl, margin time.Duration) time.Duration {
+	return (ttl - margin) * 2 / 3
+}
+
+// refusesWait reports whether err is the service's refusal of
+// wait_seconds: a 422 naming it (an older service without server-side
+// waiting, or one configured with a lower maximum).
+func refusesWait(err error) bool {
+	var p *ProblemError
+	if !errors.As(err, &p) || p.Status != 422 {
+		return false
+	}
+	for _, f := range p.Errors {
+		if f.Field == "wait_seconds" {
+			return true
+		}
+	}
+	return false
+}
+
+// outcome is what one acquire attempt is known to have done at the service.
+type outcome int
+
+const (
+	// notGranted: a clean answer that the lease was not given (held by
+	// another owner, or refused), or a request that was never sent.
+	notGranted outcome = iota
+	// granted: the answer carried the new lease.
+	granted
+	// unknown: the request may have been applied but no usable answer came
+	// (a network failure, a 5xx, a malformed answer).
+	unknown
+)
+
+// grant is a granted acquire: the service's lease and when the request was
+// sent.
+type grant struct {
+	lock Lock
+	t0   time.Time
+}
+
+// attemptResult is the answer to one acquire request.
+type attemptResult struct {
+	out   outcome
+	grant grant // when out is granted
+	err   error // otherwise
+}
+
+// acquisition is one call of TryAcquire or Acquire: its arguments, and
+// whether an attempt may have created a lease nobody heard of.
+type acquisition struct {
+	c         *Client
+	resource  string
+	owner     string
+	ttl       time.Duration
+	opt       acquireOptions
+	generated bool   // owner is new, unique to this call
+	gen       uint64 // this acquisition's number for (resource, owner) in c.latest
+	// unsure: an attempt's outcome is unknown and no later answer settled
+	// it (a grant replaces it, "held" shows it is not live).
+	unsure bool
+}
+
+func (c *Client) newAcquisition(resource, owner string, ttl time.Duration, opts []AcquireOption) (*acquisition, error) {
+	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl}
+	if owner == "" {
+		a.owner, a.generated = newOwner(), true
+	}
+	if err := checkArgs(resource, a.owner, ttl); err != nil {
+		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+	}
+	for _, o := range opts {
+		if err := o(&a.opt); err != nil {
+			return nil, fmt.Errorf("acquire %q: %w", resource, err)
+		}
+	}
+	if !a.generated {
+		a.gen = c.latest.next(resource, a.owner)
+	}
+	return a, nil
+}
+
+// latestAcquisitions numbers the acquisitions of each (resource, chosen
+// owner), so a late grant is released only while no newer acquisition of
+// the same owner has started: a newer one may hold a lease that the late
+// grant replaced (same-owner re-acquire), and releasing the late grant
+// would then end the lease the caller holds.
+type latestAcquisitions struct {
+	mu   sync.Mutex
+	last map[[2]string]uint64
+}
+
+func (l *latestAcquisitions) next(resource, owner string) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[[2]string]uint64{}
+	}
+	k := [2]string{resource, owner}
+	l.last[k]++
+	return l.last[k]
+}
+
+func (l *latestAcquisitions) isLatest(resource, owner string, gen uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[[2]string{resource, owner}] == gen
+}
+
+// newOwner returns an owner no other lease has: HOST:PID:RANDOM.
+func newOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	if len(host) > 200 { // owners are at most 255 bytes
+		host = host[:200]
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// note records what r says about leases earlier attempts may have left.
+func (a *acquisition) note(r attemptResult) {
+	switch {
+	case r.out == granted, errors.Is(r.err, ErrHeld):
+		a.unsure = false
+	case r.out == unknown:
+		a.unsure = true
+	}
+}
+
+// abandon is called when the acquisition ends without handing out a lease:
+// if an attempt may have created one for a generated owner, it releases
+// that owner's lease in the background. Nobody else knows the owner, so
+// this can only end a lease of this acquisition. A chosen owner's lease is
+// left alone: releasing it without a token could end a lease the caller
+// took meanwhile, and the caller can repeat the acquire or release it.
+func (a *acquisition) abandon(ctx context.Context) {
+	if a.unsure && a.generated {
+		a.c.releaseLater(ctx, a.resource, a.owner, 0)
+	}
+}
+
+// attempt sends one acquire request, asking the service to wait up to
+// wait for a held lock. The request does not end with ctx: when ctx ends
+// first, attempt returns abandoned and a background goroutine waits for the
+// answer (up to wait and lateAnswerTimeout more), then releases what it
+// granted (with its fencing token) or abandons the acquisition.
+func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemptResult, abandoned bool) {
+	if ctx.Err() != nil {
+		return attemptResult{}, true // never send a request nobody waits for
+	}
+	if ctx.Done() == nil {
+		return a.c.acquireOnce(ctx, a, wait), false
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	answer := make(chan attemptResult, 1)
+	go func() { answer <- a.c.acquireOnce(rctx, a, wait) }()
+	select {
+	case r := <-answer:
+		cancel()
+		return r, false
+	case <-ctx.Done():
+	}
+	a.c.cleanups.add()
+	giveUp := time.AfterFunc(wait+lateAnswerTimeout, cancel)
+	go func() {
+		defer a.c.cleanups.done()
+		r := <-answer
+		giveUp.Stop()
+		cancel()
+		a.note(r)
+		if r.out == granted {
+			// A generated owner is this acquisition's alone. A chosen owner
+			// may have been acquired again meanwhile; then this grant may
+			// have replaced that lease, so it is left to lapse at its TTL
+			// (a repeated acquire of the owner takes it over anyway).
+			if a.generated || a.c.latest.isLatest(a.resource, a.owner, a.gen) {
+				a.c.release(ctx, a.resource, r.grant.lock.Owner, r.grant.lock.FencingToken)
+			}
+			return
+		}
+		a.abandon(ctx)
+	}()
+	return attemptResult{}, true
+}
+
+// acquireOnce sends one acquire request of a (with wait_seconds when wait
+// is a second or more) and sorts its answer.
+func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Duration) attemptResult {
+	resource := a.resource
+	fail := func(out outcome, err error) attemptResult {
+		return attemptResult{out: out, err: fmt.Errorf("acquire %q: %w", resource, err)}
+	}
+	req := map[string]any{"owner": a.owner, "ttl_seconds": int64(a.ttl / time.Second)}
+	if wait >= time.Second {
+		req["wait_seconds"] = int64(wait / time.Second)
+	}
+	if a.opt.lockDelay > 0 {
+		req["lock_delay_seconds"] = int64(a.opt.lockDelay / time.Second)
+	}
+	// t0 is taken before sending: the lease cannot have started earlier.
+	// After a wait at the service it is older than it need be, which only
+	// makes the lease's local deadline earlier (safe, see serverWait).
+	t0 := time.Now()
+	resp, err := c.send(ctx, http.MethodPost, lockPath(resource), req)
+	if err != nil {
+		return fail(outcomeOf(err), err)
+	}
+	var body struct {
+		Acquired  bool   `json:"acquired"`
+		Lock      *Lock  `json:"lock"`
+		ExpiresAt string `json:"expires_at"`
+	}
+	if err := resp.decode(&body); err != nil {
+		return fail(unknown, err)
+	}
+	if !body.Acquired {
+		held := &HeldError{Resource: resource, RetryAfter: resp.retryAfter()}
+		if body.ExpiresAt != "" {
+			held.ExpiresAt, _ = time.Parse(time.RFC3339, body.ExpiresAt)
+		}
+		return attemptResult{out: notGranted, err: held}
+	}
+	if body.Lock == nil {
+		return fail(unknown, errors.New("malformed response: acquired without a lock"))
+	}
+	if err := body.Lock.check(resource); err != nil {
+		return fail(unknown, err)
+	}
+	return attemptResult{out: granted, grant: grant{lock: *body.Lock, t0: t0}}
+}
+
+// outcomeOf sorts a failed request: never sent or cleanly refused
+// (notGranted), or possibly applied (unknown).
+func outcomeOf(err error) outcome {
+	var unsent *unsentError
+	if errors.As(err, &unsent) {
+		return notGranted
+	}
+	var p *ProblemError
+	if errors.As(err, &p) && p.Status < 500 {
+		return notGranted
+	}
+	return unknown
+}
+
+func waitErr(ctx context.Context, resource string, last error) error {
+	cause := context.Cause(ctx)
+	if last == nil {
+		return fmt.Errorf("acquire %q: %w", resource, cause)
+	}
+	return fmt.Errorf("acquire %q: gave up waiting: %w (last attempt: %w)", resource, cause, last)
+}
+
+// hint is the earliest the service suggested trying again after err.
+func hint(err error) time.Duration {
+	var held *HeldError
+	if errors.As(err, &held) {
+		if held.RetryAfter > 0 {
+			return held.RetryAfter
+		}
+		if !held.ExpiresAt.IsZero() {
+			return time.Until(held.ExpiresAt)
+		}
+	}
+	var p *ProblemError
+	if errors.As(err, &p) {
+		return p.RetryAfter
+	}
+	return 0
+}

@@ -1,0 +1,99 @@
+package goclient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strings"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+func Example_acquire() {
+	c, err := client.New(endpoint()) // e.g. "http://127.0.0.1:8080"
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// Wait up to 10s for the lock; hold it for 30s at a time, renewed in
+	// the background every 10s until Release. No owner: the client makes
+	// up one that no other lease has (HOST:PID:RANDOM).
+	lease, err := c.Acquire(ctx, "example-nightly-report", "", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+
+	fmt.Println("owner has host, pid and random parts:", strings.Count(lease.Owner(), ":") >= 2)
+	fmt.Println("has a fencing token:", lease.FencingToken() > 0)
+
+	// The same code elsewhere (another host, another goroutine) is held off.
+	_, err = c.TryAcquire(ctx, "example-nightly-report", "", 30*time.Second)
+	fmt.Println("second acquire held off:", errors.Is(err, client.ErrHeld))
+	// Output:
+	// owner has host, pid and random parts: true
+	// has a fencing token: true
+	// second acquire held off: true
+}
+
+func Example_leaseContext() {
+	c, err := client.New(endpoint())
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The lease renews itself every TTL/3; its context ends if a renewal is
+	// refused or none succeeds before the local deadline.
+	lease, err := c.TryAcquire(context.Background(), "example-compaction", "", 3*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	work := func(ctx context.Context, token int64) error {
+		// Pass ctx to every call and token to every write the lock guards.
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(50 * time.Millisecond):
+			return nil
+		}
+	}
+	if err := work(lease.Context(), lease.FencingToken()); err != nil {
+		fmt.Println("stopped:", errors.Is(err, client.ErrLeaseLost))
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after release:", context.Cause(lease.Context()))
+	// Output:
+	// after release: lease released
+}
+
+func Example_tryAcquire() {
+	c, err := client.New(endpoint())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	// A chosen owner names the holder across retries and restarts.
+	first, err := c.TryAcquire(ctx, "example-retry", "worker-1", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Repeating an acquire whose answer was lost is safe: the same owner
+	// gets a new lease with a larger token, and the newest token wins.
+	second, err := c.TryAcquire(ctx, "example-retry", "worker-1", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("newer token is larger:", second.FencingToken() > first.FencingToken())
+	fmt.Println("old lease release:", errors.Is(first.Release(ctx), client.ErrStaleToken))
+	fmt.Println("new lease release:", second.Release(ctx))
+	// Output:
+	// newer token is larger: true
+	// old lease release: true
+	// new lease release: <nil>
+}
