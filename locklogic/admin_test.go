@@ -244,7 +244,7 @@ func TestListValidation(t *testing.T) {
 
 // TestForceRelease: the outcomes of a force release, decided by its one
 // write (and, without the old item, one read). What the write leaves in the
-// table is tested against dynalite (local.TestForceReleaseLockDelay).
+// table is tested against dynalite (internal/integration TestForceReleaseLockDelay).
 func TestForceRelease(t *testing.T) {
 	t.Parallel()
 	live := item("w1", "arn:aws:iam::1:user/w", 7, t0.Add(time.Minute))
