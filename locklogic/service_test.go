@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +77,8 @@ func TestAcquireHeld(t *testing.T) {
 
 // TestAcquireUsesPlaceholders checks that caller input reaches DynamoDB only
 // as expression attribute values and the key, never inside an expression
-// (seed ATK-06).
+// (seed ATK-06; that such names and owners are stored and compared
+// verbatim is tested against dynalite, internal/integration TestAttacks).
 func TestAcquireUsesPlaceholders(t *testing.T) {
 	evil := `x'; DROP TABLE locks; -- #o = :o OR attribute_exists(#r)`
 	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
@@ -94,8 +94,14 @@ func TestAcquireUsesPlaceholders(t *testing.T) {
 			t.Errorf("expression %q contains input or a literal attribute name", expr)
 		}
 	}
-	if v := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS).Value; v != evil {
-		t.Errorf("got :o = %q, want the owner verbatim", v)
+	verbatim := false
+	for _, v := range in.ExpressionAttributeValues {
+		if s, ok := v.(*types.AttributeValueMemberS); ok && s.Value == evil {
+			verbatim = true
+		}
+	}
+	if !verbatim {
+		t.Errorf("got values %v, want the owner among them verbatim", in.ExpressionAttributeValues)
 	}
 	if k := in.Key[AttrResource].(*types.AttributeValueMemberS).Value; k != evil {
 		t.Errorf("got key %q, want the resource verbatim", k)
@@ -296,29 +302,6 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-// TestTokenBaseAboveClock checks a fresh counter starts at the clock in
-// microseconds, above any token the old counter could have reached.
-func TestTokenBaseAboveClock(t *testing.T) {
-	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-		return &dynamodb.UpdateItemOutput{Attributes: item("w1", "", 1, t0.Add(time.Second))}, nil
-	}}
-	_, err := newTestService(db).Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w1"}, TTLSeconds: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := db.Updates()[0]
-	if got, want := in.ExpressionAttributeValues[":base"].(*types.AttributeValueMemberN).Value, strconv.FormatInt(t0.UnixMicro(), 10); got != want {
-		t.Errorf("got :base %s, want %s", got, want)
-	}
-	if !strings.Contains(*in.UpdateExpression, "if_not_exists(#t, :base) + :one") {
-		t.Errorf("update %q does not bump the token from a clock base", *in.UpdateExpression)
-	}
-	gc := in.ExpressionAttributeValues[":gc"].(*types.AttributeValueMemberN).Value
-	if want := strconv.FormatInt(t0.Add(time.Second+DefaultRetention).Unix(), 10); gc != want {
-		t.Errorf("got ttl %s, want expiry + retention = %s", gc, want)
-	}
-}
-
 // TestReleaseRetriedAfterLostAnswer: when the SDK retries a release whose
 // first attempt succeeded, the retry's failed condition finds this call's
 // own tombstone, and the release is reported done, not 404.
@@ -362,28 +345,19 @@ func TestOldItemOnFailureSkipsRead(t *testing.T) {
 }
 
 // TestReleaseRetryAfterReacquire: the first attempt of a release succeeded,
-// its answer was lost, and another owner acquired before the SDK's retry.
-// The retry must still report the release it made, not 403.
+// its answer was lost, and another owner acquired before the SDK's retry,
+// keeping release_id (as internal/integration TestReleaseSDKRetryAfterNextGrant
+// checks against dynalite). The retry must still report the release it
+// made, not 403.
 func TestReleaseRetryAfterReacquire(t *testing.T) {
-	var acquired map[string]types.AttributeValue
 	db := &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-		if strings.Contains(*in.UpdateExpression, "REMOVE") { // the acquire
-			if strings.Contains(*in.UpdateExpression, "#ri") {
-				t.Errorf("acquire %q removes release_id", *in.UpdateExpression)
-			}
-			return &dynamodb.UpdateItemOutput{Attributes: acquired}, nil
-		}
-		// The release: its id is on the item the other owner now holds.
-		acquired = item("w2", "", 8, t0.Add(time.Minute))
+		// The retry: its id is on the item the other owner now holds.
+		acquired := item("w2", "", 8, t0.Add(time.Minute))
 		acquired[AttrReleaseID] = in.ExpressionAttributeValues[":ri"]
 		return nil, ccf(acquired)
 	}}
-	s := newTestService(db)
 	tok := int64(7)
-	if err := s.Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}, FencingToken: &tok}); err != nil {
+	if err := newTestService(db).Release(context.Background(), ReleaseRequest{Resource: "r", Caller: Caller{Owner: "w1"}, FencingToken: &tok}); err != nil {
 		t.Fatalf("got %v, want the release reported done", err)
-	}
-	if _, err := s.Acquire(context.Background(), AcquireRequest{Resource: "r", Caller: Caller{Owner: "w2"}, TTLSeconds: 60}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/ft288/locks/internal/verify/faultproxy"
 )
@@ -22,27 +21,21 @@ func TestProxyMode(t *testing.T) {
 		io.WriteString(w, `{}`)
 	}))
 	defer store.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-
 	ctx, cancel := context.WithCancel(context.Background())
-	var out bytes.Buffer
+	out := &firstLine{line: make(chan string, 1)}
 	done := make(chan error, 1)
 	go func() {
-		done <- runProxy(ctx, &out, addr, store.URL, faultproxy.Schedule{Seed: 1, Rates: faultproxy.Rates{faultproxy.Throttle: 1}})
+		done <- runProxy(ctx, out, "127.0.0.1:0", store.URL, faultproxy.Schedule{Seed: 1, Rates: faultproxy.Rates{faultproxy.Throttle: 1}})
 	}()
-	var resp *http.Response
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		resp, err = http.Post("http://"+addr+"/", "application/x-amz-json-1.0", strings.NewReader(`{}`))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The first line says where the proxy listens, once it does.
+	var url string
+	select {
+	case line := <-out.line:
+		url, _, _ = strings.Cut(strings.TrimPrefix(line, "faultproxy "), " ")
+	case err := <-done:
+		t.Fatalf("runProxy ended before it listened: %v", err)
 	}
+	resp, err := http.Post(url+"/", "application/x-amz-json-1.0", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,4 +51,30 @@ func TestProxyMode(t *testing.T) {
 	if !strings.Contains(out.String(), "faultproxy: 1 requests, faults: throttle=1") {
 		t.Errorf("got output %q, want the fault counts", out.String())
 	}
+}
+
+// firstLine is runProxy's output: it keeps everything and sends the first
+// complete line on line.
+type firstLine struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	sent bool
+	line chan string
+}
+
+func (f *firstLine) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, _ := f.b.Write(p)
+	if first, _, ok := strings.Cut(f.b.String(), "\n"); ok && !f.sent {
+		f.sent = true
+		f.line <- first
+	}
+	return n, nil
+}
+
+func (f *firstLine) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.b.String()
 }

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -72,9 +73,45 @@ func buildLockctl(tb testing.TB) string {
 // proc is a lockctl process under test.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr output
 	done           chan struct{}
 	code           int
+}
+
+// output collects what a process writes to one of its streams, for reading
+// while it runs.
+type output struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed by the next write
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.changed != nil {
+		close(o.changed)
+		o.changed = nil
+	}
+	return o.b.Write(p)
+}
+
+// String returns what was written so far.
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// next returns what was written so far and a channel closed by the next
+// write.
+func (o *output) next() (string, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.changed == nil {
+		o.changed = make(chan struct{})
+	}
+	return o.b.String(), o.changed
 }
 
 // startLockctl starts bin with args against endpoint; env adds variables.
@@ -114,26 +151,62 @@ func (p *proc) wait(tb testing.TB, limit time.Duration) int {
 	}
 }
 
-// waitFile waits up to 10s for path to exist and returns its contents.
-func waitFile(tb testing.TB, path string, p *proc) string {
+// waitLine waits up to 10s for a complete line of lockctl's stdout (its
+// command's) that starts with prefix, and returns the rest of that line.
+func (p *proc) waitLine(tb testing.TB, prefix string) string {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return p.waitOutput(tb, &p.stdout, "a line "+strconv.Quote(prefix), func(out string) (string, bool) {
+		return findLine(out, prefix)
+	})
+}
+
+// waitOutput waits up to 10s until found finds what it looks for (what)
+// in o, looking again at every write, and returns what found returns.
+func (p *proc) waitOutput(tb testing.TB, o *output, what string, found func(string) (string, bool)) string {
+	tb.Helper()
+	timeout := time.After(10 * time.Second)
 	for {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return string(b)
+		out, changed := o.next()
+		if v, ok := found(out); ok {
+			return v
 		}
 		select {
+		case <-changed:
 		case <-p.done:
-			if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-				return string(b) // written just before lockctl exited
+			if v, ok := found(o.String()); ok {
+				return v // written just before lockctl exited
 			}
-			tb.Fatalf("lockctl exited %d before %s appeared; stderr: %s", p.code, filepath.Base(path), p.stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s did not appear within 10s", path)
+			tb.Fatalf("lockctl exited %d before %s; stdout %q, stderr: %s", p.code, what, p.stdout.String(), p.stderr.String())
+		case <-timeout:
+			tb.Fatalf("no %s within 10s; stdout %q, stderr: %s", what, p.stdout.String(), p.stderr.String())
 		}
 	}
+}
+
+// findLine finds the first complete line of out that starts with prefix
+// and returns the rest of it.
+func findLine(out, prefix string) (string, bool) {
+	for {
+		line, rest, ok := strings.Cut(out, "\n")
+		if !ok {
+			return "", false
+		}
+		if after, ok := strings.CutPrefix(line, prefix); ok {
+			return after, true
+		}
+		out = rest
+	}
+}
+
+// countLines is how many complete lines of out are line.
+func countLines(out, line string) int {
+	n := 0
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if l == line+"\n" {
+			n++
+		}
+	}
+	return n
 }
 
 // uniqueName returns a lock name for the test, new with every call, so that
@@ -221,30 +294,26 @@ func testLeaseLost(t *testing.T, bin string) {
 		grace    time.Duration
 		wantKill bool // the command ignores SIGTERM, so SIGKILL must end it
 	}{
-		{name: "ExitsOnTERM", trap: `echo term >> "$MARK"; exit 143`, grace: time.Second},
-		{name: "IgnoresTERM", trap: `echo term >> "$MARK"`, grace: 700 * time.Millisecond, wantKill: true},
+		{name: "ExitsOnTERM", trap: `echo term; exit 143`, grace: time.Second},
+		{name: "IgnoresTERM", trap: `echo term`, grace: 700 * time.Millisecond, wantKill: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := testenv.NewClock()
 			srv := testenv.Start(t, testenv.Options{Now: clock.Now})
-			dir, res := t.TempDir(), uniqueName(t)
-			ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
-			script := `trap '` + tt.trap + `' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
-			p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "MARK=" + mark},
+			res := uniqueName(t)
+			script := `trap '` + tt.trap + `' TERM; echo ready $$; while :; do sleep 0.05; done`
+			p := startLockctl(t, bin, srv.URL, nil,
 				"run", res, "--ttl", "3s", "--grace", tt.grace.String(), "--", "sh", "-c", script)
-			pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
-			if err != nil {
-				t.Fatalf("pid file: %v", err)
-			}
+			pid := atoi(t, p.waitLine(t, "ready "))
 			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 
 			// The lease expires by the service's clock and another owner
 			// takes the lock: lockctl's next renewal is refused.
 			takeOver(t, srv, clock, res)
 
-			waitFile(t, mark, p)
+			p.waitLine(t, "term")
 			termSeen := time.Now()
 			code := p.wait(t, 10*time.Second)
 			exited := time.Now()
@@ -274,16 +343,10 @@ func unix(sig syscall.Signal) string {
 
 func testForwardsSignal(t *testing.T, bin string, sig syscall.Signal) {
 	srv := testenv.Start(t, testenv.Options{})
-	dir, res := t.TempDir(), uniqueName(t)
-	ready, mark := filepath.Join(dir, "ready"), filepath.Join(dir, "mark")
-	name := unix(sig)
-	script := `trap 'echo ` + name + ` >> "$MARK"; exit 3' ` + strings.ToUpper(name) + `; echo $$ > "$READY"; while :; do sleep 0.05; done`
-	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "MARK=" + mark},
-		"run", res, "--ttl", "5s", "--", "sh", "-c", script)
-	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
-	if err != nil {
-		t.Fatalf("pid file: %v", err)
-	}
+	res, name := uniqueName(t), unix(sig)
+	script := `trap 'echo ` + name + `; exit 3' ` + strings.ToUpper(name) + `; echo ready $$; while :; do sleep 0.05; done`
+	p := startLockctl(t, bin, srv.URL, nil, "run", res, "--ttl", "5s", "--", "sh", "-c", script)
+	pid := atoi(t, p.waitLine(t, "ready "))
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 
 	if err := p.cmd.Process.Signal(sig); err != nil {
@@ -292,8 +355,8 @@ func testForwardsSignal(t *testing.T, bin string, sig syscall.Signal) {
 	if code := p.wait(t, 10*time.Second); code != 3 {
 		t.Errorf("exit code: got %d, want the command's 3; stderr: %s", code, p.stderr.String())
 	}
-	if got := waitFile(t, mark, p); got != name+"\n" {
-		t.Errorf("command's %s marker: got %q, want %q", strings.ToUpper(name), got, name+"\n")
+	if got := countLines(p.stdout.String(), name); got != 1 {
+		t.Errorf("the command's %s trap ran %d times (stdout %q), want once", strings.ToUpper(name), got, p.stdout.String())
 	}
 	c, err := client.New(srv.URL)
 	if err != nil {
@@ -310,13 +373,12 @@ func testForwardsSignal(t *testing.T, bin string, sig syscall.Signal) {
 func testTakenOverUnnoticed(t *testing.T, bin string) {
 	clock := testenv.NewClock()
 	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
-	dir, res := t.TempDir(), uniqueName(t)
-	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
+	res, goOn := uniqueName(t), filepath.Join(t.TempDir(), "go")
 	// --ttl 30s: the next renewal is 10 s away, far beyond this test.
-	script := `echo $$ > "$READY"; while [ ! -e "$GO" ]; do sleep 0.02; done; exit 0`
-	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready, "GO=" + goOn},
+	script := `echo ready $$; while [ ! -e "$GO" ]; do sleep 0.02; done; exit 0`
+	p := startLockctl(t, bin, srv.URL, []string{"GO=" + goOn},
 		"run", res, "--ttl", "30s", "--", "sh", "-c", script)
-	waitFile(t, ready, p)
+	p.waitLine(t, "ready ")
 
 	c := takeOver(t, srv, clock, res)
 	if err := os.WriteFile(goOn, []byte("1"), 0o644); err != nil {
@@ -338,24 +400,19 @@ func testTakenOverUnnoticed(t *testing.T, bin string) {
 // the command would run on with nobody renewing its lease.
 func testKilledLockctl(t *testing.T, bin string) {
 	srv := testenv.Start(t, testenv.Options{})
-	ready := filepath.Join(t.TempDir(), "ready")
-	p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready},
-		"run", uniqueName(t), "--ttl", "30s", "--", "sh", "-c", `echo $$ > "$READY"; exec sleep 30`)
-	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, p)))
-	if err != nil {
-		t.Fatalf("pid file: %v", err)
-	}
+	p := startLockctl(t, bin, srv.URL, nil,
+		"run", uniqueName(t), "--ttl", "30s", "--", "sh", "-c", `echo ready $$; exec sleep 30`)
+	pid := atoi(t, p.waitLine(t, "ready "))
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	gone := testenv.Exited(pid)
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	p.wait(t, 5*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the command (pid %d) still runs 5s after its lockctl was killed", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the command (pid %d) still runs 5s after its lockctl was killed", pid)
 	}
 }
 
@@ -379,27 +436,48 @@ func testBackgroundChildren(t *testing.T, bin string) {
 			t.Parallel()
 			clock := testenv.NewClock()
 			srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+			// In front of the service: which renewals come once lockctl
+			// has reaped the command's main process, and any release.
+			var mainPid atomic.Int64
+			var releases atomic.Int32
+			renewedAfterMain := make(chan struct{}, 1)
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodDelete:
+					releases.Add(1)
+				case strings.HasSuffix(r.URL.Path, "/renew"):
+					if pid := int(mainPid.Load()); pid != 0 && !alive(pid) {
+						select {
+						case renewedAfterMain <- struct{}{}:
+						default:
+						}
+					}
+				}
+				proxyTo(t, srv.URL, w, r)
+			}))
+			t.Cleanup(front.Close)
 			dir, res := t.TempDir(), uniqueName(t)
 			f := func(name string) string { return filepath.Join(dir, name) }
-			child := `trap 'echo term > "$MARK"; exit 143' TERM; echo $$ > "$CHILD"; ` +
-				`while [ ! -e "$GO" ]; do sleep 0.02; done; echo done > "$DONE"`
+			child := `trap 'echo term; exit 143' TERM; echo child $$; ` +
+				`while [ ! -e "$GO" ]; do sleep 0.02; done; echo done`
 			if err := os.WriteFile(f("child.sh"), []byte(child), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			p := startLockctl(t, bin, srv.URL,
-				[]string{"MAIN=" + f("main"), "CHILD=" + f("child"), "GO=" + f("go"), "DONE=" + f("done"), "MARK=" + f("mark"), "SCRIPT=" + f("child.sh")},
-				"run", res, "--ttl", "3s", "--", "sh", "-c", `echo $$ > "$MAIN"; sh "$SCRIPT" & exit 0`)
-			mainPid := atoi(t, waitFile(t, f("main"), p))
-			childPid := atoi(t, waitFile(t, f("child"), p))
+			p := startLockctl(t, bin, front.URL, []string{"GO=" + f("go"), "SCRIPT=" + f("child.sh")},
+				"run", res, "--ttl", "3s", "--", "sh", "-c", `echo main $$; sh "$SCRIPT" & exit 0`)
+			mainPid.Store(int64(atoi(t, p.waitLine(t, "main "))))
+			childPid := atoi(t, p.waitLine(t, "child "))
 			t.Cleanup(func() { _ = syscall.Kill(childPid, syscall.SIGKILL) })
-			for deadline := time.Now().Add(5 * time.Second); alive(mainPid); time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the command's main process (pid %d) still runs after 5s", mainPid)
-				}
+			// The main process exits at once. A renewal sent after lockctl
+			// reaped it (every ttl/3 = 1 s) shows lockctl holding on.
+			select {
+			case <-renewedAfterMain:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no renewal after the command's main process (pid %d) ended; stderr: %s", mainPid.Load(), p.stderr.String())
 			}
-			// The main process is gone; lockctl looks at its group every
-			// 50 ms. Give it several looks: it must still hold the lock.
-			time.Sleep(300 * time.Millisecond)
+			if n := releases.Load(); n != 0 {
+				t.Fatalf("lockctl sent %d releases when the command's main process ended, while its child (pid %d) still ran", n, childPid)
+			}
 			// (Its output pipe stays open in the child, so look at the
 			// process, not at p.done.)
 			if !alive(p.cmd.Process.Pid) {
@@ -424,12 +502,12 @@ func testBackgroundChildren(t *testing.T, bin string) {
 			if alive(childPid) {
 				t.Errorf("the child (pid %d) still runs after lockctl exited", childPid)
 			}
-			want, file := "done\n", "done"
+			want := "done"
 			if tt.lost {
-				want, file = "term\n", "mark"
+				want = "term"
 			}
-			if got, _ := os.ReadFile(f(file)); string(got) != want {
-				t.Errorf("child's %s file: got %q, want %q", file, got, want)
+			if out := p.stdout.String(); countLines(out, want) != 1 {
+				t.Errorf("the child's output: got %q, want one line %q", out, want)
 			}
 			if !tt.lost {
 				if _, err := c.Status(context.Background(), res); !errors.Is(err, client.ErrNotFound) {
@@ -463,12 +541,12 @@ func testCtrlZ(t *testing.T, bin string) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := testenv.Start(t, testenv.Options{})
-			ready, res := filepath.Join(t.TempDir(), "ready"), uniqueName(t)
+			res := uniqueName(t)
 			// One process that forks nothing: a shell stopped while it
 			// waits for a vfork child to exec shows state D, not T.
-			p := startLockctl(t, bin, srv.URL, []string{"READY=" + ready},
-				"run", res, "--ttl", tt.ttl, "--", "sh", "-c", `echo $$ > "$READY"; exec sleep 30`)
-			pid := atoi(t, waitFile(t, ready, p))
+			p := startLockctl(t, bin, srv.URL, nil,
+				"run", res, "--ttl", tt.ttl, "--", "sh", "-c", `echo ready $$; exec sleep 30`)
+			pid := atoi(t, p.waitLine(t, "ready "))
 			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 			lockctlPid := p.cmd.Process.Pid
 
@@ -528,7 +606,7 @@ func atoi(tb testing.TB, s string) int {
 	tb.Helper()
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		tb.Fatalf("pid file: %v", err)
+		tb.Fatalf("pid: %v", err)
 	}
 	return n
 }
@@ -565,23 +643,19 @@ func testGraceEndsBeforeLease(t *testing.T, bin string) {
 		proxyTo(t, srv.URL, w, r)
 	}))
 	t.Cleanup(front.Close)
-	dir, res := t.TempDir(), uniqueName(t)
-	ready := filepath.Join(dir, "ready")
-	script := `trap '' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`
+	res := uniqueName(t)
+	script := `trap '' TERM; echo ready $$; while :; do sleep 0.05; done`
 	start := time.Now() // before lockctl's acquire: the lease cannot start earlier
-	p := startLockctl(t, bin, front.URL, []string{"READY=" + ready}, "run", res, "--ttl", "3", "--", "sh", "-c", script)
-	pid := atoi(t, strings.TrimSpace(waitFile(t, ready, p)))
+	p := startLockctl(t, bin, front.URL, nil, "run", res, "--ttl", "3", "--", "sh", "-c", script)
+	pid := atoi(t, p.waitLine(t, "ready "))
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 	down.Store(true) // no renewal gets through from now on
-	// When the command is gone (lockctl reaps it at once): lockctl itself
-	// may exit a little later, still trying to release the lease.
+	// When the command is gone: lockctl itself may exit a little later,
+	// still trying to release the lease.
 	gone := make(chan time.Duration, 1)
+	exited := testenv.Exited(pid)
 	go func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for alive(pid) {
-			<-tick.C
-		}
+		<-exited
 		gone <- time.Since(start)
 	}()
 	if code := p.wait(t, 10*time.Second); code != cli.ExitLeaseLost {

@@ -25,22 +25,59 @@ import (
 // logBuffer collects a server's log lines; safe for the handlers' writes
 // and the test's reads at once.
 type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	changed chan struct{} // closed by the next write
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	return l.b.Write(p)
+}
+
+// snapshot returns the log so far and a channel closed by the next write.
+func (l *logBuffer) snapshot() (string, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.b.String(), l.changed
 }
 
 // lines returns the JSON lines logged so far whose msg is msg.
 func (l *logBuffer) lines(tb testing.TB, msg string) []map[string]any {
 	tb.Helper()
-	l.mu.Lock()
-	text := l.b.String()
-	l.mu.Unlock()
+	text, _ := l.snapshot()
+	return parseLines(tb, text, msg)
+}
+
+// waitLines waits up to 10 s until n lines whose msg is msg have been
+// logged, and returns them.
+func (l *logBuffer) waitLines(tb testing.TB, msg string, n int) []map[string]any {
+	tb.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		text, changed := l.snapshot()
+		if lines := parseLines(tb, text, msg); len(lines) >= n {
+			return lines
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			tb.Fatalf("got %d %q log lines after 10s, want %d:\n%s", len(parseLines(tb, text, msg)), msg, n, text)
+		}
+	}
+}
+
+// parseLines returns the JSON lines of text whose msg is msg.
+func parseLines(tb testing.TB, text, msg string) []map[string]any {
+	tb.Helper()
 	var out []map[string]any
 	for _, s := range strings.Split(strings.TrimSpace(text), "\n") {
 		if s == "" {

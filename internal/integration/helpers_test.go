@@ -7,12 +7,24 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ft288/locks/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// steppingClock returns a service clock whose every reading is at least
+// 1 ms after any reading that came before it: real time plus one more
+// millisecond per reading. Servers that share it stamp requests in the
+// order they happen even within one millisecond, as API Gateway's
+// timeEpoch is always some ms before the Lambda's :now in AWS.
+func steppingClock() func() time.Time {
+	var steps atomic.Int64
+	return func() time.Time { return time.Now().Add(time.Duration(steps.Add(1)) * time.Millisecond) }
+}
 
 // reply is one HTTP answer, decoded.
 type reply struct {

@@ -101,6 +101,20 @@ func TestAttacks(t *testing.T) {
 				t.Fatalf("second owner on %q: got %s, want acquired:false", name, r.raw)
 			}
 		}
+		// The same in the owner, which conditions compare.
+		r0, evil := res(t), `x'; DROP TABLE locks; -- #o = :o OR attribute_exists(#r)`
+		lock := acquire(t, srv, r0, evil, 30)
+		if st := call(t, srv, "GET", lockPath(r0), ""); st.json["owner"] != evil {
+			t.Fatalf("status: got owner %v, want the literal %q", st.json["owner"], evil)
+		}
+		for _, owner := range []string{"#o", ":o", "x'"} {
+			if r := call(t, srv, "POST", lockPath(r0), acquireBody(owner, 30)); r.json["acquired"] != false {
+				t.Fatalf("owner %q on a lock held by %q: got %s, want acquired:false", owner, evil, r.raw)
+			}
+		}
+		if r := call(t, srv, "DELETE", lockPath(r0), ownerBody(evil, token(t, lock))); r.status != 204 {
+			t.Fatalf("release by %q: got %d %s, want 204", evil, r.status, r.raw)
+		}
 	})
 	t.Run("ATK07_BlankOwner", func(t *testing.T) {
 		r0 := res(t)

@@ -69,8 +69,11 @@ func TestLateWriteCannotTouchNewerLease(t *testing.T) {
 			// Two instances over the proxy: the held request goes through one
 			// that gives up on the store soon (300 ms), the rest through one
 			// with the normal budget, so a busy machine cannot fail them.
-			impatient := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), StoreBudget: 300 * time.Millisecond})
-			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+			// A shared stepping clock stamps the newer request after the
+			// held one, as it is in real time.
+			now := steppingClock()
+			impatient := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), StoreBudget: 300 * time.Millisecond, Now: now})
+			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now})
 			r0 := res(t)
 			path := lockPath(r0)
 			tok := token(t, acquire(t, srv, r0, "w1", 30))
@@ -83,9 +86,6 @@ func TestLateWriteCannotTouchNewerLease(t *testing.T) {
 			}
 			proxy.SetPlan(nil)
 
-			// Keep the clocks apart: the newer request is stamped later
-			// than the held one, as it is in real time.
-			time.Sleep(5 * time.Millisecond)
 			newer := call(t, srv, tc.newer.method, path+tc.newer.path, tc.newer.body)
 			if newer.status != 200 {
 				t.Fatalf("newer %s: got %d %s", tc.newer.method, newer.status, newer.raw)
@@ -148,22 +148,29 @@ func TestRenewalsOutOfOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { proxy.Close() })
-			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+			// The stepping clock stamps the later renewal after the early
+			// one, as it is in real time.
+			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: steppingClock()})
 			r0 := res(t)
 			tok := token(t, acquire(t, srv, r0, "w1", 30))
 
+			// The early renewal's write, stamped, waits in the plan until
+			// the later renewal has been answered.
 			var armed atomic.Bool
 			armed.Store(true)
+			stamped, laterDone := make(chan struct{}), make(chan struct{})
 			proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
 				if r.Op == "UpdateItem" && armed.CompareAndSwap(true, false) {
-					return faultproxy.Action{Fault: faultproxy.Delay, Delay: 400 * time.Millisecond}
+					close(stamped)
+					<-laterDone
 				}
 				return faultproxy.Action{}
 			})
 			early := make(chan reply, 1)
 			go func() { early <- call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", tc.earlyTTL, tok)) }()
-			time.Sleep(100 * time.Millisecond) // the early renewal is stamped and held
+			<-stamped
 			later := call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", tc.later, tok))
+			close(laterDone)
 			if later.status != 200 {
 				t.Fatalf("later renewal: got %d %s", later.status, later.raw)
 			}
@@ -202,8 +209,11 @@ func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	waiterSrv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
-	srv := testenv.Start(t, testenv.Options{})
+	// A shared stepping clock stamps the newer grant after the waiter's
+	// arrival, as it is in real time.
+	now := steppingClock()
+	waiterSrv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now})
+	srv := testenv.Start(t, testenv.Options{Now: now})
 	r0 := res(t)
 	path := lockPath(r0)
 	other := token(t, acquire(t, srv, r0, "w2", 30))
@@ -231,7 +241,6 @@ func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 	}
 	close(released)
 	<-readAnswered
-	time.Sleep(5 * time.Millisecond) // keep the grant's stamp apart from the waiter's arrival (ms clocks)
 	newer := acquire(t, srv, r0, "w1", 30)
 	close(hold)
 

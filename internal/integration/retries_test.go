@@ -4,7 +4,6 @@ package integration_test
 // and force release (found by the issue-14 review).
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,14 +14,15 @@ import (
 	"github.com/ft288/locks/internal/verify/faultproxy"
 )
 
-// forceRetryPlan makes the first force-release UpdateItem land and then
-// answers it 500 (the SDK retries it); the retry is held in the plan until
-// between is closed, so a test can grant the lock to someone else between
-// the attempt that landed and the SDK's retry.
-func forceRetryPlan(retrying chan<- struct{}, between <-chan struct{}) faultproxy.Plan {
+// retryPlan makes the first UpdateItem through the proxy (the one write of
+// the request under test) land and then answers it 500 (the SDK retries
+// it); the retry is held in the plan until between is closed, so a test can
+// grant the lock to someone else between the attempt that landed and the
+// SDK's retry.
+func retryPlan(retrying chan<- struct{}, between <-chan struct{}) faultproxy.Plan {
 	var n atomic.Int32
 	return func(r faultproxy.Request) faultproxy.Action {
-		if r.Op != "UpdateItem" || !bytes.Contains(r.Body, []byte("#fa = :now")) {
+		if r.Op != "UpdateItem" {
 			return faultproxy.Action{}
 		}
 		switch n.Add(1) {
@@ -67,25 +67,28 @@ func TestForceReleaseSDKRetryAfterNextGrant(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { proxy.Close() })
-			skew := tc.skew
+			// One stepping clock (the admin's skewed): w2's grant is stamped
+			// after the force release's :now, as it is in real time.
+			skew, now := tc.skew, steppingClock()
 			admin := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(),
-				Now: func() time.Time { return time.Now().Add(skew) }})
-			srv := testenv.Start(t, testenv.Options{})
+				Now: func() time.Time { return now().Add(skew) }})
+			srv := testenv.Start(t, testenv.Options{Now: now})
 			r0 := res(t)
 			path := lockPath(r0)
 			tok1 := token(t, acquire(t, srv, r0, "w1", 3600))
 
 			retrying, between := make(chan struct{}), make(chan struct{})
-			proxy.SetPlan(forceRetryPlan(retrying, between))
+			proxy.SetPlan(retryPlan(retrying, between))
 			body := `{"reason":"w1's host is gone"}`
 			if tc.immediate {
 				body = `{"reason":"w1's host is gone","immediate":true}`
 			}
 			answered := make(chan reply, 1)
 			go func() { answered <- call(t, admin, "DELETE", adminPath(r0), body) }()
-			<-retrying // the first attempt landed: w1's lease is ended, the lock free
-			time.Sleep(2 * time.Millisecond)
-			w2 := acquire(t, srv, r0, "w2", 30) // e.g. a waiter polling the item
+			// The first attempt landed: w1's lease is ended, the lock free,
+			// and w2 takes it (e.g. a waiter polling the item).
+			<-retrying
+			w2 := acquire(t, srv, r0, "w2", 30)
 			tok2 := token(t, w2)
 			close(between)
 			fr := <-answered
@@ -140,9 +143,7 @@ func TestAcquireSDKRetryOfLandedGrant(t *testing.T) {
 				// API Gateway's timeEpoch is always some ms before the Lambda's
 				// :now in AWS (the local runner stamps both within the same ms
 				// most of the time).
-				var steps atomic.Int64
-				stepping := func() time.Time { return time.Now().Add(time.Duration(steps.Add(1)) * time.Millisecond) }
-				srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: stepping})
+				srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: steppingClock()})
 				direct := testenv.Start(t, testenv.Options{})
 				r0 := res(t)
 				var n atomic.Int32
@@ -183,8 +184,10 @@ func TestForceReleaseUnknownOutcome(t *testing.T) {
 	path := lockPath(r0)
 	tok1 := token(t, acquire(t, srv, r0, "w1", 3600))
 
+	// Only the admin instance writes through the proxy: every attempt of
+	// its force release lands and loses its answer.
 	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
-		if r.Op == "UpdateItem" && bytes.Contains(r.Body, []byte("#fa = :now")) {
+		if r.Op == "UpdateItem" {
 			return faultproxy.Action{Fault: faultproxy.AppliedThen500}
 		}
 		return faultproxy.Action{}
@@ -226,5 +229,42 @@ func TestValidationNamesEveryField(t *testing.T) {
 	}
 	if len(details) < 2 {
 		t.Errorf("got resource errors %q for path name \"bad\\x01name\" and a body member \"resource\": want both the unknown member and the path's control character", details)
+	}
+}
+
+// TestReleaseSDKRetryAfterNextGrant: a release whose first attempt landed
+// (its answer lost, the SDK retries) while w2 took the freed lock before the
+// retry. The retry finds its own release_id on w2's lease, because an
+// acquire keeps release_id, and the release is reported done (204), not
+// 403; w2's lease is untouched.
+func TestReleaseSDKRetryAfterNextGrant(t *testing.T) {
+	t.Parallel()
+	proxy, err := faultproxy.New(testenv.Endpoint(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	now := steppingClock()
+	holder := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now})
+	srv := testenv.Start(t, testenv.Options{Now: now})
+	r0 := res(t)
+	path := lockPath(r0)
+	tok1 := token(t, acquire(t, srv, r0, "w1", 3600))
+
+	retrying, between := make(chan struct{}), make(chan struct{})
+	proxy.SetPlan(retryPlan(retrying, between))
+	answered := make(chan reply, 1)
+	go func() { answered <- call(t, holder, "DELETE", path, ownerBody("w1", tok1)) }()
+	<-retrying // the first attempt landed: the lock is free
+	tok2 := token(t, acquire(t, srv, r0, "w2", 30))
+	close(between)
+	if r := <-answered; r.status != 204 {
+		t.Errorf("release whose retry met w2's grant: got %d %s, want 204 (the release it made)", r.status, r.raw)
+	}
+	if st := call(t, srv, "GET", path, ""); st.status != 200 || st.json["owner"] != "w2" || token(t, st.json) != tok2 {
+		t.Errorf("status after the retried release: got %d %s, want w2's lease (token %d)", st.status, st.raw, tok2)
+	}
+	if r := call(t, srv, "POST", path+"/renew", renewBody("w2", 30, tok2)); r.status != 200 {
+		t.Errorf("w2 renews its lease: got %d %s, want 200", r.status, r.raw)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,28 +91,46 @@ func TestStoreFaultsAre503(t *testing.T) {
 // still read it.
 func TestClientDisconnectDoesNotCancelStoreCall(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(testenv.Endpoint(), func(r faultproxy.Request) faultproxy.Action {
-		return faultproxy.Action{Fault: faultproxy.Delay, Delay: 300 * time.Millisecond}
+	// The store call is held in the plan, before it reaches the store,
+	// until the client has given up.
+	arrived, gaveUp := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	proxy, err := faultproxy.New(testenv.Endpoint(), func(faultproxy.Request) faultproxy.Action {
+		once.Do(func() { close(arrived) })
+		<-gaveUp
+		return faultproxy.Action{}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	logs := &logBuffer{}
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), LogTo: logs})
 	r0 := res(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel()
+	}()
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+lockPath(r0), strings.NewReader(acquireBody("w1", 30)))
 	req.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
-		t.Fatalf("got an answer (%d) within 50ms, want the client to give up first", resp.StatusCode)
+		t.Fatalf("got an answer (%d) while the store call was held, want the client to give up first", resp.StatusCode)
 	}
-	time.Sleep(500 * time.Millisecond)
+	close(gaveUp)
+	// The handler logs its request when it is done: with the store's
+	// answer, not the client's cancellation.
+	if line := logs.waitLines(t, "request", 1)[0]; line["outcome"] != "acquired" || line["status"] != 200.0 {
+		t.Errorf("the handler ended with outcome %v, status %v (%v); want acquired, 200: the store call must not be cancelled", line["outcome"], line["status"], line["error"])
+	}
 	proxy.Settle()
 	recs := proxy.Records()
-	if len(recs) != 1 || recs[0].CallerStatus != 200 {
-		t.Fatalf("got %d store calls, the first answered %d to the handler; want one, answered 200 to a handler still waiting for it", len(recs), recs[0].CallerStatus)
+	if len(recs) != 1 {
+		t.Fatalf("got %d store calls, want one", len(recs))
+	}
+	if recs[0].CallerStatus != 200 {
+		t.Errorf("the store call was answered %d to the handler, want 200 to a handler still waiting for it", recs[0].CallerStatus)
 	}
 	if st := call(t, srv, "GET", lockPath(r0), ""); st.status != 200 || st.json["owner"] != "w1" {
 		t.Errorf("status: got %d %s, want the lease w1 was granted", st.status, st.raw)

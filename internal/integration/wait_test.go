@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/faultproxy"
 	"github.com/ft288/locks/locklogic"
 )
 
@@ -41,12 +42,31 @@ func waitFor(t *testing.T, srv *testenv.Server, resource, owner string, ttl, wai
 // writes (its first attempt and the grant).
 func TestWaitAfterRelease(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
+	proxy, err := faultproxy.New(testenv.Endpoint(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
 	r0 := res(t)
 	held := acquire(t, srv, r0, "holder", 30)
 	srv.Ops.Take()
+	// The waiter's first read comes after its first write was refused:
+	// from then on it is inside its wait.
+	reading := make(chan struct{})
+	var once sync.Once
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "GetItem" {
+			once.Do(func() { close(reading) })
+		}
+		return faultproxy.Action{}
+	})
 	answer := waitFor(t, srv, r0, "waiter", 30, 5)
-	time.Sleep(500 * time.Millisecond) // the waiter is inside its wait
+	select {
+	case <-reading:
+	case got := <-answer:
+		t.Fatalf("waiter answered %d %s before it read the lock: want it waiting", got.status, got.raw)
+	}
 	released := time.Now()
 	if r := call(t, srv, "DELETE", lockPath(r0), ownerBody("holder", token(t, held))); r.status != 204 {
 		t.Fatalf("release: got %d %s", r.status, r.raw)

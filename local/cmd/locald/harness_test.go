@@ -62,6 +62,7 @@ type proc struct {
 	mu       sync.Mutex
 	stdout   bytes.Buffer
 	stderr   bytes.Buffer
+	logged   chan struct{} // closed by the next line on stdout
 }
 
 // logLine is the part of locald's JSON log lines the tests read.
@@ -97,6 +98,10 @@ func startLocaldArgs(t *testing.T, args []string, extra ...string) *proc {
 		for sc.Scan() {
 			p.mu.Lock()
 			p.stdout.Write(append(sc.Bytes(), '\n'))
+			if p.logged != nil {
+				close(p.logged)
+				p.logged = nil
+			}
 			var l logLine
 			if json.Unmarshal(sc.Bytes(), &l) == nil {
 				switch l.Msg {
@@ -137,6 +142,32 @@ func (p *proc) Stdout() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stdout.String()
+}
+
+// waitStdout waits up to limit until ok holds for what locald has logged
+// (looking again at every line it logs) and returns that log.
+func (p *proc) waitStdout(t *testing.T, limit time.Duration, ok func(stdout string) bool) string {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		p.mu.Lock()
+		out := p.stdout.String()
+		if p.logged == nil {
+			p.logged = make(chan struct{})
+		}
+		logged := p.logged
+		p.mu.Unlock()
+		if ok(out) {
+			return out
+		}
+		select {
+		case <-logged:
+		case <-p.done:
+			t.Fatalf("locald exited: %s\nstderr: %s", p.cmd.ProcessState, p.Stderr())
+		case <-timeout:
+			t.Fatalf("locald's log did not get there within %s:\n%s", limit, out)
+		}
+	}
 }
 
 // Stderr returns what locald has written to stderr so far.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -72,19 +74,39 @@ func TestAbortedRequestsKeepStoreAlive(t *testing.T) {
 	t.Parallel()
 	p := startLocald(t)
 
-	// Straight at dynalite: headers and half a body, then a reset. Without
-	// the guard dynalite throws from the request's 'error' event and dies.
+	// Straight at dynalite: headers, half a body once dynalite is reading
+	// it (its "100 Continue" comes when its request handler runs), then a
+	// reset. Without the guard dynalite throws from the request's 'error'
+	// event and dies.
 	for i := 0; i < 5; i++ {
 		c, err := net.Dial("tcp", p.Dynalite)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = c.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: DynamoDB_20120810.GetItem\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: 100\r\n\r\n{\"TableName\":"))
-		time.Sleep(20 * time.Millisecond)
+		_, _ = c.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: DynamoDB_20120810.GetItem\r\nContent-Type: application/x-amz-json-1.0\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n"))
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, "100 Continue") {
+			t.Fatalf("dynalite answered %q, %v to Expect: 100-continue, want 100 Continue (did an earlier aborted request kill it?)", line, err)
+		}
+		_, _ = c.Write([]byte(`{"TableName":`))
 		c.(*net.TCPConn).SetLinger(0)
 		c.Close()
 	}
-	// Through locald: clients that hang up while the handler works.
+	// Through locald: clients that hang up while the handler works. Each
+	// request that reached locald whole (one write on its connection)
+	// reaches a handler, which logs it when done.
+	var written atomic.Int32
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, written: &written}, nil
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
@@ -94,13 +116,18 @@ func TestAbortedRequestsKeepStoreAlive(t *testing.T) {
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", p.URL+"/locks/abort-"+strconv.Itoa(i%4), strings.NewReader(`{"owner":"w1","ttl_seconds":30}`))
 			req.Header.Set("Content-Type", "application/json")
-			if resp, err := http.DefaultClient.Do(req); err == nil {
+			if resp, err := client.Do(req); err == nil {
 				resp.Body.Close()
 			}
 		}(i)
 	}
 	wg.Wait()
-	time.Sleep(200 * time.Millisecond) // let abandoned handlers finish
+	// Every abandoned handler has finished: as many request lines as
+	// requests written.
+	want := int(written.Load())
+	p.waitStdout(t, 10*time.Second, func(out string) bool {
+		return strings.Count(out, `"msg":"request"`) >= want
+	})
 
 	select {
 	case <-p.done:
@@ -152,4 +179,19 @@ func childPID(t *testing.T, pid int) int {
 	}
 	t.Fatalf("no child process of %d found", pid)
 	return 0
+}
+
+// countingConn counts the writes that went out whole: a request of a few
+// hundred bytes is one write.
+type countingConn struct {
+	net.Conn
+	written *atomic.Int32
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err == nil && n == len(p) {
+		c.written.Add(1)
+	}
+	return n, err
 }

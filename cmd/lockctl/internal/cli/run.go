@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,19 +12,38 @@ import (
 	"github.com/ft288/locks/client"
 )
 
+// runHelp is the help of `lockctl run`.
+const runHelp = `Takes the lock on RESOURCE (trying once, or waiting up to --wait), runs CMD
+with LOCK_RESOURCE, LOCK_OWNER and LOCK_FENCING_TOKEN in its environment,
+renews the lease every ttl/3, and releases it when CMD is done, exiting with
+CMD's status.
+
+CMD runs in its own process group. SIGINT, SIGTERM and SIGHUP are forwarded
+to that group. The lease covers every process of the group: when CMD's main
+process exits while processes it started in the background still run,
+lockctl keeps renewing and waits until the last of them has exited before it
+releases the lock (as flock(1) holds its lock while a background child keeps
+the descriptor open). Background steps are part of the job, and stopping
+them could leave their work half done; a job whose children must not outlive
+it waits for them or kills them itself. Processes that leave the group
+(setsid, daemons) are not covered.
+
+If the lease is lost, CMD's process group gets SIGTERM, then SIGKILL after
+--grace, and lockctl exits 76. Ctrl-Z (SIGTSTP) stops CMD's group together
+with lockctl, and continuing lockctl (fg, bg, SIGCONT) continues the group;
+a stop longer than the lease's local deadline loses the lease.
+
+When the lock is held by another owner, lockctl exits 75 and says so on
+stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
+success, like flock -n -E 0.`
+
 // releaseTimeout bounds the release after the command ended.
 const releaseTimeout = 10 * time.Second
 
 // defaultGrace is --grace unless the lease is too short for it.
 const defaultGrace = 10 * time.Second
 
-// isSet reports whether flag name was given on the command line.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
+// runCmd is `lockctl run`.
 func runCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("run"), env)
 	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds` (90 or 90s); renewed every ttl/3")
@@ -91,14 +109,8 @@ func runCmd(args []string, env Env) int {
 }
 
 // waitForLock takes the lock, giving up on a signal. It returns the lease
-// (renewing itself), or nil and the exit code. When it ends without a
-// lease it waits for the client to release whatever an attempt may have
-// been granted unheard: an acquire still in flight when --wait ran out or
-// a signal came is released with its token if the service grants it after
-// all, and one whose outcome is unknown (a network failure, a 5xx) by
-// owner when the owner is lockctl's own unique one. A grant nobody heard
-// of would block the next run for a whole TTL. A clean "held" answer needs
-// no clean-up.
+// (renewing itself), or nil and the exit code after draining the clean-up
+// releases (see "Leases nobody heard of" in doc.go).
 func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Duration, opts []client.AcquireOption, held *heldOptions, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,21 +73,28 @@ func startFaultProxy(tb testing.TB, target string, p *faultProxy) *faultProxy {
 	return p
 }
 
-// runLockctl runs cli.Main against endpoint in the background; the
-// result arrives on the returned channel.
+// result is how a lockctl run in the background ended.
 type result struct {
 	code           int
 	stdout, stderr string
 }
 
+// runLockctl runs cli.Main against endpoint in the background, with an
+// empty stdin; the result arrives on the returned channel.
 func runLockctl(endpoint string, args ...string) <-chan result {
+	return runLockctlIn(strings.NewReader(""), endpoint, args...)
+}
+
+// runLockctlIn is runLockctl with stdin (an *os.File reaches the command
+// as it is).
+func runLockctlIn(stdin io.Reader, endpoint string, args ...string) <-chan result {
 	done := make(chan result, 1)
 	go func() {
 		// The command writes to them from exec's copying goroutines
 		// while lockctl writes too.
 		var out, errOut syncBuffer
 		env := cli.Env{
-			Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+			Stdin: stdin, Stdout: &out, Stderr: &errOut,
 			Getenv: func(k string) string {
 				if k == "LOCKS_ENDPOINT" {
 					return endpoint
@@ -155,17 +161,25 @@ func TestRunGrantLateInRound(t *testing.T) {
 			}
 		},
 	})
-	flag := filepath.Join(t.TempDir(), "renewed")
-	done := runLockctl(p.URL, "run", uniqueName(t), "--ttl", "10", "--wait", "30", "--",
-		"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.05; done`, flag)
+	// The command reads its stdin, a pipe: it finishes when the test
+	// closes the pipe once the first renewal got through.
+	stdin, finish, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	defer finish.Close()
+	done := runLockctlIn(stdin, p.URL, "run", uniqueName(t), "--ttl", "10", "--wait", "30", "--",
+		"sh", "-c", `read line; exit 0`)
 	var r result
 	select {
-	case <-renewed: // the command finishes once the first renewal got through
-		if err := os.WriteFile(flag, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	case <-renewed:
+		finish.Close()
 		r = <-done
 	case r = <-done:
+		if r.code == cli.ExitOK {
+			t.Fatalf("the command ended before the first renewal (stderr %q): the test did not run the case", r.stderr)
+		}
 	}
 	if r.code != cli.ExitOK {
 		t.Errorf("exit code: got %d, want 0 (stderr %q)", r.code, r.stderr)

@@ -59,10 +59,8 @@ func runLocked(argv []string, lease *client.Lease, grace time.Duration, sigc <-c
 	return supervise(cmd, lease, grace, sigc, jobc, env)
 }
 
-// supervise waits until the command's main process has exited and its
-// process group is empty, forwarding signals to the group, stopping and
-// continuing it with lockctl, and stopping it when the lease is lost; then
-// it releases the lease.
+// supervise runs the command's process group to its end under the lease
+// (see "run" in doc.go), releases the lease and returns the exit code.
 func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jobc <-chan os.Signal, env Env) int {
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)

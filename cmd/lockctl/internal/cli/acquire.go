@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// acquireHelp is the help of `lockctl acquire`.
+const acquireHelp = `Takes the lock on RESOURCE and prints the lease as JSON; it stays held
+until its TTL runs out unless renewed ('lockctl renew') or released
+('lockctl release') with the owner and token printed. Without --owner the
+owner is HOST:PID:RANDOM, unique to this call. With --lock-delay, a lease
+that expires unreleased keeps others from the lock that much longer.
+
+If --wait runs out while a request is in flight and the service grants it
+after all, lockctl releases that lease before it exits.`
+
+// acquireCmd is `lockctl acquire`.
+func acquireCmd(args []string, env Env) int {
+	fs := newFlagSet(lookup("acquire"), env)
+	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds`: 90 or 90s")
+	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
+	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
+	lockDelay := fs.lockDelayFlag()
+	held := fs.heldFlags()
+	resource, err := parseOnly(fs, args)
+	if err == nil {
+		err = checkTTL(*ttl)
+	}
+	var opts []client.AcquireOption
+	if err == nil {
+		opts, err = checkLockDelay(*lockDelay)
+	}
+	if err == nil {
+		err = held.check()
+	}
+	if err != nil {
+		return parseFailed(fs, env, err)
+	}
+	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
+		lease, err := take(ctx, c, resource, *owner, *ttl, *wait, opts)
+		if errors.Is(err, client.ErrHeld) {
+			return nil, &heldError{err, held}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return lease.Lock(), nil
+	})
+}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// renewHelp is the help of `lockctl renew`.
+const renewHelp = `Extends the owner's live lease on RESOURCE to --ttl from now and prints it.
+With --token the live lease must carry that fencing token.`
+
+// renewCmd is `lockctl renew`.
+func renewCmd(args []string, env Env) int {
+	fs := newFlagSet(lookup("renew"), env)
+	ttl := fs.duration("ttl", 30*time.Second, "new lease length from now, in whole `seconds`: 90 or 90s")
+	owner := fs.String("owner", "", "the lease's `owner` (required)")
+	token := fs.Int64("token", 0, "the lease's fencing `token` (optional)")
+	resource, err := parseOnly(fs, args)
+	if err == nil {
+		err = checkTTL(*ttl)
+	}
+	if err == nil && strings.TrimSpace(*owner) == "" {
+		err = &usageError{"--owner is required"}
+	}
+	if err != nil {
+		return parseFailed(fs, env, err)
+	}
+	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		return c.Renew(ctx, resource, *owner, *ttl, *token)
+	})
+}
