@@ -3,7 +3,7 @@
 // Without DYNAMODB_ENDPOINT it starts an in-memory dynalite on a free port;
 // with it, it uses that DynamoDB-compatible endpoint (DynamoDB Local, or AWS
 // itself with real credentials). Either way it creates TABLE_NAME (default
-// "locks") when missing and serves the four routes of api.Routes through the
+// "locks") when missing and serves every route of api.Routes through the
 // same handlers the Lambda functions run. Ctrl-C or SIGTERM stops it and
 // dynalite.
 //

@@ -29,7 +29,7 @@ with fencing token N (the one you saw in 'lockctl ls'); when another lease
 holds the lock by then, lockctl shows it, suggests its --token, and exits 4.
 
 An admin command: against the IAM-authorized API it needs an identity
-allowed to call the /admin routes (see the README's Admin API).`
+allowed to call the /admin routes (see docs/api.md, Admin API).`
 
 // forceReleaseCmd is `lockctl force-release`.
 func forceReleaseCmd(args []string, env Env) int {

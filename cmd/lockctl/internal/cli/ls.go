@@ -21,7 +21,7 @@ prints them as one JSON array instead. The service scans its table page by
 page; lockctl follows every page.
 
 An admin command: against the IAM-authorized API it needs an identity
-allowed to call the /admin routes (see the README's Admin API).`
+allowed to call the /admin routes (see docs/api.md, Admin API).`
 
 // lsCmd is `lockctl ls`.
 func lsCmd(args []string, env Env) int {
