@@ -100,11 +100,7 @@ func TestForceReleaseBody(t *testing.T) {
 			ev := loadEvent(t, "admin-force-release-iam.json")
 			ev.Body = tc.body
 			resp, _ := newTestHandler(db, io.Discard).ForceRelease(context.Background(), ev)
-			body := decodeBody(t, resp)
-			errs, _ := body["errors"].([]any)
-			if resp.StatusCode != 422 || len(errs) == 0 || errs[0].(map[string]any)["field"] != tc.field {
-				t.Fatalf("got %d %s, want 422 naming %s", resp.StatusCode, resp.Body, tc.field)
-			}
+			want422(t, resp, tc.field)
 			if len(db.Updates()) != 0 {
 				t.Errorf("an invalid force release reached the store")
 			}
@@ -154,11 +150,7 @@ func TestListEvent(t *testing.T) {
 			ev := loadEvent(t, "admin-list-iam.json")
 			ev.QueryStringParameters = tc.query
 			resp, _ := newTestHandler(db, io.Discard).ListLocks(context.Background(), ev)
-			body := decodeBody(t, resp)
-			errs, _ := body["errors"].([]any)
-			if resp.StatusCode != 422 || len(errs) == 0 || errs[0].(map[string]any)["field"] != tc.field {
-				t.Fatalf("got %d %s, want 422 naming %s", resp.StatusCode, resp.Body, tc.field)
-			}
+			want422(t, resp, tc.field)
 			if len(db.Scans()) != 0 {
 				t.Errorf("an invalid listing reached the store")
 			}
@@ -355,5 +347,14 @@ func TestMetricOutcomes(t *testing.T) {
 		if m := metricOutcome(o); !allowed[m] {
 			t.Errorf("outcome %q: got Outcome %q, not one of %v", o, m, MetricOutcomes)
 		}
+	}
+}
+
+// want422 checks resp is a 422 whose first field error names field.
+func want422(tb testing.TB, resp events.APIGatewayV2HTTPResponse, field string) {
+	tb.Helper()
+	errs, _ := decodeBody(tb, resp)["errors"].([]any)
+	if resp.StatusCode != 422 || len(errs) == 0 || errs[0].(map[string]any)["field"] != field {
+		tb.Fatalf("got %d %s, want 422 naming %s", resp.StatusCode, resp.Body, field)
 	}
 }

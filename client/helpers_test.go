@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,13 @@ var example struct {
 // the same examples against the real handlers.
 func endpoint() string {
 	example.once.Do(func() {
+		// LOCKS_TEST_ENDPOINT points the examples at a real service: the
+		// service module's goclient.TestClientExamples runs them against
+		// the local runner that way.
+		if u := os.Getenv("LOCKS_TEST_ENDPOINT"); u != "" {
+			example.url = u
+			return
+		}
 		example.url = httptest.NewServer(newFakeAPI()).URL
 	})
 	return example.url

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ft288/locks/internal/verify/faultproxy"
 	"io"
 	"net/http"
 	"net/url"
@@ -142,4 +143,16 @@ func wantProblem(tb testing.TB, r reply, status int, slug string) {
 	if r.json["instance"] != r.path {
 		tb.Errorf("got instance %v, want the request path %q", r.json["instance"], r.path)
 	}
+}
+
+// newProxy starts a fault proxy in front of the test dynalite, closed when
+// tb ends.
+func newProxy(tb testing.TB) *faultproxy.Proxy {
+	tb.Helper()
+	p, err := faultproxy.New(testenv.Endpoint(), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
 }

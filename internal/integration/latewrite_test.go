@@ -61,11 +61,7 @@ func TestLateWriteCannotTouchNewerLease(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { proxy.Close() })
+			proxy := newProxy(t)
 			// Two instances over the proxy: the held request goes through one
 			// that gives up on the store soon (300 ms), the rest through one
 			// with the normal budget, so a busy machine cannot fail them.
@@ -143,11 +139,7 @@ func TestRenewalsOutOfOrder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { proxy.Close() })
+			proxy := newProxy(t)
 			// The stepping clock stamps the later renewal after the early
 			// one, as it is in real time.
 			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: steppingClock()})
@@ -204,11 +196,7 @@ func TestRenewalsOutOfOrder(t *testing.T) {
 // it, and the waiter is not granted.
 func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := newProxy(t)
 	// A shared stepping clock stamps the newer grant after the waiter's
 	// arrival, as it is in real time.
 	now := steppingClock()

@@ -62,11 +62,7 @@ func TestForceReleaseSDKRetryAfterNextGrant(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { proxy.Close() })
+			proxy := newProxy(t)
 			// One stepping clock (the admin's skewed): w2's grant is stamped
 			// after the force release's :now, as it is in real time.
 			skew, now := tc.skew, steppingClock()
@@ -134,11 +130,7 @@ func TestAcquireSDKRetryOfLandedGrant(t *testing.T) {
 		for _, wait := range []int{0, 2} {
 			t.Run(fault.String()+"/wait"+string(rune('0'+wait)), func(t *testing.T) {
 				t.Parallel()
-				proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { proxy.Close() })
+				proxy := newProxy(t)
 				// Each reading of this clock is at least 1 ms after the last, as
 				// API Gateway's timeEpoch is always some ms before the Lambda's
 				// :now in AWS (the local runner stamps both within the same ms
@@ -173,11 +165,7 @@ func TestAcquireSDKRetryOfLandedGrant(t *testing.T) {
 // as current (409); w2 keeps the lock.
 func TestForceReleaseUnknownOutcome(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := newProxy(t)
 	admin := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), StoreBudget: time.Second})
 	srv := testenv.Start(t, testenv.Options{})
 	r0 := res(t)
@@ -239,11 +227,7 @@ func TestValidationNamesEveryField(t *testing.T) {
 // 403; w2's lease is untouched.
 func TestReleaseSDKRetryAfterNextGrant(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := newProxy(t)
 	now := steppingClock()
 	holder := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now})
 	srv := testenv.Start(t, testenv.Options{Now: now})

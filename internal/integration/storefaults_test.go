@@ -50,11 +50,7 @@ func TestStoreFaultsAre503(t *testing.T) {
 		for _, rt := range routes {
 			t.Run(fmt.Sprintf("%s/%s", fault, rt.name), func(t *testing.T) {
 				t.Parallel()
-				proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { proxy.Close() })
+				proxy := newProxy(t)
 				srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), StoreBudget: budget})
 				r0 := res(t)
 				acquire(t, testenv.Start(t, testenv.Options{}), r0, "w1", 30) // straight to dynalite

@@ -42,11 +42,7 @@ func waitFor(t *testing.T, srv *testenv.Server, resource, owner string, ttl, wai
 // writes (its first attempt and the grant).
 func TestWaitAfterRelease(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(testenv.Endpoint(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := newProxy(t)
 	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
 	r0 := res(t)
 	held := acquire(t, srv, r0, "holder", 30)
