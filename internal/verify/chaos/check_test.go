@@ -1,13 +1,20 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/locklogic"
 )
 
 // fake builds a history by hand: client operations and the proxy records
@@ -81,22 +88,78 @@ func (f *fake) rec(op string, req map[string]any, recv, ans int, storeStatus int
 func s(v string) map[string]string { return map[string]string{"S": v} }
 func n(v int64) map[string]string  { return map[string]string{"N": fmt.Sprint(v)} }
 
-var names = map[string]string{"#r": "resource", "#o": "owner", "#t": "fencing_token", "#a": "acquired_at", "#n": "renewed_at", "#e": "expires_at", "#x": "released_at", "#g": "ttl", "#ri": "release_id"}
+// serviceWrites are the UpdateItem requests the real service sends for an
+// acquire, a renew and a release, as the proxy records them (captureWrites).
+// The fixtures' writes are these with their values replaced, so they follow
+// the service's expressions whatever their text.
+var serviceWrites = sync.OnceValues(captureWrites)
+
+// captureWrites runs the real service through a fault proxy against a
+// stand-in store that answers every request with an empty item, and
+// returns the wire bodies of its writes by kind, in the order it made them.
+func captureWrites() (map[storeKind]map[string]any, error) {
+	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		io.WriteString(w, `{}`)
+	}))
+	defer store.Close()
+	proxy, err := faultproxy.New(store.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	ctx := context.Background()
+	db, err := api.NewDynamoDB(ctx, proxy.URL())
+	if err != nil {
+		return nil, err
+	}
+	svc := locklogic.New(db, locklogic.Config{Table: "t"})
+	caller := locklogic.Caller{Owner: "o"}
+	// The stand-in's empty answers make acquire and renew fail to decode
+	// a lease; only the requests matter here.
+	_, _ = svc.Acquire(ctx, locklogic.AcquireRequest{Resource: "x", Caller: caller, TTLSeconds: 1})
+	_, _ = svc.Renew(ctx, locklogic.RenewRequest{Resource: "x", Caller: caller, TTLSeconds: 1})
+	_ = svc.Release(ctx, locklogic.ReleaseRequest{Resource: "x", Caller: caller})
+	out := map[storeKind]map[string]any{}
+	kinds := []storeKind{storeAcquire, storeRenew, storeRelease}
+	for _, r := range proxy.Records() {
+		if r.Op != "UpdateItem" || len(out) == len(kinds) {
+			continue
+		}
+		var body map[string]any
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			return nil, err
+		}
+		out[kinds[len(out)]] = body
+	}
+	if len(out) != len(kinds) {
+		return nil, fmt.Errorf("captured %d writes of the service, want %d", len(out), len(kinds))
+	}
+	return out, nil
+}
 
 // write records an UpdateItem as the service sends it: kind is acquire,
-// renew or release; committed items carry token (acquire, renew).
+// renew or release; committed items carry token (acquire, renew). An
+// acquire's :iss is its :now and its grant id unique unless setVals
+// changes them.
 func (f *fake) write(kind storeKind, owner string, nowMs, ttlMs int, recv, ans int, result string, token int64, fault faultproxy.Fault, callerStatus int) {
-	update := map[storeKind]string{
-		storeAcquire: "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one REMOVE #x, #p",
-		storeRenew:   "SET #e = :exp, #n = :now, #g = :gc",
-		storeRelease: "SET #e = :now, #x = :now, #ri = :ri, #g = :gc",
-	}[kind]
-	// :base 100: the first token of the (fresh) item is 101.
-	vals := map[string]any{":o": s(owner), ":now": n(f.now(nowMs)), ":base": n(100)}
+	writes, err := serviceWrites()
+	if err != nil {
+		panic(err)
+	}
+	var req map[string]any
+	b, _ := json.Marshal(writes[kind])
+	_ = json.Unmarshal(b, &req) // a deep copy
+	req["Key"] = map[string]any{"resource": s("r")}
+	vals := req["ExpressionAttributeValues"].(map[string]any)
+	vals[":o"], vals[":now"] = s(owner), n(f.now(nowMs))
+	if kind == storeAcquire {
+		// :base 100: the first token of the (fresh) item is 101.
+		vals[":iss"], vals[":base"], vals[":gid"] = n(f.now(nowMs)), n(100), s(fmt.Sprintf("g%d", len(f.h.Records)+1))
+	}
 	if kind != storeRelease {
 		vals[":exp"] = n(f.now(nowMs + ttlMs))
 	}
-	req := map[string]any{"Key": map[string]any{"resource": s("r")}, "UpdateExpression": update, "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}
 	status, answer := 0, map[string]any{}
 	switch result {
 	case "committed":
@@ -109,6 +172,17 @@ func (f *fake) write(kind storeKind, owner string, nowMs, ttlMs int, recv, ans i
 		status, answer["__type"] = 400, "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"
 	}
 	f.rec("UpdateItem", req, recv, ans, status, answer, fault, callerStatus)
+}
+
+// setVals sets expression attribute values of the last record (a write).
+func (f *fake) setVals(vals map[string]any) {
+	r := &f.h.Records[len(f.h.Records)-1]
+	var req map[string]any
+	_ = json.Unmarshal(r.Body, &req)
+	for k, v := range vals {
+		req["ExpressionAttributeValues"].(map[string]any)[k] = v
+	}
+	r.Body, _ = json.Marshal(req)
 }
 
 // read records a GetItem that found owner's lease (owner "" for none).
@@ -477,4 +551,40 @@ func TestCheckLinearizable(t *testing.T) {
 	k := clean()
 	k.op(3, Status, 450, 460, 404, problem(404, "not-found"))
 	wantOnly(t, check(k), RuleLinearizable)
+}
+
+func TestDecodeServiceWrites(t *testing.T) {
+	// The service's own writes (captureWrites) decode to their kind and
+	// values, whatever the text of their expressions.
+	f := newFake()
+	f.write(storeAcquire, "c0", 5, 2000, 5, 6, "committed", 101, faultproxy.None, 200)
+	f.setVals(map[string]any{":iss": n(f.now(1)), ":gid": s("g")})
+	f.write(storeRenew, "c0", 7, 1000, 7, 8, "refused", 0, faultproxy.None, 400)
+	f.setVals(map[string]any{":tok": n(101)})
+	f.write(storeRelease, "c0", 9, 0, 9, 10, "committed", 0, faultproxy.None, 200)
+	ops, err := decodeRecords(f.h.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type decoded struct {
+		kind               storeKind
+		owner, gid         string
+		now, iss, exp, tok int64
+		outcome            outcome
+		resource           string
+	}
+	want := []decoded{
+		{storeAcquire, "c0", "g", f.now(5), f.now(1), f.now(2005), 0, applied, "r"},
+		{storeRenew, "c0", "", f.now(7), f.now(7), f.now(1007), 101, refused, "r"},
+		{storeRelease, "c0", "", f.now(9), f.now(9), 0, 0, applied, "r"},
+	}
+	if len(ops) != len(want) {
+		t.Fatalf("got %d store requests, want %d", len(ops), len(want))
+	}
+	for i, w := range want {
+		o := ops[i]
+		if got := (decoded{o.kind, o.owner, o.gid, o.now, o.iss, o.exp, o.tok, o.outcome, o.resource}); got != w {
+			t.Errorf("write %d: got %+v, want %+v", i, got, w)
+		}
+	}
 }
