@@ -314,7 +314,7 @@ func TestCheckRenewWithoutAnswerShortensBelief(t *testing.T) {
 	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
 	f.op(0, Renew, 100, 1100, 503, problem(503, "service-unavailable"), func(o *Op) { o.TTL = 1 })
 	f.op(1, Acquire, 1040, 1050, 200, f.granted("c1", 102, 1042, 2000))
-	hs := holds(f.h.Ops, ClientMargin)["r"]
+	hs := holds(f.h.Ops, ClientMargin, f.h.Offsets)["r"]
 	if len(hs) != 2 || !hs[0].End.Equal(f.at(1000)) {
 		t.Fatalf("got holds %+v, want c0's to end at +1.000s", hs)
 	}
@@ -327,14 +327,14 @@ func TestCheckRenewWithoutAnswerShortensBelief(t *testing.T) {
 	k.op(0, Acquire, 0, 10, 200, k.granted("c0", 101, 2, 2000))
 	k.op(0, Renew, 100, 1300, 403, problem(403, "forbidden"), func(o *Op) { o.TTL = 1 })
 	k.op(1, Acquire, 1190, 1200, 200, k.granted("c1", 102, 1192, 2000))
-	if hs := holds(k.h.Ops, ClientMargin)["r"]; len(hs) != 2 || !hs[0].End.Equal(k.at(1000)) {
+	if hs := holds(k.h.Ops, ClientMargin, k.h.Offsets)["r"]; len(hs) != 2 || !hs[0].End.Equal(k.at(1000)) {
 		t.Fatalf("got holds %+v, want c0's to end at +1.000s", hs)
 	}
 	// A release ends the hold when it is invoked, whatever its answer.
 	g := newFake()
 	g.op(0, Acquire, 0, 10, 200, g.granted("c0", 101, 2, 2000))
 	g.op(0, Release, 100, 1100, 503, problem(503, "service-unavailable"))
-	if hs := holds(g.h.Ops, ClientMargin)["r"]; len(hs) != 1 || !hs[0].End.Equal(g.at(100)) {
+	if hs := holds(g.h.Ops, ClientMargin, g.h.Offsets)["r"]; len(hs) != 1 || !hs[0].End.Equal(g.at(100)) {
 		t.Fatalf("got holds %+v, want one ending at the release's invoke", hs)
 	}
 }
@@ -586,5 +586,171 @@ func TestDecodeServiceWrites(t *testing.T) {
 		if got := (decoded{o.kind, o.owner, o.gid, o.now, o.iss, o.exp, o.tok, o.outcome, o.resource}); got != w {
 			t.Errorf("write %d: got %+v, want %+v", i, got, w)
 		}
+	}
+}
+
+// w0 makes an op one of owner w0's, whose clients 0 and 1 share it.
+func w0(o *Op) { o.Owner = "w0" }
+
+func TestCheckLateWrite(t *testing.T) {
+	// c2 holds the lock; w0's client 0 waits for it (its first write is
+	// refused); c2 releases; w0's client 1 is granted token 102 at 300
+	// (2 s); the wait's next write comes at 500.
+	base := func(f *fake) {
+		f.op(2, Acquire, 0, 10, 200, f.granted("c2", 101, 2, 2000))
+		f.write(storeAcquire, "c2", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+		f.op(0, Acquire, 20, 510, 200, f.granted("w0", 103, 500, 2000), w0, func(o *Op) { o.Wait = 1 })
+		f.write(storeAcquire, "w0", 21, 2000, 22, 24, "refused", 0, faultproxy.None, 400)
+		f.setVals(map[string]any{":gid": s("gW")})
+		f.op(2, Release, 250, 260, 204, "")
+		f.write(storeRelease, "c2", 251, 0, 252, 258, "committed", 0, faultproxy.None, 200)
+		f.op(1, Acquire, 290, 310, 200, f.granted("w0", 102, 300, 2000), w0)
+		f.write(storeAcquire, "w0", 300, 2000, 300, 305, "committed", 102, faultproxy.None, 200)
+	}
+	// short makes client 1's lease last 1 s (to 1300) and the wait 2 s,
+	// answered at 1410 with the lease of a write at 1400.
+	short := func(f *fake) {
+		base(f)
+		w := &f.h.Ops[1]
+		w.Return, w.Wait, w.Body = f.at(1410), 2, []byte(f.granted("w0", 103, 1400, 2000))
+		w.decode()
+		p := &f.h.Ops[3]
+		p.TTL, p.Body = 1, []byte(f.granted("w0", 102, 300, 1000))
+		p.decode()
+		f.h.Records = f.h.Records[:len(f.h.Records)-1]
+		f.write(storeAcquire, "w0", 300, 1000, 300, 305, "committed", 102, faultproxy.None, 200)
+	}
+	// wait writes the wait's write at ms (committed with token, stamped
+	// :iss=:now as a service that forgot the arrival does, so the model
+	// alone would accept it).
+	wait := func(f *fake, ms int, token int64, fault faultproxy.Fault) {
+		f.write(storeAcquire, "w0", ms, 2000, ms, ms+5, "committed", token, fault, 200)
+		f.setVals(map[string]any{":gid": s("gW")})
+	}
+	cases := []struct {
+		name     string
+		build    func(f *fake)
+		want     []string
+		replaced int
+	}{
+		// The wait's write replaces the newer lease of its own owner.
+		{name: "WaitReplacesNewerSameOwnerLease", want: []string{RuleLateWrite}, build: func(f *fake) {
+			base(f)
+			wait(f, 500, 103, faultproxy.None)
+		}},
+		// Its first attempt landed and its answer was lost; the SDK's
+		// retry found its own grant (same grant id) and answered 104. The
+		// first attempt replaced w0's lease all the same.
+		{name: "SDKRetryAfterReplacing", want: []string{RuleLateWrite}, build: func(f *fake) {
+			base(f)
+			f.h.Ops[1].Body = []byte(f.granted("w0", 104, 500, 2000))
+			f.h.Ops[1].decode()
+			wait(f, 500, 103, faultproxy.AppliedThenReset)
+			wait(f, 500, 104, faultproxy.None)
+		}},
+		// The wait writes at 1400, after client 1's lease expired.
+		{name: "ReplacedLeaseHadExpired", build: func(f *fake) {
+			short(f)
+			wait(f, 1400, 103, faultproxy.None)
+		}},
+		// The same, but client 1 renewed the lease (to 2001) and was
+		// answered before the wait's write: it had not expired.
+		{name: "RenewedPastItsFirstExpiry", want: []string{RuleLateWrite}, build: func(f *fake) {
+			short(f)
+			f.op(1, Renew, 1000, 1010, 200, `{"renewed":true,"lock":`+f.lockBody("w0", 102, 300, 1701)+`}`, w0, func(o *Op) { o.TTL, o.Token = 1, 102 })
+			f.write(storeRenew, "w0", 1001, 1000, 1002, 1008, "committed", 0, faultproxy.None, 200)
+			f.setVals(map[string]any{":tok": n(102)})
+			r := &f.h.Records[len(f.h.Records)-1]
+			r.StoreBody = []byte(fmt.Sprintf(`{"Attributes":{"resource":{"S":"r"},"owner":{"S":"w0"},"fencing_token":{"N":"102"},"acquired_at":{"N":"%d"},"renewed_at":{"N":"%d"},"expires_at":{"N":"%d"}}}`, f.now(300), f.now(1001), f.now(2001)))
+			wait(f, 1400, 103, faultproxy.None)
+		}},
+		// Client 1 released the lease before the wait's write: the wait
+		// takes a free lock.
+		{name: "ReplacedLeaseWasReleased", build: func(f *fake) {
+			base(f)
+			f.h.Ops[1].Return, f.h.Ops[1].Body = f.at(710), []byte(f.granted("w0", 103, 700, 2000))
+			f.h.Ops[1].decode()
+			f.op(1, Release, 600, 610, 204, "", w0)
+			f.write(storeRelease, "w0", 601, 0, 602, 608, "committed", 0, faultproxy.None, 200)
+			wait(f, 700, 103, faultproxy.None)
+		}},
+		// Client 1's lease was granted before the wait arrived: a
+		// re-acquire may replace it.
+		{name: "GrantedBeforeTheWaitArrived", replaced: 1, build: func(f *fake) {
+			f.op(1, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 2000), w0)
+			f.write(storeAcquire, "w0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+			f.op(0, Acquire, 20, 30, 200, f.granted("w0", 102, 21, 2000), w0, func(o *Op) { o.Wait = 1 })
+			f.write(storeAcquire, "w0", 21, 2000, 22, 28, "committed", 102, faultproxy.None, 200)
+			f.setVals(map[string]any{":iss": n(f.now(20))})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			tc.build(f)
+			rep := check(f)
+			wantOnly(t, rep, tc.want...)
+			if len(tc.want) > 0 {
+				excerptHas(t, rep, RuleLateWrite, "w0 was granted token", "op#1 c0@i0 POST /locks/r {owner:w0 ttl:2 wait:", "op#3 c1@i0", "granted at", "ms later")
+			}
+			if rep.CoOwnerReplaced != tc.replaced {
+				t.Errorf("got %d co-owner replacements, want %d", rep.CoOwnerReplaced, tc.replaced)
+			}
+		})
+	}
+}
+
+func TestCheckSharedOwnerHolds(t *testing.T) {
+	// A lease belongs to its owner: another client of the same owner may
+	// end or shorten it unseen, so the holder's belief ends there — but
+	// not for a write issued before the lease was granted, which the
+	// late-write rule keeps off it.
+	cases := []struct {
+		name    string
+		build   func(f *fake)
+		wantEnd int // of client 0's hold, ms
+		wantME  bool
+	}{
+		{name: "ReleasedByCoOwner", wantEnd: 100, build: func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 2000), w0)
+			f.op(1, Release, 100, 110, 204, "", w0)
+			f.op(2, Acquire, 150, 160, 200, f.granted("c2", 102, 152, 2000))
+		}},
+		{name: "ReplacedByShorterLease", wantEnd: 1000, build: func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 3000), w0, func(o *Op) { o.TTL = 3 })
+			f.op(1, Acquire, 100, 110, 200, f.granted("w0", 102, 102, 1000), w0, func(o *Op) { o.TTL = 1 })
+			f.op(2, Acquire, 1200, 1210, 200, f.granted("c2", 103, 1202, 2000))
+		}},
+		// Client 1 re-acquires (token 102), then releases with its own
+		// token: the owner's lease ends, whatever token client 0 holds.
+		{name: "ReleasedUnderTheCoOwnersToken", wantEnd: 200, build: func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 3000), w0, func(o *Op) { o.TTL = 3 })
+			f.op(1, Acquire, 100, 110, 200, f.granted("w0", 102, 102, 2000), w0)
+			f.op(1, Release, 200, 210, 204, "", w0, func(o *Op) { o.Token = 102 })
+			f.op(2, Acquire, 300, 310, 200, f.granted("c2", 103, 302, 2000))
+		}},
+		{name: "LateReleaseIssuedBeforeTheGrant", wantEnd: 1818, wantME: true, build: func(f *fake) {
+			f.op(1, Release, 0, 5, 503, problem(503, "service-unavailable"), w0)
+			f.op(0, Acquire, 18, 30, 200, f.granted("w0", 101, 20, 2000), w0)
+			f.op(2, Acquire, 100, 110, 200, f.granted("c2", 102, 102, 2000))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			tc.build(f)
+			var end time.Time
+			for _, h := range holds(f.h.Ops, ClientMargin, f.h.Offsets)["r"] {
+				if h.Client == 0 {
+					end = h.End
+				}
+			}
+			if !end.Equal(f.at(tc.wantEnd)) {
+				t.Errorf("client 0's hold ends at %s, want +%.3fs", at(f.t0, end), float64(tc.wantEnd)/1000)
+			}
+			if got := check(f).Has(RuleMutualExclusion); got != tc.wantME {
+				t.Errorf("mutual exclusion reported: got %v, want %v", got, tc.wantME)
+			}
+		})
 	}
 }
