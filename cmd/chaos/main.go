@@ -43,6 +43,7 @@ func main() {
 		rates     = flag.String("rates", "all", "fault rates: all, none, or name=p,… ("+faultNames()+"); all,name=p overrides one")
 		maxDelay  = flag.Duration("max-delay", faultproxy.DefaultMaxDelay, "longest injected delay (delay, and late after the caller gave up)")
 		clients   = flag.Int("clients", 12, "concurrent clients")
+		shared    = flag.Int("shared-owners", 3, "owner names each shared by two clients (two processes of one worker, as with lockctl --owner); 0: every client its own")
 		resources = flag.Int("resources", 3, "locks they share")
 		ttls      = flag.String("ttls", "1,2,3", "lease lengths in seconds the clients ask for")
 		abandon   = flag.Float64("abandon", 0.1, "chance that a holder stalls past its lease instead of renewing or releasing")
@@ -85,7 +86,7 @@ func main() {
 	}
 	cfg := chaos.Config{
 		Seed: *seed, Rates: r, MaxDelay: *maxDelay, Duration: *duration,
-		Clients: *clients, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
+		Clients: *clients, SharedOwners: *shared, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
 		Check: chaos.Options{Slack: *slack, MaxPerRule: 3},
 	}
 	for i := range *instances {

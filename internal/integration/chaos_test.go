@@ -40,16 +40,21 @@ func runChaos(tb testing.TB, cfg chaos.Config) *chaos.Result {
 // TestChaos is the seeded chaos run of every `make test` (make chaos runs
 // the same for longer): clients through two service instances, whose
 // clocks are 80 ms apart (within the tolerated skew, see TestSkew), over
-// one store behind the fault proxy with every fault on, then recovery. The
-// checker must find nothing, and every fault kind must have happened.
+// one store behind the fault proxy with every fault on, then recovery; six
+// of the clients are three owners of two processes each, and 40 % of the
+// acquires of a lock not held wait, so waits meet grants of their own
+// owner. The checker must find nothing, and every fault kind must have
+// happened.
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	res := runChaos(t, chaos.Config{
-		Seed:      11, // draws every fault kind within the first 29 store requests
-		Rates:     faultproxy.DefaultRates(),
-		Duration:  9 * time.Second,
-		Clients:   10,
-		Instances: []chaos.Instance{{Offset: -40 * time.Millisecond}, {Offset: 40 * time.Millisecond}},
+		Seed:         11, // draws every fault kind within the first 29 store requests
+		Rates:        faultproxy.DefaultRates(),
+		Duration:     9 * time.Second,
+		Clients:      10,
+		SharedOwners: 3,
+		Waits:        0.4,
+		Instances:    []chaos.Instance{{Offset: -40 * time.Millisecond}, {Offset: 40 * time.Millisecond}},
 		// A 1 s budget (3 s in make chaos) makes more of the 0-2 s
 		// delays land after their caller gave up: more late writes, and
 		// more operations in the time.
@@ -112,6 +117,18 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		{name: "AcquireIgnoresExpiry", in: rewrite(func(in *dynamodb.UpdateItemInput) {
 			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "#e <= :now", "#e <= :exp", 1)
 		}), want: []string{chaos.RuleMutualExclusion, chaos.RuleLinearizable}},
+		// Every write of a wait acts as of its own :now, not of the
+		// request's arrival (:iss): the bug of issue 14. The model reads
+		// :iss, so only the late-write rule, which judges from the
+		// answers and the proxy's clock, can see it. Three owners of two
+		// clients each, one lock, half the acquires of a lock not held
+		// wait (2 s for 4 s leases), and a waiter's peek never sees the
+		// lock held, so it writes at every poll: a grant of its own owner
+		// during the wait is replaced at the next one.
+		{name: "IssueTimeIsWriteTime", in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return issIsNowDB{db} }),
+			cfg: func(c *chaos.Config) {
+				c.Resources, c.SharedOwners, c.TTLs, c.Waits, c.Duration = 1, 3, []int64{1, 4}, 0.5, 6*time.Second
+			}, want: []string{chaos.RuleLateWrite}},
 		// Acquire keeps the token instead of bumping it.
 		{name: "TokenNotBumped", in: rewrite(func(in *dynamodb.UpdateItemInput) {
 			in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "0"}
@@ -232,6 +249,31 @@ func (d grantAnywayDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemIn
 			locklogic.AttrRenewedAt:  v[":now"],
 			locklogic.AttrExpiresAt:  v[":exp"],
 		}}, nil
+	}
+	return out, err
+}
+
+// issIsNowDB sends every acquire with its :now as its issue time :iss, so
+// a write late in a wait acts as of itself. Its eventually consistent
+// reads (the waiters' peeks) find no item, as a read behind every write
+// may: a waiter then writes at every poll, which a correct service pays
+// for only with refused writes.
+type issIsNowDB struct{ locklogic.DynamoDBAPI }
+
+func (d issIsNowDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, ok := in.ExpressionAttributeValues[":iss"]; ok {
+		cp := *in
+		cp.ExpressionAttributeValues = maps.Clone(in.ExpressionAttributeValues)
+		cp.ExpressionAttributeValues[":iss"] = in.ExpressionAttributeValues[":now"]
+		in = &cp
+	}
+	return d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+}
+
+func (d issIsNowDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := d.DynamoDBAPI.GetItem(ctx, in, opts...)
+	if err == nil && (in.ConsistentRead == nil || !*in.ConsistentRead) {
+		out = &dynamodb.GetItemOutput{}
 	}
 	return out, err
 }

@@ -1,13 +1,20 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/locklogic"
 )
 
 // fake builds a history by hand: client operations and the proxy records
@@ -81,22 +88,78 @@ func (f *fake) rec(op string, req map[string]any, recv, ans int, storeStatus int
 func s(v string) map[string]string { return map[string]string{"S": v} }
 func n(v int64) map[string]string  { return map[string]string{"N": fmt.Sprint(v)} }
 
-var names = map[string]string{"#r": "resource", "#o": "owner", "#t": "fencing_token", "#a": "acquired_at", "#n": "renewed_at", "#e": "expires_at", "#x": "released_at", "#g": "ttl", "#ri": "release_id"}
+// serviceWrites are the UpdateItem requests the real service sends for an
+// acquire, a renew and a release, as the proxy records them (captureWrites).
+// The fixtures' writes are these with their values replaced, so they follow
+// the service's expressions whatever their text.
+var serviceWrites = sync.OnceValues(captureWrites)
+
+// captureWrites runs the real service through a fault proxy against a
+// stand-in store that answers every request with an empty item, and
+// returns the wire bodies of its writes by kind, in the order it made them.
+func captureWrites() (map[storeKind]map[string]any, error) {
+	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		io.WriteString(w, `{}`)
+	}))
+	defer store.Close()
+	proxy, err := faultproxy.New(store.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	ctx := context.Background()
+	db, err := api.NewDynamoDB(ctx, proxy.URL())
+	if err != nil {
+		return nil, err
+	}
+	svc := locklogic.New(db, locklogic.Config{Table: "t"})
+	caller := locklogic.Caller{Owner: "o"}
+	// The stand-in's empty answers make acquire and renew fail to decode
+	// a lease; only the requests matter here.
+	_, _ = svc.Acquire(ctx, locklogic.AcquireRequest{Resource: "x", Caller: caller, TTLSeconds: 1})
+	_, _ = svc.Renew(ctx, locklogic.RenewRequest{Resource: "x", Caller: caller, TTLSeconds: 1})
+	_ = svc.Release(ctx, locklogic.ReleaseRequest{Resource: "x", Caller: caller})
+	out := map[storeKind]map[string]any{}
+	kinds := []storeKind{storeAcquire, storeRenew, storeRelease}
+	for _, r := range proxy.Records() {
+		if r.Op != "UpdateItem" || len(out) == len(kinds) {
+			continue
+		}
+		var body map[string]any
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			return nil, err
+		}
+		out[kinds[len(out)]] = body
+	}
+	if len(out) != len(kinds) {
+		return nil, fmt.Errorf("captured %d writes of the service, want %d", len(out), len(kinds))
+	}
+	return out, nil
+}
 
 // write records an UpdateItem as the service sends it: kind is acquire,
-// renew or release; committed items carry token (acquire, renew).
+// renew or release; committed items carry token (acquire, renew). An
+// acquire's :iss is its :now and its grant id unique unless setVals
+// changes them.
 func (f *fake) write(kind storeKind, owner string, nowMs, ttlMs int, recv, ans int, result string, token int64, fault faultproxy.Fault, callerStatus int) {
-	update := map[storeKind]string{
-		storeAcquire: "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #t = if_not_exists(#t, :base) + :one REMOVE #x, #p",
-		storeRenew:   "SET #e = :exp, #n = :now, #g = :gc",
-		storeRelease: "SET #e = :now, #x = :now, #ri = :ri, #g = :gc",
-	}[kind]
-	// :base 100: the first token of the (fresh) item is 101.
-	vals := map[string]any{":o": s(owner), ":now": n(f.now(nowMs)), ":base": n(100)}
+	writes, err := serviceWrites()
+	if err != nil {
+		panic(err)
+	}
+	var req map[string]any
+	b, _ := json.Marshal(writes[kind])
+	_ = json.Unmarshal(b, &req) // a deep copy
+	req["Key"] = map[string]any{"resource": s("r")}
+	vals := req["ExpressionAttributeValues"].(map[string]any)
+	vals[":o"], vals[":now"] = s(owner), n(f.now(nowMs))
+	if kind == storeAcquire {
+		// :base 100: the first token of the (fresh) item is 101.
+		vals[":iss"], vals[":base"], vals[":gid"] = n(f.now(nowMs)), n(100), s(fmt.Sprintf("g%d", len(f.h.Records)+1))
+	}
 	if kind != storeRelease {
 		vals[":exp"] = n(f.now(nowMs + ttlMs))
 	}
-	req := map[string]any{"Key": map[string]any{"resource": s("r")}, "UpdateExpression": update, "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}
 	status, answer := 0, map[string]any{}
 	switch result {
 	case "committed":
@@ -109,6 +172,17 @@ func (f *fake) write(kind storeKind, owner string, nowMs, ttlMs int, recv, ans i
 		status, answer["__type"] = 400, "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"
 	}
 	f.rec("UpdateItem", req, recv, ans, status, answer, fault, callerStatus)
+}
+
+// setVals sets expression attribute values of the last record (a write).
+func (f *fake) setVals(vals map[string]any) {
+	r := &f.h.Records[len(f.h.Records)-1]
+	var req map[string]any
+	_ = json.Unmarshal(r.Body, &req)
+	for k, v := range vals {
+		req["ExpressionAttributeValues"].(map[string]any)[k] = v
+	}
+	r.Body, _ = json.Marshal(req)
 }
 
 // read records a GetItem that found owner's lease (owner "" for none).
@@ -240,7 +314,7 @@ func TestCheckRenewWithoutAnswerShortensBelief(t *testing.T) {
 	f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 2000))
 	f.op(0, Renew, 100, 1100, 503, problem(503, "service-unavailable"), func(o *Op) { o.TTL = 1 })
 	f.op(1, Acquire, 1040, 1050, 200, f.granted("c1", 102, 1042, 2000))
-	hs := holds(f.h.Ops, ClientMargin)["r"]
+	hs := holds(f.h.Ops, ClientMargin, f.h.Offsets)["r"]
 	if len(hs) != 2 || !hs[0].End.Equal(f.at(1000)) {
 		t.Fatalf("got holds %+v, want c0's to end at +1.000s", hs)
 	}
@@ -253,14 +327,14 @@ func TestCheckRenewWithoutAnswerShortensBelief(t *testing.T) {
 	k.op(0, Acquire, 0, 10, 200, k.granted("c0", 101, 2, 2000))
 	k.op(0, Renew, 100, 1300, 403, problem(403, "forbidden"), func(o *Op) { o.TTL = 1 })
 	k.op(1, Acquire, 1190, 1200, 200, k.granted("c1", 102, 1192, 2000))
-	if hs := holds(k.h.Ops, ClientMargin)["r"]; len(hs) != 2 || !hs[0].End.Equal(k.at(1000)) {
+	if hs := holds(k.h.Ops, ClientMargin, k.h.Offsets)["r"]; len(hs) != 2 || !hs[0].End.Equal(k.at(1000)) {
 		t.Fatalf("got holds %+v, want c0's to end at +1.000s", hs)
 	}
 	// A release ends the hold when it is invoked, whatever its answer.
 	g := newFake()
 	g.op(0, Acquire, 0, 10, 200, g.granted("c0", 101, 2, 2000))
 	g.op(0, Release, 100, 1100, 503, problem(503, "service-unavailable"))
-	if hs := holds(g.h.Ops, ClientMargin)["r"]; len(hs) != 1 || !hs[0].End.Equal(g.at(100)) {
+	if hs := holds(g.h.Ops, ClientMargin, g.h.Offsets)["r"]; len(hs) != 1 || !hs[0].End.Equal(g.at(100)) {
 		t.Fatalf("got holds %+v, want one ending at the release's invoke", hs)
 	}
 }
@@ -477,4 +551,206 @@ func TestCheckLinearizable(t *testing.T) {
 	k := clean()
 	k.op(3, Status, 450, 460, 404, problem(404, "not-found"))
 	wantOnly(t, check(k), RuleLinearizable)
+}
+
+func TestDecodeServiceWrites(t *testing.T) {
+	// The service's own writes (captureWrites) decode to their kind and
+	// values, whatever the text of their expressions.
+	f := newFake()
+	f.write(storeAcquire, "c0", 5, 2000, 5, 6, "committed", 101, faultproxy.None, 200)
+	f.setVals(map[string]any{":iss": n(f.now(1)), ":gid": s("g")})
+	f.write(storeRenew, "c0", 7, 1000, 7, 8, "refused", 0, faultproxy.None, 400)
+	f.setVals(map[string]any{":tok": n(101)})
+	f.write(storeRelease, "c0", 9, 0, 9, 10, "committed", 0, faultproxy.None, 200)
+	ops, err := decodeRecords(f.h.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type decoded struct {
+		kind               storeKind
+		owner, gid         string
+		now, iss, exp, tok int64
+		outcome            outcome
+		resource           string
+	}
+	want := []decoded{
+		{storeAcquire, "c0", "g", f.now(5), f.now(1), f.now(2005), 0, applied, "r"},
+		{storeRenew, "c0", "", f.now(7), f.now(7), f.now(1007), 101, refused, "r"},
+		{storeRelease, "c0", "", f.now(9), f.now(9), 0, 0, applied, "r"},
+	}
+	if len(ops) != len(want) {
+		t.Fatalf("got %d store requests, want %d", len(ops), len(want))
+	}
+	for i, w := range want {
+		o := ops[i]
+		if got := (decoded{o.kind, o.owner, o.gid, o.now, o.iss, o.exp, o.tok, o.outcome, o.resource}); got != w {
+			t.Errorf("write %d: got %+v, want %+v", i, got, w)
+		}
+	}
+}
+
+// w0 makes an op one of owner w0's, whose clients 0 and 1 share it.
+func w0(o *Op) { o.Owner = "w0" }
+
+func TestCheckLateWrite(t *testing.T) {
+	// c2 holds the lock; w0's client 0 waits for it (its first write is
+	// refused); c2 releases; w0's client 1 is granted token 102 at 300
+	// (2 s); the wait's next write comes at 500.
+	base := func(f *fake) {
+		f.op(2, Acquire, 0, 10, 200, f.granted("c2", 101, 2, 2000))
+		f.write(storeAcquire, "c2", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+		f.op(0, Acquire, 20, 510, 200, f.granted("w0", 103, 500, 2000), w0, func(o *Op) { o.Wait = 1 })
+		f.write(storeAcquire, "w0", 21, 2000, 22, 24, "refused", 0, faultproxy.None, 400)
+		f.setVals(map[string]any{":gid": s("gW")})
+		f.op(2, Release, 250, 260, 204, "")
+		f.write(storeRelease, "c2", 251, 0, 252, 258, "committed", 0, faultproxy.None, 200)
+		f.op(1, Acquire, 290, 310, 200, f.granted("w0", 102, 300, 2000), w0)
+		f.write(storeAcquire, "w0", 300, 2000, 300, 305, "committed", 102, faultproxy.None, 200)
+	}
+	// short makes client 1's lease last 1 s (to 1300) and the wait 2 s,
+	// answered at 1410 with the lease of a write at 1400.
+	short := func(f *fake) {
+		base(f)
+		w := &f.h.Ops[1]
+		w.Return, w.Wait, w.Body = f.at(1410), 2, []byte(f.granted("w0", 103, 1400, 2000))
+		w.decode()
+		p := &f.h.Ops[3]
+		p.TTL, p.Body = 1, []byte(f.granted("w0", 102, 300, 1000))
+		p.decode()
+		f.h.Records = f.h.Records[:len(f.h.Records)-1]
+		f.write(storeAcquire, "w0", 300, 1000, 300, 305, "committed", 102, faultproxy.None, 200)
+	}
+	// wait writes the wait's write at ms (committed with token, stamped
+	// :iss=:now as a service that forgot the arrival does, so the model
+	// alone would accept it).
+	wait := func(f *fake, ms int, token int64, fault faultproxy.Fault) {
+		f.write(storeAcquire, "w0", ms, 2000, ms, ms+5, "committed", token, fault, 200)
+		f.setVals(map[string]any{":gid": s("gW")})
+	}
+	cases := []struct {
+		name     string
+		build    func(f *fake)
+		want     []string
+		replaced int
+	}{
+		// The wait's write replaces the newer lease of its own owner.
+		{name: "WaitReplacesNewerSameOwnerLease", want: []string{RuleLateWrite}, build: func(f *fake) {
+			base(f)
+			wait(f, 500, 103, faultproxy.None)
+		}},
+		// Its first attempt landed and its answer was lost; the SDK's
+		// retry found its own grant (same grant id) and answered 104. The
+		// first attempt replaced w0's lease all the same.
+		{name: "SDKRetryAfterReplacing", want: []string{RuleLateWrite}, build: func(f *fake) {
+			base(f)
+			f.h.Ops[1].Body = []byte(f.granted("w0", 104, 500, 2000))
+			f.h.Ops[1].decode()
+			wait(f, 500, 103, faultproxy.AppliedThenReset)
+			wait(f, 500, 104, faultproxy.None)
+		}},
+		// The wait writes at 1400, after client 1's lease expired.
+		{name: "ReplacedLeaseHadExpired", build: func(f *fake) {
+			short(f)
+			wait(f, 1400, 103, faultproxy.None)
+		}},
+		// The same, but client 1 renewed the lease (to 2001) and was
+		// answered before the wait's write: it had not expired.
+		{name: "RenewedPastItsFirstExpiry", want: []string{RuleLateWrite}, build: func(f *fake) {
+			short(f)
+			f.op(1, Renew, 1000, 1010, 200, `{"renewed":true,"lock":`+f.lockBody("w0", 102, 300, 1701)+`}`, w0, func(o *Op) { o.TTL, o.Token = 1, 102 })
+			f.write(storeRenew, "w0", 1001, 1000, 1002, 1008, "committed", 0, faultproxy.None, 200)
+			f.setVals(map[string]any{":tok": n(102)})
+			r := &f.h.Records[len(f.h.Records)-1]
+			r.StoreBody = []byte(fmt.Sprintf(`{"Attributes":{"resource":{"S":"r"},"owner":{"S":"w0"},"fencing_token":{"N":"102"},"acquired_at":{"N":"%d"},"renewed_at":{"N":"%d"},"expires_at":{"N":"%d"}}}`, f.now(300), f.now(1001), f.now(2001)))
+			wait(f, 1400, 103, faultproxy.None)
+		}},
+		// Client 1 released the lease before the wait's write: the wait
+		// takes a free lock.
+		{name: "ReplacedLeaseWasReleased", build: func(f *fake) {
+			base(f)
+			f.h.Ops[1].Return, f.h.Ops[1].Body = f.at(710), []byte(f.granted("w0", 103, 700, 2000))
+			f.h.Ops[1].decode()
+			f.op(1, Release, 600, 610, 204, "", w0)
+			f.write(storeRelease, "w0", 601, 0, 602, 608, "committed", 0, faultproxy.None, 200)
+			wait(f, 700, 103, faultproxy.None)
+		}},
+		// Client 1's lease was granted before the wait arrived: a
+		// re-acquire may replace it.
+		{name: "GrantedBeforeTheWaitArrived", replaced: 1, build: func(f *fake) {
+			f.op(1, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 2000), w0)
+			f.write(storeAcquire, "w0", 2, 2000, 2, 8, "committed", 101, faultproxy.None, 200)
+			f.op(0, Acquire, 20, 30, 200, f.granted("w0", 102, 21, 2000), w0, func(o *Op) { o.Wait = 1 })
+			f.write(storeAcquire, "w0", 21, 2000, 22, 28, "committed", 102, faultproxy.None, 200)
+			f.setVals(map[string]any{":iss": n(f.now(20))})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			tc.build(f)
+			rep := check(f)
+			wantOnly(t, rep, tc.want...)
+			if len(tc.want) > 0 {
+				excerptHas(t, rep, RuleLateWrite, "w0 was granted token", "op#1 c0@i0 POST /locks/r {owner:w0 ttl:2 wait:", "op#3 c1@i0", "granted at", "ms later")
+			}
+			if rep.CoOwnerReplaced != tc.replaced {
+				t.Errorf("got %d co-owner replacements, want %d", rep.CoOwnerReplaced, tc.replaced)
+			}
+		})
+	}
+}
+
+func TestCheckSharedOwnerHolds(t *testing.T) {
+	// A lease belongs to its owner: another client of the same owner may
+	// end or shorten it unseen, so the holder's belief ends there — but
+	// not for a write issued before the lease was granted, which the
+	// late-write rule keeps off it.
+	cases := []struct {
+		name    string
+		build   func(f *fake)
+		wantEnd int // of client 0's hold, ms
+		wantME  bool
+	}{
+		{name: "ReleasedByCoOwner", wantEnd: 100, build: func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 2000), w0)
+			f.op(1, Release, 100, 110, 204, "", w0)
+			f.op(2, Acquire, 150, 160, 200, f.granted("c2", 102, 152, 2000))
+		}},
+		{name: "ReplacedByShorterLease", wantEnd: 1000, build: func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 3000), w0, func(o *Op) { o.TTL = 3 })
+			f.op(1, Acquire, 100, 110, 200, f.granted("w0", 102, 102, 1000), w0, func(o *Op) { o.TTL = 1 })
+			f.op(2, Acquire, 1200, 1210, 200, f.granted("c2", 103, 1202, 2000))
+		}},
+		// Client 1 re-acquires (token 102), then releases with its own
+		// token: the owner's lease ends, whatever token client 0 holds.
+		{name: "ReleasedUnderTheCoOwnersToken", wantEnd: 200, build: func(f *fake) {
+			f.op(0, Acquire, 0, 10, 200, f.granted("w0", 101, 2, 3000), w0, func(o *Op) { o.TTL = 3 })
+			f.op(1, Acquire, 100, 110, 200, f.granted("w0", 102, 102, 2000), w0)
+			f.op(1, Release, 200, 210, 204, "", w0, func(o *Op) { o.Token = 102 })
+			f.op(2, Acquire, 300, 310, 200, f.granted("c2", 103, 302, 2000))
+		}},
+		{name: "LateReleaseIssuedBeforeTheGrant", wantEnd: 1818, wantME: true, build: func(f *fake) {
+			f.op(1, Release, 0, 5, 503, problem(503, "service-unavailable"), w0)
+			f.op(0, Acquire, 18, 30, 200, f.granted("w0", 101, 20, 2000), w0)
+			f.op(2, Acquire, 100, 110, 200, f.granted("c2", 102, 102, 2000))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			tc.build(f)
+			var end time.Time
+			for _, h := range holds(f.h.Ops, ClientMargin, f.h.Offsets)["r"] {
+				if h.Client == 0 {
+					end = h.End
+				}
+			}
+			if !end.Equal(f.at(tc.wantEnd)) {
+				t.Errorf("client 0's hold ends at %s, want +%.3fs", at(f.t0, end), float64(tc.wantEnd)/1000)
+			}
+			if got := check(f).Has(RuleMutualExclusion); got != tc.wantME {
+				t.Errorf("mutual exclusion reported: got %v, want %v", got, tc.wantME)
+			}
+		})
+	}
 }

@@ -5,21 +5,28 @@
 // compatible store, one or more service instances over it (the real
 // handlers behind the local runner, each with its own clock offset), and N
 // concurrent clients that acquire, renew, release and read a few resources
-// with short leases over HTTP. Each client is sequential and has its own
-// owner name; every request is recorded with its invoke and return times on
+// with short leases over HTTP, some of them waiting at the service for a
+// held lock (Config.Waits). Each client is sequential and has its own owner
+// name, or (Config.SharedOwners) shares one with one other client, as two
+// processes of one worker share a chosen owner: then one client's wait can
+// be in flight while the other acquires, renews or releases the owner's
+// lease. Every request is recorded with its invoke and return times on
 // the process's monotonic clock, what was sent and what came back, and the
 // proxy records every store request with its fault and the store's real
 // answer. After the fault phase the faults stop, every held-back write
 // lands, the clients go on for a moment, and once every lease the store
 // recorded has expired a fresh owner takes each resource.
 //
-// Check then enforces six rules, each reported with the excerpt of the
+// Check then enforces seven rules, each reported with the excerpt of the
 // history (client operations and store requests) that reproduces it:
 //
 //   - mutual exclusion: no two owners' holds overlap, a hold being what a
 //     client may rely on by the documented rules: from a grant's answer to
 //     its own deadline, invoke time + ttl - margin on its own clock,
-//     moved by renewals, ended by its release or re-acquire (see view);
+//     moved by renewals, ended by its release or re-acquire (see view),
+//     and cut where another client of the same owner may have released,
+//     replaced or shortened the owner's lease (see coOwnerCuts): a lease
+//     belongs to its owner, not to a process;
 //   - fencing: grant tokens are unique and grow in real-time order of the
 //     grants, in the answers and in the writes the store committed;
 //   - no false grant: every acquired:true, renew 200, release 204 and
@@ -33,10 +40,18 @@
 //     lock is free once its leases expired;
 //   - linearizable: porcupine finds the store's requests and the clients'
 //     status answers linearizable against a sequential model of one lock
-//     (model.go explains how time and expiry enter the model).
+//     (model.go explains how time and expiry enter the model);
+//   - late write: no grant replaced a live lease of its own owner granted
+//     after the request arrived, however late in a wait its write came.
+//     The model takes each request's issue time from the :iss the service
+//     sent; this rule does not, it bounds the arrival by when the proxy
+//     received the request's first store request, and compares it with the
+//     replaced lease's acquired_at from the grant answer (latewrite.go).
 //
 // A grant whose write landed after its caller was answered 503 (an
 // "unheard grant") is not a violation: nobody relies on it, and it keeps
 // the lock from others until its ttl, which the model accounts for since
-// it is in the store's history. The report counts them.
+// it is in the store's history. The report counts them, and, with shared
+// owners, the grants of an owner during another of its clients' waits and
+// the re-acquires that replaced a co-owner's live lease.
 package chaos

@@ -13,13 +13,15 @@ func ClientMargin(ttl time.Duration) time.Duration { return min(ttl/10, time.Sec
 // renewal, to the earliest of its client-side deadline and the end of the
 // client's belief (see view).
 type Hold struct {
+	Client   int
 	Owner    string
 	Resource string
 	Token    int64
 	Start    time.Time
 	End      time.Time
 	// Ops are the IDs of the operations that made the hold: the grant,
-	// the renewals, and the one that ended it, if any.
+	// the renewals, and the ones that ended it, if any (its client's own,
+	// or another client's of the same owner: see holds).
 	Ops []int
 }
 
@@ -144,12 +146,14 @@ func (v *view) after(op *Op) []Hold {
 
 func (v *view) start(op *Op, deadline time.Time) {
 	v.held, v.token, v.deadline = true, op.Lock.Token, deadline
-	v.cur = Hold{Owner: op.Owner, Resource: op.Resource, Token: op.Lock.Token, Start: op.Return, Ops: []int{op.ID}}
+	v.cur = Hold{Client: op.Client, Owner: op.Owner, Resource: op.Resource, Token: op.Lock.Token, Start: op.Return, Ops: []int{op.ID}}
 }
 
 // holds replays every client's operations through a view and returns all
-// holds, grouped by resource.
-func holds(ops []Op, margin func(time.Duration) time.Duration) map[string][]Hold {
+// holds, grouped by resource, cut short where another client of the same
+// owner may have ended or shortened the lease (coOwnerCuts). ops must be
+// in invoke order, each op's ID its index.
+func holds(ops []Op, margin func(time.Duration) time.Duration, offsets []time.Duration) map[string][]Hold {
 	type key struct {
 		client   int
 		owner    string
@@ -176,5 +180,78 @@ func holds(ops []Op, margin func(time.Duration) time.Duration) map[string][]Hold
 			out[h.Resource] = append(out[h.Resource], h)
 		}
 	}
+	coOwnerCuts(ops, out, margin, offsets)
 	return out
+}
+
+// coOwnerCuts shortens the holds of owners that several clients share.
+// The lease belongs to the owner, not to a process: another client of the
+// same owner may replace it (a re-acquire), shorten it (a renewal with a
+// shorter ttl, or a re-acquire's shorter lease) or end it (a release),
+// and the holder is not told. That is the documented meaning of sharing an
+// owner, not a breach, so a hold ends where such a write of a co-owner may
+// have taken effect:
+//
+//   - a release ends it at the release's invoke time;
+//   - a renew or an acquire (whatever its answer: a write whose answer was
+//     lost may have landed, an SDK retry may have met a changed lease) at
+//     its invoke time + its ttl - margin, as the client's own renew does;
+//
+// unless the write cannot have touched the lease: one issued before the
+// lease was granted (its :now, at most its return time on its instance's
+// clock, is before the lease's acquired_at: the late-write rule refuses it,
+// and the linearizable and late-write rules check that it does), one
+// invoked after the hold ended, or one answered before the hold's lease
+// was written. A write with another fencing token counts too: a co-owner's
+// re-acquire may have replaced the lease, and that client's release with
+// its own token ends the owner's lease all the same. A cut hold is not
+// extended again: from there on the owner's lease may be another client's.
+func coOwnerCuts(ops []Op, byRes map[string][]Hold, margin func(time.Duration) time.Duration, offsets []time.Duration) {
+	clients := map[string]map[int]bool{}
+	for i := range ops {
+		op := &ops[i]
+		if clients[op.Owner] == nil {
+			clients[op.Owner] = map[int]bool{}
+		}
+		clients[op.Owner][op.Client] = true
+	}
+	off := func(op *Op) time.Duration {
+		if op.Instance < len(offsets) {
+			return offsets[op.Instance]
+		}
+		return 0
+	}
+	for r, hs := range byRes {
+		kept := hs[:0]
+		for _, h := range hs {
+			if len(clients[h.Owner]) > 1 {
+				first := &ops[h.Ops[0]]
+				for i := range ops {
+					x := &ops[i]
+					if x.Owner != h.Owner || x.Client == h.Client || x.Resource != r || x.Kind == Status || !x.Invoke.Before(h.End) {
+						continue
+					}
+					if first.Lock != nil && x.Return.Add(off(x)).UnixMilli() < first.Lock.AcquiredAt {
+						continue // issued before the lease was granted
+					}
+					if x.Err == "" && x.Status != 503 && x.Return.Before(first.Invoke) {
+						continue // landed before the lease was written
+					}
+					cut := x.Invoke
+					if x.Kind != Release {
+						ttl := time.Duration(x.TTL) * time.Second
+						cut = x.Invoke.Add(ttl - margin(ttl))
+					}
+					if cut.Before(h.End) {
+						h.End = cut
+						h.Ops = append(h.Ops, x.ID)
+					}
+				}
+			}
+			if h.End.After(h.Start) {
+				kept = append(kept, h)
+			}
+		}
+		byRes[r] = kept
+	}
 }

@@ -33,10 +33,18 @@ import (
 // locklogic/doc.go "Late writes"), written independently of DynamoDB's
 // condition language: an acquire takes a lock that is absent, released,
 // expired, or held by the same owner under a grant and a renewal not newer
-// than the request's issue time; it sets the lease and bumps the token by exactly one
-// (from :base when the item is absent). A renew and a release need the owner,
-// a live lease, a grant not newer than the request (and for a renew a
-// renewal not newer either), and the token when one is given.
+// than the request's issue time (:iss, the request's arrival: every write
+// of a wait carries the same one), or by the lease this very request wrote
+// (its grant id :gid: an SDK retry of a write that landed); it sets the
+// lease and bumps the token by exactly one (from :base when the item is
+// absent). A renew and a release need the owner, a live lease, a grant not
+// newer than the request (and for a renew a renewal not newer either), and
+// the token when one is given.
+//
+// The model believes the :iss and :gid each write carries: a service that
+// sent a wrong issue time (a wait's :now, say) would be linearizable with
+// it. The late-write rule (latewrite.go) checks the issue time without
+// reading :iss, from the grant answers and the proxy's clock.
 //
 // Time. Expiry depends on time, and a linearization point is not a time
 // the service ever looked at. So each write carries its own :now — the

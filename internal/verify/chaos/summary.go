@@ -11,13 +11,17 @@ import (
 
 // Summary is the run's one-line summary: what ran, how many operations by
 // kind and outcome, the faults injected by kind, the late writes and
-// unheard grants, porcupine's verdict and the violations by rule.
+// unheard grants, the shared owners' conflicts, porcupine's verdict and the
+// violations by rule.
 func (r *Result) Summary() string {
 	c, rep := r.Config, r.Report
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos seed=%d duration=%v clients=%d resources=%d instances=%d", c.Seed, c.Duration, c.Clients, c.Resources, len(c.Instances))
 	if sk := skew(c.Instances); sk > 0 {
 		fmt.Fprintf(&b, " skew=%v", sk)
+	}
+	if c.SharedOwners > 0 {
+		fmt.Fprintf(&b, " shared-owners=%d", c.SharedOwners)
 	}
 	total := 0
 	for _, n := range rep.Ops {
@@ -35,6 +39,9 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, " faults=%d (%s)", faults, strings.Join(parts, " "))
 	fmt.Fprintf(&b, " late-writes=%d (applied=%d) unheard-grants=%d holds=%d", rep.LateWrites, rep.LateApplied, rep.UnheardGrants, rep.Holds)
+	if c.SharedOwners > 0 || rep.CoOwnerWaits+rep.CoOwnerReplaced > 0 {
+		fmt.Fprintf(&b, " co-owner: grants-during-waits=%d replaced=%d", rep.CoOwnerWaits, rep.CoOwnerReplaced)
+	}
 	fmt.Fprintf(&b, " linearizable=%s", verdict(rep.Linearizable))
 	fmt.Fprintf(&b, " violations=%d", rep.Total())
 	if rep.Total() > 0 {

@@ -39,11 +39,22 @@ type Config struct {
 	Clients   int
 	Resources int
 	TTLs      []int64
+	// SharedOwners is how many owner names are each used by two clients
+	// (0 by default: every client has its own), as two processes of one
+	// worker share a chosen owner (lockctl --owner): clients 2k and 2k+1
+	// act as owner wk for k < SharedOwners. One client's waiting acquire
+	// can then be in flight while the other acquires, renews or releases
+	// the same owner's lease. At most Clients/2.
+	SharedOwners int
 	// Abandon is the chance (0.1 by default) that a holder, when it
 	// picks a resource it holds, works past its lease without renewing or
 	// releasing (a stalled process): the lease then ends by expiry and a
 	// contender takes it over.
 	Abandon float64
+	// Waits is the chance (0.25 by default; negative: none) that an
+	// acquire of a lock the client does not hold waits at the service,
+	// for a round as the clients make them (see client.run).
+	Waits float64
 	// Instances are the service instances the clients spread their
 	// requests over, all over the one proxy (one exact clock by default).
 	Instances []Instance
@@ -75,6 +86,9 @@ func (c *Config) defaults() {
 	if c.Abandon == 0 {
 		c.Abandon = 0.1
 	}
+	if c.Waits == 0 {
+		c.Waits = 0.25
+	}
 	if len(c.Instances) == 0 {
 		c.Instances = []Instance{{}}
 	}
@@ -90,6 +104,15 @@ func (c *Config) defaults() {
 	if c.Check.StoreBudget <= 0 {
 		c.Check.StoreBudget = c.StoreBudget
 	}
+}
+
+// owner is client i's owner name: wk for the two clients of shared owner
+// k, ci for the others.
+func (c *Config) owner(i int) string {
+	if i < 2*c.SharedOwners {
+		return fmt.Sprintf("w%d", i/2)
+	}
+	return fmt.Sprintf("c%d", i)
 }
 
 // Result is a finished run: its history, the checker's report and the
@@ -111,6 +134,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	if cfg.Endpoint == "" || cfg.Table == "" {
 		return nil, errors.New("chaos: Endpoint and Table are required")
+	}
+	if cfg.Waits >= 1 {
+		return nil, fmt.Errorf("chaos: Waits %g: want a chance below 1", cfg.Waits)
+	}
+	if cfg.SharedOwners < 0 || 2*cfg.SharedOwners > cfg.Clients {
+		return nil, fmt.Errorf("chaos: SharedOwners %d: want 0 to Clients/2 (%d)", cfg.SharedOwners, cfg.Clients/2)
 	}
 	proxy, err := faultproxy.New(cfg.Endpoint, nil)
 	if err != nil {
@@ -139,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	clients := make([]*client, cfg.Clients)
 	for i := range clients {
-		clients[i] = &client{w: w, id: i, owner: fmt.Sprintf("c%d", i),
+		clients[i] = &client{w: w, id: i, owner: cfg.owner(i),
 			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 			views: map[string]*view{}}
 	}
@@ -251,7 +280,8 @@ func (w *workload) sortedOps() []Op {
 	return ops
 }
 
-// client is one worker: one request at a time, one owner name, its own
+// client is one worker process: one request at a time, one owner name
+// (its own, or shared with one other client: Config.SharedOwners), its own
 // belief about each resource it holds.
 type client struct {
 	w     *workload
@@ -305,8 +335,12 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 				c.call(ctx, phase, Acquire, r, ttl, 0) // a re-acquire replaces the lease
 			}
 		} else {
+			// The other actions keep their proportions whatever share
+			// waits (y is x when Waits is 0.25).
+			w := max(cfg.Waits, 0)
+			y := 0.25 + (x-w)/(1-w)*0.75
 			switch {
-			case x < 0.25:
+			case x < w:
 				// Wait at the service for a held lock, as the clients
 				// do: a round of at most ⅔ of the lease's local validity
 				// (ttl − margin), whole seconds, so a grant at its end
@@ -315,15 +349,15 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 				c.wait = int64((lease - cfg.Check.margin()(lease)) * 2 / 3 / time.Second)
 				c.call(ctx, phase, Acquire, r, ttl, 0)
 				c.wait = 0
-			case x < 0.7:
+			case y < 0.7:
 				if op := c.call(ctx, phase, Acquire, r, ttl, 0); op.Status == 200 && !op.Granted {
 					// Held by someone else: back off a little, as a
 					// real client would.
 					sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
 				}
-			case x < 0.85:
+			case y < 0.85:
 				c.call(ctx, phase, Status, r, 0, 0)
-			case x < 0.93:
+			case y < 0.93:
 				c.call(ctx, phase, Renew, r, ttl, tok) // of a lease it lost, or an unheard grant
 			default:
 				c.call(ctx, phase, Release, r, 0, tok)
