@@ -2,14 +2,11 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import {
   CredentialsError,
-  ForbiddenError,
   HeldError,
   LeaseLostError,
   LocksError,
-  NotFoundError,
   ProblemError,
   RequestFailedError,
-  StaleTokenError,
   UnexpectedAnswerError,
   ValidationError,
   outcomeUnknown,
@@ -17,9 +14,35 @@ import {
   retryable,
 } from "./errors.js";
 import { Lease, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
-import { RequestSigner, resolveRegion, type SigV4Options } from "./sigv4.js";
+import { RequestSigner, SigningUnavailableError, resolveRegion, type SigV4Options } from "./sigv4.js";
+import { decodeAdminLock, type AdminLock, type ForceReleased, type LockInfo, type LockPage } from "./types.js";
 import { Backoff, parseRetryAfter, settle, sleep } from "./util.js";
+import {
+  checkLockDelay,
+  checkOptions,
+  checkOwner,
+  checkResource,
+  checkToken,
+  checkTtl,
+  encode,
+  errorText,
+  lockPath,
+  parseJSON,
+  parseLock,
+  readLimited,
+} from "./wire.js";
 
+/** The endpoint {@link Client.fromEnv} uses without `LOCKS_ENDPOINT`: what `make run` serves. */
+export const DEFAULT_ENDPOINT = "http://127.0.0.1:8080";
+/** A lease's time-to-live when `ttlSeconds` is not given, as in the Go (`DefaultTTL`) and Python (`DEFAULT_TTL`) clients. */
+export const DEFAULT_TTL_SECONDS = 30;
+/**
+ * How long {@link Client.acquire} (and {@link Client.withLock}) waits for a
+ * held lock when `waitMs` is not given, as in the Go (`DefaultAcquireWait`)
+ * and Python (`DEFAULT_ACQUIRE_WAIT`) clients. `waitMs: Infinity` waits
+ * until the lock is free or `signal` aborts; `waitMs: 0` tries once.
+ */
+export const DEFAULT_ACQUIRE_WAIT_MS = 30_000;
 /** The User-Agent header sent unless `userAgent` sets another. */
 export const DEFAULT_USER_AGENT = "ft288-locks-ts-client/0.1";
 /** Bounds one HTTP exchange (plus any time the service is asked to wait). */
@@ -30,26 +53,21 @@ export const DEFAULT_BACKOFF_BASE_MS = 50;
 export const DEFAULT_BACKOFF_MAX_MS = 2_000;
 /**
  * The longest the service is asked to hold one acquire (`wait_seconds`). A
- * round is shorter for a short lease: see {@link LockClient.acquire}.
+ * round is shorter for a short lease: see {@link Client.acquire}.
  */
 export const MAX_SERVER_WAIT_SECONDS = 20;
 
 const MAX_RESPONSE_BYTES = 1 << 20;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** A live lease as the service reports it. Its times are the service's clock: informational only. */
-export interface LockInfo {
-  resource: string;
-  owner: string;
-  /** Grows with every acquire of `resource`. */
-  fencingToken: number;
-  acquiredAt: Date;
-  expiresAt: Date;
-  /** The lease's lock-delay in seconds, 0 when it has none: expired unreleased, it keeps others out that much longer. */
-  lockDelaySeconds: number;
-}
-
-export interface LockClientOptions {
+export interface ClientOptions {
+  /**
+   * The API's base URL, e.g. "http://127.0.0.1:8080" or
+   * "https://abc123.execute-api.eu-west-1.amazonaws.com" (a stage path is
+   * kept). Required by `new Client({ endpoint })`; {@link Client.fromEnv}
+   * takes it from `LOCKS_ENDPOINT`.
+   */
+  endpoint?: string | URL;
   /** The fetch to send requests with. Default: the global fetch. */
   fetch?: typeof globalThis.fetch;
   /** The User-Agent header; "" sends fetch's own. Default {@link DEFAULT_USER_AGENT}. */
@@ -68,13 +86,26 @@ export interface LockClientOptions {
    * Default min(ttl/10, 1 s); a margin of the TTL or more falls back to it.
    */
   leaseMarginMs?: number;
-  /** Sign every request with SigV4 for `execute-api` (API Gateway with IAM auth). `true`: region and credentials from the environment. */
+  /**
+   * Sign every request with SigV4 for `execute-api` (API Gateway with IAM
+   * auth). `true`: region and credentials from the environment. Needs the
+   * optional packages {@link SIGV4_INSTALL} installs.
+   */
   sigv4?: SigV4Options | boolean;
 }
 
+/** @deprecated The old name of {@link ClientOptions}. */
+export type LockClientOptions = ClientOptions;
+
+/** {@link Client.fromEnv}'s options: a client's, but the endpoint comes from the environment. */
+export interface FromEnvOptions extends Omit<ClientOptions, "endpoint"> {
+  /** The environment to read. Default `process.env`. */
+  env?: Record<string, string | undefined>;
+}
+
 export interface TryAcquireOptions {
-  /** The lease's time-to-live in whole seconds, at least 1. */
-  ttlSeconds: number;
+  /** The lease's time-to-live in whole seconds, at least 1. Default {@link DEFAULT_TTL_SECONDS} (30). */
+  ttlSeconds?: number;
   /**
    * Who holds the lease. Default: a fresh `${hostname}:${pid}:${random}` for
    * every acquire, so two acquires in one process never share a lease and a
@@ -96,17 +127,48 @@ export interface TryAcquireOptions {
 }
 
 export interface AcquireOptions extends TryAcquireOptions {
-  /** How long to wait for the lock in total, in seconds. Default: until `signal` aborts. */
+  /**
+   * How long to wait for the lock in total, in ms. Default
+   * {@link DEFAULT_ACQUIRE_WAIT_MS} (30 s); `Infinity` waits until the lock
+   * is free or `signal` aborts; 0 tries once.
+   */
+  waitMs?: number;
+  /** @deprecated Use `waitMs` (`waitSeconds: 5` is `waitMs: 5000`). Without either, the wait is now 30 s, not unlimited. */
   waitSeconds?: number;
 }
 
-export interface WithLockOptions extends AcquireOptions {
-  /** How long to wait for the lock, in seconds. Default 0: try once, and reject with {@link HeldError} when it is held. */
-  waitSeconds?: number;
-}
+/** {@link Client.withLock}'s options: it waits for the lock as {@link Client.acquire} does. */
+export type WithLockOptions = AcquireOptions;
 
-/** The work {@link LockClient.withLock} runs: `signal` aborts when the lease is lost (or the caller's signal aborts). */
+/** The work {@link Client.withLock} runs: `signal` aborts when the lease is lost (or the caller's signal aborts). */
 export type LockedFunction<T> = (signal: AbortSignal, fencingToken: number, lease: Lease) => Promise<T> | T;
+
+/** {@link Client.list}'s options. */
+export interface ListOptions {
+  /** The most leases in the page, 1 to 1000. Default: the service's (100). */
+  limit?: number;
+  /** Continues a listing: the `cursor` of the previous page. */
+  cursor?: string;
+  signal?: AbortSignal;
+}
+
+/** {@link Client.forceRelease}'s options. Without any, it ends whichever lease blocks the lock and keeps its lock-delay. */
+export interface ForceReleaseOptions {
+  /**
+   * Free the lock at once, lock-delay or not: for an operator who knows the
+   * holder is dead. Without it the lease expires now but keeps its
+   * lock-delay: nobody, the evicted owner included, may take the lock until
+   * `freeAt`.
+   */
+  immediate?: boolean;
+  /**
+   * End only the lease with this token, the one the operator saw; another
+   * lease is left alone and the call rejects with a {@link StaleTokenError}
+   * whose `current` is that lease.
+   */
+  fencingToken?: number;
+  signal?: AbortSignal;
+}
 
 interface RequestOptions {
   signal?: AbortSignal;
@@ -119,16 +181,12 @@ type AttemptResult = { granted: true; lock: LockInfo; t0: number } | { granted: 
  * Talks to one lock service. Build one per process and share it.
  *
  * ```ts
- * const locks = new LockClient("https://abc123.execute-api.eu-west-1.amazonaws.com", { sigv4: true });
- * const lease = await locks.acquire("payment:42", { ttlSeconds: 30, waitSeconds: 60 });
- * try {
- *   await charge({ signal: lease.signal, fencingToken: lease.fencingToken });
- * } finally {
- *   await lease.release();
- * }
+ * const client = Client.fromEnv(); // LOCKS_ENDPOINT, LOCKS_SIGV4
+ * await using lease = await client.acquire("payment:42"); // waits up to 30 s; a 30 s lease, renewed
+ * await charge({ signal: lease.signal, fencingToken: lease.fencingToken });
  * ```
  */
-export class LockClient {
+export class Client {
   /** The service's base URL, without a trailing slash. */
   readonly endpoint: string;
   readonly #fetch: typeof globalThis.fetch;
@@ -142,33 +200,32 @@ export class LockClient {
   readonly #pending = new Set<Promise<void>>();
 
   /**
-   * @param endpoint the API's base URL, e.g. "http://127.0.0.1:8080" or
-   *   "https://abc123.execute-api.eu-west-1.amazonaws.com". Nothing is sent
-   *   until a method is called.
+   * `new Client({ endpoint, ...options })`, or `new Client(endpoint, options?)`.
+   * The endpoint is the API's base URL, e.g. "http://127.0.0.1:8080" or
+   * "https://abc123.execute-api.eu-west-1.amazonaws.com". Nothing is sent
+   * until a method is called.
    */
-  constructor(endpoint: string | URL, options: LockClientOptions = {}) {
-    let u: URL;
-    try {
-      u = new URL(endpoint);
-    } catch {
-      throw new TypeError(`LockClient: endpoint ${JSON.stringify(String(endpoint))}: want http(s)://host[:port][/path]`);
+  constructor(options: ClientOptions & { endpoint: string | URL });
+  constructor(endpoint: string | URL, options?: ClientOptions);
+  constructor(first: string | URL | ClientOptions, second?: ClientOptions) {
+    const positional = typeof first === "string" || first instanceof URL;
+    const options: ClientOptions = (positional ? second : first) ?? {};
+    if (positional && options.endpoint !== undefined) throw new TypeError("Client: endpoint given twice: as the first argument and in the options");
+    const endpoint = positional ? first : options.endpoint;
+    if (endpoint === undefined) {
+      throw new TypeError(`Client: no endpoint: new Client({ endpoint: "${DEFAULT_ENDPOINT}" }), or Client.fromEnv() for LOCKS_ENDPOINT`);
     }
-    if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.host) {
-      throw new TypeError(`LockClient: endpoint ${JSON.stringify(u.href)}: want http(s)://host[:port][/path]`);
-    }
-    if (u.search || u.hash || u.username || u.password) {
-      throw new TypeError(`LockClient: endpoint ${JSON.stringify(u.href)}: must not have a query, fragment or credentials`);
-    }
+    const u = parseEndpoint(endpoint);
     this.endpoint = u.href.replace(/\/+$/, "");
     const f = options.fetch;
     this.#fetch = f ?? ((input, init) => globalThis.fetch(input, init));
     this.#userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!(this.#timeoutMs > 0 && this.#timeoutMs <= MAX_TIMER_MS)) throw new RangeError(`LockClient: timeoutMs ${this.#timeoutMs}: want a positive number`);
+    if (!(this.#timeoutMs > 0 && this.#timeoutMs <= MAX_TIMER_MS)) throw new RangeError(`Client: timeoutMs ${this.#timeoutMs}: want a positive number`);
     const b = options.backoff ?? { baseMs: DEFAULT_BACKOFF_BASE_MS, maxMs: DEFAULT_BACKOFF_MAX_MS };
-    if (!(b.baseMs > 0 && b.maxMs >= b.baseMs && b.maxMs <= MAX_TIMER_MS)) throw new RangeError(`LockClient: backoff ${b.baseMs}..${b.maxMs} ms: want 0 < base ≤ max`);
+    if (!(b.baseMs > 0 && b.maxMs >= b.baseMs && b.maxMs <= MAX_TIMER_MS)) throw new RangeError(`Client: backoff ${b.baseMs}..${b.maxMs} ms: want 0 < base ≤ max`);
     this.#backoff = new Backoff(b.baseMs, b.maxMs);
-    if (options.leaseMarginMs !== undefined && !(options.leaseMarginMs > 0)) throw new RangeError(`LockClient: leaseMarginMs ${options.leaseMarginMs}: want a positive number`);
+    if (options.leaseMarginMs !== undefined && !(options.leaseMarginMs > 0)) throw new RangeError(`Client: leaseMarginMs ${options.leaseMarginMs}: want a positive number`);
     this.#marginMs = options.leaseMarginMs;
     if (options.sigv4) {
       const o = options.sigv4 === true ? {} : options.sigv4;
@@ -178,28 +235,55 @@ export class LockClient {
 
   /**
    * A client from the environment: `LOCKS_ENDPOINT` (default
-   * http://127.0.0.1:8080, as `lockctl`), signing when `LOCKS_SIGV4` is 1 or
-   * true (region from the endpoint or `AWS_REGION`, credentials from the
-   * default chain).
+   * {@link DEFAULT_ENDPOINT}, http://127.0.0.1:8080, what `make run` serves),
+   * signing when `LOCKS_SIGV4` is 1, true, yes or on (region from the
+   * endpoint or `AWS_REGION`, credentials from the default chain). `options`
+   * are the client's (an explicit `sigv4` wins over `LOCKS_SIGV4`), plus
+   * `env` to read instead of `process.env`.
    */
-  static fromEnv(env: Record<string, string | undefined> = process.env, options: LockClientOptions = {}): LockClient {
-    const sign = /^(1|true|yes)$/i.test(env.LOCKS_SIGV4 ?? "");
-    return new LockClient(env.LOCKS_ENDPOINT || "http://127.0.0.1:8080", { ...(sign ? { sigv4: true } : {}), ...options });
+  static fromEnv(options?: FromEnvOptions): Client;
+  /** @deprecated Pass the environment as `Client.fromEnv({ env, ...options })`. */
+  static fromEnv(env: Record<string, string | undefined>, options?: ClientOptions): Client;
+  static fromEnv(first?: FromEnvOptions | Record<string, string | undefined>, second?: ClientOptions): Client {
+    let env: Record<string, string | undefined>;
+    let options: ClientOptions;
+    if (second !== undefined || isEnvironment(first)) {
+      env = (first as Record<string, string | undefined> | undefined) ?? process.env;
+      options = second ?? {};
+    } else {
+      const { env: e, ...rest } = (first ?? {}) as FromEnvOptions;
+      env = e ?? process.env;
+      options = rest;
+    }
+    const endpoint = env.LOCKS_ENDPOINT?.trim() || DEFAULT_ENDPOINT;
+    let sigv4 = options.sigv4 ?? /^(1|true|yes|on)$/i.test(env.LOCKS_SIGV4?.trim() ?? "");
+    if (sigv4) {
+      const o = sigv4 === true ? {} : sigv4;
+      sigv4 = { ...o, region: resolveRegion(o.region, parseEndpoint(endpoint), env) };
+    }
+    return new Client(endpoint, { ...options, sigv4 });
   }
 
   /**
-   * Asks once for a lease of `ttlSeconds` on `resource`. Resolves to the
-   * lease (with its keep-alive running unless `keepAlive: false`), or rejects
-   * with {@link HeldError} when another owner holds the lock. An owner that
-   * already holds it gets a new lease with a larger fencing token.
+   * Asks once for a lease on `resource` (`ttlSeconds`, default 30). Resolves
+   * to the lease (with its keep-alive running unless `keepAlive: false`), or
+   * rejects with {@link HeldError} when another owner holds the lock. An
+   * owner that already holds it gets a new lease with a larger fencing token.
    */
-  tryAcquire(resource: string, options: TryAcquireOptions): Promise<Lease> {
-    return this.#acquire(`acquire ${JSON.stringify(resource)}`, resource, options, 0);
+  tryAcquire(resource: string, options: TryAcquireOptions = {}): Promise<Lease> {
+    const op = `acquire ${JSON.stringify(resource)}`;
+    try {
+      checkOptions(op, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#acquire(op, resource, options, 0);
   }
 
   /**
-   * Waits for a lease of `ttlSeconds` on `resource` until `signal` aborts or
-   * `waitSeconds` pass. Where the service supports it, it waits at the
+   * Waits for a lease on `resource` (`ttlSeconds`, default 30) until `signal`
+   * aborts or `waitMs` pass (default {@link DEFAULT_ACQUIRE_WAIT_MS}, 30 s;
+   * `Infinity`: no limit). Where the service supports it, it waits at the
    * service (`wait_seconds`, up to 20 s per request, within the time left,
    * and at most ⅔ × (ttl − margin) whole seconds: the lease's local deadline
    * counts from before the request, so a grant at the end of a round still
@@ -211,33 +295,37 @@ export class LockClient {
    * problem, no answer) are retried the same way; repeating an acquire is
    * safe.
    *
-   * It rejects with `signal.reason` when the signal aborts; when
-   * `waitSeconds` run out, with the last attempt's error ({@link HeldError}
-   * while the lock stayed held). A grant that arrives after it gave up is
-   * released.
+   * It rejects with `signal.reason` when the signal aborts; when the wait
+   * runs out, with the last attempt's error ({@link HeldError} while the lock
+   * stayed held). A grant that arrives after it gave up is released.
    */
-  acquire(resource: string, options: AcquireOptions): Promise<Lease> {
-    const wait = options.waitSeconds;
-    if (wait !== undefined && !(typeof wait === "number" && wait >= 0)) {
-      return Promise.reject(new RangeError(`acquire ${JSON.stringify(resource)}: waitSeconds ${wait}: want a number ≥ 0`));
+  acquire(resource: string, options: AcquireOptions = {}): Promise<Lease> {
+    const op = `acquire ${JSON.stringify(resource)}`;
+    let waitMs: number;
+    try {
+      checkOptions(op, options);
+      waitMs = waitBudgetMs(op, options);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    const waitMs = wait === undefined || wait * 1000 > MAX_TIMER_MS ? Infinity : wait * 1000;
-    return this.#acquire(`acquire ${JSON.stringify(resource)}`, resource, options, waitMs);
+    return this.#acquire(op, resource, options, waitMs);
   }
 
   /**
    * Runs `fn(signal, fencingToken, lease)` under a lease on `resource` and
-   * always releases it. By default it tries once (`waitSeconds: 0`), so a
-   * second host skips the job with a {@link HeldError}. `signal` aborts when the
-   * lease is lost (and when `options.signal` does). It resolves to what `fn`
-   * returns, and rejects with what `fn` throws; when `fn` returns but the
-   * lease was lost meanwhile, or the release shows that it had ended at the
-   * service, it rejects with a {@link LeaseLostError}: the work ran at least
-   * partly unprotected. A release that fails temporarily is ignored (the
-   * lease runs out by itself).
+   * always releases it. It waits for the lock as {@link Client.acquire} does
+   * (30 s by default; `waitMs: 0` tries once, so a second host skips the job
+   * with a {@link HeldError}). `signal` aborts when the lease is lost (and
+   * when `options.signal` does). It resolves to what `fn` returns, and
+   * rejects with what `fn` throws; when `fn` returns but the lease was lost
+   * meanwhile, or the release shows that it had ended at the service, it
+   * rejects with a {@link LeaseLostError}: the work ran at least partly
+   * unprotected. A release that fails temporarily is ignored (the lease runs
+   * out by itself). `await using lease = await client.acquire(...)` does the
+   * same around a block.
    */
-  async withLock<T>(resource: string, fn: LockedFunction<T>, options: WithLockOptions): Promise<T> {
-    const lease = await this.acquire(resource, { ...options, waitSeconds: options.waitSeconds ?? 0 });
+  async withLock<T>(resource: string, fn: LockedFunction<T>, options: WithLockOptions = {}): Promise<T> {
+    const lease = await this.acquire(resource, options);
     const signal = options.signal ? AbortSignal.any([lease.signal, options.signal]) : lease.signal;
     let result: T;
     try {
@@ -246,18 +334,7 @@ export class LockClient {
       await lease.release().catch(() => {});
       throw err;
     }
-    if (!lease.held) {
-      const lost = lease.signal.reason as LeaseLostError;
-      await lease.release().catch(() => {}); // after a local expiry the service may still hold it
-      throw lost;
-    }
-    try {
-      await lease.release();
-    } catch (err) {
-      if (err instanceof NotFoundError || err instanceof ForbiddenError || err instanceof StaleTokenError) {
-        throw new LeaseLostError(resource, lease.fencingToken, err);
-      }
-    }
+    await lease[Symbol.asyncDispose]();
     return result;
   }
 
@@ -278,13 +355,14 @@ export class LockClient {
   async renew(resource: string, options: { owner: string; ttlSeconds: number; fencingToken?: number; signal?: AbortSignal }): Promise<LockInfo> {
     const op = `renew ${JSON.stringify(resource)}`;
     checkResource(op, resource);
+    checkOptions(op, options);
     checkOwner(op, options.owner);
     checkTtl(op, options.ttlSeconds);
     checkToken(op, options.fencingToken);
     const payload: Record<string, unknown> = { owner: options.owner, ttl_seconds: options.ttlSeconds };
     if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
     const ans = await this.#send(op, "POST", `${lockPath(resource)}/renew`, payload, options);
-    const body = parseJSON(op, ans.text) as Record<string, unknown>;
+    const body = parseJSON(op, ans.text);
     if (body.renewed !== true) throw new UnexpectedAnswerError(`${op}: malformed answer: "renewed" is not true`);
     return parseLock(op, body.lock);
   }
@@ -298,6 +376,7 @@ export class LockClient {
   async release(resource: string, options: { owner: string; fencingToken?: number; signal?: AbortSignal }): Promise<void> {
     const op = `release ${JSON.stringify(resource)}`;
     checkResource(op, resource);
+    checkOptions(op, options);
     checkOwner(op, options.owner);
     checkToken(op, options.fencingToken);
     const payload: Record<string, unknown> = { owner: options.owner };
@@ -311,16 +390,93 @@ export class LockClient {
    * handler returns if it aborts acquires, so the release is not frozen with
    * the execution environment.
    */
-  async flush(): Promise<void> {
+  async drain(): Promise<void> {
     while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+  }
+
+  /** @deprecated The old name of {@link Client.drain}. */
+  flush(): Promise<void> {
+    return this.drain();
+  }
+
+  /**
+   * Admin: one page of the leases that keep others from their lock (live, or
+   * expired but inside their lock-delay) whose name starts with `prefix`. A
+   * page may be short, even empty, and still have a `cursor`: follow it, or
+   * use {@link Client.listAll}. In AWS only administrators may call it.
+   */
+  async list(prefix = "", options: ListOptions = {}): Promise<LockPage> {
+    const op = `list ${JSON.stringify(prefix)}`;
+    checkOptions(op, options);
+    if (typeof prefix !== "string" || prefix.includes("/")) throw new TypeError(`${op}: prefix must be a string without "/"`);
+    const { limit, cursor } = options;
+    if (limit !== undefined && !(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1000)) {
+      throw new RangeError(`${op}: limit ${String(limit)}: want a whole number from 1 to 1000`);
+    }
+    const q: string[] = [];
+    if (prefix) q.push(`prefix=${encode(prefix)}`);
+    if (limit !== undefined) q.push(`limit=${limit}`);
+    if (cursor) q.push(`cursor=${encode(cursor)}`);
+    const ans = await this.#send(op, "GET", `/admin/locks${q.length ? `?${q.join("&")}` : ""}`, undefined, options);
+    const body = parseJSON(op, ans.text);
+    if (!Array.isArray(body.locks)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "locks"`);
+    const locks = body.locks.map((v: unknown) => {
+      const l = decodeAdminLock(v);
+      if (!l || !l.resource.startsWith(prefix)) throw new UnexpectedAnswerError(`${op}: malformed lock in answer`);
+      return l;
+    });
+    return { locks, cursor: typeof body.cursor === "string" && body.cursor !== "" ? body.cursor : undefined };
+  }
+
+  /** Admin: every lease {@link Client.list} finds under `prefix`, following the cursor page by page. */
+  async listAll(prefix = "", options: { signal?: AbortSignal } = {}): Promise<AdminLock[]> {
+    const all: AdminLock[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.list(prefix, { limit: 1000, cursor, signal: options.signal });
+      all.push(...page.locks);
+      cursor = page.cursor;
+    } while (cursor);
+    return all;
+  }
+
+  /**
+   * Admin: ends the lease on `resource` whoever holds it, with `reason`
+   * (1–500 bytes) for the audit log, and resolves to the lease it ended and
+   * when others may take the lock (`freeAt`). By default the lease keeps its
+   * lock-delay; `immediate` frees the lock at once. Rejects with
+   * {@link NotFoundError} when no lease blocks the lock, or, with
+   * `fencingToken`, {@link StaleTokenError} whose `current` is the lease that
+   * does. Not retried: a repeat could end a lease nobody saw.
+   */
+  async forceRelease(resource: string, reason: string, options: ForceReleaseOptions = {}): Promise<ForceReleased> {
+    const op = `force-release ${JSON.stringify(resource)}`;
+    checkResource(op, resource);
+    checkOptions(op, options);
+    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
+    checkToken(op, options.fencingToken);
+    const payload: Record<string, unknown> = { reason };
+    if (options.immediate) payload.immediate = true;
+    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
+    const ans = await this.#send(op, "DELETE", `/admin/locks/${encode(resource)}`, payload, options);
+    const body = parseJSON(op, ans.text);
+    const ended = decodeAdminLock(body.ended);
+    if (!ended || ended.resource !== resource) throw new UnexpectedAnswerError(`${op}: malformed answer: no lease ended`);
+    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+    return {
+      ...ended,
+      reason: typeof body.reason === "string" ? body.reason : reason,
+      immediate: body.immediate === true,
+      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
+    };
   }
 
   async #acquire(op: string, resource: string, options: TryAcquireOptions, waitMs: number): Promise<Lease> {
     checkResource(op, resource);
     if (options.owner !== undefined) checkOwner(op, options.owner);
-    checkTtl(op, options.ttlSeconds);
+    const { signal, ttlSeconds = DEFAULT_TTL_SECONDS } = options;
+    checkTtl(op, ttlSeconds);
     checkLockDelay(op, options.lockDelaySeconds);
-    const { signal, ttlSeconds } = options;
     // The longest round at the service the lease allows, in whole seconds.
     const ttlMs = ttlSeconds * 1000;
     const roundLimit = Math.floor(roundLimitMs(ttlMs, leaseMarginMs(ttlMs, this.#marginMs)) / 1000);
@@ -405,7 +561,7 @@ export class LockClient {
     if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
     const t0 = performance.now(); // before sending: the lease cannot have started earlier
     const ans = await this.#send(op, "POST", lockPath(resource), payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
-    const body = parseJSON(op, ans.text) as Record<string, unknown>;
+    const body = parseJSON(op, ans.text);
     if (body.acquired === true) return { granted: true, lock: parseLock(op, body.lock), t0 };
     if (body.acquired === false) {
       const exp = typeof body.expires_at === "string" ? new Date(body.expires_at) : undefined;
@@ -449,7 +605,7 @@ export class LockClient {
       try {
         headers = await this.#signer.sign(method, url, headers, body);
       } catch (err) {
-        if (err instanceof CredentialsError) throw err;
+        if (err instanceof CredentialsError || err instanceof SigningUnavailableError) throw err;
         throw new LocksError(`${op}: sigv4: sign: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }
     }
@@ -479,23 +635,33 @@ export class LockClient {
   }
 }
 
-/** The default client of {@link withLock}: {@link LockClient.fromEnv}, made on first use. */
-let envClient: LockClient | undefined;
+/** The default client of {@link withLock}: {@link Client.fromEnv}, made on first use. */
+let envClient: Client | undefined;
 
 /**
- * {@link LockClient.withLock} on `options.client`, or on a client from the
- * environment (`LOCKS_ENDPOINT`, `LOCKS_SIGV4`; see {@link LockClient.fromEnv}).
+ * {@link Client.withLock} on `options.client`, or on a client from the
+ * environment (`LOCKS_ENDPOINT`, `LOCKS_SIGV4`; see {@link Client.fromEnv}).
  *
  * ```ts
  * await withLock("nightly-report", async (signal, token) => {
  *   await writeReport({ signal, fencingToken: token });
- * }, { ttlSeconds: 30 });
+ * });
  * ```
  */
-export function withLock<T>(resource: string, fn: LockedFunction<T>, options: WithLockOptions & { client?: LockClient }): Promise<T> {
+export function withLock<T>(resource: string, fn: LockedFunction<T>, options: WithLockOptions & { client?: Client } = {}): Promise<T> {
   const { client, ...rest } = options;
-  return (client ?? (envClient ??= LockClient.fromEnv())).withLock(resource, fn, rest);
+  return (client ?? (envClient ??= Client.fromEnv())).withLock(resource, fn, rest);
 }
+
+/** {@link Client.fromEnv} as a function: a client from `LOCKS_ENDPOINT`, `LOCKS_SIGV4` and `AWS_REGION`. */
+export function fromEnv(options?: FromEnvOptions): Client {
+  return Client.fromEnv(options);
+}
+
+/** @deprecated The old name of {@link Client}: the same class. */
+export const LockClient = Client;
+/** @deprecated The old name of {@link Client}. */
+export type LockClient = Client;
 
 /** A fresh owner: `${hostname}:${pid}:${random}`. */
 export function defaultOwner(): string {
@@ -513,87 +679,34 @@ function hint(err: unknown): number {
   return 0;
 }
 
-function checkResource(op: string, resource: unknown): void {
-  if (typeof resource !== "string" || resource === "") throw new TypeError(`${op}: resource must be a non-empty string`);
-  // The service refuses "/" too, but a gateway may route an encoded slash
-  // elsewhere first; "." and ".." would be resolved away by URL parsing.
-  if (resource.includes("/")) throw new TypeError(`${op}: resource must not contain "/"`);
-  if (resource === "." || resource === "..") throw new TypeError(`${op}: resource must not be "." or ".."`);
-}
-
-function checkOwner(op: string, owner: unknown): void {
-  if (typeof owner !== "string" || owner.trim() === "") throw new TypeError(`${op}: owner must be a non-empty string`);
-}
-
-function checkTtl(op: string, ttl: unknown): void {
-  if (typeof ttl !== "number" || !Number.isSafeInteger(ttl) || ttl < 1) {
-    throw new RangeError(`${op}: ttlSeconds ${String(ttl)}: must be a whole number of seconds, at least 1`);
+/** An acquire's wait in ms: `waitMs`, else the deprecated `waitSeconds`, else {@link DEFAULT_ACQUIRE_WAIT_MS}; Infinity past the timers' range. */
+function waitBudgetMs(op: string, options: AcquireOptions): number {
+  const { waitMs, waitSeconds } = options;
+  if (waitMs !== undefined && waitSeconds !== undefined) throw new TypeError(`${op}: waitMs and waitSeconds (deprecated) both given: give waitMs`);
+  const [name, ms] = waitSeconds !== undefined ? ["waitSeconds", waitSeconds * 1000] : ["waitMs", waitMs ?? DEFAULT_ACQUIRE_WAIT_MS];
+  if (!(typeof ms === "number" && ms >= 0)) {
+    throw new RangeError(`${op}: ${name} ${String(waitSeconds ?? waitMs)}: want a number ≥ 0 (Infinity: until the lock is free)`);
   }
+  return ms > MAX_TIMER_MS ? Infinity : ms;
 }
 
-function checkLockDelay(op: string, secs: unknown): void {
-  if (secs !== undefined && (typeof secs !== "number" || !Number.isSafeInteger(secs) || secs < 0)) {
-    throw new RangeError(`${op}: lockDelaySeconds ${String(secs)}: must be a whole number of seconds, 0 or more`);
-  }
-}
-
-function checkToken(op: string, token: unknown): void {
-  if (token !== undefined && (typeof token !== "number" || !Number.isSafeInteger(token) || token < 1)) {
-    throw new RangeError(`${op}: fencingToken ${String(token)}: must be a positive integer`);
-  }
-}
-
-/** The path of a lock: every character but the unreserved ones percent-encoded, so URL parsing and SigV4 see the same bytes. */
-function lockPath(resource: string): string {
-  return `/locks/${encodeURIComponent(resource).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`;
-}
-
-function parseJSON(op: string, text: string): unknown {
+function parseEndpoint(endpoint: string | URL): URL {
+  let u: URL;
   try {
-    return JSON.parse(text);
+    u = new URL(endpoint);
   } catch {
-    throw new UnexpectedAnswerError(`${op}: malformed answer: not JSON`);
+    throw new TypeError(`Client: endpoint ${JSON.stringify(String(endpoint))}: want http(s)://host[:port][/path]`);
   }
+  if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.host) {
+    throw new TypeError(`Client: endpoint ${JSON.stringify(u.href)}: want http(s)://host[:port][/path]`);
+  }
+  if (u.search || u.hash || u.username || u.password) {
+    throw new TypeError(`Client: endpoint ${JSON.stringify(u.href)}: must not have a query, fragment or credentials`);
+  }
+  return u;
 }
 
-function parseLock(op: string, v: unknown): LockInfo {
-  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
-  const acquiredAt = new Date(typeof o.acquired_at === "string" ? o.acquired_at : NaN);
-  const expiresAt = new Date(typeof o.expires_at === "string" ? o.expires_at : NaN);
-  const token = o.fencing_token;
-  const delay = o.lock_delay_seconds ?? 0;
-  if (
-    typeof o.resource !== "string" ||
-    typeof o.owner !== "string" || o.owner === "" ||
-    typeof token !== "number" || !Number.isSafeInteger(token) || token < 1 ||
-    typeof delay !== "number" || !Number.isSafeInteger(delay) || delay < 0 ||
-    Number.isNaN(acquiredAt.getTime()) || Number.isNaN(expiresAt.getTime())
-  ) {
-    throw new UnexpectedAnswerError(`${op}: malformed lock in answer`);
-  }
-  return { resource: o.resource, owner: o.owner, fencingToken: token, acquiredAt, expiresAt, lockDelaySeconds: delay };
-}
-
-async function readLimited(res: Response, limit: number): Promise<string> {
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      break;
-    }
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, limit));
-}
-
-function errorText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : "";
-  return err.message + cause;
+/** Whether `fromEnv`'s one argument is an environment (the deprecated form) rather than options: process.env, or names like LOCKS_ENDPOINT. */
+function isEnvironment(v: unknown): boolean {
+  return v === process.env || (typeof v === "object" && v !== null && Object.keys(v).some((k) => /^[A-Z][A-Z0-9_]*$/.test(k)));
 }

@@ -1,3 +1,5 @@
+import { decodeAdminLock, type AdminLock } from "./types.js";
+
 /** Prefix of the `type` URI of every problem the lock service answers with; the slug follows it. */
 export const PROBLEM_TYPE_BASE = "https://ft288.dev/problems/";
 
@@ -27,6 +29,7 @@ export interface ProblemInit {
   errors?: FieldError[];
   retryAfterMs?: number;
   forceReleased?: boolean;
+  current?: AdminLock;
 }
 
 /**
@@ -56,6 +59,12 @@ export class ProblemError extends LocksError {
    * operator force released (the problem's `force_released` member).
    */
   readonly forceReleased: boolean;
+  /**
+   * The lease that now blocks the lock, on the 409 `stale-token` answer to a
+   * force release whose fencing token was not the live lease's (the
+   * problem's `current` member); undefined otherwise.
+   */
+  readonly current: AdminLock | undefined;
 
   constructor(operation: string, init: ProblemInit) {
     super(`${operation}: ${describe(init)}`);
@@ -67,6 +76,7 @@ export class ProblemError extends LocksError {
     this.errors = init.errors ?? [];
     this.retryAfterMs = init.retryAfterMs;
     this.forceReleased = init.forceReleased ?? false;
+    this.current = init.current;
   }
 
   /** The slug of `type` ("not-found", "stale-token", ...), or "" when it is not one of the lock service's types. */
@@ -97,7 +107,11 @@ function describe(p: ProblemInit): string {
 export class NotFoundError extends ProblemError {}
 /** 403 `forbidden`: a live lease exists but belongs to another owner (or, with IAM auth, another principal). */
 export class ForbiddenError extends ProblemError {}
-/** 409 `stale-token`: the owner matches but the fencing token does not; a newer lease replaced the caller's. */
+/**
+ * 409 `stale-token`: the owner matches but the fencing token does not; a
+ * newer lease replaced the caller's. To a force release with a fencing token:
+ * another lease blocks the lock, and `current` is that lease.
+ */
 export class StaleTokenError extends ProblemError {}
 /** The service refused the request as invalid (400, 413, 422). Sending it again will not help. */
 export class InvalidRequestError extends ProblemError {}
@@ -115,7 +129,11 @@ export class PayloadTooLargeError extends InvalidRequestError {}
  * caller was told about changed; retrying is safe, and the client retries
  * these with backoff.
  */
-export class ServiceUnavailableError extends ProblemError {}
+export class UnavailableError extends ProblemError {}
+/** @deprecated The old name of {@link UnavailableError}: the same class. */
+export const ServiceUnavailableError = UnavailableError;
+/** @deprecated The old name of {@link UnavailableError}. */
+export type ServiceUnavailableError = UnavailableError;
 /** 500 `internal`: a failure of the service (a setup error); the cause is in its logs. Not retried. */
 export class InternalError extends ProblemError {}
 
@@ -126,7 +144,7 @@ const bySlug: Record<string, new (operation: string, init: ProblemInit) => Probl
   "validation-failed": ValidationError,
   "invalid-json": InvalidJsonError,
   "payload-too-large": PayloadTooLargeError,
-  "service-unavailable": ServiceUnavailableError,
+  "service-unavailable": UnavailableError,
   internal: InternalError,
 };
 
@@ -134,7 +152,7 @@ const bySlug: Record<string, new (operation: string, init: ProblemInit) => Probl
  * Builds the error for a non-2xx answer: the problem document's class by its
  * slug; else (API Gateway's `{"message"}`, a proxy's page) a class by status
  * only where that is safe: 502/503/504 and the gateway's throttle answers
- * 429/500 → ServiceUnavailableError, 400/413/422 → InvalidRequestError,
+ * 429/500 → UnavailableError, 400/413/422 → InvalidRequestError,
  * anything else a plain ProblemError.
  */
 export function problemFromAnswer(operation: string, status: number, body: string, retryAfterMs: number | undefined): ProblemError {
@@ -156,13 +174,14 @@ export function problemFromAnswer(operation: string, status: number, body: strin
       : [];
     const init: ProblemInit = {
       status, type, title, detail: str(o.detail), instance: str(o.instance), errors, retryAfterMs, forceReleased: o.force_released === true,
+      current: decodeAdminLock(o.current),
     };
     const slug = type?.startsWith(PROBLEM_TYPE_BASE) ? type.slice(PROBLEM_TYPE_BASE.length) : "";
     const Cls = Object.hasOwn(bySlug, slug) ? bySlug[slug]! : ProblemError;
     return new Cls(operation, init);
   }
   const init: ProblemInit = { status, title: str(o.message) ?? statusText(status), retryAfterMs };
-  if (status === 429 || status === 500 || status === 502 || status === 503 || status === 504) return new ServiceUnavailableError(operation, init);
+  if (status === 429 || status === 500 || status === 502 || status === 503 || status === 504) return new UnavailableError(operation, init);
   if (status === 400 || status === 413 || status === 422) return new InvalidRequestError(operation, init);
   return new ProblemError(operation, init);
 }
@@ -176,7 +195,7 @@ function statusText(status: number): string {
   return texts[status] ?? "";
 }
 
-/** The answer of {@link LockClient.tryAcquire} (and of an `acquire` that ran out of time) when another owner holds the lock. */
+/** The answer of {@link Client.tryAcquire} (and of an `acquire` whose wait ran out) when another owner holds the lock. */
 export class HeldError extends LocksError {
   /** The lock's name. */
   readonly resource: string;

@@ -1,21 +1,37 @@
 export {
+  Client,
   LockClient,
   withLock,
+  fromEnv,
   defaultOwner,
+  DEFAULT_ENDPOINT,
+  DEFAULT_TTL_SECONDS,
+  DEFAULT_ACQUIRE_WAIT_MS,
   DEFAULT_USER_AGENT,
   DEFAULT_TIMEOUT_MS,
   DEFAULT_BACKOFF_BASE_MS,
   DEFAULT_BACKOFF_MAX_MS,
   MAX_SERVER_WAIT_SECONDS,
-  type LockInfo,
+  type ClientOptions,
   type LockClientOptions,
+  type FromEnvOptions,
   type TryAcquireOptions,
   type AcquireOptions,
   type WithLockOptions,
   type LockedFunction,
+  type ListOptions,
+  type ForceReleaseOptions,
 } from "./client.js";
+export type { LockInfo, AdminLock, LockPage, ForceReleased } from "./types.js";
 export { Lease, RELEASE_RETRY_TIMEOUT_MS } from "./lease.js";
-export { SIGV4_SERVICE, type Credentials, type CredentialsProvider, type SigV4Options } from "./sigv4.js";
+export {
+  SIGV4_SERVICE,
+  SIGV4_INSTALL,
+  SigningUnavailableError,
+  type Credentials,
+  type CredentialsProvider,
+  type SigV4Options,
+} from "./sigv4.js";
 export {
   PROBLEM_TYPE_BASE,
   LocksError,
@@ -27,6 +43,7 @@ export {
   ValidationError,
   InvalidJsonError,
   PayloadTooLargeError,
+  UnavailableError,
   ServiceUnavailableError,
   InternalError,
   HeldError,

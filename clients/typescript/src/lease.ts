@@ -1,5 +1,15 @@
-import type { LockClient, LockInfo } from "./client.js";
-import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError, outcomeUnknown, retryable } from "./errors.js";
+import "./dispose.js";
+import {
+  ForbiddenError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LeaseReleasedError,
+  NotFoundError,
+  StaleTokenError,
+  outcomeUnknown,
+  retryable,
+} from "./errors.js";
+import type { LeaseCalls, LockInfo } from "./types.js";
 import { Backoff, sleep } from "./util.js";
 
 /**
@@ -38,7 +48,7 @@ export interface ReleaseState {
  * released the lease. Rejects with the last attempt's error.
  */
 export async function releaseRetrying(
-  client: LockClient,
+  client: LeaseCalls,
   resource: string,
   options: { owner: string; fencingToken?: number; signal?: AbortSignal; backoff: Backoff; untilMs?: number; state?: ReleaseState },
 ): Promise<void> {
@@ -65,9 +75,9 @@ function retryAfter(err: unknown): number {
   return typeof ms === "number" ? ms : 0;
 }
 
-/** How a {@link LockClient} sets up a lease; not for direct use. */
+/** How a {@link Client} sets up a lease; not for direct use. */
 export interface LeaseSetup {
-  client: LockClient;
+  client: LeaseCalls;
   lock: LockInfo;
   ttlSeconds: number;
   /** performance.now() just before the request that granted the lease was sent. */
@@ -78,8 +88,8 @@ export interface LeaseSetup {
 }
 
 /**
- * A lock held by this client, as {@link LockClient.acquire} and
- * {@link LockClient.tryAcquire} return it.
+ * A lock held by this client, as {@link Client.acquire} and
+ * {@link Client.tryAcquire} return it.
  *
  * Its local deadline is measured on the monotonic clock (performance.now())
  * from before the request that granted or last renewed it was sent:
@@ -95,8 +105,11 @@ export interface LeaseSetup {
  * deadline — with a {@link LeaseLostError} as its reason, or after `release()`
  * with a {@link LeaseReleasedError}. Run the protected work under it and send
  * `fencingToken` with every write to the protected system.
+ *
+ * It is `AsyncDisposable`: `await using lease = await client.acquire(...)`
+ * releases it when the block ends (see {@link Lease.[Symbol.asyncDispose]}).
  */
-export class Lease {
+export class Lease implements AsyncDisposable {
   /** The lock's name. */
   readonly resource: string;
   /** The owner the lease is held for, as the service stored it. */
@@ -106,7 +119,7 @@ export class Lease {
   /** The lease's time-to-live; every renewal restarts it. */
   readonly ttlSeconds: number;
 
-  readonly #client: LockClient;
+  readonly #client: LeaseCalls;
   readonly #backoff: Backoff;
   readonly #ttlMs: number;
   readonly #marginMs: number;
@@ -118,8 +131,10 @@ export class Lease {
   #watchdog: ReturnType<typeof setTimeout> | undefined;
   #ended = false;
   #keepAlive: { stop: AbortController; done: Promise<void> } | undefined;
+  /** Whether a release has settled the lease at the service: it succeeded, or was refused for good. */
+  #settled = false;
 
-  /** Leases are made by {@link LockClient.acquire} and {@link LockClient.tryAcquire}, not directly. */
+  /** Leases are made by {@link Client.acquire} and {@link Client.tryAcquire}, not directly. */
   constructor(setup: LeaseSetup) {
     const { lock, ttlSeconds, t0 } = setup;
     this.resource = lock.resource;
@@ -241,10 +256,42 @@ export class Lease {
       clearTimeout(this.#watchdog);
       this.#ac.abort(new LeaseReleasedError(this.resource));
     }
-    await releaseRetrying(this.#client, this.resource, {
-      owner: this.owner, fencingToken: this.fencingToken, signal: options.signal,
-      backoff: this.#backoff, untilMs: this.#lastT0 + this.#ttlMs, state: this.#release,
-    });
+    try {
+      await releaseRetrying(this.#client, this.resource, {
+        owner: this.owner, fencingToken: this.fencingToken, signal: options.signal,
+        backoff: this.#backoff, untilMs: this.#lastT0 + this.#ttlMs, state: this.#release,
+      });
+      this.#settled = true;
+    } catch (err) {
+      if (!retryable(err)) this.#settled = true;
+      throw err;
+    }
+  }
+
+  /**
+   * Releases the lease when an `await using` block ends, and reports a lease
+   * the block did not hold throughout, as {@link Client.withLock} does: it
+   * rejects with the {@link LeaseLostError} when the lease was lost, or when
+   * the release finds that it had ended at the service (404, 403, 409;
+   * `forceReleased` when an operator ended it). A release that still fails
+   * temporarily after its retries is ignored (the lease runs out by itself),
+   * and after a `release()` that settled it, this does nothing. When the
+   * block threw as well, JavaScript reports both in a `SuppressedError`.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#settled) return;
+    const reason: unknown = this.#ac.signal.reason;
+    const lost = reason instanceof LeaseLostError ? reason : undefined;
+    try {
+      await this.release();
+    } catch (err) {
+      if (lost) throw lost;
+      if (err instanceof NotFoundError || err instanceof ForbiddenError || err instanceof StaleTokenError) {
+        throw new LeaseLostError(this.resource, this.fencingToken, err);
+      }
+      return; // a temporary failure: the lease runs out by itself
+    }
+    if (lost) throw lost;
   }
 
   #arm(): void {

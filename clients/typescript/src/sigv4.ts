@@ -1,4 +1,5 @@
-import { CredentialsError } from "./errors.js";
+import { createHash, createHmac, type Hash, type Hmac } from "node:crypto";
+import { CredentialsError, LocksError } from "./errors.js";
 
 /** AWS credentials, as every AWS SDK v3 credential provider returns them. */
 export interface Credentials {
@@ -23,13 +24,28 @@ export interface SigV4Options {
    * Fixed credentials or a provider. Default: the AWS SDK's default chain
    * (environment, shared config and credentials files, SSO, web identity,
    * container and instance roles), loaded on first use from
-   * `@aws-sdk/credential-provider-node`.
+   * `@aws-sdk/credential-provider-node` (see {@link SIGV4_INSTALL}).
    */
   credentials?: Credentials | CredentialsProvider;
 }
 
 /** The service requests are signed for. */
 export const SIGV4_SERVICE = "execute-api";
+
+/**
+ * The one command that adds signing: the package's optional peer
+ * dependencies, AWS's signer and its default credential chain. Without
+ * them, a client that signs fails its first request with a
+ * {@link SigningUnavailableError} that names this command.
+ */
+export const SIGV4_INSTALL = "npm install @smithy/signature-v4 @aws-sdk/credential-provider-node";
+
+/**
+ * Signing was asked for (`sigv4`, `LOCKS_SIGV4`) but the optional packages it
+ * needs are not installed; the message names {@link SIGV4_INSTALL}. Nothing
+ * was sent.
+ */
+export class SigningUnavailableError extends LocksError {}
 
 /** Credentials are fetched again this long before they expire. */
 const REFRESH_WINDOW_MS = 5 * 60_000;
@@ -39,10 +55,10 @@ interface SignerLike {
 }
 
 /** Resolves the signing region, or throws a TypeError when there is none. */
-export function resolveRegion(explicit: string | undefined, endpoint: URL): string {
+export function resolveRegion(explicit: string | undefined, endpoint: URL, env: Record<string, string | undefined> = process.env): string {
   if (explicit) return explicit;
   const m = /\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/.exec(endpoint.hostname);
-  const region = m?.[1] ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
+  const region = m?.[1] || env.AWS_REGION || env.AWS_DEFAULT_REGION;
   if (!region) {
     throw new TypeError("sigv4: no region: pass sigv4.region, or set AWS_REGION");
   }
@@ -50,8 +66,9 @@ export function resolveRegion(explicit: string | undefined, endpoint: URL): stri
 }
 
 /**
- * Signs requests. The signer and the credential chain are imported on first
- * use, so a client that does not sign loads neither.
+ * Signs requests. The signer and the credential chain, optional peer
+ * dependencies, are imported on first use, so a client that does not sign
+ * needs neither installed.
  */
 export class RequestSigner {
   readonly region: string;
@@ -94,18 +111,18 @@ export class RequestSigner {
 
   #loadSigner(): Promise<SignerLike> {
     this.#signer ??= (async () => {
-      const [{ SignatureV4 }, { Hash }] = await Promise.all([import("@smithy/signature-v4"), import("@smithy/hash-node")]);
+      const { SignatureV4 } = await optional(() => import("@smithy/signature-v4"), "@smithy/signature-v4", "the SigV4 signer");
       return new SignatureV4({
         service: SIGV4_SERVICE,
         region: this.region,
         credentials: () => this.#credentials(),
-        sha256: Hash.bind(null, "sha256"),
+        sha256: Sha256,
         applyChecksum: true,
         uriEscapePath: true,
       }) as SignerLike;
     })();
     this.#signer.catch(() => {
-      this.#signer = undefined; // let a later request try again
+      this.#signer = undefined; // let a later request try again (after an install, say)
     });
     return this.#signer;
   }
@@ -133,6 +150,7 @@ export class RequestSigner {
       this.#everRetrieved = true;
       return this.#cached;
     } catch (err) {
+      if (err instanceof SigningUnavailableError) throw err;
       const msg = err instanceof Error ? err.message : String(err);
       throw new CredentialsError(`sigv4: retrieve credentials: ${msg}`, this.#everRetrieved, { cause: err });
     }
@@ -140,11 +158,46 @@ export class RequestSigner {
 }
 
 async function defaultChain(): Promise<CredentialsProvider> {
-  let mod: { defaultProvider: () => CredentialsProvider };
-  try {
-    mod = await import("@aws-sdk/credential-provider-node");
-  } catch (err) {
-    throw new Error("cannot load @aws-sdk/credential-provider-node for the default credential chain: install it, or pass sigv4.credentials", { cause: err });
-  }
+  const mod: { defaultProvider: () => CredentialsProvider } = await optional(
+    () => import("@aws-sdk/credential-provider-node"),
+    "@aws-sdk/credential-provider-node",
+    "the default credential chain",
+  );
   return mod.defaultProvider();
+}
+
+/** Imports an optional peer dependency; when it is not installed, a {@link SigningUnavailableError} naming {@link SIGV4_INSTALL}. */
+async function optional<T>(load: () => Promise<T>, name: string, what: string): Promise<T> {
+  try {
+    return await load();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") {
+      throw new SigningUnavailableError(
+        `sigv4: ${what} (${name}) is not installed: signing needs the optional packages; install them with \`${SIGV4_INSTALL}\``,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+}
+
+/** SHA-256 and HMAC-SHA256 from node:crypto, in the shape SignatureV4 takes (what @smithy/hash-node does). */
+class Sha256 {
+  readonly #h: Hash | Hmac;
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.#h = secret === undefined ? createHash("sha256") : createHmac("sha256", bytes(secret));
+  }
+  update(data: string | ArrayBuffer | ArrayBufferView, encoding?: "utf8" | "ascii" | "latin1"): void {
+    this.#h.update(bytes(data, encoding));
+  }
+  digest(): Promise<Uint8Array> {
+    return Promise.resolve(new Uint8Array(this.#h.digest()));
+  }
+}
+
+function bytes(data: string | ArrayBuffer | ArrayBufferView, encoding: BufferEncoding = "utf8"): Buffer {
+  if (typeof data === "string") return Buffer.from(data, encoding);
+  if (ArrayBuffer.isView(data)) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  return Buffer.from(data);
 }

@@ -11,15 +11,15 @@ import {
   InvalidRequestError,
   LeaseExpiredError,
   LeaseLostError,
-  LockClient,
+  Client,
   NotFoundError,
   PayloadTooLargeError,
   ProblemError,
   RequestFailedError,
-  ServiceUnavailableError,
+  UnavailableError,
   StaleTokenError,
   ValidationError,
-} from "../dist/index.js";
+} from "../dist/esm/index.js";
 import { aborted, delay, json, lockDoc, problem, stubFetch } from "./helpers.js";
 
 const BASE = "http://locks.test";
@@ -48,8 +48,8 @@ describe("server-side waiting", { concurrency: true }, () => {
       }
       return json(200, { acquired: true, lock: lockDoc("r", "w", 101) });
     });
-    const c = new LockClient(BASE, { fetch: slowFalse.fetch, backoff: { baseMs: 1000, maxMs: 2000 } });
-    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 30, waitSeconds: 10, keepAlive: false });
+    const c = new Client(BASE, { fetch: slowFalse.fetch, backoff: { baseMs: 1000, maxMs: 2000 } });
+    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
     const [first, second] = slowFalse.calls;
     assert.equal(slowFalse.calls.length, 2);
     assert.equal(first!.body?.wait_seconds, 9, "(10 s − slack) whole seconds");
@@ -59,13 +59,13 @@ describe("server-side waiting", { concurrency: true }, () => {
     assert.equal(lease.fencingToken, 101);
 
     const short = granting(() => true);
-    await new LockClient(BASE, { fetch: short.fetch }).acquire("r", { ttlSeconds: 3, waitSeconds: 60, keepAlive: false });
+    await new Client(BASE, { fetch: short.fetch }).acquire("r", { ttlSeconds: 3, waitMs: 60_000, keepAlive: false });
     assert.equal(short.calls[0]!.body?.wait_seconds, 1, "at most ⅔ × (ttl − margin): the lease's clock starts before the wait");
     const forever = granting(() => true);
-    await new LockClient(BASE, { fetch: forever.fetch }).acquire("r", { ttlSeconds: 300, keepAlive: false });
+    await new Client(BASE, { fetch: forever.fetch }).acquire("r", { ttlSeconds: 300, keepAlive: false });
     assert.equal(forever.calls[0]!.body?.wait_seconds, 20, "at most 20 s per request");
     const once = granting(() => true);
-    await new LockClient(BASE, { fetch: once.fetch }).tryAcquire("r", { ttlSeconds: 300, keepAlive: false });
+    await new Client(BASE, { fetch: once.fetch }).tryAcquire("r", { ttlSeconds: 300, keepAlive: false });
     assert.equal("wait_seconds" in once.calls[0]!.body!, false, "tryAcquire never waits");
   });
 
@@ -84,8 +84,8 @@ describe("server-side waiting", { concurrency: true }, () => {
       // The first refusal after the fallback carries Retry-After: 1 (capped at the backoff max, 100 ms).
       return n === 1 ? r.then(() => json(200, { acquired: false, resource: "r" }, { "retry-after": "1" })) : r;
     });
-    const c = new LockClient(BASE, { fetch: held.fetch, backoff: fast });
-    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 30, waitSeconds: 10, keepAlive: false });
+    const c = new Client(BASE, { fetch: held.fetch, backoff: fast });
+    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
     assert.ok(lease.fencingToken > 0);
     const calls = held.calls.filter((r) => r.method === "POST");
     assert.ok("wait_seconds" in calls[0]!.body!);
@@ -93,15 +93,15 @@ describe("server-side waiting", { concurrency: true }, () => {
     assert.ok(calls[2]!.at - calls[1]!.at >= 95, `Retry-After honoured up to the cap: ${calls[2]!.at - calls[1]!.at} ms`);
 
     const before = held.calls.length;
-    await c.acquire("r", { owner: "w", ttlSeconds: 30, waitSeconds: 10, keepAlive: false });
+    await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
     assert.equal("wait_seconds" in held.calls[before]!.body!, false, "the client remembers");
   });
 
   test("a 422 on another field is the caller's error, not an older service", async () => {
     const stub = stubFetch(() => problem(422, "validation-failed", { errors: [{ field: "owner", detail: "must not contain invisible characters" }] }));
-    const c = new LockClient(BASE, { fetch: stub.fetch });
-    await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, waitSeconds: 10 }), ValidationError);
-    await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, waitSeconds: 10 }), ValidationError);
+    const c = new Client(BASE, { fetch: stub.fetch });
+    await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000 }), ValidationError);
+    await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000 }), ValidationError);
     assert.equal(stub.calls.length, 2, "not retried");
     assert.ok(stub.calls.every((r) => "wait_seconds" in r.body!), "still asks the service to wait");
   });
@@ -114,9 +114,9 @@ describe("giving up", { concurrency: true }, () => {
       if (req.method === "POST") await delay(200);
       return stub.fetch(req.url, { method: req.method, body: req.text });
     });
-    const c = new LockClient(BASE, { fetch: slow.fetch });
+    const c = new Client(BASE, { fetch: slow.fetch });
     await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, signal: AbortSignal.timeout(50) }), { name: "TimeoutError" });
-    await c.flush();
+    await c.drain();
     const del = slow.calls.filter((r) => r.method === "DELETE");
     assert.equal(del.length, 1);
     assert.deepEqual(del[0]!.body, { owner: "w", fencing_token: 101 });
@@ -127,10 +127,10 @@ describe("giving up", { concurrency: true }, () => {
       if (req.method === "POST") await delay(150);
       return req.method === "DELETE" ? new Response(null, { status: 204 }) : json(200, { acquired: false, resource: "r" });
     });
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     await assert.rejects(c.tryAcquire("r", { ttlSeconds: 30, signal: AbortSignal.timeout(30) }), { name: "TimeoutError" });
     await delay(200);
-    await c.flush();
+    await c.drain();
     assert.deepEqual(stub.calls.map((r) => r.method), ["POST"]);
   });
 
@@ -141,10 +141,10 @@ describe("giving up", { concurrency: true }, () => {
       [() => problem(503, "service-unavailable"), false],
     ] as const) {
       const stub = stubFetch((req) => (req.method === "DELETE" ? new Response(null, { status: 204 }) : answer()));
-      const c = new LockClient(BASE, { fetch: stub.fetch });
+      const c = new Client(BASE, { fetch: stub.fetch });
       const err = await c.tryAcquire("r", { ttlSeconds: 30, ...(generated ? {} : { owner: "mine" }) }).catch((e: unknown) => e);
-      assert.ok(err instanceof ServiceUnavailableError || err instanceof RequestFailedError, String(err));
-      await c.flush();
+      assert.ok(err instanceof UnavailableError || err instanceof RequestFailedError, String(err));
+      await c.drain();
       const del = stub.calls.filter((r) => r.method === "DELETE");
       if (generated) {
         assert.equal(del.length, 1);
@@ -157,23 +157,23 @@ describe("giving up", { concurrency: true }, () => {
 
   test("acquire retries temporary failures, then gives up with the last error when the budget runs out", async () => {
     const stub = stubFetch((_req, n) => (n < 2 ? problem(503, "service-unavailable") : json(200, { acquired: true, lock: lockDoc("r", "w", 7) })));
-    const c = new LockClient(BASE, { fetch: stub.fetch, backoff: fast });
-    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 2, waitSeconds: 5, keepAlive: false });
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
+    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 2, waitMs: 5000, keepAlive: false });
     assert.equal(stub.calls.length, 3);
     assert.ok(lease.held);
 
     const down = stubFetch(() => json(502, { message: "Internal server error" }));
-    const d = new LockClient(BASE, { fetch: down.fetch, backoff: fast });
+    const d = new Client(BASE, { fetch: down.fetch, backoff: fast });
     const t = performance.now();
-    const err = await d.acquire("r", { owner: "w", ttlSeconds: 2, waitSeconds: 0.3 }).catch((e: unknown) => e);
-    assert.ok(err instanceof ServiceUnavailableError, String(err));
+    const err = await d.acquire("r", { owner: "w", ttlSeconds: 2, waitMs: 300 }).catch((e: unknown) => e);
+    assert.ok(err instanceof UnavailableError, String(err));
     assert.ok(performance.now() - t < 600);
     assert.ok(down.calls.length >= 3, `${down.calls.length} attempts`);
   });
 
   test("an already aborted signal sends nothing", async () => {
     const stub = granting(() => true);
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     const ac = new AbortController();
     ac.abort(new Error("no"));
     await assert.rejects(c.acquire("r", { ttlSeconds: 5, signal: ac.signal }), /no/);
@@ -190,39 +190,39 @@ describe("problems", { concurrency: true }, () => {
       [problem(422, "validation-failed", { errors: [{ field: "ttl_seconds", detail: "must be at least 1" }] }), ValidationError, "validation-failed"],
       [problem(400, "invalid-json"), InvalidJsonError, "invalid-json"],
       [problem(413, "payload-too-large"), PayloadTooLargeError, "payload-too-large"],
-      [problem(503, "service-unavailable"), ServiceUnavailableError, "service-unavailable"],
+      [problem(503, "service-unavailable"), UnavailableError, "service-unavailable"],
       [problem(500, "internal"), InternalError, "internal"],
     ];
     for (const [answer, cls, slug] of cases) {
-      const c = new LockClient(BASE, { fetch: stubFetch(() => answer.clone()).fetch });
+      const c = new Client(BASE, { fetch: stubFetch(() => answer.clone()).fetch });
       const err = await c.status("r").catch((e: unknown) => e);
       assert.ok(err instanceof cls, `${slug}: ${String(err)}`);
       assert.equal(err.slug, slug);
       assert.equal(err.status, answer.status);
       assert.equal(err.detail, `a ${slug} problem`);
     }
-    const v = await new LockClient(BASE, { fetch: stubFetch(() => cases[3]![0].clone()).fetch }).status("r").catch((e: unknown) => e);
+    const v = await new Client(BASE, { fetch: stubFetch(() => cases[3]![0].clone()).fetch }).status("r").catch((e: unknown) => e);
     assert.ok(v instanceof InvalidRequestError);
     assert.match(v.message, /^status "r": 422 validation-failed: a validation-failed problem \(ttl_seconds: must be at least 1\)$/);
 
     // API Gateway's own answers: a bad signature, a wrong URL.
     for (const [status, message] of [[403, "Forbidden"], [404, "Not Found"], [401, "Unauthorized"]] as const) {
-      const c = new LockClient(BASE, { fetch: stubFetch(() => json(status, { message })).fetch });
+      const c = new Client(BASE, { fetch: stubFetch(() => json(status, { message })).fetch });
       const err = await c.status("r").catch((e: unknown) => e);
       assert.ok(err instanceof ProblemError, String(err));
       assert.ok(!(err instanceof ForbiddenError) && !(err instanceof NotFoundError), `${status} from the gateway is not a lock outcome`);
       assert.equal(err.title, message);
       assert.equal(err.slug, "");
     }
-    const gw = await new LockClient(BASE, { fetch: stubFetch(() => new Response("<html>bad gateway</html>", { status: 504 })).fetch })
+    const gw = await new Client(BASE, { fetch: stubFetch(() => new Response("<html>bad gateway</html>", { status: 504 })).fetch })
       .status("r")
       .catch((e: unknown) => e);
-    assert.ok(gw instanceof ServiceUnavailableError && gw.title === "Gateway Timeout", String(gw));
+    assert.ok(gw instanceof UnavailableError && gw.title === "Gateway Timeout", String(gw));
   });
 
   test("Retry-After and HeldError's expiry are read", async () => {
     const until = new Date(Date.now() + 5000).toISOString();
-    const c = new LockClient(BASE, {
+    const c = new Client(BASE, {
       fetch: stubFetch((req) =>
         req.method === "GET"
           ? problem(503, "service-unavailable", {}, { "retry-after": "1" })
@@ -230,7 +230,7 @@ describe("problems", { concurrency: true }, () => {
       ).fetch,
     });
     const u = await c.status("r").catch((e: unknown) => e);
-    assert.ok(u instanceof ServiceUnavailableError && u.retryAfterMs === 1000, String(u));
+    assert.ok(u instanceof UnavailableError && u.retryAfterMs === 1000, String(u));
     const h = await c.tryAcquire("r", { ttlSeconds: 5 }).catch((e: unknown) => e);
     assert.ok(h instanceof HeldError, String(h));
     assert.equal(h.expiresAt?.toISOString(), until);
@@ -239,18 +239,18 @@ describe("problems", { concurrency: true }, () => {
 
   test("bad arguments are refused before anything is sent", async () => {
     const stub = stubFetch(() => json(200, {}));
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     await assert.rejects(c.tryAcquire("a/b", { ttlSeconds: 5 }), TypeError);
     await assert.rejects(c.tryAcquire("", { ttlSeconds: 5 }), TypeError);
     await assert.rejects(c.tryAcquire("r", { ttlSeconds: 1.5 }), RangeError);
     await assert.rejects(c.tryAcquire("r", { ttlSeconds: 0 }), RangeError);
     await assert.rejects(c.tryAcquire("r", { ttlSeconds: 5, owner: "  " }), TypeError);
-    await assert.rejects(c.acquire("r", { ttlSeconds: 5, waitSeconds: -1 }), RangeError);
+    await assert.rejects(c.acquire("r", { ttlSeconds: 5, waitMs: -1000 }), RangeError);
     await assert.rejects(c.release("r", { owner: "w", fencingToken: 0 }), RangeError);
     assert.equal(stub.calls.length, 0);
-    assert.throws(() => new LockClient("ftp://x"), TypeError);
-    assert.throws(() => new LockClient("http://x/?a=1"), TypeError);
-    assert.equal(new LockClient("https://x.example/prod/").endpoint, "https://x.example/prod");
+    assert.throws(() => new Client("ftp://x"), TypeError);
+    assert.throws(() => new Client("http://x/?a=1"), TypeError);
+    assert.equal(new Client("https://x.example/prod/").endpoint, "https://x.example/prod");
   });
 });
 
@@ -262,7 +262,7 @@ describe("the lease's clock", { concurrency: true }, () => {
       if (req.method === "POST" && !req.url.pathname.endsWith("/renew")) await delay(300);
       return stub.fetch(req.url, { method: req.method, body: req.text });
     });
-    const c = new LockClient(BASE, { fetch: slow.fetch, backoff: fast });
+    const c = new Client(BASE, { fetch: slow.fetch, backoff: fast });
     const t = performance.now();
     const lease = await c.tryAcquire("r", { owner: "w", ttlSeconds: 2 });
     const granted = performance.now();
@@ -278,7 +278,7 @@ describe("the lease's clock", { concurrency: true }, () => {
 
   test("keep-alive renews every ttl/3 from the grant and moves the deadline", async () => {
     const stub = granting(() => true);
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     const lease = await c.tryAcquire("r", { owner: "w", ttlSeconds: 3 });
     const grantAt = stub.calls[0]!.at;
     const d0 = lease.deadline;
@@ -305,9 +305,9 @@ describe("the lease's clock", { concurrency: true }, () => {
       if (req.method === "POST" && n++ === 0) await delay(1000); // longer than ttl − margin
       return stub.fetch(req.url, { method: req.method, body: req.text });
     });
-    const c = new LockClient(BASE, { fetch: slow.fetch, backoff: fast });
-    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 1, waitSeconds: 5, keepAlive: false });
-    await c.flush();
+    const c = new Client(BASE, { fetch: slow.fetch, backoff: fast });
+    const lease = await c.acquire("r", { owner: "w", ttlSeconds: 1, waitMs: 5000, keepAlive: false });
+    await c.drain();
     assert.ok(lease.held);
     assert.equal(lease.fencingToken, 102);
     const del = slow.calls.filter((r) => r.method === "DELETE");
@@ -316,7 +316,7 @@ describe("the lease's clock", { concurrency: true }, () => {
 
   test("withLock reports work that outlived its lease", async () => {
     const stub = granting(() => true, (req) => (req.url.pathname.endsWith("/renew") ? problem(409, "stale-token") : undefined));
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     const err = await c
       .withLock("r", async (signal) => {
         await aborted(signal, 2000); // ignores the loss and returns
@@ -326,7 +326,7 @@ describe("the lease's clock", { concurrency: true }, () => {
     assert.ok(err instanceof LeaseLostError && err.reason instanceof StaleTokenError, String(err));
 
     const gone = granting(() => true, (req) => (req.method === "DELETE" ? problem(404, "not-found") : undefined));
-    const g = new LockClient(BASE, { fetch: gone.fetch });
+    const g = new Client(BASE, { fetch: gone.fetch });
     const e2 = await g.withLock("r", () => "done", { ttlSeconds: 3 }).catch((e: unknown) => e);
     assert.ok(e2 instanceof LeaseLostError && e2.reason instanceof NotFoundError, "a release that finds no lease: the work ran unprotected");
   });

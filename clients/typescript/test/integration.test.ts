@@ -10,21 +10,21 @@ import {
   LeaseExpiredError,
   LeaseLostError,
   LeaseReleasedError,
-  LockClient,
+  Client,
   NotFoundError,
   ProblemError,
   StaleTokenError,
   ValidationError,
   withLock,
-} from "../dist/index.js";
+} from "../dist/esm/index.js";
 import { aborted, delay, delayingProxy, startRunner, uniqueName, until, type Runner } from "./helpers.js";
 
 let runner: Runner;
-let locks: LockClient;
+let locks: Client;
 
 before(async () => {
   runner = await startRunner();
-  locks = new LockClient(runner.url);
+  locks = new Client(runner.url);
   // The first requests to a fresh runner are slow; pay for them before the timed tests.
   await Promise.all(
     [1, 2, 3].map(async (i) => (await locks.tryAcquire(`ts-warm-up-${i}`, { ttlSeconds: 5, keepAlive: false })).release()),
@@ -81,13 +81,13 @@ describe("against the local runner", { concurrency: true }, () => {
 
     // Waiting runs out while the lock stays held: the answer is HeldError.
     let t = performance.now();
-    await assert.rejects(locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitSeconds: 0.3 }), HeldError);
+    await assert.rejects(locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitMs: 300 }), HeldError);
     const waited = performance.now() - t;
     assert.ok(waited >= 290 && waited < 1500, `waited ${waited} ms`);
 
     // A waiter gets the lock soon after the holder lets go.
     t = performance.now();
-    const waiter = locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitSeconds: 10 });
+    const waiter = locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitMs: 10_000 });
     await delay(300);
     await a.release();
     const b = await waiter;
@@ -113,7 +113,7 @@ describe("against the local runner", { concurrency: true }, () => {
     assert.equal(a.held, false);
 
     // The service still holds it for a moment; once it has expired there, another owner takes over.
-    const b = await locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitSeconds: 5 });
+    const b = await locks.acquire(res, { owner: "worker-b", ttlSeconds: 30, waitMs: 5000 });
     assert.ok(b.fencingToken > a.fencingToken);
     await assert.rejects(a.renew(), LeaseLostError, "a lost lease is not renewed");
     await assert.rejects(locks.renew(res, { owner: "worker-a", ttlSeconds: 1, fencingToken: a.fencingToken }), ForbiddenError);
@@ -153,7 +153,7 @@ describe("against the local runner", { concurrency: true }, () => {
   test("a grant that arrives after the caller stopped waiting is released; a late refusal needs nothing", async () => {
     const proxy = await delayingProxy(runner.url, 700);
     try {
-      const slow = new LockClient(proxy.url);
+      const slow = new Client(proxy.url);
       const res = uniqueName("late");
       const err = await slow.tryAcquire(res, { owner: "late-worker", ttlSeconds: 30, signal: AbortSignal.timeout(150) }).then(
         () => assert.fail("resolved after the abort"),
@@ -163,7 +163,7 @@ describe("against the local runner", { concurrency: true }, () => {
       // The service did grant it: the answer is still on its way.
       await until(() => proxy.requests[0]?.upstream === 200);
       assert.equal((await locks.status(res)).owner, "late-worker");
-      await slow.flush();
+      await slow.drain();
       await assert.rejects(locks.status(res), NotFoundError, "the late grant was released");
       const del = proxy.requests.filter((r) => r.method === "DELETE");
       assert.equal(del.length, 1);
@@ -177,7 +177,7 @@ describe("against the local runner", { concurrency: true }, () => {
       const p = slow.acquire(res, { owner: "late-worker", ttlSeconds: 30, signal: ac.signal });
       setTimeout(() => ac.abort(new Error("caller gave up")), 150);
       await assert.rejects(p, /caller gave up/);
-      await slow.flush();
+      await slow.drain();
       assert.equal(proxy.requests.filter((r) => r.method === "DELETE").length, 1, "no DELETE for a refusal");
       assert.equal((await locks.status(res)).owner, "holder");
       await holder.release();
@@ -195,12 +195,12 @@ describe("against the local runner", { concurrency: true }, () => {
         const st = await locks.status(res);
         assert.equal(st.fencingToken, token);
         assert.equal(lease.fencingToken, token);
-        // A second job on the same lock is skipped: withLock tries once by default.
+        // A second job on the same lock is skipped when it asks to try once.
         let ran = false;
         await assert.rejects(
           withLock(res, () => {
             ran = true;
-          }, { ttlSeconds: 30, client: locks }),
+          }, { waitMs: 0, client: locks }),
           HeldError,
         );
         assert.equal(ran, false);
@@ -261,6 +261,50 @@ describe("against the local runner", { concurrency: true }, () => {
 
     const n = await locks.status(res).catch((e: unknown) => e);
     assert.ok(n instanceof NotFoundError && n.status === 404, String(n));
+  });
+
+  test("admin: list shows the leases under a prefix, forceRelease ends one (keeping its lock-delay unless immediate)", async () => {
+    const prefix = uniqueName("admin");
+    const a = await locks.tryAcquire(`${prefix}-a`, { keepAlive: false });
+    const b = await locks.tryAcquire(`${prefix}-b`, { keepAlive: false, lockDelaySeconds: 60 });
+    const page = await locks.list(prefix, { limit: 1 });
+    assert.ok(page.locks.length <= 1);
+    const all = await locks.listAll(prefix);
+    assert.deepEqual(all.map((l) => [l.resource, l.owner, l.fencingToken]).sort(), [
+      [a.resource, a.owner, a.fencingToken],
+      [b.resource, b.owner, b.fencingToken],
+    ]);
+
+    // A token the operator did not see: refused, with the lease that blocks the lock.
+    const stale = await locks.forceRelease(b.resource, "test: wrong token", { fencingToken: b.fencingToken + 1 }).catch((e: unknown) => e);
+    assert.ok(stale instanceof StaleTokenError, String(stale));
+    assert.equal(stale.current?.owner, b.owner);
+    assert.equal(stale.current?.fencingToken, b.fencingToken);
+
+    const t = Date.now();
+    const ended = await locks.forceRelease(b.resource, "test: holder is gone", { fencingToken: b.fencingToken });
+    assert.equal(ended.owner, b.owner);
+    assert.equal(ended.reason, "test: holder is gone");
+    assert.equal(ended.immediate, false);
+    assert.ok(ended.freeAt && ended.freeAt.getTime() >= t + 55_000, `free at ${ended.freeAt?.toISOString()}: after the lock-delay`);
+    await assert.rejects(locks.tryAcquire(b.resource), HeldError, "the lock-delay keeps others out");
+    const freed = await locks.forceRelease(b.resource, "test: free it now", { immediate: true });
+    assert.equal(freed.immediate, true);
+    const lost = await b.release().catch((e: unknown) => e);
+    assert.ok(lost instanceof NotFoundError && lost.forceReleased, String(lost));
+    const next = await locks.tryAcquire(b.resource, { keepAlive: false });
+    assert.ok(next.fencingToken > b.fencingToken);
+    await Promise.all([a.release(), next.release()]);
+    assert.deepEqual(await locks.listAll(prefix), []);
+  });
+
+  test("await using releases at the end of the block", async () => {
+    const res = uniqueName("using");
+    {
+      await using lease = await locks.acquire(res);
+      assert.equal((await locks.status(res)).fencingToken, lease.fencingToken);
+    }
+    await assert.rejects(locks.status(res), NotFoundError);
   });
 
   test("odd resource names round-trip", async () => {

@@ -6,11 +6,11 @@ import { describe, test } from "node:test";
 import {
   InternalError,
   LeaseLostError,
-  LockClient,
+  Client,
   NotFoundError,
   ProblemError,
-  ServiceUnavailableError,
-} from "../dist/index.js";
+  UnavailableError,
+} from "../dist/esm/index.js";
 import { aborted, delay, json, lockDoc, problem, stubFetch, type StubRequest } from "./helpers.js";
 
 const BASE = "http://locks.test";
@@ -47,8 +47,8 @@ describe("round length", { concurrency: true }, () => {
     ];
     for (const { ttlSeconds, leaseMarginMs, want } of cases) {
       const stub = scripted(() => false, []);
-      const c = new LockClient(BASE, { fetch: stub.fetch, leaseMarginMs });
-      const lease = await c.acquire("r", { ttlSeconds, waitSeconds: 60, keepAlive: false });
+      const c = new Client(BASE, { fetch: stub.fetch, leaseMarginMs });
+      const lease = await c.acquire("r", { ttlSeconds, waitMs: 60_000, keepAlive: false });
       assert.equal(stub.calls[0]!.body?.wait_seconds, want, `ttl ${ttlSeconds} s, margin ${leaseMarginMs ?? "default"}`);
       await lease.release();
     }
@@ -73,8 +73,8 @@ describe("round length", { concurrency: true }, () => {
       await delay(Number(req.body?.wait_seconds ?? 0) * 1000 - 600);
       return grant(req);
     });
-    const c = new LockClient(BASE, { fetch: stub.fetch, leaseMarginMs: 5000 });
-    const lease = await c.acquire("r", { ttlSeconds: 10, waitSeconds: 30 });
+    const c = new Client(BASE, { fetch: stub.fetch, leaseMarginMs: 5000 });
+    const lease = await c.acquire("r", { ttlSeconds: 10, waitMs: 30_000 });
     await Promise.race([renewedOnce, aborted(lease.signal, 10_000)]);
     assert.ok(lease.held, `lease lost: ${String(lease.signal.reason)}`);
     await lease.release();
@@ -101,7 +101,7 @@ describe("release retries", { concurrency: true }, () => {
   for (const { name, script, want, deletes } of cases) {
     test(`Lease.release: ${name}`, async () => {
       const stub = scripted((req) => req.method === "DELETE", script);
-      const c = new LockClient(BASE, { fetch: stub.fetch, backoff: fast });
+      const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
       const lease = await c.tryAcquire("r", { ttlSeconds: 30, keepAlive: false });
       const err = await lease.release().then(() => undefined, (e: unknown) => e);
       if (want) assert.ok(want(err), String(err));
@@ -112,10 +112,10 @@ describe("release retries", { concurrency: true }, () => {
 
   test("Lease.release gives up when its signal aborts", async () => {
     const stub = stubFetch((req) => (isAcquire(req) ? grant(req) : problem(503, "service-unavailable")));
-    const c = new LockClient(BASE, { fetch: stub.fetch, backoff: fast });
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     const lease = await c.tryAcquire("r", { ttlSeconds: 30, keepAlive: false });
     const err = await lease.release({ signal: AbortSignal.timeout(300) }).catch((e: unknown) => e);
-    assert.ok(err instanceof ServiceUnavailableError || (err instanceof DOMException && err.name === "TimeoutError"), String(err));
+    assert.ok(err instanceof UnavailableError || (err instanceof DOMException && err.name === "TimeoutError"), String(err));
     assert.ok(stub.calls.filter((r) => r.method === "DELETE").length >= 3, "retried until the signal aborted");
   });
 
@@ -127,21 +127,21 @@ describe("release retries", { concurrency: true }, () => {
       if (req.method === "DELETE") return [routeThrottle, lambdaThrottle][deletes++]?.() ?? new Response(null, { status: 204 });
       return renewed(req);
     });
-    const c = new LockClient(BASE, { fetch: stub.fetch, backoff: fast });
-    await assert.rejects(c.tryAcquire("r", { ttlSeconds: 30 }), ServiceUnavailableError);
-    await c.flush();
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
+    await assert.rejects(c.tryAcquire("r", { ttlSeconds: 30 }), UnavailableError);
+    await c.drain();
     assert.equal(stub.calls.filter((r) => r.method === "DELETE").length, 3);
   });
 });
 
 describe("API Gateway's throttle answers", { concurrency: true }, () => {
-  test("are ServiceUnavailableErrors; the service's internal problem is not temporary", async () => {
+  test("are UnavailableErrors; the service's internal problem is not temporary", async () => {
     for (const [answer, cls, temporary] of [
-      [routeThrottle, ServiceUnavailableError, true],
-      [lambdaThrottle, ServiceUnavailableError, true],
+      [routeThrottle, UnavailableError, true],
+      [lambdaThrottle, UnavailableError, true],
       [() => problem(500, "internal"), InternalError, false],
     ] as const) {
-      const err = await new LockClient(BASE, { fetch: stubFetch(answer).fetch }).status("r").catch((e: unknown) => e);
+      const err = await new Client(BASE, { fetch: stubFetch(answer).fetch }).status("r").catch((e: unknown) => e);
       assert.ok(err instanceof cls, String(err));
       assert.equal((err as ProblemError).temporary, temporary);
     }
@@ -149,14 +149,14 @@ describe("API Gateway's throttle answers", { concurrency: true }, () => {
 
   test("acquire retries them and stops on internal", async () => {
     const stub = scripted(isAcquire, [routeThrottle, lambdaThrottle]);
-    const c = new LockClient(BASE, { fetch: stub.fetch, backoff: fast });
-    const lease = await c.acquire("r", { ttlSeconds: 30, waitSeconds: 5, keepAlive: false });
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
+    const lease = await c.acquire("r", { ttlSeconds: 30, waitMs: 5000, keepAlive: false });
     assert.equal(stub.calls.filter(isAcquire).length, 3);
     await lease.release();
 
     const broken = scripted(isAcquire, [() => problem(500, "internal"), () => problem(500, "internal")]);
-    const b = new LockClient(BASE, { fetch: broken.fetch, backoff: fast });
-    await assert.rejects(b.acquire("r", { ttlSeconds: 30, waitSeconds: 5 }), InternalError);
+    const b = new Client(BASE, { fetch: broken.fetch, backoff: fast });
+    await assert.rejects(b.acquire("r", { ttlSeconds: 30, waitMs: 5000 }), InternalError);
     assert.equal(broken.calls.filter(isAcquire).length, 1);
   });
 
@@ -173,7 +173,7 @@ describe("API Gateway's throttle answers", { concurrency: true }, () => {
         if (isRenew(req) && res.ok) setImmediate(renewedOK);
         return res;
       });
-      const c = new LockClient(BASE, { fetch: watched.fetch, backoff: fast });
+      const c = new Client(BASE, { fetch: watched.fetch, backoff: fast });
       const lease = await c.tryAcquire("r", { ttlSeconds: 3 });
       // The first renewal is due after 1 s.
       await Promise.race([success, aborted(lease.signal, 3000)]);
@@ -194,14 +194,14 @@ describe("lock-delay", { concurrency: true }, () => {
   test("the request carries lock_delay_seconds and the lease reports it", async () => {
     for (const [lockDelaySeconds, sent] of [[60, 60], [0, undefined], [undefined, undefined]] as const) {
       const stub = scripted(() => false, []);
-      const c = new LockClient(BASE, { fetch: stub.fetch });
+      const c = new Client(BASE, { fetch: stub.fetch });
       const lease = await c.tryAcquire("r", { ttlSeconds: 30, lockDelaySeconds, keepAlive: false });
       assert.equal(stub.calls[0]!.body?.lock_delay_seconds, sent);
       assert.equal(lease.lock.lockDelaySeconds, sent ?? 0);
       await lease.release();
     }
     const stub = scripted(() => false, []);
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     await assert.rejects(c.acquire("r", { ttlSeconds: 30, lockDelaySeconds: 1.5 }), RangeError);
     await assert.rejects(c.tryAcquire("r", { ttlSeconds: 30, lockDelaySeconds: -1 }), RangeError);
     assert.equal(stub.calls.length, 0);
@@ -211,7 +211,7 @@ describe("lock-delay", { concurrency: true }, () => {
 describe("force released", { concurrency: true }, () => {
   test("a renewal's 404 with force_released loses the lease saying so", async () => {
     const stub = scripted(isRenew, [forceReleased]);
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     const lease = await c.tryAcquire("r", { ttlSeconds: 3 });
     const reason = await aborted(lease.signal, 3000);
     assert.ok(reason instanceof LeaseLostError && reason.forceReleased, String(reason));
@@ -221,7 +221,7 @@ describe("force released", { concurrency: true }, () => {
 
   test("withLock reports a lease force released before its release", async () => {
     const stub = scripted((req) => req.method === "DELETE", [forceReleased]);
-    const c = new LockClient(BASE, { fetch: stub.fetch });
+    const c = new Client(BASE, { fetch: stub.fetch });
     const err = await c.withLock("r", () => "done", { ttlSeconds: 30 }).catch((e: unknown) => e);
     assert.ok(err instanceof LeaseLostError && err.forceReleased, String(err));
   });

@@ -6,7 +6,7 @@ import { SignatureV4 } from "@smithy/signature-v4";
 import assert from "node:assert/strict";
 import { createHash, createHmac } from "node:crypto";
 import { mock, test } from "node:test";
-import { CredentialsError, LockClient } from "../dist/index.js";
+import { CredentialsError, Client } from "../dist/esm/index.js";
 import { json, lockDoc, stubFetch } from "./helpers.js";
 
 const sha256hex = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
@@ -76,7 +76,7 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
         : json(200, { acquired: true, lock: lockDoc("payment:42 ü", "w1", 7) }),
     );
     const credentials = { accessKeyId: "AKIDEXAMPLE", secretAccessKey: EXAMPLE_SECRET, sessionToken: "session/token+with=chars" };
-    const c = new LockClient("https://abc123.execute-api.eu-west-1.amazonaws.com/prod", { fetch: stub.fetch, sigv4: { credentials } });
+    const c = new Client("https://abc123.execute-api.eu-west-1.amazonaws.com/prod", { fetch: stub.fetch, sigv4: { credentials } });
     await c.tryAcquire("payment:42 ü", { owner: "w1", ttlSeconds: 30, keepAlive: false });
     await c.status("payment:42 ü");
 
@@ -134,7 +134,7 @@ test("sigv4: true takes credentials from the default chain and the region from t
   delete process.env.AWS_PROFILE;
   try {
     const stub = stubFetch(() => json(200, lockDoc("r", "w", 1)));
-    await new LockClient("https://locks.example.com", { fetch: stub.fetch, sigv4: true }).status("r");
+    await new Client("https://locks.example.com", { fetch: stub.fetch, sigv4: true }).status("r");
     assert.match(stub.calls[0]!.headers.authorization!, /^AWS4-HMAC-SHA256 Credential=AKIDFROMENV\/\d{8}\/ap-south-2\/execute-api\/aws4_request, /);
     assert.equal(stub.calls[0]!.headers["x-amz-security-token"], undefined);
   } finally {
@@ -144,7 +144,7 @@ test("sigv4: true takes credentials from the default chain and the region from t
 
 test("an unsigned client sends no AWS headers; missing credentials fail before sending", async () => {
   const stub = stubFetch(() => json(200, lockDoc("r", "w", 1)));
-  await new LockClient("http://127.0.0.1:1", { fetch: stub.fetch }).status("r");
+  await new Client("http://127.0.0.1:1", { fetch: stub.fetch }).status("r");
   assert.deepEqual(Object.keys(stub.calls[0]!.headers).filter((h) => h === "authorization" || h.startsWith("x-amz-")), []);
 
   let calls = 0;
@@ -152,8 +152,8 @@ test("an unsigned client sends no AWS headers; missing credentials fail before s
     calls++;
     throw new Error("no credentials here");
   };
-  const c = new LockClient("https://locks.example.com", { fetch: stub.fetch, sigv4: { region: "eu-west-1", credentials: failing } });
-  const err = await c.acquire("r", { ttlSeconds: 5, waitSeconds: 5 }).catch((e: unknown) => e);
+  const c = new Client("https://locks.example.com", { fetch: stub.fetch, sigv4: { region: "eu-west-1", credentials: failing } });
+  const err = await c.acquire("r", { ttlSeconds: 5, waitMs: 5000 }).catch((e: unknown) => e);
   assert.ok(err instanceof CredentialsError, String(err));
   assert.equal(err.temporary, false, "never had credentials: not worth retrying");
   assert.equal(calls, 1);
@@ -162,7 +162,7 @@ test("an unsigned client sends no AWS headers; missing credentials fail before s
   delete process.env.AWS_REGION;
   delete process.env.AWS_DEFAULT_REGION;
   try {
-    assert.throws(() => new LockClient("https://locks.example.com", { sigv4: { credentials: failing } }), /no region/, "needs a region");
+    assert.throws(() => new Client("https://locks.example.com", { sigv4: { credentials: failing } }), /no region/, "needs a region");
   } finally {
     if (AWS_REGION !== undefined) process.env.AWS_REGION = AWS_REGION;
     if (AWS_DEFAULT_REGION !== undefined) process.env.AWS_DEFAULT_REGION = AWS_DEFAULT_REGION;
