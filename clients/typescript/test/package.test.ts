@@ -1,0 +1,232 @@
+// The package as its users get it, against the real local runner: `npm pack`,
+// the tarball installed offline (a fresh, empty npm cache: nothing can be
+// fetched) into two scratch projects, a CommonJS one that uses require and
+// an ESM one that uses import, and a script run in each; then every
+// ts/typescript/js/javascript block of the Markdown files that show this
+// client, type-checked with tsc and run unchanged in those projects.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { SIGV4_INSTALL } from "../dist/esm/index.js";
+import { repoRoot, startRunner, type Runner } from "./helpers.js";
+
+/** clients/typescript/: this file runs from its dist-test/. */
+const packageDir = fileURLToPath(new URL("../", import.meta.url));
+
+/** The Markdown files whose ts/js blocks must each be a complete program. */
+const MARKDOWN = ["README.md", "docs/clients.md", "clients/typescript/README.md"];
+/** The fences of programs; any other block (```text, ```sh, ```go, ...) is not this test's. */
+const TS_FENCES = new Set(["ts", "typescript"]);
+const JS_FENCES = new Set(["js", "javascript"]);
+
+let runner: Runner;
+let dir: string;
+let cjs: string;
+let esm: string;
+let packed: { files: string[]; size: number };
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd: options.cwd, env: options.env ?? process.env, timeout: options.timeoutMs ?? 60_000, maxBuffer: 1 << 22 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === "number" ? err.code : null) : 0;
+      resolve({ code, stdout, stderr: stderr + (err && code === null ? `\n${err.message}` : "") });
+    });
+  });
+}
+
+async function ok(cmd: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<string> {
+  const r = await run(cmd, args, options);
+  assert.equal(r.code, 0, `${cmd} ${args.join(" ")} (in ${options.cwd}) exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+/** The bytes of every file under p. */
+async function size(p: string): Promise<number> {
+  const s = await stat(p);
+  if (!s.isDirectory()) return s.size;
+  let n = 0;
+  for (const e of await readdir(p)) n += await size(join(p, e));
+  return n;
+}
+
+/** The environment of a user of `make run`: LOCKS_ENDPOINT is the runner's, nothing signs. */
+function userEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, LOCKS_ENDPOINT: runner.url };
+  for (const k of Object.keys(env)) if (k.startsWith("npm_") || k === "LOCKS_SIGV4" || k === "NODE_OPTIONS") delete env[k];
+  return env;
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), "locks-ts-package-"));
+  const [r] = await Promise.all([
+    startRunner(),
+    (async () => {
+      // `npm test` has just built dist/; prepack would build it again.
+      const out = await ok("npm", ["pack", "--ignore-scripts", "--json", "--loglevel=error", "--pack-destination", dir], { cwd: packageDir });
+      const [info] = JSON.parse(out) as Array<{ filename: string; unpackedSize: number; files: Array<{ path: string }> }>;
+      packed = { files: info!.files.map((f) => f.path), size: info!.unpackedSize };
+      const tarball = join(dir, info!.filename);
+      cjs = join(dir, "cjs");
+      esm = join(dir, "esm");
+      await Promise.all(
+        [
+          [cjs, "commonjs"],
+          [esm, "module"],
+        ].map(async ([project, type]) => {
+          await mkdir(project!);
+          await writeFile(join(project!, "package.json"), `${JSON.stringify({ name: `scratch-${type}`, private: true, type }, null, 2)}\n`);
+          // A cache of its own: offline, nothing is there to install but the tarball.
+          await ok(
+            "npm",
+            ["install", "--offline", "--cache", join(dir, `npm-cache-${type}`), "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts", "--loglevel=error", tarball],
+            { cwd: project!, env: { ...process.env, npm_config_update_notifier: "false" } },
+          );
+        }),
+      );
+    })(),
+  ]);
+  runner = r;
+});
+
+after(async () => {
+  await runner?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** The script each scratch project runs: plain JavaScript, no options anywhere. */
+const script = (load: string, entry: string) => `${load}
+
+const client = Client.fromEnv(); // LOCKS_ENDPOINT
+const resource = process.argv[2];
+const lease = await client.tryAcquire(resource); // no ttlSeconds: 30 s
+const second = await client.tryAcquire(resource).catch((e) => e);
+await lease.release();
+const signed = Client.fromEnv({ env: { ...process.env, LOCKS_SIGV4: "1", AWS_REGION: "eu-west-1" } });
+const signing = await signed.tryAcquire(resource).catch((e) => e);
+console.log(JSON.stringify({
+  entry: ${entry},
+  token: lease.fencingToken,
+  ttlSeconds: lease.ttlSeconds,
+  held: second instanceof HeldError,
+  released: !lease.held,
+  signing: signing instanceof SigningUnavailableError ? signing.message : String(signing),
+}));
+`;
+
+describe("the package", () => {
+  test("the packed tarball installs offline into a CommonJS and an ESM project, alone and under 1 MB, and runs against the local runner", async () => {
+    for (const f of ["dist/esm/index.js", "dist/esm/index.d.ts", "dist/esm/package.json", "dist/cjs/index.js", "dist/cjs/index.d.ts", "dist/cjs/package.json", "README.md", "LICENSE"]) {
+      assert.ok(packed.files.includes(f), `the tarball has ${f}: ${packed.files.join(", ")}`);
+    }
+    assert.ok(!packed.files.some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("dist-test/")), packed.files.join(", "));
+
+    // The CommonJS script wraps the same body in an async function: no top-level await there.
+    await writeFile(
+      join(cjs, "main.js"),
+      `const { Client, HeldError, SigningUnavailableError } = require("@ft288/locks");\n(async () => {\n${script("", 'require.resolve("@ft288/locks")')}})().catch((err) => {\n  console.error(err);\n  process.exitCode = 1;\n});\n`,
+    );
+    await writeFile(join(esm, "main.js"), script('import { Client, HeldError, SigningUnavailableError } from "@ft288/locks";', 'import.meta.resolve("@ft288/locks")'));
+
+    for (const [project, entry] of [
+      [cjs, "dist/cjs/index.js"],
+      [esm, "dist/esm/index.js"],
+    ] as const) {
+      const modules = join(project, "node_modules");
+      assert.deepEqual((await readdir(modules)).sort(), [".package-lock.json", "@ft288"], "no dependency installed without signing");
+      const bytes = await size(join(modules, "@ft288"));
+      assert.ok(bytes < 1 << 20, `installed ${bytes} bytes`);
+
+      const out = await ok(process.execPath, ["main.js", `ts-package-${relative(dir, project)}`], { cwd: project, env: userEnv() });
+      const got = JSON.parse(out) as { entry: string; token: number; ttlSeconds: number; held: boolean; released: boolean; signing: string };
+      assert.ok(got.entry.endsWith(entry), `${project} loaded ${got.entry}, want …/${entry}`);
+      assert.ok(Number.isSafeInteger(got.token) && got.token > 0, out);
+      assert.deepEqual({ ttlSeconds: got.ttlSeconds, held: got.held, released: got.released }, { ttlSeconds: 30, held: true, released: true }, out);
+      assert.ok(got.signing.includes(SIGV4_INSTALL), `without the signing packages: ${got.signing}`);
+    }
+  });
+
+  test("every ts/js block of the Markdown files is a program that type-checks and runs against the local runner", async () => {
+    interface Block {
+      where: string;
+      lang: string;
+      code: string;
+      file?: string;
+    }
+    const blocks: Block[] = [];
+    for (const doc of MARKDOWN) {
+      const lines = (await readFile(join(repoRoot, doc), "utf8")).split("\n");
+      let open: { lang: string; line: number; indent: string; body: string[] } | undefined;
+      lines.forEach((line, i) => {
+        const fence = /^(\s*)```(.*)$/.exec(line);
+        if (!open) {
+          if (fence) open = { lang: fence[2]!.trim().split(/\s+/)[0]!.toLowerCase(), line: i + 1, indent: fence[1]!, body: [] };
+        } else if (fence && fence[2]!.trim() === "") {
+          if (TS_FENCES.has(open.lang) || JS_FENCES.has(open.lang)) {
+            const code = open.body.map((l) => (l.startsWith(open!.indent) ? l.slice(open!.indent.length) : l)).join("\n");
+            blocks.push({ where: `${doc}:${open.line}`, lang: open.lang, code: `${code}\n` });
+          }
+          open = undefined;
+        } else {
+          open.body.push(line);
+        }
+      });
+      assert.equal(open, undefined, `${doc}: a block opened at line ${open?.line} is never closed`);
+    }
+    for (const doc of MARKDOWN) assert.ok(blocks.some((b) => b.where.startsWith(`${doc}:`)), `${doc} shows the TypeScript client`);
+
+    // Each block is a file of its own: TypeScript into the ESM project (compiled
+    // next to it), JavaScript into the project of its module system.
+    const tsFiles: string[] = [];
+    for (const b of blocks) {
+      const name = `example-${b.where.replace(/[^A-Za-z0-9]+/g, "-")}`;
+      if (TS_FENCES.has(b.lang)) {
+        const src = join(esm, `${name}.ts`);
+        await writeFile(src, b.code);
+        tsFiles.push(src);
+        b.file = join(esm, `${name}.js`);
+      } else {
+        const commonjs = /\brequire\(/.test(b.code) && !/^\s*(import|export)\s/m.test(b.code);
+        b.file = join(commonjs ? cjs : esm, `${name}.js`);
+        await writeFile(b.file, b.code);
+      }
+    }
+    if (tsFiles.length > 0) {
+      // What a user's strict Node.js project has: @types/node, and a target
+      // that downlevels `await using` (docs: clients/typescript/README.md).
+      await writeFile(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: {
+            target: "ES2022",
+            module: "NodeNext",
+            moduleResolution: "NodeNext",
+            lib: ["ES2022", "ESNext.Disposable"],
+            types: ["node"],
+            typeRoots: [join(packageDir, "node_modules/@types")],
+            strict: true,
+            noEmitOnError: true,
+          },
+          files: tsFiles,
+        }),
+      );
+      const tsc = join(packageDir, "node_modules/typescript/bin/tsc");
+      const r = await run(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")], { cwd: dir });
+      assert.equal(r.code, 0, `tsc on the TypeScript blocks (${blocks.filter((b) => TS_FENCES.has(b.lang)).map((b) => b.where).join(", ")}):\n${r.stdout}${r.stderr}`);
+    }
+    // One at a time: several use the same lock names.
+    for (const b of blocks) {
+      const r = await run(process.execPath, [b.file!], { cwd: join(b.file!, ".."), env: userEnv(), timeoutMs: 60_000 });
+      assert.equal(r.code, 0, `the ${b.lang} block at ${b.where} exited ${r.code}:\n${b.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
+    }
+  });
+});
