@@ -41,7 +41,9 @@ func TestDefaultTTL(t *testing.T) {
 				f := newFakeAPI()
 				c := newFakeClient(t, f, client.WithoutKeepAlive())
 				for _, acquire := range []func() (*client.Lease, error){
-					func() (*client.Lease, error) { return c.TryAcquire(context.Background(), "try", "", tt.ttl, tt.opts...) },
+					func() (*client.Lease, error) {
+						return c.TryAcquire(context.Background(), "try", "", tt.ttl, tt.opts...)
+					},
 					func() (*client.Lease, error) { return c.Acquire(context.Background(), "wait", "", tt.ttl, tt.opts...) },
 				} {
 					l, err := acquire()

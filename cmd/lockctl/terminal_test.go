@@ -44,9 +44,17 @@ func testCtrlCEscalates(t *testing.T, bin string) {
 				t.Fatal(err)
 			}
 			p := startLockctl(t, bin, srv.URL, []string{"SCRIPT=" + script},
-				"run", res, "--ttl", "5", "--", "sh", "-c", `sh "$SCRIPT" & exit 0`)
+				"run", res, "--ttl", "5", "--", "sh", "-c", `echo main $$; sh "$SCRIPT" & exit 0`)
+			mainExited := testenv.Exited(atoi(t, p.waitLine(t, "main ")))
 			childPid := atoi(t, p.waitLine(t, "child "))
 			t.Cleanup(func() { _ = syscall.Kill(childPid, syscall.SIGKILL) })
+			// The Ctrl-Cs must find only the child: the main process has
+			// exited 0.
+			select {
+			case <-mainExited:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the command's main process still runs 10s after it started its child")
+			}
 
 			interrupt := func() {
 				t.Helper()

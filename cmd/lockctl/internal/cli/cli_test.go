@@ -126,10 +126,10 @@ func TestMainCommands(t *testing.T) {
 			after:      wantOwner("holder"),
 		},
 		{
-			name:       "AcquireWaitRunsOut",
-			setup:      holdBy("holder"),
-			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", "--wait", "300ms", res} },
-			wantCode:   cli.ExitHeld,
+			name:     "AcquireWaitRunsOut",
+			setup:    holdBy("holder"),
+			args:     func(res string, _ *client.Lease) []string { return []string{"acquire", "--wait", "300ms", res} },
+			wantCode: cli.ExitHeld,
 			// A human message, not "context deadline exceeded".
 			wantStderr: "is held by another owner; gave up after waiting 300ms (--wait)\n",
 			wantLines:  1,
