@@ -295,7 +295,11 @@ func reportRemaining(env Env, lease *client.Lease, ms []member, interrupts int) 
 	for _, m := range ms {
 		fmt.Fprintf(&b, "lockctl:   pid %d: %s\n", m.pid, m.command)
 	}
-	fmt.Fprintf(&b, "lockctl: the lease on %q is kept, and renewed, until they exit", lease.Resource())
+	if lease.Err() == nil {
+		fmt.Fprintf(&b, "lockctl: the lease on %q is kept, and renewed, until they exit", lease.Resource())
+	} else { // lost: they are being stopped already
+		fmt.Fprintf(&b, "lockctl: the lease on %q is lost", lease.Resource())
+	}
 	switch interrupts {
 	case 1:
 		b.WriteString("; Ctrl-C again sends them SIGTERM, a third time SIGKILL\n")
