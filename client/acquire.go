@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,45 +26,98 @@ const (
 	answerMargin = 5 * time.Second
 )
 
-// TryAcquire asks once for a lease of ttl (whole seconds, at least one) on
-// resource for owner ("" for a new unique owner). It returns the lease, or a
-// *HeldError matching ErrHeld when another owner holds the lock.
+// TryAcquire asks once for a lease of ttl (whole seconds, at least one; 0
+// for WithTTL's, else DefaultTTL) on resource for owner ("" for WithOwner's,
+// else a new unique owner). It returns the lease, or a *HeldError matching
+// ErrHeld when another owner holds the lock.
 func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	a, err := c.newAcquisition(resource, owner, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
+	return a.try(ctx)
+}
+
+// try is TryAcquire's one attempt.
+func (a *acquisition) try(ctx context.Context) (*Lease, error) {
 	r, abandoned := a.attempt(ctx, 0)
 	if abandoned {
-		return nil, fmt.Errorf("acquire %q: %w", resource, context.Cause(ctx))
+		return nil, fmt.Errorf("acquire %q: %w", a.resource, context.Cause(ctx))
 	}
 	a.note(r)
 	if r.out == granted {
-		return newLease(c, r.grant, ttl), nil
+		return newLease(a.c, r.grant, a.ttl), nil
 	}
 	a.abandon(ctx)
 	return nil, r.err
 }
 
-// Acquire waits for a lease of ttl on resource for owner until ctx ends,
-// waiting at the service (or polling) and retrying temporary failures. When
-// ctx ends, the error matches ctx's error and the last attempt's.
+// Acquire waits for a lease of ttl on resource for owner (the defaults as
+// for TryAcquire), waiting at the service (or polling) and retrying
+// temporary failures, until ctx ends and for at most DefaultAcquireWait
+// when ctx has no deadline (WithWait sets another bound, WithoutWaitLimit
+// none). When the wait runs out while the lock is held, the error is a
+// *HeldError matching ErrHeld; when ctx ended it, the error matches ctx's
+// error too.
 func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	a, err := c.newAcquisition(resource, owner, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
+	return a.wait(ctx)
+}
+
+// waitBound is how long Acquire waits beyond ctx's own end: WithWait's
+// bound, else DefaultAcquireWait when ctx has no deadline; ok is false when
+// nothing but ctx bounds the wait.
+func (a *acquisition) waitBound(ctx context.Context) (d time.Duration, ok bool) {
+	switch {
+	case a.opt.noWaitLimit:
+		return 0, false
+	case a.opt.waitSet:
+		return a.opt.wait, true
+	}
+	if _, has := ctx.Deadline(); has {
+		return 0, false
+	}
+	return DefaultAcquireWait, true
+}
+
+// wait is Acquire's loop.
+func (a *acquisition) wait(caller context.Context) (*Lease, error) {
+	c, resource, ttl := a.c, a.resource, a.ttl
+	ctx := caller
+	bound, bounded := a.waitBound(caller)
+	if bounded {
+		if bound == 0 {
+			return a.try(ctx)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(caller, bound)
+		defer cancel()
+	}
+	// gaveUp is the error for the wait's end: the caller's ctx's, or the
+	// bound's.
+	gaveUp := func(last error) error {
+		if caller.Err() != nil || !bounded {
+			return waitErr(caller, resource, last)
+		}
+		if last == nil {
+			return fmt.Errorf("acquire %q: no answer within the wait of %s: %w", resource, bound, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("acquire %q: gave up after waiting %s: %w", resource, bound, last)
+	}
 	var last error
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			a.abandon(ctx)
-			return nil, waitErr(ctx, resource, last)
+			return nil, gaveUp(last)
 		}
 		wait := c.serverWait(ctx, ttl)
 		sent := time.Now()
 		r, abandoned := a.attempt(ctx, wait)
 		if abandoned {
-			return nil, waitErr(ctx, resource, last)
+			return nil, gaveUp(last)
 		}
 		if wait > 0 && refusesWait(r.err) {
 			// A service without server-side waiting (or with a lower
@@ -92,7 +146,7 @@ func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.D
 		case <-ctx.Done():
 			t.Stop()
 			a.abandon(ctx)
-			return nil, waitErr(ctx, resource, last)
+			return nil, gaveUp(last)
 		case <-t.C:
 		}
 	}
@@ -188,18 +242,27 @@ type acquisition struct {
 	unsure bool
 }
 
+// newAcquisition checks an acquire's arguments and options; a ttl of 0 and
+// an owner of "" take WithTTL's and WithOwner's, else DefaultTTL and a new
+// unique owner.
 func (c *Client) newAcquisition(resource, owner string, ttl time.Duration, opts []AcquireOption) (*acquisition, error) {
 	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl}
-	if owner == "" {
-		a.owner, a.generated = newOwner(), true
-	}
-	if err := checkArgs(resource, a.owner, ttl); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
-	}
 	for _, o := range opts {
 		if err := o(&a.opt); err != nil {
 			return nil, fmt.Errorf("acquire %q: %w", resource, err)
 		}
+	}
+	if a.ttl == 0 {
+		a.ttl = cmp.Or(a.opt.ttl, DefaultTTL)
+	}
+	if a.owner == "" {
+		a.owner = a.opt.owner
+	}
+	if a.owner == "" {
+		a.owner, a.generated = newOwner(), true
+	}
+	if err := checkArgs(resource, a.owner, a.ttl); err != nil {
+		return nil, fmt.Errorf("acquire %q: %w", resource, err)
 	}
 	if !a.generated {
 		a.gen = c.latest.next(resource, a.owner)

@@ -45,10 +45,10 @@ type LockPage struct {
 // A page may be short, even empty, and still have a Cursor: follow it.
 func (c *Client) List(ctx context.Context, prefix string, opt ListOptions) (LockPage, error) {
 	if strings.Contains(prefix, "/") {
-		return LockPage{}, fmt.Errorf("list %q: %w: prefix must not contain \"/\"", prefix, ErrInvalid)
+		return LockPage{}, fmt.Errorf("list %q: %w: prefix must not contain \"/\"", prefix, ErrValidation)
 	}
 	if opt.Limit < 0 || opt.Limit > 1000 {
-		return LockPage{}, fmt.Errorf("list %q: %w: limit %d: want 1 to 1000 (0: the default)", prefix, ErrInvalid, opt.Limit)
+		return LockPage{}, fmt.Errorf("list %q: %w: limit %d: want 1 to 1000 (0: the default)", prefix, ErrValidation, opt.Limit)
 	}
 	q := url.Values{}
 	if prefix != "" {
@@ -139,16 +139,16 @@ type ForceReleased struct {
 // a *ProblemError whose Current is the lease that does.
 func (c *Client) ForceRelease(ctx context.Context, resource, reason string, opts ...ForceReleaseOptions) (ForceReleased, error) {
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(reason) == "" {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrInvalid)
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrValidation)
 	}
 	if len(opts) > 1 {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w: at most one ForceReleaseOptions", resource, ErrInvalid)
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w: at most one ForceReleaseOptions", resource, ErrValidation)
 	}
 	req := map[string]any{"reason": reason}
 	if len(opts) == 1 {
 		opt := opts[0]
 		if opt.FencingToken < 0 {
-			return ForceReleased{}, fmt.Errorf("force-release %q: %w: fencing token %d: want a positive token, or 0 for any", resource, ErrInvalid, opt.FencingToken)
+			return ForceReleased{}, fmt.Errorf("force-release %q: %w: fencing token %d: want a positive token, or 0 for any", resource, ErrValidation, opt.FencingToken)
 		}
 		if opt.Immediate {
 			req["immediate"] = true

@@ -14,7 +14,7 @@ import (
 	"github.com/ft288/locks/client"
 )
 
-// TestAdminArgsBeforeSending: invalid arguments are ErrInvalid without a
+// TestAdminArgsBeforeSending: invalid arguments are ErrValidation without a
 // request.
 func TestAdminArgsBeforeSending(t *testing.T) {
 	t.Parallel()
@@ -38,8 +38,8 @@ func TestAdminArgsBeforeSending(t *testing.T) {
 		"NoResource":  func() error { _, err := c.ForceRelease(ctx, "", "why"); return err }(),
 		"SlashInName": func() error { _, err := c.ForceRelease(ctx, "a/b", "why"); return err }(),
 	} {
-		if !errors.Is(err, client.ErrInvalid) {
-			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		if !errors.Is(err, client.ErrValidation) {
+			t.Errorf("%s: got %v, want ErrValidation", name, err)
 		}
 	}
 	if n := calls.Load(); n != 0 {

@@ -40,7 +40,7 @@ func (l Lock) check(resource string) error {
 // none.
 func (c *Client) Status(ctx context.Context, resource string) (Lock, error) {
 	if resource == "" || strings.Contains(resource, "/") {
-		return Lock{}, fmt.Errorf("status %q: %w: resource must be non-empty and without \"/\"", resource, ErrInvalid)
+		return Lock{}, fmt.Errorf("status %q: %w: resource must be non-empty and without \"/\"", resource, ErrValidation)
 	}
 	resp, err := c.send(ctx, http.MethodGet, lockPath(resource), nil)
 	if err != nil {
@@ -56,11 +56,15 @@ func (c *Client) Status(ctx context.Context, resource string) (Lock, error) {
 	return lock, nil
 }
 
-// Renew extends owner's live lease on resource to ttl from now. With token
+// Renew extends owner's live lease on resource to ttl (0: DefaultTTL) from
+// now. With token
 // non-zero the live lease must carry that fencing token (ErrStaleToken
 // otherwise). A lease that expired cannot be renewed (ErrNotFound): acquire
 // it again. Leases renew themselves; Lease.Renew renews one by hand.
 func (c *Client) Renew(ctx context.Context, resource, owner string, ttl time.Duration, token int64) (Lock, error) {
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
 	if err := checkArgs(resource, owner, ttl); err != nil {
 		return Lock{}, fmt.Errorf("renew %q: %w", resource, err)
 	}
@@ -94,7 +98,7 @@ func (c *Client) Renew(ctx context.Context, resource, owner string, ttl time.Dur
 // owner holds it and ErrStaleToken when a newer lease replaced token's.
 func (c *Client) Release(ctx context.Context, resource, owner string, token int64) error {
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(owner) == "" {
-		return fmt.Errorf("release %q: %w: resource and owner must not be empty, and resource has no \"/\"", resource, ErrInvalid)
+		return fmt.Errorf("release %q: %w: resource and owner must not be empty, and resource has no \"/\"", resource, ErrValidation)
 	}
 	req := map[string]any{"owner": owner}
 	if token != 0 {
@@ -109,15 +113,15 @@ func (c *Client) Release(ctx context.Context, resource, owner string, token int6
 func checkArgs(resource, owner string, ttl time.Duration) error {
 	switch {
 	case resource == "":
-		return fmt.Errorf("%w: empty resource", ErrInvalid)
+		return fmt.Errorf("%w: empty resource", ErrValidation)
 	case strings.Contains(resource, "/"):
 		// The server refuses it too, but an API Gateway may route an
 		// encoded "/" elsewhere before the server sees it.
-		return fmt.Errorf("%w: resource must not contain \"/\"", ErrInvalid)
+		return fmt.Errorf("%w: resource must not contain \"/\"", ErrValidation)
 	case strings.TrimSpace(owner) == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalid)
+		return fmt.Errorf("%w: empty owner", ErrValidation)
 	case ttl < time.Second || ttl%time.Second != 0:
-		return fmt.Errorf("%w: ttl %s: must be a whole number of seconds, at least 1s", ErrInvalid, ttl)
+		return fmt.Errorf("%w: ttl %s: must be a whole number of seconds, at least 1s", ErrValidation, ttl)
 	}
 	return nil
 }

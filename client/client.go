@@ -11,6 +11,19 @@ import (
 
 // Defaults of a Client.
 const (
+	// DefaultEndpoint is the service FromEnv talks to when LOCKS_ENDPOINT
+	// is unset: the local runner of `make run`.
+	DefaultEndpoint = "http://127.0.0.1:8080"
+	// DefaultTTL is a lease's time-to-live when an acquire asks for 0 (and
+	// no WithTTL): long enough that a renewal every DefaultTTL/3 rides out
+	// a few seconds of trouble, short enough that a crashed holder blocks
+	// others for at most half a minute.
+	DefaultTTL = 30 * time.Second
+	// DefaultAcquireWait bounds Acquire's wait when its context has no
+	// deadline and no WithWait or WithoutWaitLimit says otherwise, so that
+	// a forgotten deadline cannot leave a caller waiting forever for a
+	// lock someone keeps renewing.
+	DefaultAcquireWait = 30 * time.Second
 	// DefaultUserAgent is the User-Agent header sent unless WithUserAgent
 	// sets another.
 	DefaultUserAgent = "ft288-locks-go-client/1"

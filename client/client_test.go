@@ -53,7 +53,6 @@ func TestTryAcquireRejectsArgsBeforeSending(t *testing.T) {
 		ttl      time.Duration
 	}{
 		{"ErrTTLFraction", "r", "w1", 1500 * time.Millisecond},
-		{"ErrTTLZero", "r", "w1", 0},
 		{"ErrTTLNegative", "r", "w1", -time.Second},
 		{"ErrTTLSubSecond", "r", "w1", 999 * time.Millisecond},
 		{"ErrOwnerBlank", "r", "  ", time.Second},
@@ -70,16 +69,16 @@ func TestTryAcquireRejectsArgsBeforeSending(t *testing.T) {
 					return err
 				},
 			} {
-				if err := call(); !errors.Is(err, client.ErrInvalid) {
-					t.Errorf("got %v, want an error matching ErrInvalid", err)
+				if err := call(); !errors.Is(err, client.ErrValidation) {
+					t.Errorf("got %v, want an error matching ErrValidation", err)
 				}
 			}
 			if tt.resource != "r" {
-				if _, err := c.Status(context.Background(), tt.resource); !errors.Is(err, client.ErrInvalid) {
-					t.Errorf("status: got %v, want ErrInvalid", err)
+				if _, err := c.Status(context.Background(), tt.resource); !errors.Is(err, client.ErrValidation) {
+					t.Errorf("status: got %v, want ErrValidation", err)
 				}
-				if err := c.Release(context.Background(), tt.resource, "w1", 0); !errors.Is(err, client.ErrInvalid) {
-					t.Errorf("release: got %v, want ErrInvalid", err)
+				if err := c.Release(context.Background(), tt.resource, "w1", 0); !errors.Is(err, client.ErrValidation) {
+					t.Errorf("release: got %v, want ErrValidation", err)
 				}
 			}
 		})

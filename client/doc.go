@@ -13,6 +13,17 @@
 // lost its lease and did not notice: it only has to remember the highest
 // token it has seen.
 //
+// # Names, defaults and the environment
+//
+// The Go, TypeScript and Python clients share their vocabulary and
+// defaults (docs/clients.md shows them side by side). FromEnv builds a
+// Client of LOCKS_ENDPOINT (DefaultEndpoint, the local runner of `make
+// run`, when unset); it does not sign, and says so when LOCKS_SIGV4 asks
+// for signing: awsauth.FromEnv does, with the AWS default credential
+// chain. A ttl of 0 is DefaultTTL (or WithTTL's), an owner of "" a new
+// unique one (or WithOwner's). WithLock acquires, runs a function under the
+// lease and releases it.
+//
 // # Owners
 //
 // An owner names one holder. Acquire with an empty owner and the client
@@ -26,7 +37,12 @@
 //
 // # Waiting for a lock
 //
-// TryAcquire asks once. Acquire waits at the service: each request asks
+// TryAcquire asks once. Acquire waits until ctx ends and, when ctx has no
+// deadline, for at most DefaultAcquireWait, so that a forgotten deadline
+// cannot wait forever; WithWait sets another bound (0: ask once) and
+// WithoutWaitLimit none. When the wait runs out while the lock is held the
+// error is a *HeldError (matching ErrHeld, and ctx's error too when ctx
+// ended it). Acquire waits at the service: each request asks
 // the service to hold it while the lock is held by someone else, up to
 // wait_seconds = min(MaxServerWait, the time left until ctx's deadline,
 // ⅔ × (ttl − margin), whole seconds), and to grant the lock the moment it
@@ -45,8 +61,7 @@
 // in between (WithBackoff), at least the service's Retry-After (capped at
 // the backoff maximum, so an early release is noticed) but never past ctx's
 // end. Every attempt asks for the same owner, so one granted unheard is
-// granted again. When ctx ends Acquire returns an error that matches both
-// ctx's error and the last attempt's (ErrHeld while the lock stayed held).
+// granted again.
 // WithLockDelay asks for a lease with a lock-delay: should it expire
 // without a release, nobody can take the lock until the delay after its
 // expiry, so that a holder that is slow rather than dead cannot overlap the

@@ -27,9 +27,15 @@ var (
 	// ErrStaleToken means the owner matches but the fencing token does not:
 	// a newer lease of the same owner replaced the one the caller holds.
 	ErrStaleToken = errors.New("fencing token is not the live lease's")
-	// ErrInvalid means the request was invalid: rejected by this package
-	// before it was sent, or answered 400, 413 or 422 by the service.
-	ErrInvalid = errors.New("invalid request")
+	// ErrValidation means the request was invalid: rejected by this
+	// package before it was sent, or answered 400, 413 or 422 by the
+	// service.
+	ErrValidation = errors.New("invalid request")
+	// ErrInvalid is ErrValidation's former name: the same value, so
+	// errors.Is matches either.
+	//
+	// Deprecated: use ErrValidation, the name the three clients share.
+	ErrInvalid = ErrValidation
 	// ErrUnavailable means the service could not decide (503), or API
 	// Gateway answered for it: a gateway error (502, 504) or a throttle
 	// (429 {"message":"Too Many Requests"} for a throttled route, 500
@@ -133,7 +139,7 @@ func (e *ProblemError) Is(target error) bool {
 		return slug == "forbidden"
 	case ErrStaleToken:
 		return slug == "stale-token"
-	case ErrInvalid:
+	case ErrValidation:
 		switch slug {
 		case "validation-failed", "invalid-json", "payload-too-large":
 			return true
@@ -241,7 +247,7 @@ func (e *unsentError) Unwrap() error { return e.err }
 // this API is safe to repeat) and temporary service answers.
 func retryable(err error) bool {
 	var perm *permanentError
-	if errors.As(err, &perm) || errors.Is(err, ErrInvalid) {
+	if errors.As(err, &perm) || errors.Is(err, ErrValidation) {
 		return false
 	}
 	var p *ProblemError

@@ -17,7 +17,7 @@ import (
 // sentinels are the errors every mapped answer is checked against.
 var sentinels = map[string]error{
 	"ErrHeld": client.ErrHeld, "ErrNotFound": client.ErrNotFound, "ErrForbidden": client.ErrForbidden,
-	"ErrStaleToken": client.ErrStaleToken, "ErrInvalid": client.ErrInvalid, "ErrUnavailable": client.ErrUnavailable,
+	"ErrStaleToken": client.ErrStaleToken, "ErrValidation": client.ErrValidation, "ErrUnavailable": client.ErrUnavailable,
 	"ErrLeaseLost": client.ErrLeaseLost,
 }
 
@@ -69,13 +69,13 @@ func TestErrorMapping(t *testing.T) {
 			body: `{"type":"https://ft288.dev/problems/validation-failed","title":"Request validation failed","status":422,"detail":"see errors","instance":"/locks/r","errors":[{"field":"owner","detail":"must not be empty"},{"field":"ttl_seconds","detail":"is required"}]}`,
 			want: client.ProblemError{Status: 422, Type: "https://ft288.dev/problems/validation-failed", Title: "Request validation failed", Detail: "see errors", Instance: "/locks/r",
 				Errors: []client.FieldError{{Field: "owner", Detail: "must not be empty"}, {Field: "ttl_seconds", Detail: "is required"}}},
-			is: []string{"ErrInvalid"},
+			is: []string{"ErrValidation"},
 		},
 		{
 			name: "InvalidJSON", status: 400, header: problemJSON,
 			body: `{"type":"https://ft288.dev/problems/invalid-json","title":"Malformed request body","status":400,"detail":"d"}`,
 			want: client.ProblemError{Status: 400, Type: "https://ft288.dev/problems/invalid-json", Title: "Malformed request body", Detail: "d"},
-			is:   []string{"ErrInvalid"},
+			is:   []string{"ErrValidation"},
 		},
 		{
 			name: "ServiceUnavailable", status: 503, header: map[string]string{"Content-Type": "application/problem+json", "Retry-After": "1"},
@@ -170,7 +170,7 @@ func TestAcquireRetries(t *testing.T) {
 		{"RetriesGatewayRouteThrottle", 2, 429, `{"message":"Too Many Requests"}`, nil, 3},
 		{"RetriesGatewayLambdaThrottle", 2, 500, `{"message":"Internal Server Error"}`, nil, 3},
 		{"StopsOnInternal", 5, 500, `{"type":"https://ft288.dev/problems/internal","title":"t","status":500}`, &client.ProblemError{}, 1},
-		{"StopsOnInvalid", 5, 422, `{"type":"https://ft288.dev/problems/validation-failed","title":"t","status":422}`, client.ErrInvalid, 1},
+		{"StopsOnInvalid", 5, 422, `{"type":"https://ft288.dev/problems/validation-failed","title":"t","status":422}`, client.ErrValidation, 1},
 		{"StopsOnGatewayForbidden", 5, 403, `{"message":"Missing Authentication Token"}`, &client.ProblemError{}, 1},
 	}
 	for _, tt := range tests {

@@ -97,3 +97,22 @@ func ExampleClient_TryAcquire() {
 	// old lease release: true
 	// new lease release: <nil>
 }
+
+func ExampleClient_WithLock() {
+	c, err := client.New(endpoint()) // or client.FromEnv(): LOCKS_ENDPOINT
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Acquire (waiting up to DefaultAcquireWait, as the context has no
+	// deadline), run, release. ctx ends the moment the lease may be lost.
+	err = c.WithLock(context.Background(), "example-with-lock", func(ctx context.Context, lease *client.Lease) error {
+		fmt.Println("has a fencing token:", lease.FencingToken() > 0)
+		fmt.Println("default TTL:", lease.TTL())
+		return ctx.Err()
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// has a fencing token: true
+	// default TTL: 30s
+	// done: <nil>
+}

@@ -12,7 +12,7 @@ import (
 
 // TestWithLockDelay: an acquire with WithLockDelay carries
 // lock_delay_seconds, and the lease reports the delay the service granted;
-// an invalid delay is ErrInvalid before anything is sent.
+// an invalid delay is ErrValidation before anything is sent.
 func TestWithLockDelay(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -27,8 +27,8 @@ func TestWithLockDelay(t *testing.T) {
 		{name: "Acquire", opts: []client.AcquireOption{client.WithLockDelay(5 * time.Second)}, wantSent: 5, wantCalls: 1},
 		{name: "Zero", try: true, opts: []client.AcquireOption{client.WithLockDelay(0)}, wantCalls: 1},
 		{name: "None", try: true, wantCalls: 1},
-		{name: "ErrFraction", try: true, opts: []client.AcquireOption{client.WithLockDelay(1500 * time.Millisecond)}, wantErr: client.ErrInvalid},
-		{name: "ErrNegative", opts: []client.AcquireOption{client.WithLockDelay(-time.Second)}, wantErr: client.ErrInvalid},
+		{name: "ErrFraction", try: true, opts: []client.AcquireOption{client.WithLockDelay(1500 * time.Millisecond)}, wantErr: client.ErrValidation},
+		{name: "ErrNegative", opts: []client.AcquireOption{client.WithLockDelay(-time.Second)}, wantErr: client.ErrValidation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -99,11 +100,18 @@ func WithSigV4(region string, creds aws.CredentialsProvider) Option {
 	}
 }
 
-// AcquireOption shapes one acquire (TryAcquire or Acquire).
+// AcquireOption shapes one acquire (TryAcquire, Acquire or WithLock).
 type AcquireOption func(*acquireOptions) error
 
 type acquireOptions struct {
 	lockDelay time.Duration // 0: none
+	ttl       time.Duration // WithTTL; 0: DefaultTTL
+	owner     string        // WithOwner; "": a new unique owner
+	// wait is WithWait's bound, when waitSet; noWaitLimit is
+	// WithoutWaitLimit.
+	wait        time.Duration
+	waitSet     bool
+	noWaitLimit bool
 }
 
 // WithLockDelay asks for a lease with a lock-delay of d, whole seconds (0:
@@ -112,9 +120,57 @@ type acquireOptions struct {
 func WithLockDelay(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) error {
 		if d < 0 || d%time.Second != 0 {
-			return fmt.Errorf("%w: lock delay %s: must be a whole number of seconds, 0 or more", ErrInvalid, d)
+			return fmt.Errorf("%w: lock delay %s: must be a whole number of seconds, 0 or more", ErrValidation, d)
 		}
 		o.lockDelay = d
+		return nil
+	}
+}
+
+// WithTTL sets the lease's time-to-live (whole seconds, at least one) of
+// WithLock, and of TryAcquire and Acquire when their ttl argument is 0.
+// Without it that is DefaultTTL.
+func WithTTL(ttl time.Duration) AcquireOption {
+	return func(o *acquireOptions) error {
+		if ttl < time.Second || ttl%time.Second != 0 {
+			return fmt.Errorf("%w: ttl %s: must be a whole number of seconds, at least 1s", ErrValidation, ttl)
+		}
+		o.ttl = ttl
+		return nil
+	}
+}
+
+// WithOwner sets the owner of WithLock's lease, and of TryAcquire's and
+// Acquire's when their owner argument is "". Without it the client makes
+// up an owner no other lease has (see the package documentation on owners).
+func WithOwner(owner string) AcquireOption {
+	return func(o *acquireOptions) error {
+		if strings.TrimSpace(owner) == "" {
+			return fmt.Errorf("%w: empty owner", ErrValidation)
+		}
+		o.owner = owner
+		return nil
+	}
+}
+
+// WithWait bounds how long Acquire (and WithLock) wait for the lock: d
+// instead of DefaultAcquireWait, or ctx's deadline if that comes first.
+// WithWait(0) asks once, as TryAcquire does. TryAcquire ignores it.
+func WithWait(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) error {
+		if d < 0 {
+			return fmt.Errorf("%w: wait %s: must not be negative", ErrValidation, d)
+		}
+		o.wait, o.waitSet, o.noWaitLimit = d, true, false
+		return nil
+	}
+}
+
+// WithoutWaitLimit makes Acquire (and WithLock) wait until ctx ends, even
+// when ctx has no deadline, instead of at most DefaultAcquireWait.
+func WithoutWaitLimit() AcquireOption {
+	return func(o *acquireOptions) error {
+		o.wait, o.waitSet, o.noWaitLimit = 0, false, true
 		return nil
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 
@@ -42,4 +44,24 @@ func SigV4FromDefaultChain(ctx context.Context, region string) (client.Option, e
 		return nil, fmt.Errorf("load AWS credentials: %w", err)
 	}
 	return client.WithSigV4(cfg.Region, cfg.Credentials), nil
+}
+
+// FromEnv returns a Client of the service named by LOCKS_ENDPOINT
+// (client.DefaultEndpoint when unset) that signs every request with
+// credentials from the AWS SDK's default chain, in AWS_REGION or else the
+// profile's region (see SigV4FromDefaultChain), with opts. It is
+// client.FromEnv with signing: LOCKS_SIGV4 need not be set, and set to 0,
+// false or no (any case) it turns signing off, so that the same program
+// runs against `make run` without credentials.
+func FromEnv(ctx context.Context, opts ...client.Option) (*client.Client, error) {
+	endpoint := client.EndpointFromEnv()
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(client.EnvSigV4))) {
+	case "0", "false", "no":
+		return client.New(endpoint, opts...)
+	}
+	sign, err := SigV4FromDefaultChain(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("awsauth.FromEnv: %w", err)
+	}
+	return client.New(endpoint, append(opts, sign)...)
 }

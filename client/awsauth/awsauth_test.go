@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,6 +112,61 @@ func TestSigV4FromDefaultChain(t *testing.T) {
 			}
 			if l.FencingToken() != 7 {
 				t.Errorf("FencingToken: got %d, want 7", l.FencingToken())
+			}
+		})
+	}
+}
+
+// TestFromEnv is not parallel: it sets the environment. The client goes to
+// LOCKS_ENDPOINT and signs with the default chain in AWS_REGION, unless
+// LOCKS_SIGV4 turns signing off.
+func TestFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFROMENV")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret-from-env")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	creds := aws.Credentials{AccessKeyID: "AKIDFROMENV", SecretAccessKey: "secret-from-env"}
+	srv := verifier(t, creds, "eu-west-1")
+	t.Setenv("LOCKS_ENDPOINT", srv.URL)
+
+	tests := []struct {
+		name       string
+		sigv4      string // LOCKS_SIGV4
+		region     string // AWS_REGION
+		wantSigned bool
+		wantErr    string // FromEnv's error
+	}{
+		{name: "SignsByDefault", region: "eu-west-1", wantSigned: true},
+		{name: "SignsWithSigV4", sigv4: "1", region: "eu-west-1", wantSigned: true},
+		{name: "SigV4Off", sigv4: "false"},
+		{name: "ErrNoRegion", wantErr: "no region"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("LOCKS_SIGV4", tt.sigv4)
+			t.Setenv("AWS_REGION", tt.region)
+			c, err := awsauth.FromEnv(context.Background())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("FromEnv: got %v, want an error saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("FromEnv: %v", err)
+			}
+			_, err = c.Status(context.Background(), "r")
+			var p *client.ProblemError
+			switch {
+			case tt.wantSigned && err != nil:
+				t.Errorf("Status: %v, want the verifier's answer to a signed request", err)
+			case !tt.wantSigned && (!errors.As(err, &p) || p.Status != 403):
+				t.Errorf("Status: got %v, want 403 for an unsigned request", err)
 			}
 		})
 	}

@@ -22,3 +22,14 @@ func ExampleSigV4FromDefaultChain() {
 	}
 	_ = c // c.Acquire(ctx, ...) as without signing
 }
+
+func ExampleFromEnv() {
+	ctx := context.Background()
+	// LOCKS_ENDPOINT, credentials as the AWS CLI finds them and AWS_REGION;
+	// LOCKS_SIGV4=0 turns signing off (for `make run`).
+	c, err := awsauth.FromEnv(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = c // c.Acquire(ctx, ...) as without signing
+}

@@ -50,6 +50,9 @@ func TestProcess(t *testing.T) {
 	t.Run("CtrlZStopsCommand", func(t *testing.T) { t.Parallel(); testCtrlZ(t, bin) })
 	t.Run("GraceEndsBeforeLease", func(t *testing.T) { t.Parallel(); testGraceEndsBeforeLease(t, bin) })
 	t.Run("AcquireWaitSignals", func(t *testing.T) { t.Parallel(); testAcquireWaitSignals(t, bin) })
+	t.Run("CtrlCEscalates", func(t *testing.T) { t.Parallel(); testCtrlCEscalates(t, bin) })
+	t.Run("OnLost", func(t *testing.T) { t.Parallel(); testOnLost(t, bin) })
+	t.Run("DocExamples", func(t *testing.T) { t.Parallel(); testDocExamples(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ft288/locks/client"
@@ -43,7 +44,11 @@ func acquireCmd(args []string, env Env) int {
 	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
 		lease, err := take(ctx, c, resource, *owner, *ttl, *wait, opts)
 		if errors.Is(err, client.ErrHeld) {
-			return nil, &heldError{err, held}
+			h := &heldError{err: err, opt: held}
+			if *wait > 0 {
+				h.msg = fmt.Sprintf("lock %q is held by another owner; gave up after waiting %s (--wait)", resource, *wait)
+			}
+			return nil, h
 		}
 		if err != nil {
 			return nil, err

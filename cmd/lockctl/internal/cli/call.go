@@ -107,9 +107,9 @@ func take(ctx context.Context, c *client.Client, resource, owner string, ttl, wa
 		defer cancel()
 		return c.TryAcquire(ctx, resource, owner, ttl, opts...)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	return c.Acquire(ctx, resource, owner, ttl, opts...)
+	// The client's own bound, not a deadline on ctx: when it runs out the
+	// error says how long it waited instead of "context deadline exceeded".
+	return c.Acquire(ctx, resource, owner, ttl, append(opts, client.WithWait(wait))...)
 }
 
 // failed reports err and returns its exit code.
@@ -134,20 +134,26 @@ func exitCode(err error) int {
 		return ExitNotFound
 	case errors.Is(err, client.ErrForbidden), errors.Is(err, client.ErrStaleToken):
 		return ExitConflict
-	case errors.Is(err, client.ErrInvalid):
+	case errors.Is(err, client.ErrValidation):
 		return ExitUsage
 	}
 	return ExitError
 }
 
 // heldError is an error for the lock being held by another owner, reported
-// and coded as heldOptions say.
+// (msg, else err's text) and coded as heldOptions say.
 type heldError struct {
 	err error
 	opt *heldOptions
+	msg string
 }
 
-func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return e.err.Error()
+}
 func (e *heldError) Unwrap() error { return e.err }
 
 // printJSON writes v as one line of JSON.

@@ -37,8 +37,8 @@ const (
 )
 
 // DefaultEndpoint is the service lockctl talks to without --endpoint or
-// LOCKS_ENDPOINT: the local runner of `make run`.
-const DefaultEndpoint = "http://127.0.0.1:8080"
+// LOCKS_ENDPOINT: the local runner of `make run`, as for the clients.
+const DefaultEndpoint = client.DefaultEndpoint
 
 // Env is what lockctl gets from its process: standard streams, environment
 // variables (Getenv) and the environment handed to a command (Environ).
@@ -72,7 +72,7 @@ func init() {
 			summary: "extend the live lease and print it as JSON", help: renewHelp, run: renewCmd},
 		{name: "release", synopsis: "RESOURCE --owner X [--token N]",
 			summary: "end the live lease", help: releaseHelp, run: releaseCmd},
-		{name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
+		{name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
 			summary: "run CMD while holding the lock", help: runHelp, run: runCmd},
 		{name: "ls", synopsis: "[PREFIX] [--json] [--limit N]",
 			summary: "list the held locks (admin)", help: lsHelp, run: lsCmd},
@@ -151,7 +151,7 @@ func newFlagSet(cmd *command, env Env) *flagSet {
 		endpoint = DefaultEndpoint
 	}
 	fs.StringVar(&fs.common.endpoint, "endpoint", endpoint, "the lock service's base `URL` (env LOCKS_ENDPOINT)")
-	fs.BoolVar(&fs.common.sigv4, "sigv4", false, "sign requests with AWS SigV4 (IAM auth), credentials from the AWS default chain")
+	fs.BoolVar(&fs.common.sigv4, "sigv4", truthy(env.Getenv("LOCKS_SIGV4")), "sign requests with AWS SigV4 (IAM auth), credentials from the AWS default chain (env LOCKS_SIGV4=1)")
 	fs.StringVar(&fs.common.region, "region", env.Getenv("AWS_REGION"), "the API's AWS `region` for --sigv4 (env AWS_REGION, else the profile's)")
 	return fs
 }
@@ -281,6 +281,16 @@ func checkLockDelay(d time.Duration) ([]client.AcquireOption, error) {
 		return nil, nil
 	}
 	return []client.AcquireOption{client.WithLockDelay(d)}, nil
+}
+
+// truthy reports whether an environment variable's value switches a
+// setting on: 1, true or yes, in any case, as the clients read LOCKS_SIGV4.
+func truthy(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
 }
 
 // isSet reports whether flag name was given on the command line.

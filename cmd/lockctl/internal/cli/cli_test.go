@@ -68,6 +68,7 @@ func TestMainCommands(t *testing.T) {
 		wantStdout   string // regexp
 		wantStderr   string // substring
 		wantNoStderr bool
+		wantLines    int // stderr has this many lines (0: any)
 		after        func(t *testing.T, url, res string)
 	}{
 		{
@@ -125,11 +126,13 @@ func TestMainCommands(t *testing.T) {
 			after:      wantOwner("holder"),
 		},
 		{
-			name:       "AcquireWaitRunsOut",
-			setup:      holdBy("holder"),
-			args:       func(res string, _ *client.Lease) []string { return []string{"acquire", "--wait", "300ms", res} },
-			wantCode:   cli.ExitHeld,
-			wantStderr: "context deadline exceeded",
+			name:     "AcquireWaitRunsOut",
+			setup:    holdBy("holder"),
+			args:     func(res string, _ *client.Lease) []string { return []string{"acquire", "--wait", "300ms", res} },
+			wantCode: cli.ExitHeld,
+			// A human message, not "context deadline exceeded".
+			wantStderr: "is held by another owner; gave up after waiting 300ms (--wait)\n",
+			wantLines:  1,
 		},
 		{
 			name:       "StatusOK",
@@ -378,6 +381,9 @@ func TestMainCommands(t *testing.T) {
 			}
 			if !strings.Contains(stderr, tt.wantStderr) {
 				t.Errorf("stderr: got %q, want it to contain %q", stderr, tt.wantStderr)
+			}
+			if n := strings.Count(stderr, "\n"); tt.wantLines > 0 && n != tt.wantLines {
+				t.Errorf("stderr: got %d lines (%q), want %d", n, stderr, tt.wantLines)
 			}
 			if tt.wantNoStderr && stderr != "" {
 				t.Errorf("stderr: got %q, want nothing", stderr)

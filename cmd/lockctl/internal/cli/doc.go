@@ -27,9 +27,11 @@
 //
 // `lockctl run` takes the lock (giving up on SIGINT, SIGTERM or SIGHUP),
 // runs the command in its own process group with the lease renewing itself,
-// forwards those signals to the group, stops and continues the group with
-// lockctl on Ctrl-Z, and stops the group (SIGTERM, then SIGKILL after
-// --grace) when the lease is lost. The lease covers the whole group: lockctl
+// forwards those signals to the group (Ctrl-C escalating: SIGINT, naming
+// what still runs a second later, then SIGTERM, then SIGKILL), stops and
+// continues the group with lockctl on Ctrl-Z, and stops the group (the
+// --on-lost hook, SIGTERM, then SIGKILL after --grace) when the lease is
+// lost. The lease covers the whole group: lockctl
 // releases it only once the main process has exited and the group is
 // empty. The exit code is the command's own, or ExitLeaseLost when the
 // lease was lost, taken over or force released while the command ran.

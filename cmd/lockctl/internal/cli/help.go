@@ -17,7 +17,8 @@ func overview() string {
 Flags of every command:
   --endpoint URL   the lock service (env LOCKS_ENDPOINT, default ` + DefaultEndpoint + `)
   --sigv4          sign requests with AWS SigV4 (IAM auth), credentials from
-                   the AWS default chain (env, profile, SSO, role)
+                   the AWS default chain (env, profile, SSO, role); also
+                   with env LOCKS_SIGV4=1
   --region R       the API's AWS region for --sigv4 (default: env AWS_REGION
                    or the profile's region)
 

@@ -19,7 +19,11 @@ renews the lease every ttl/3, and releases it when CMD is done, exiting with
 CMD's status.
 
 CMD runs in its own process group. SIGINT, SIGTERM and SIGHUP are forwarded
-to that group. The lease covers every process of the group: when CMD's main
+to that group. Ctrl-C escalates: the first SIGINT is forwarded as SIGINT and,
+if processes of the group remain a second later, lockctl names them (pid and
+command) and says that the lease is kept until they exit; a second SIGINT
+sends the group SIGTERM, a third SIGKILL. The lease covers every process of
+the group: when CMD's main
 process exits while processes it started in the background still run,
 lockctl keeps renewing and waits until the last of them has exited before it
 releases the lock (as flock(1) holds its lock while a background child keeps
@@ -29,13 +33,25 @@ it waits for them or kills them itself. Processes that leave the group
 (setsid, daemons) are not covered.
 
 If the lease is lost, CMD's process group gets SIGTERM, then SIGKILL after
---grace, and lockctl exits 76. Ctrl-Z (SIGTSTP) stops CMD's group together
+--grace, and lockctl exits 76. --on-lost HOOK runs first: sh -c HOOK, with
+LOCK_RESOURCE, LOCK_OWNER, LOCK_FENCING_TOKEN and LOCK_LOST_REASON in its
+environment and its output on lockctl's stderr; the SIGTERM follows when the
+hook exits, or half of --grace after the loss, and a hook still running at
+--grace is killed with the command. Ctrl-Z (SIGTSTP) stops CMD's group together
 with lockctl, and continuing lockctl (fg, bg, SIGCONT) continues the group;
 a stop longer than the lease's local deadline loses the lease.
 
 When the lock is held by another owner, lockctl exits 75 and says so on
 stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
 success, like flock -n -E 0.`
+
+// runOptions say how to stop the command when the lease is lost.
+type runOptions struct {
+	// grace is the time from the loss to SIGKILL.
+	grace time.Duration
+	// onLost is the hook run (sh -c) on the loss before SIGTERM; "" none.
+	onLost string
+}
 
 // releaseTimeout bounds the release after the command ended.
 const releaseTimeout = 10 * time.Second
@@ -50,6 +66,7 @@ func runCmd(args []string, env Env) int {
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
 	grace := fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL (at most ttl/2 − min(ttl/10, 1s); default 10 or that)")
+	onLost := fs.String("on-lost", "", "when the lease is lost, run sh -c `HOOK` before stopping the command (LOCK_* in its environment; within --grace)")
 	lockDelay := fs.lockDelayFlag()
 	held := fs.heldFlags()
 	resource, argv, err := parse(fs, args)
@@ -105,7 +122,7 @@ func runCmd(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
 		return ExitLeaseLost
 	}
-	return runLocked(argv, lease, *grace, sigc, env)
+	return runLocked(argv, lease, runOptions{grace: *grace, onLost: *onLost}, sigc, env)
 }
 
 // waitForLock takes the lock, giving up on a signal. It returns the lease

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/ft288/locks/client"
 )
@@ -19,7 +18,7 @@ func runSupported() error {
 }
 
 // runLocked is never reached (see runSupported).
-func runLocked(argv []string, lease *client.Lease, grace time.Duration, sigc <-chan os.Signal, env Env) int {
+func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) int {
 	release(lease, env)
 	fmt.Fprintln(env.Stderr, "lockctl:", runSupported())
 	return ExitError

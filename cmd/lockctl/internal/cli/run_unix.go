@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,20 +21,35 @@ import (
 // process group has emptied after its main process exited.
 const groupPollInterval = 50 * time.Millisecond
 
+// interruptReportDelay is how long after a Ctrl-C lockctl looks which
+// processes of the command's group still run, and names them.
+const interruptReportDelay = time.Second
+
+// escalation is what the n-th Ctrl-C (SIGINT) sends the command's group:
+// the interrupt itself, then SIGTERM, then SIGKILL.
+var escalation = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
+
+// signalNames are the names lockctl says signals by.
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGKILL: "SIGKILL", syscall.SIGHUP: "SIGHUP",
+}
+
+// member is a process of the command's group.
+type member struct {
+	pid     int
+	command string
+}
+
 // runSupported reports nil: Unix has the process groups and signals run
 // needs.
 func runSupported() error { return nil }
 
 // runLocked runs argv while lease is held (see runHelp) and returns
 // lockctl's exit code.
-func runLocked(argv []string, lease *client.Lease, grace time.Duration, sigc <-chan os.Signal, env Env) int {
+func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-	cmd.Env = append(append([]string(nil), env.Environ...),
-		"LOCK_RESOURCE="+lease.Resource(),
-		"LOCK_OWNER="+lease.Owner(),
-		"LOCK_FENCING_TOKEN="+strconv.FormatInt(lease.FencingToken(), 10),
-	)
+	cmd.Env = append(append([]string(nil), env.Environ...), leaseEnv(lease)...)
 	// Its own process group, so that signals reach everything it starts;
 	// and SIGKILL if lockctl dies without stopping it (OOM killer, kill -9),
 	// so no command runs on without a lease renewer.
@@ -56,23 +72,54 @@ func runLocked(argv []string, lease *client.Lease, grace time.Duration, sigc <-c
 		}
 		return 126
 	}
-	return supervise(cmd, lease, grace, sigc, jobc, env)
+	return supervise(cmd, lease, opt, sigc, jobc, env)
+}
+
+// leaseEnv is the lease's variables for the command and the --on-lost hook.
+func leaseEnv(lease *client.Lease) []string {
+	return []string{
+		"LOCK_RESOURCE=" + lease.Resource(),
+		"LOCK_OWNER=" + lease.Owner(),
+		"LOCK_FENCING_TOKEN=" + strconv.FormatInt(lease.FencingToken(), 10),
+	}
+}
+
+// startHook starts the --on-lost hook in its own process group and returns
+// a channel that receives its end.
+func startHook(hook string, lease *client.Lease, env Env) (*exec.Cmd, <-chan error, error) {
+	cmd := exec.Command("/bin/sh", "-c", hook)
+	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
+	cmd.Env = append(append(append([]string(nil), env.Environ...), leaseEnv(lease)...),
+		"LOCK_LOST_REASON="+lease.Err().Error())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, done, nil
 }
 
 // supervise runs the command's process group to its end under the lease
 // (see "run" in doc.go), releases the lease and returns the exit code.
-func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jobc <-chan os.Signal, env Env) int {
+func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-chan os.Signal, env Env) int {
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
 	var (
-		werr      error
-		exited    bool             // the main process was waited for
-		poll      <-chan time.Time // ticks once it was, until the group is empty
-		kill      <-chan time.Time // the end of the grace period
-		stopped   bool             // lockctl stopped the group on SIGTSTP
-		leaseDone = lease.Done()
+		werr       error
+		exited     bool             // the main process was waited for
+		poll       <-chan time.Time // ticks once it was, until the group is empty
+		term       <-chan time.Time // after a lost lease, when SIGTERM is due at the latest
+		termSent   bool             // after a lost lease, the group got SIGTERM
+		kill       <-chan time.Time // the end of the grace period
+		stopped    bool             // lockctl stopped the group on SIGTSTP
+		leaseDone  = lease.Done()
+		interrupts int              // Ctrl-Cs so far
+		report     <-chan time.Time // when to name what still runs after one
+		hook       *exec.Cmd        // the --on-lost hook, while it runs
+		hookDone   <-chan error
 	)
 	var ticker *time.Ticker
 	mainExited := func(err error) {
@@ -80,17 +127,55 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jo
 		ticker = time.NewTicker(groupPollInterval)
 		poll = ticker.C
 	}
+	var timers []*time.Timer
+	after := func(d time.Duration) <-chan time.Time {
+		t := time.NewTimer(d)
+		timers = append(timers, t)
+		return t.C
+	}
 	defer func() {
 		if ticker != nil {
 			ticker.Stop()
 		}
+		for _, t := range timers {
+			t.Stop()
+		}
 	}()
+	sendTerm := func() {
+		termSent, term = true, nil
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		// A stopped process acts on SIGTERM only once continued.
+		_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	}
+	hookEnded := func(err error) {
+		hook, hookDone = nil, nil
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "lockctl: --on-lost: %v\n", err)
+		}
+	}
 	// The group outlives its main process while anything it left behind
 	// runs: the lease must cover that too.
 	for !exited || !groupGone(pgid) {
 		select {
 		case sig := <-sigc:
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			s := sig.(syscall.Signal)
+			if s == syscall.SIGINT {
+				// Ctrl-C escalates: a command's background children
+				// ignore SIGINT (a non-interactive shell starts them so).
+				s = escalation[min(interrupts, len(escalation)-1)]
+				interrupts++
+				if interrupts > 1 {
+					fmt.Fprintf(env.Stderr, "lockctl: interrupted again: sending %s to the command's process group\n", signalNames[s])
+				}
+				report = after(interruptReportDelay)
+			}
+			_ = syscall.Kill(-pgid, s)
+			if s == syscall.SIGTERM || s == syscall.SIGKILL {
+				_ = syscall.Kill(-pgid, syscall.SIGCONT)
+			}
+		case <-report:
+			report = nil
+			reportRemaining(env, lease, groupMembers(pgid), interrupts)
 		case sig := <-jobc:
 			switch {
 			case sig == syscall.SIGTSTP:
@@ -111,15 +196,35 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jo
 			}
 		case <-leaseDone:
 			leaseDone = nil
-			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), grace)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			// A stopped process acts on SIGTERM only once continued.
-			_ = syscall.Kill(-pgid, syscall.SIGCONT)
-			t := time.NewTimer(grace)
-			defer t.Stop()
-			kill = t.C
+			kill = after(opt.grace)
+			if opt.onLost == "" {
+				fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), opt.grace)
+				sendTerm()
+				break
+			}
+			// The hook comes first, in the first half of the grace
+			// period: SIGKILL stays due at its end.
+			fmt.Fprintf(env.Stderr, "lockctl: %v; running --on-lost, then stopping the command (SIGTERM within %s, SIGKILL after %s)\n", lease.Err(), opt.grace/2, opt.grace)
+			var err error
+			if hook, hookDone, err = startHook(opt.onLost, lease, env); err != nil {
+				fmt.Fprintf(env.Stderr, "lockctl: --on-lost: %v\n", err)
+				sendTerm()
+				break
+			}
+			term = after(opt.grace / 2)
+		case err := <-hookDone:
+			hookEnded(err)
+			if !termSent {
+				sendTerm()
+			}
+		case <-term:
+			fmt.Fprintf(env.Stderr, "lockctl: --on-lost still runs after %s; stopping the command\n", opt.grace/2)
+			sendTerm()
 		case <-kill:
 			kill = nil
+			if hook != nil {
+				_ = syscall.Kill(-hook.Process.Pid, syscall.SIGKILL)
+			}
 			select {
 			case err := <-waited: // reaped meanwhile: the group may be gone
 				mainExited(err)
@@ -133,6 +238,15 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jo
 		case err := <-waited:
 			mainExited(err)
 		case <-poll:
+		}
+	}
+	if hook != nil { // the command's group is gone; the hook gets its time
+		select {
+		case err := <-hookDone:
+			hookEnded(err)
+		case <-kill:
+			_ = syscall.Kill(-hook.Process.Pid, syscall.SIGKILL)
+			hookEnded(<-hookDone)
 		}
 	}
 
@@ -163,6 +277,38 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, grace time.Duration, sigc, jo
 		return ExitLeaseLost
 	}
 	return commandStatus(werr, env)
+}
+
+// reportRemaining names the processes of the command's group that still
+// run after the interrupts-th Ctrl-C, and what the next one does.
+func reportRemaining(env Env, lease *client.Lease, ms []member, interrupts int) {
+	if len(ms) == 0 {
+		return
+	}
+	sent := escalation[min(interrupts, len(escalation))-1]
+	var b strings.Builder
+	if len(ms) == 1 {
+		fmt.Fprintf(&b, "lockctl: after %s, 1 process of the command's group still runs:\n", signalNames[sent])
+	} else {
+		fmt.Fprintf(&b, "lockctl: after %s, %d processes of the command's group still run:\n", signalNames[sent], len(ms))
+	}
+	for _, m := range ms {
+		fmt.Fprintf(&b, "lockctl:   pid %d: %s\n", m.pid, m.command)
+	}
+	if lease.Err() == nil {
+		fmt.Fprintf(&b, "lockctl: the lease on %q is kept, and renewed, until they exit", lease.Resource())
+	} else { // lost: they are being stopped already
+		fmt.Fprintf(&b, "lockctl: the lease on %q is lost", lease.Resource())
+	}
+	switch interrupts {
+	case 1:
+		b.WriteString("; Ctrl-C again sends them SIGTERM, a third time SIGKILL\n")
+	case 2:
+		b.WriteString("; Ctrl-C again sends them SIGKILL\n")
+	default:
+		b.WriteString("\n")
+	}
+	fmt.Fprint(env.Stderr, b.String())
 }
 
 // groupGone reports whether the process group pgid is empty, after reaping
