@@ -1,78 +1,118 @@
 """Python client of the ft288 lock service: leased, owner-checked locks over
 HTTP with fencing tokens.
 
-    from ft288_locks import Client, Held
+    from ft288_locks import Client
 
-    client = Client("http://127.0.0.1:8080")
-    with client.lock("nightly-report", ttl=30) as lease:
+    client = Client.from_env()  # LOCKS_ENDPOINT, default http://127.0.0.1:8080
+    with client.lock("nightly-report") as lease:  # waits up to 30 s, always released
         write_report(fencing_token=lease.fencing_token)
+
+The names and defaults are those of the Go and TypeScript clients (the
+"one family" table of docs/clients.md). The names before it (Held, LeaseLost,
+StaleToken, Forbidden, NotFound, ServiceUnavailable, ValidationFailed) still
+work, as deprecated aliases of the same classes.
 """
 
-from .client import DEFAULT_BACKOFF, DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, MAX_SERVER_WAIT, Client, Lock, default_owner
-from ._http import Response
+from typing import Any
+
+from ._admin import MAX_LIST_LIMIT
+from ._args import default_owner
+from ._defaults import (
+    DEFAULT_ACQUIRE_WAIT,
+    DEFAULT_BACKOFF,
+    DEFAULT_ENDPOINT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_IDLE,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TTL,
+    DEFAULT_USER_AGENT,
+    MAX_SERVER_WAIT,
+    RELEASE_RETRY_TIMEOUT,
+)
+from ._http import NotSent, PooledTransport, Response, UrllibTransport
+from ._model import AdminLock, ForceReleased, Lock, LockPage
+from .client import Client
 from .errors import (
     PROBLEM_TYPE_BASE,
     AcquireTimeout,
     FieldError,
-    Forbidden,
+    ForbiddenError,
     GatewayError,
     GatewayRejected,
     GatewayUnavailable,
-    Held,
+    HeldError,
     InternalError,
     InvalidJSON,
     InvalidRequest,
     LeaseExpired,
-    LeaseLost,
+    LeaseLostError,
     LeaseReleased,
     LockError,
-    NotFound,
+    NotFoundError,
     PayloadTooLarge,
     ProblemError,
-    ServiceUnavailable,
     SigningError,
     SigV4Unavailable,
-    StaleToken,
+    StaleTokenError,
     TransportError,
-    ValidationFailed,
+    UnavailableError,
+    ValidationError,
+    deprecated_alias,
 )
-from .lease import RELEASE_RETRY_TIMEOUT, Lease
+from .lease import Lease
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AcquireTimeout",
+    "AdminLock",
     "Client",
+    "DEFAULT_ACQUIRE_WAIT",
     "DEFAULT_BACKOFF",
+    "DEFAULT_ENDPOINT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_IDLE",
     "DEFAULT_TIMEOUT",
+    "DEFAULT_TTL",
     "DEFAULT_USER_AGENT",
     "FieldError",
-    "Forbidden",
+    "ForbiddenError",
+    "ForceReleased",
     "GatewayError",
     "GatewayRejected",
     "GatewayUnavailable",
-    "Held",
+    "HeldError",
     "InternalError",
     "InvalidJSON",
     "InvalidRequest",
     "Lease",
     "LeaseExpired",
-    "LeaseLost",
+    "LeaseLostError",
     "LeaseReleased",
     "Lock",
     "LockError",
+    "LockPage",
+    "MAX_LIST_LIMIT",
     "MAX_SERVER_WAIT",
-    "NotFound",
+    "NotFoundError",
+    "NotSent",
     "PROBLEM_TYPE_BASE",
     "PayloadTooLarge",
+    "PooledTransport",
     "ProblemError",
     "RELEASE_RETRY_TIMEOUT",
     "Response",
-    "ServiceUnavailable",
     "SigV4Unavailable",
     "SigningError",
-    "StaleToken",
+    "StaleTokenError",
     "TransportError",
-    "ValidationFailed",
+    "UnavailableError",
+    "UrllibTransport",
+    "ValidationError",
     "default_owner",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The names before issue 16's family, with a DeprecationWarning.
+    return deprecated_alias(__name__, name)

@@ -7,13 +7,13 @@ import random
 from typing import Optional
 
 from .errors import (
-    Forbidden,
-    Held,
+    ForbiddenError,
+    HeldError,
     InvalidRequest,
     LockError,
-    NotFound,
+    NotFoundError,
     ProblemError,
-    StaleToken,
+    StaleTokenError,
     TransportError,
 )
 
@@ -46,7 +46,7 @@ def retryable(e: BaseException) -> bool:
 
 def definitive(e: BaseException) -> bool:
     """Whether a renewal's or release's failure means the lease is gone."""
-    return isinstance(e, (NotFound, Forbidden, StaleToken))
+    return isinstance(e, (NotFoundError, ForbiddenError, StaleTokenError))
 
 
 def maybe_granted(e: BaseException) -> bool:
@@ -63,7 +63,7 @@ def maybe_granted(e: BaseException) -> bool:
 
 def hint(e: Optional[BaseException]) -> float:
     """The earliest the service suggested trying again after e, in seconds."""
-    if isinstance(e, Held):
+    if isinstance(e, HeldError):
         if e.retry_after is not None:
             return e.retry_after
         if e.expires_at is not None:

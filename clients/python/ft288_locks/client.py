@@ -1,42 +1,51 @@
-"""The lock service client."""
+"""The lock service client: acquiring, the low-level calls, and HTTP."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import http.client
 import json
 import math
 import os
-import secrets
 import socket
+import threading
 import time
 import urllib.error
-import urllib.parse
-from dataclasses import dataclass
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
-from ._http import Response, Transport, UrllibTransport, parse_retry_after, parse_time
+from ._admin import AdminCalls
+from ._args import (
+    base_url,
+    check_lock_delay,
+    check_resource,
+    check_token,
+    check_ttl,
+    check_wait,
+    env_flag,
+    lock_path,
+    owner_or_default,
+)
+from ._defaults import (
+    DEFAULT_ACQUIRE_WAIT,
+    DEFAULT_BACKOFF,
+    DEFAULT_ENDPOINT,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TTL,
+    DEFAULT_USER_AGENT,
+    MAX_SERVER_WAIT,
+)
+from ._http import NotSent, PooledTransport, Response, Transport, parse_retry_after, parse_time
+from ._model import AdminLock, Lock, parse_lock
 from ._retry import Backoff, hint, maybe_granted, retryable
 from .errors import (
     AcquireTimeout,
-    Held,
-    InvalidRequest,
+    HeldError,
     LockError,
     TransportError,
-    ValidationFailed,
+    ValidationError,
     problem_from_answer,
 )
 from .lease import Lease, lease_margin, round_limit
-
-DEFAULT_USER_AGENT = "ft288-locks-python-client/1"
-DEFAULT_TIMEOUT = 30.0
-"""Bounds one HTTP exchange, in seconds (a server-side wait is added to it)."""
-DEFAULT_BACKOFF = (0.05, 2.0)
-"""First retry delay's upper bound and the cap of every delay (and of Retry-After)."""
-MAX_SERVER_WAIT = 20
-"""The longest wait_seconds the service accepts. A round is shorter for a
-short lease: see Client.acquire."""
 
 # A server-side wait ends this long before acquire's own deadline, so that a
 # grant at the very end of it still arrives in time.
@@ -51,55 +60,18 @@ _CLEANUP_TIMEOUT = 5.0
 Number = Union[int, float]
 
 
-@dataclass(frozen=True)
-class Lock:
-    """A live lease as the service reports it. Its times are the service's
-    clock: informational, never a basis for deciding whether the lease is
-    still held (see Lease.held and Lease.check)."""
-
-    resource: str
-    owner: str
-    fencing_token: int
-    acquired_at: _dt.datetime
-    expires_at: _dt.datetime
-    lock_delay_seconds: int = 0
-    """The lease's lock-delay, 0 when it has none: expired unreleased, it keeps
-    others out that much longer."""
-
-    @classmethod
-    def _from_json(cls, doc: Any, what: str) -> "Lock":
-        if isinstance(doc, dict):
-            token = doc.get("fencing_token")
-            delay = doc.get("lock_delay_seconds", 0)
-            acquired_at = parse_time(doc.get("acquired_at"))
-            expires_at = parse_time(doc.get("expires_at"))
-            resource, owner = doc.get("resource"), doc.get("owner")
-            if (
-                type(token) is int and token > 0
-                and isinstance(resource, str) and isinstance(owner, str) and owner
-                and acquired_at is not None and expires_at is not None
-                and type(delay) is int and delay >= 0
-            ):
-                return cls(resource, owner, token, acquired_at, expires_at, delay)
-        raise TransportError(f"{what}: malformed lock in response: {doc!r:.200}")
-
-
-def default_owner() -> str:
-    """A new owner string unique to this call: "host:pid:random hex"."""
-    host = socket.gethostname()[:200] or "host"
-    return f"{host}:{os.getpid()}:{secrets.token_hex(8)}"
-
-
 class _NoServerWait(Exception):
     """The service rejected wait_seconds: it predates server-side waiting."""
 
 
-class Client:
+class Client(AdminCalls):
     """A client of one lock service. Safe for use from several threads; build
-    one per process and share it.
+    one per process and share it: its requests, and its leases' renewals,
+    reuse a few keep-alive connections.
 
     ``endpoint`` is the API's base URL, e.g. ``http://127.0.0.1:8080`` or
-    ``https://abc123.execute-api.eu-west-1.amazonaws.com``. Options:
+    ``https://abc123.execute-api.eu-west-1.amazonaws.com``;
+    ``Client.from_env()`` takes it (and signing) from the environment. Options:
 
     - ``timeout``: seconds one HTTP exchange may take (default 30).
     - ``backoff``: ``(base, max)`` seconds of the retry delays of acquire() and
@@ -117,10 +89,12 @@ class Client:
       the lock is taken (``wait_seconds``), falling back to polling when the
       service predates it. False: always poll.
     - ``transport``: a callable ``(method, url, headers, body, timeout) ->
-      Response`` that replaces urllib (tests, custom HTTP stacks).
+      Response`` that replaces the default PooledTransport (tests, custom
+      HTTP stacks, ``PooledTransport(max_idle=...)``).
 
     The constructor does not touch the network (with ``sigv4`` it may read
-    AWS configuration files).
+    AWS configuration files). ``close()`` (or ``with Client(...) as c:``)
+    closes the idle connections.
     """
 
     def __init__(
@@ -137,7 +111,7 @@ class Client:
         server_wait: bool = True,
         transport: Optional[Transport] = None,
     ) -> None:
-        self.endpoint = _base_url(endpoint)
+        self.endpoint = base_url(endpoint)
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"timeout {timeout!r}: want a positive number of seconds")
         if lease_margin is not None and not lease_margin > 0:
@@ -149,7 +123,9 @@ class Client:
         self._server_wait = server_wait
         self.server_wait_supported: Optional[bool] = None
         """Whether the service holds waiting acquires; None until known."""
-        self._transport: Transport = transport or UrllibTransport()
+        self._transport: Transport = transport or PooledTransport()
+        self._cleanups = 0  # clean-up releases running, for drain()
+        self._cleanups_done = threading.Condition()
         self._signer = None
         if sigv4:
             from ._sigv4 import SigV4
@@ -157,6 +133,45 @@ class Client:
             self._signer = SigV4(region, credentials)
         elif region is not None or credentials is not None:
             raise ValueError("region and credentials are for signing: pass sigv4=True too")
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> "Client":
+        """A client configured by the environment, as the Go and TypeScript
+        clients and lockctl are: the endpoint is ``LOCKS_ENDPOINT`` (default
+        ``http://127.0.0.1:8080``, what ``make run`` serves); ``LOCKS_SIGV4``
+        set to 1/true/yes/on signs requests with SigV4 (0/false/no/off or
+        unset: no; anything else is a ValueError), for the region
+        ``AWS_REGION`` (else botocore's configuration) with credentials from
+        the default chain. Keyword arguments are the constructor's and win
+        over the environment: ``Client.from_env(timeout=5)``."""
+        endpoint = kwargs.pop("endpoint", None) or os.environ.get("LOCKS_ENDPOINT") or DEFAULT_ENDPOINT
+        if "sigv4" not in kwargs:
+            kwargs["sigv4"] = env_flag("LOCKS_SIGV4")
+        if kwargs["sigv4"] and kwargs.get("region") is None and os.environ.get("AWS_REGION"):
+            kwargs["region"] = os.environ["AWS_REGION"]
+        return cls(endpoint, **kwargs)
+
+    def close(self) -> None:
+        """Closes the client's idle connections. The client stays usable (it
+        opens new ones); leases keep renewing until they are released."""
+        close = getattr(self._transport, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def drain(self, timeout: Optional[float] = None) -> bool:
+        """Waits until no clean-up release runs: the release of a grant that
+        came after its acquire stopped waiting, or of an acquire whose outcome
+        stayed unknown. They run before acquire() returns, in its thread, so
+        this matters only across threads (before the process exits, say).
+        Returns False when ``timeout`` seconds (None: no limit) ran out first."""
+        with self._cleanups_done:
+            return self._cleanups_done.wait_for(lambda: self._cleanups == 0, timeout)
 
     @property
     def region(self) -> Optional[str]:
@@ -172,7 +187,7 @@ class Client:
         self,
         resource: str,
         *,
-        ttl: Number = 30,
+        ttl: Number = DEFAULT_TTL,
         owner: Optional[str] = None,
         keepalive: bool = True,
         lock_delay: Optional[Number] = None,
@@ -180,7 +195,7 @@ class Client:
         """Asks once for a lease of ``ttl`` whole seconds on ``resource``.
 
         Returns the Lease (its keep-alive thread already running unless
-        ``keepalive=False``), or raises Held when another owner holds the
+        ``keepalive=False``), or raises HeldError when another owner holds the
         lock. ``owner`` defaults to a new unique string. An owner that already
         holds the lock gets a new lease with a larger fencing token.
 
@@ -195,9 +210,9 @@ class Client:
         generated default, the lease that request may have created is
         released before the error is raised, so it blocks nobody for a TTL.
         """
-        resource, ttl = _check_resource(resource), _check_ttl(ttl)
-        delay = _check_lock_delay(lock_delay)
-        owner, generated = _owner(owner)
+        resource, ttl = check_resource(resource), check_ttl(ttl)
+        delay = check_lock_delay(lock_delay)
+        owner, generated = owner_or_default(owner)
         try:
             return self._attempt(resource, owner, ttl, 0, None, keepalive, delay)
         except BaseException as e:
@@ -209,14 +224,15 @@ class Client:
         self,
         resource: str,
         *,
-        wait: Optional[Number],
-        ttl: Number = 30,
+        wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+        ttl: Number = DEFAULT_TTL,
         owner: Optional[str] = None,
         keepalive: bool = True,
         lock_delay: Optional[Number] = None,
     ) -> Lease:
-        """Waits up to ``wait`` seconds (None: without limit) for a lease of
-        ``ttl`` whole seconds on ``resource``.
+        """Waits up to ``wait`` seconds (default DEFAULT_ACQUIRE_WAIT, 30;
+        None: without limit) for a lease of ``ttl`` whole seconds on
+        ``resource``.
 
         Where the service supports it, the service itself holds the request
         while the lock is taken (``wait_seconds``, up to 20 s a request, and
@@ -232,20 +248,20 @@ class Client:
         a repeated acquire of the same owner is safe. ``lock_delay`` is as
         for try_acquire.
 
-        When ``wait`` runs out it raises Held (the lock stayed held) or the
-        last attempt's error. The answer of a request in flight at that moment
-        is awaited for up to a second more: a grant in it is released again
-        (with its fencing token) and AcquireTimeout is raised; a request
-        whose outcome stays unknown is cleaned up by owner when the owner is
-        the generated default. ``wait=0`` asks once, exactly like try_acquire.
+        When ``wait`` runs out it raises HeldError (the lock stayed held) or
+        the last attempt's error. The answer of a request in flight at that
+        moment is awaited for up to a second more: a grant in it is released
+        again (with its fencing token) and AcquireTimeout, a HeldError, is
+        raised; a request whose outcome stays unknown is cleaned up by owner
+        when the owner is the generated default. ``wait=0`` asks once,
+        exactly like try_acquire.
         """
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0):
-            raise InvalidRequest(f"wait {wait!r}: want a number of seconds >= 0, or None")
+        wait = check_wait(wait)
         if wait == 0:
             return self.try_acquire(resource, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
-        resource, ttl = _check_resource(resource), _check_ttl(ttl)
-        delay = _check_lock_delay(lock_delay)
-        owner, generated = _owner(owner)
+        resource, ttl = check_resource(resource), check_ttl(ttl)
+        delay = check_lock_delay(lock_delay)
+        owner, generated = owner_or_default(owner)
         start = time.monotonic()
         give_up = None if wait is None or math.isinf(wait) else start + wait
         last: Optional[BaseException] = None
@@ -255,20 +271,22 @@ class Client:
                 ws = self._server_wait_seconds(give_up, ttl)
                 sent = time.monotonic()
                 try:
-                    return self._attempt(resource, owner, ttl, ws, give_up, keepalive, delay)
+                    return self._attempt(resource, owner, ttl, ws, give_up, keepalive, delay, start)
                 except _NoServerWait:
                     self.server_wait_supported = False
                     continue
-                except Held as e:
+                except AcquireTimeout:
+                    raise
+                except HeldError as e:
                     last = e
                 except LockError as e:
-                    if isinstance(e, AcquireTimeout) or not retryable(e):
+                    if not retryable(e):
                         raise
                     last = e
                 now = time.monotonic()
                 if give_up is not None and now >= give_up:
                     break
-                if ws and isinstance(last, Held) and now - sent >= 0.9 * ws:
+                if ws and isinstance(last, HeldError) and now - sent >= 0.9 * ws:
                     continue  # the service waited: ask again at once
                 pause = self.backoff.delay(attempt, hint(last))
                 attempt += 1
@@ -283,8 +301,8 @@ class Client:
             if generated and maybe_granted(e):
                 self._release_unheard(resource, owner)
             raise
-        if isinstance(last, Held):
-            raise Held(resource, last.expires_at, last.retry_after, waited=time.monotonic() - start) from None
+        if isinstance(last, HeldError):
+            raise HeldError(resource, last.expires_at, last.retry_after, waited=time.monotonic() - start) from None
         assert last is not None
         if generated and maybe_granted(last):
             self._release_unheard(resource, owner)
@@ -295,21 +313,22 @@ class Client:
         self,
         resource: str,
         *,
-        ttl: Number = 30,
-        wait: Optional[Number] = 0,
+        ttl: Number = DEFAULT_TTL,
+        wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
         owner: Optional[str] = None,
         keepalive: bool = True,
         lock_delay: Optional[Number] = None,
     ) -> Iterator[Lease]:
-        """``with client.lock("nightly-report", ttl=30) as lease: ...``
+        """``with client.lock("nightly-report") as lease: ...``
 
-        Takes the lock (once, or waiting up to ``wait`` seconds; Held when it
-        stays taken), keeps the lease alive while the block runs, and always
-        releases it when the block ends. If the block raised, its exception
-        propagates unchanged. If it finished but the lease was lost meanwhile
-        (a renewal was refused, the local deadline passed, or the release
-        found the lease gone), LeaseLost is raised on exit: the work ran at
-        least partly without the lock.
+        Takes the lock as acquire() does (waiting up to ``wait`` seconds,
+        default 30; ``wait=0`` asks once; HeldError when it stays taken),
+        keeps the lease alive while the block runs, and always releases it
+        when the block ends. If the block raised, its exception propagates
+        unchanged. If it finished but the lease was lost meanwhile (a renewal
+        was refused, the local deadline passed, or the release found the
+        lease gone), LeaseLostError is raised on exit: the work ran at least
+        partly without the lock.
         """
         lease = self.acquire(resource, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
         with lease:
@@ -335,6 +354,7 @@ class Client:
         give_up: Optional[float],
         keepalive: bool,
         lock_delay: int = 0,
+        start: Optional[float] = None,
     ) -> Lease:
         """One acquire request. A grant that arrives after give_up is released."""
         t0 = time.monotonic()  # before sending: the lease cannot have started earlier
@@ -348,8 +368,8 @@ class Client:
             timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
         what = f"acquire {resource!r}"
         try:
-            resp, doc = self._send("POST", _lock_path(resource), payload, timeout, what)
-        except ValidationFailed as e:
+            resp, doc = self._send("POST", lock_path(resource), payload, timeout, what)
+        except ValidationError as e:
             if wait_seconds and any(f.field == "wait_seconds" for f in e.errors):
                 raise _NoServerWait() from e
             raise
@@ -358,17 +378,15 @@ class Client:
         if wait_seconds:
             self.server_wait_supported = True
         if not doc["acquired"]:
-            raise Held(
+            raise HeldError(
                 resource,
                 expires_at=parse_time(doc.get("expires_at")),
                 retry_after=parse_retry_after(resp.headers.get("retry-after")),
             )
-        lock = Lock._from_json(doc.get("lock"), what)
+        lock = parse_lock(Lock, doc.get("lock"), what)
         if give_up is not None and time.monotonic() >= give_up:
             self._discard(lock)
-            raise AcquireTimeout(
-                f"{what}: the grant (fencing token {lock.fencing_token}) arrived after the wait ran out; released it"
-            )
+            raise AcquireTimeout(resource, lock.fencing_token, time.monotonic() - (start or t0))
         try:
             return Lease(self, lock, ttl, t0, keepalive)
         except BaseException:
@@ -390,62 +408,70 @@ class Client:
         """The clean-up release: temporary failures (503, throttling, no
         answer) are retried with backoff for up to _CLEANUP_TIMEOUT in all;
         the rest are ignored (the lease runs out by itself)."""
-        give_up = time.monotonic() + _CLEANUP_TIMEOUT
-        attempt = 0
-        while True:
-            try:
-                self._release(resource, owner, token, max(min(self.timeout, give_up - time.monotonic()), 0.001))
-                return
-            except LockError as e:
-                if not retryable(e):
+        with self._cleanups_done:
+            self._cleanups += 1
+        try:
+            give_up = time.monotonic() + _CLEANUP_TIMEOUT
+            attempt = 0
+            while True:
+                try:
+                    self._release(resource, owner, token, max(min(self.timeout, give_up - time.monotonic()), 0.001))
                     return
-                pause = self.backoff.delay(attempt, hint(e))
-                attempt += 1
-                if time.monotonic() + pause > give_up:
-                    return
-                time.sleep(pause)
+                except LockError as e:
+                    if not retryable(e):
+                        return
+                    pause = self.backoff.delay(attempt, hint(e))
+                    attempt += 1
+                    if time.monotonic() + pause > give_up:
+                        return
+                    time.sleep(pause)
+        finally:
+            with self._cleanups_done:
+                self._cleanups -= 1
+                self._cleanups_done.notify_all()
 
     # -- the other operations ---------------------------------------------
 
     def status(self, resource: str) -> Lock:
-        """The live lease on resource; NotFound when there is none."""
-        resource = _check_resource(resource)
-        _, doc = self._send("GET", _lock_path(resource), None, self.timeout, f"status {resource!r}")
-        return Lock._from_json(doc, f"status {resource!r}")
+        """The live lease on resource; NotFoundError when there is none."""
+        resource = check_resource(resource)
+        _, doc = self._send("GET", lock_path(resource), None, self.timeout, f"status {resource!r}")
+        return parse_lock(Lock, doc, f"status {resource!r}")
 
-    def renew(self, resource: str, owner: str, *, ttl: Number, fencing_token: Optional[int] = None) -> Lock:
+    def renew(self, resource: str, owner: str, *, ttl: Number = DEFAULT_TTL, fencing_token: Optional[int] = None) -> Lock:
         """Extends owner's live lease on resource to ttl from now; with
-        fencing_token the live lease must carry it (StaleToken otherwise). An
-        expired lease cannot be renewed (NotFound). Most callers use
-        Lease.renew or the keep-alive instead."""
-        resource, ttl = _check_resource(resource), _check_ttl(ttl)
-        owner, _ = _owner(owner, required=True)
-        return self._renew(resource, owner, ttl, _check_token(fencing_token), self.timeout)
+        fencing_token the live lease must carry it (StaleTokenError
+        otherwise). An expired lease cannot be renewed (NotFoundError). Most
+        callers use Lease.renew or the keep-alive instead."""
+        resource, ttl = check_resource(resource), check_ttl(ttl)
+        owner, _ = owner_or_default(owner, required=True)
+        return self._renew(resource, owner, ttl, check_token(fencing_token), self.timeout)
 
     def release(self, resource: str, owner: str, *, fencing_token: Optional[int] = None) -> None:
         """Ends owner's live lease on resource; with fencing_token the live
-        lease must carry it. NotFound when there is no live lease, Forbidden
-        when another owner holds it, StaleToken when a newer lease replaced
-        the token's. Most callers use Lease.release instead."""
-        resource = _check_resource(resource)
-        owner, _ = _owner(owner, required=True)
-        self._release(resource, owner, _check_token(fencing_token), self.timeout)
+        lease must carry it. NotFoundError when there is no live lease,
+        ForbiddenError when another owner holds it, StaleTokenError when a
+        newer lease replaced the token's. Most callers use Lease.release
+        instead."""
+        resource = check_resource(resource)
+        owner, _ = owner_or_default(owner, required=True)
+        self._release(resource, owner, check_token(fencing_token), self.timeout)
 
     def _renew(self, resource: str, owner: str, ttl: int, token: Optional[int], timeout: float) -> Lock:
         payload: Dict[str, Any] = {"owner": owner, "ttl_seconds": ttl}
         if token is not None:
             payload["fencing_token"] = token
         what = f"renew {resource!r}"
-        _, doc = self._send("POST", _lock_path(resource) + "/renew", payload, timeout, what)
+        _, doc = self._send("POST", lock_path(resource) + "/renew", payload, timeout, what)
         if not isinstance(doc, dict) or doc.get("renewed") is not True:
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
-        return Lock._from_json(doc.get("lock"), what)
+        return parse_lock(Lock, doc.get("lock"), what)
 
     def _release(self, resource: str, owner: str, token: Optional[int], timeout: float) -> None:
         payload: Dict[str, Any] = {"owner": owner}
         if token is not None:
             payload["fencing_token"] = token
-        self._send("DELETE", _lock_path(resource), payload, timeout, f"release {resource!r}")
+        self._send("DELETE", lock_path(resource), payload, timeout, f"release {resource!r}")
 
     # -- HTTP ----------------------------------------------------------------
 
@@ -478,75 +504,18 @@ class Client:
         reason = http.client.responses.get(resp.status, "HTTP error")
         err = problem_from_answer(resp.status, doc, parse_retry_after(resp.headers.get("retry-after")), reason)
         err.args = (f"{what}: {err.args[0]}",)
+        if isinstance(doc, dict) and doc.get("current") is not None:
+            try:
+                err.current = AdminLock._parse(doc["current"])
+            except ValueError:
+                pass  # the error stands without it
         raise err
-
-
-def _base_url(endpoint: str) -> str:
-    if not isinstance(endpoint, str):
-        raise ValueError(f"endpoint {endpoint!r}: want a URL string")
-    u = urllib.parse.urlsplit(endpoint)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"endpoint {endpoint!r}: want http(s)://host[:port][/path]")
-    if u.query or u.fragment or u.username or u.password:
-        raise ValueError(f"endpoint {endpoint!r}: must not have a query, fragment or user info")
-    netloc = u.netloc
-    # Drop a default port: SigV4 signs the host without it, and urllib would
-    # send it in the Host header.
-    if (u.scheme, u.port) in (("http", 80), ("https", 443)):
-        netloc = netloc.rsplit(":", 1)[0]
-    return f"{u.scheme}://{netloc}{u.path.rstrip('/')}"
-
-
-def _lock_path(resource: str) -> str:
-    # The same escaping as the Go client's url.PathEscape.
-    return "/locks/" + urllib.parse.quote(resource, safe="$&+:=@")
-
-
-def _check_resource(resource: Any) -> str:
-    if not isinstance(resource, str) or not resource:
-        raise InvalidRequest(f"resource {resource!r}: want a non-empty string")
-    if "/" in resource or resource in (".", ".."):
-        # The service refuses "/" too, but a gateway may route an encoded "/"
-        # (or normalise a "." or ".." segment) before the service sees it.
-        raise InvalidRequest(f"resource {resource!r}: must not contain '/' or be '.' or '..'")
-    return resource
-
-
-def _check_ttl(ttl: Any) -> int:
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl != int(ttl) or ttl < 1:
-        raise InvalidRequest(f"ttl {ttl!r}: want a whole number of seconds, at least 1")
-    return int(ttl)
-
-
-def _check_lock_delay(delay: Any) -> int:
-    if delay is None:
-        return 0
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay != int(delay) or delay < 0:
-        raise InvalidRequest(f"lock_delay {delay!r}: want a whole number of seconds, 0 or more")
-    return int(delay)
-
-
-def _check_token(token: Any) -> Optional[int]:
-    if token is None:
-        return None
-    if type(token) is not int or token <= 0:
-        raise InvalidRequest(f"fencing_token {token!r}: want a positive integer")
-    return token
-
-
-def _owner(owner: Optional[str], required: bool = False) -> Tuple[str, bool]:
-    """The owner to use, and whether it was generated here."""
-    if owner is None and not required:
-        return default_owner(), True
-    if not isinstance(owner, str) or not owner.strip():
-        raise InvalidRequest(f"owner {owner!r}: want a non-blank string")
-    return owner, False
 
 
 def _refused(e: BaseException) -> bool:
     """Whether the request certainly did not reach the service."""
     reason = e.reason if isinstance(e, urllib.error.URLError) else e
-    return isinstance(reason, ConnectionRefusedError)
+    return isinstance(reason, (ConnectionRefusedError, NotSent))
 
 
 def _describe(e: BaseException) -> str:

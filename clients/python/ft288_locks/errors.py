@@ -5,32 +5,41 @@ Everything the client raises is a :class:`LockError`::
     LockError
     ├── InvalidRequest (also a ValueError)   rejected before sending, or 400/413/422
     ├── ProblemError                         any error answer of the service or of API Gateway
-    │   ├── NotFound            404 not-found: no live lease (absent, released, expired,
+    │   ├── NotFoundError       404 not-found: no live lease (absent, released, expired,
     │   │                       force released: .force_released)
-    │   ├── Forbidden           403 forbidden: a live lease of another owner
-    │   ├── StaleToken          409 stale-token: owner matches, fencing token does not
-    │   ├── ValidationFailed    422 validation-failed (+ InvalidRequest); .errors lists the fields
+    │   ├── ForbiddenError      403 forbidden: a live lease of another owner
+    │   ├── StaleTokenError     409 stale-token: owner matches, fencing token does not; for a
+    │   │                       force release, .current is the lease that blocks the lock
+    │   ├── ValidationError     422 validation-failed (+ InvalidRequest); .errors lists the fields
     │   ├── InvalidJSON         400 invalid-json (+ InvalidRequest)
     │   ├── PayloadTooLarge     413 payload-too-large (+ InvalidRequest)
-    │   ├── ServiceUnavailable  503 service-unavailable (and 502/504); .retry_after
+    │   ├── UnavailableError    503 service-unavailable (and 502/504); .retry_after
     │   ├── InternalError       500 internal (a setup error; not retried)
     │   └── GatewayError        API Gateway's own {"message": ...} answers (bad signature,
-    │       │                   wrong URL, throttling); never NotFound/Forbidden
-    │       ├── GatewayUnavailable  its 502/503/504 and throttles 429/500 (+ ServiceUnavailable)
+    │       │                   wrong URL, throttling); never NotFoundError/ForbiddenError
+    │       ├── GatewayUnavailable  its 502/503/504 and throttles 429/500 (+ UnavailableError)
     │       └── GatewayRejected     its 400/413/422 (+ InvalidRequest)
-    ├── Held                    acquired: false; .expires_at and .retry_after when the service says
-    ├── AcquireTimeout          a grant answered after acquire() stopped waiting (it was released)
+    ├── HeldError               acquired: false, or acquire()'s wait ran out; .expires_at and
+    │   │                       .retry_after when the service says
+    │   └── AcquireTimeout      a grant answered after acquire() stopped waiting (it was released)
+    │   │                       .retry_after when the service says
+    │   └── AcquireTimeout      a grant answered after acquire() stopped waiting (it was released)
     ├── TransportError          no answer: connection failed, timed out, malformed response
-    ├── LeaseLost               the lease was lost; .reason says why
+    ├── LeaseLostError          the lease was lost; .reason says why
     ├── LeaseExpired            a reason: no renewal succeeded before the local deadline
     ├── LeaseReleased           check()/renew() on a lease this client released
     └── SigningError            SigV4 cannot be set up (no region, no credentials)
         └── SigV4Unavailable    signing was asked for but botocore is not installed
+
+The names before the family of issue 16 still work, as deprecated aliases of
+the same classes (a DeprecationWarning when used): Held, LeaseLost, StaleToken,
+Forbidden, NotFound, ServiceUnavailable, ValidationFailed.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import warnings
 from typing import Any, List, Mapping, Optional
 
 PROBLEM_TYPE_BASE = "https://ft288.dev/problems/"
@@ -79,6 +88,7 @@ class ProblemError(LockError):
         errors: Optional[List[FieldError]] = None,
         retry_after: Optional[float] = None,
         force_released: bool = False,
+        current: Any = None,
     ) -> None:
         self.status = status
         self.type = type
@@ -90,6 +100,10 @@ class ProblemError(LockError):
         self.force_released = force_released
         """True on the 404 answer to a renewal or release of a lease that an
         operator force released (the problem's ``force_released`` member)."""
+        self.current = current
+        """On the 409 answer to a force release of a lease that is not the
+        one meant: the lease that blocks the lock (the problem's ``current``,
+        an AdminLock); None otherwise."""
         super().__init__(self._message())
 
     @property
@@ -121,22 +135,24 @@ class ProblemError(LockError):
         return msg
 
 
-class NotFound(ProblemError):
+class NotFoundError(ProblemError):
     """404 not-found: there is no live lease (never taken, released, expired, or
     force released by an operator: then ``force_released`` is True)."""
 
 
-class Forbidden(ProblemError):
+class ForbiddenError(ProblemError):
     """403 forbidden: a live lease exists but belongs to another owner (or, with
     IAM auth, another principal)."""
 
 
-class StaleToken(ProblemError):
+class StaleTokenError(ProblemError):
     """409 stale-token: the owner matches but the fencing token does not; a newer
-    lease of the same owner replaced the one the caller holds."""
+    lease of the same owner replaced the one the caller holds. For a force
+    release with a fencing token, the lease that blocks the lock is not the one
+    meant: ``current`` is that lease (an AdminLock)."""
 
 
-class ValidationFailed(ProblemError, InvalidRequest):
+class ValidationError(ProblemError, InvalidRequest):
     """422 validation-failed; ``errors`` lists the invalid fields."""
 
 
@@ -148,7 +164,7 @@ class PayloadTooLarge(ProblemError, InvalidRequest):
     """413 payload-too-large: the body is over 16 KiB."""
 
 
-class ServiceUnavailable(ProblemError):
+class UnavailableError(ProblemError):
     """503 service-unavailable (or a 502/504 of the gateway): the service could
     not decide. ``retry_after`` is the Retry-After delay in seconds, if given."""
 
@@ -165,7 +181,7 @@ class GatewayError(ProblemError):
     "held by another"."""
 
 
-class GatewayUnavailable(GatewayError, ServiceUnavailable):
+class GatewayUnavailable(GatewayError, UnavailableError):
     """A 502, 503 or 504 of the gateway, or its throttle answers: 429 ``{"message":
     "Too Many Requests"}`` for a throttled route, 500 ``{"message": "Internal
     Server Error"}`` for a throttled function. Retried with backoff."""
@@ -176,13 +192,13 @@ class GatewayRejected(GatewayError, InvalidRequest):
 
 
 _BY_SLUG = {
-    "not-found": NotFound,
-    "forbidden": Forbidden,
-    "stale-token": StaleToken,
-    "validation-failed": ValidationFailed,
+    "not-found": NotFoundError,
+    "forbidden": ForbiddenError,
+    "stale-token": StaleTokenError,
+    "validation-failed": ValidationError,
     "invalid-json": InvalidJSON,
     "payload-too-large": PayloadTooLarge,
-    "service-unavailable": ServiceUnavailable,
+    "service-unavailable": UnavailableError,
     "internal": InternalError,
 }
 
@@ -225,8 +241,9 @@ def _str(v: Any) -> str:
     return v if isinstance(v, str) else ""
 
 
-class Held(LockError):
-    """The lock is held by another owner (``acquired: false``).
+class HeldError(LockError):
+    """The lock is held by another owner (``acquired: false``), also when
+    acquire()'s wait ran out.
 
     ``expires_at`` is when the holder's lease ends by the service's clock (the
     holder may renew it), ``retry_after`` the service's advice in seconds;
@@ -239,30 +256,45 @@ class Held(LockError):
         expires_at: Optional[_dt.datetime] = None,
         retry_after: Optional[float] = None,
         waited: float = 0.0,
+        message: Optional[str] = None,
     ) -> None:
         self.resource = resource
         self.expires_at = expires_at
         self.retry_after = retry_after
         self.waited = waited
-        msg = f"lock {resource!r} is held by another owner"
-        if expires_at is not None:
-            msg += " until " + expires_at.isoformat()
-        if retry_after is not None:
-            msg += f" (retry after {retry_after:g} s)"
-        if waited > 0:
-            msg += f"; gave up after waiting {waited:.3g} s"
-        super().__init__(msg)
+        if message is None:
+            message = f"lock {resource!r} is held by another owner"
+            if expires_at is not None:
+                message += " until " + expires_at.isoformat()
+            if retry_after is not None:
+                message += f" (retry after {retry_after:g} s)"
+            if waited > 0:
+                message += f"; gave up after waiting {waited:.3g} s"
+        super().__init__(message)
 
 
-class AcquireTimeout(LockError, TimeoutError):
+class AcquireTimeout(HeldError, TimeoutError):
     """acquire() stopped waiting while a request was in flight and the answer
-    that came later was a grant; the client released that grant again."""
+    that came later was a grant; the client released that grant again. A
+    HeldError, as every acquire whose wait ran out without a lease."""
+
+    def __init__(self, resource: str, fencing_token: int, waited: float) -> None:
+        self.fencing_token = fencing_token
+        super().__init__(
+            resource,
+            waited=waited,
+            message=(
+                f"acquire {resource!r}: the grant (fencing token {fencing_token}) arrived after the wait "
+                f"ran out ({waited:.3g} s); released it"
+            ),
+        )
 
 
 class TransportError(LockError):
     """No usable answer: the connection failed or timed out, or the response
     was malformed. ``maybe_sent`` is False only when the request certainly did
-    not reach the service (connection refused, credentials unavailable)."""
+    not reach the service (the connection was refused or failed before the
+    whole request was written, credentials unavailable)."""
 
     def __init__(self, message: str, maybe_sent: bool = True) -> None:
         self.maybe_sent = maybe_sent
@@ -271,18 +303,18 @@ class TransportError(LockError):
 
 class LeaseExpired(LockError):
     """No renewal succeeded before the lease's local deadline (the service was
-    unreachable or slow, or nobody renewed). A reason of LeaseLost."""
+    unreachable or slow, or nobody renewed). A reason of LeaseLostError."""
 
     def __init__(self, message: str = "no successful renewal before the lease's local deadline") -> None:
         super().__init__(message)
 
 
-class LeaseLost(LockError):
+class LeaseLostError(LockError):
     """The lease is lost: the client can no longer be sure it holds the lock.
 
     ``reason`` is the cause: LeaseExpired, or the refusal of a renewal or of
-    the release (NotFound, Forbidden, StaleToken, or another answer renewing
-    cannot get past). ``force_released`` is True, and the message says so,
+    the release (NotFoundError, ForbiddenError, StaleTokenError, or another
+    answer renewing cannot get past). ``force_released`` is True, and the message says so,
     when the service said an operator force released the lease."""
 
     def __init__(self, resource: str, fencing_token: int, reason: BaseException) -> None:
@@ -305,3 +337,29 @@ class SigningError(LockError):
 class SigV4Unavailable(SigningError, ImportError):
     """Signing was asked for, but botocore is not installed
     (``pip install 'ft288-locks[sigv4]'``; every AWS Lambda Python runtime has it)."""
+
+
+# The names before the family of issue 16: the same classes, deprecated.
+DEPRECATED_ALIASES = {
+    "Held": "HeldError",
+    "LeaseLost": "LeaseLostError",
+    "StaleToken": "StaleTokenError",
+    "Forbidden": "ForbiddenError",
+    "NotFound": "NotFoundError",
+    "ServiceUnavailable": "UnavailableError",
+    "ValidationFailed": "ValidationError",
+}
+
+
+def deprecated_alias(module: str, name: str) -> Any:
+    """The class an old name stands for, with a DeprecationWarning; raises
+    AttributeError for any other name."""
+    new = DEPRECATED_ALIASES.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(f"{module}.{name} is deprecated: use {new}, the same class", DeprecationWarning, stacklevel=3)
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_alias(__name__, name)

@@ -6,19 +6,28 @@ import datetime as _dt
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
+from ._defaults import RELEASE_RETRY_TIMEOUT
+from ._model import Lock
 from ._retry import Backoff, definitive, hint, maybe_granted, retryable
-from .errors import LeaseExpired, LeaseLost, LeaseReleased, LockError, NotFound
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client, Lock
+from .errors import LeaseExpired, LeaseLostError, LeaseReleased, LockError, NotFoundError
 
 log = logging.getLogger("ft288_locks")
 
-RELEASE_RETRY_TIMEOUT = 10.0
-"""How long Lease.release() retries temporary failures (503, throttling, no
-answer), in seconds, unless it is given another timeout."""
+
+class LeaseHost(Protocol):
+    """What a lease needs of its client (Client is one): the settings its
+    renewals and release use, and the two calls. The lease module knows no
+    more of the client than this."""
+
+    timeout: float
+    backoff: Backoff
+    lease_margin: Optional[float]
+
+    def _renew(self, resource: str, owner: str, ttl: int, token: Optional[int], timeout: float) -> Lock: ...
+
+    def _release(self, resource: str, owner: str, token: Optional[int], timeout: float) -> None: ...
 
 
 def lease_margin(ttl: float, option: Optional[float]) -> float:
@@ -54,16 +63,16 @@ class Lease:
     retrying temporary failures with short backoff until the deadline,
     unless the lease was made with ``keepalive=False``, and in either case
     sets ``lost`` when the local deadline passes without a successful
-    renewal. A refused renewal (NotFound, Forbidden, StaleToken, or another
-    answer renewing cannot get past) sets ``lost`` at once. release() stops
-    the thread and waits for it.
+    renewal. A refused renewal (NotFoundError, ForbiddenError,
+    StaleTokenError, or another answer renewing cannot get past) sets
+    ``lost`` at once. release() stops the thread and waits for it.
 
-    ``lost`` is a threading.Event; ``check()`` raises LeaseLost (with the
+    ``lost`` is a threading.Event; ``check()`` raises LeaseLostError (with the
     reason) once it is set. A Lease is safe for use from several threads and
     is a context manager that releases it (see Client.lock).
     """
 
-    def __init__(self, client: "Client", lock: "Lock", ttl: int, t0: float, keepalive: bool = True) -> None:
+    def __init__(self, client: LeaseHost, lock: Lock, ttl: int, t0: float, keepalive: bool = True) -> None:
         self._client = client
         self._resource = lock.resource
         self._owner = lock.owner
@@ -123,7 +132,7 @@ class Lease:
         return self._keepalive
 
     @property
-    def lock(self) -> "Lock":
+    def lock(self) -> Lock:
         """The lease as the service last reported it (grant or latest renewal)."""
         with self._mu:
             return self._lock
@@ -159,7 +168,7 @@ class Lease:
             return self._reason
 
     def check(self) -> None:
-        """Raises LeaseLost (its ``reason`` says why) if the lease is lost,
+        """Raises LeaseLostError (its ``reason`` says why) if the lease is lost,
         including when its local deadline has just passed, and LeaseReleased
         after release(). Call it before every step of the protected work."""
         with self._mu:
@@ -178,8 +187,9 @@ class Lease:
 
     def renew(self) -> None:
         """Extends the lease by its TTL once. A refusal that means the lease is
-        gone (NotFound, Forbidden, StaleToken, or another answer renewing
-        cannot get past) loses the lease and raises LeaseLost. A temporary
+        gone (NotFoundError, ForbiddenError, StaleTokenError, or another
+        answer renewing cannot get past) loses the lease and raises
+        LeaseLostError. A temporary
         failure (5xx, no answer) raises that error; the lease stays held until
         its local deadline."""
         self._renew(self._client.timeout)
@@ -212,7 +222,7 @@ class Lease:
         with self._mu:
             ended, reason, released = self._ended, self._reason, self._released
         if reason is not None:
-            raise LeaseLost(self._resource, self._token, reason) from (cause or reason)
+            raise LeaseLostError(self._resource, self._token, reason) from (cause or reason)
         if released:
             raise LeaseReleased(f"lease on {self._resource!r} (fencing token {self._token}) was released")
         assert not ended
@@ -265,7 +275,7 @@ class Lease:
             try:
                 self._renew(min(c.timeout, self._interval, deadline - sent))
                 return sent
-            except (LeaseLost, LeaseReleased):
+            except (LeaseLostError, LeaseReleased):
                 return None
             except Exception as e:  # temporary: retry until the deadline
                 log.debug("renewing lease on %r failed, retrying: %s", self._resource, e)
@@ -286,9 +296,9 @@ class Lease:
         are retried with backoff for up to ``timeout`` seconds (default
         RELEASE_RETRY_TIMEOUT), and not past the lease's end by the local
         clock (its TTL after the request of the grant or latest renewal).
-        Raises NotFound (the lease had expired, or was force released:
-        ``force_released``), Forbidden or StaleToken (another lease replaced
-        it) and then also sets ``lost`` with that reason, unless it was set
+        Raises NotFoundError (the lease had expired, or was force released:
+        ``force_released``), ForbiddenError or StaleTokenError (another lease
+        replaced it) and then also sets ``lost`` with that reason, unless it was set
         already: the lease ended before the release. After an attempt whose
         outcome is unknown (a 5xx, no answer), a later one that finds no live
         lease returns quietly, since the earlier attempt may have been the
@@ -318,7 +328,7 @@ class Lease:
                     if definitive(e):
                         with self._mu:
                             self._release_done = True
-                            if self._release_unknown and not (isinstance(e, NotFound) and e.force_released):
+                            if self._release_unknown and not (isinstance(e, NotFoundError) and e.force_released):
                                 return
                             if self._reason is None:
                                 self._reason = e
@@ -342,7 +352,7 @@ class Lease:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         """Releases the lease (release() retries temporary failures). With no
-        exception in flight, raises LeaseLost if the lease was lost at any
+        exception in flight, raises LeaseLostError if the lease was lost at any
         point before the release; an exception in flight propagates as is.
         A release that keeps failing is logged, not raised (the lease runs
         out by itself)."""
@@ -354,5 +364,5 @@ class Lease:
         if exc_type is None:
             reason = self.reason
             if reason is not None:
-                raise LeaseLost(self._resource, self._token, reason) from reason
+                raise LeaseLostError(self._resource, self._token, reason) from reason
         return False

@@ -1,8 +1,10 @@
-"""Test helpers: the local runner, a delaying proxy, a stub transport, and a
-check that no lease thread outlives its test."""
+"""Test helpers: the local runner, a delaying proxy, a connection-counting
+forwarder, a stub transport, and a check that no lease thread outlives its
+test."""
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import http.server
 import itertools
@@ -12,6 +14,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -126,6 +129,21 @@ class Runner:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+_shared: Optional[Runner] = None
+_shared_mu = threading.Lock()
+
+
+def shared_runner() -> Runner:
+    """One local runner for every test module of the run, stopped at exit:
+    starting locald and its dynalite costs seconds on a slow machine."""
+    global _shared
+    with _shared_mu:
+        if _shared is None:
+            _shared = Runner()
+            atexit.register(_shared.close)
+        return _shared
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -184,6 +202,106 @@ class DelayProxy:
         self.server.shutdown()
         self.server.server_close()  # waits for the handler threads
         self._thread.join()
+
+
+# -- a connection-counting forwarder ---------------------------------------------------
+
+
+class ConnCounter:
+    """A TCP forwarder in front of upstream that counts the connections it
+    accepts, and can drop the ones it holds, as a server or load balancer
+    closing idle keep-alive connections does."""
+
+    def __init__(self, upstream: str) -> None:
+        up = urllib.parse.urlsplit(upstream)
+        self._upstream = (up.hostname, up.port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)  # closing it would not wake an accept()
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._mu = threading.Lock()
+        self._accepted = 0
+        self._open: List[socket.socket] = []  # the client-facing ends still open
+        self._threads: List[threading.Thread] = []
+        self._stop = threading.Event()
+        t = threading.Thread(target=self._accept, name="conn-counter", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    @property
+    def accepted(self) -> int:
+        """How many connections were accepted so far."""
+        with self._mu:
+            return self._accepted
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                down, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            down.settimeout(None)
+            up = socket.create_connection(self._upstream)
+            with self._mu:
+                self._accepted += 1
+                self._open.append(down)
+                t = threading.Thread(target=self._pump, args=(down, up), name="conn-counter-pump", daemon=True)
+                self._threads.append(t)
+            t.start()
+
+    def _pump(self, down: socket.socket, up: socket.socket) -> None:
+        pair = {down: up, up: down}
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select(list(pair), [], [], 0.05)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    pair[s].sendall(data)
+        except (OSError, ValueError):
+            return
+        finally:
+            with self._mu:
+                if down in self._open:
+                    self._open.remove(down)
+            for s in (down, up):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def drop(self, reset: bool = False) -> None:
+        """Closes every connection it holds, from the server's side: a FIN,
+        or with reset a RST (as a crashed or impatient middlebox sends), and
+        returns once they are closed."""
+        with self._mu:
+            conns = list(self._open)
+        for s in conns:
+            try:
+                if reset:
+                    # Closed with a zero linger time, the socket sends RST;
+                    # shutting down its reading side wakes its pump to close it.
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.shutdown(socket.SHUT_RD)
+                else:
+                    s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self._mu:
+                if not any(s in self._open for s in conns):
+                    return
+            time.sleep(0.01)
+        raise AssertionError("the forwarder's connections did not close")
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in list(self._threads):
+            t.join()
+        self._listener.close()
 
 
 # -- a stub transport --------------------------------------------------------------

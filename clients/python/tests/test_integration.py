@@ -12,18 +12,14 @@ import unittest
 import ft288_locks as fl
 from ft288_locks import Client
 
-from tests._support import DelayProxy, Runner, TestCase, resource_name
+from tests._support import DelayProxy, Runner, TestCase, resource_name, shared_runner
 
 RUNNER: Runner
 
 
 def setUpModule() -> None:
     global RUNNER
-    RUNNER = Runner()
-
-
-def tearDownModule() -> None:
-    RUNNER.close()
+    RUNNER = shared_runner()
 
 
 class RunnerTests(TestCase):
@@ -53,7 +49,7 @@ class RunnerTests(TestCase):
         lease.release()
         self.assertFalse(lease.lost.is_set())
         self.assertFalse(lease.held)
-        with self.assertRaises(fl.NotFound):
+        with self.assertRaises(fl.NotFoundError):
             c.status(r)
         with self.assertRaises(fl.LeaseReleased):
             lease.check()
@@ -67,18 +63,18 @@ class RunnerTests(TestCase):
         c = self.client()
         r = resource_name(self)
         holder = self.keep(c.try_acquire(r, ttl=30))
-        with self.assertRaises(fl.Held) as cm:
+        with self.assertRaises(fl.HeldError) as cm:
             c.try_acquire(r)
         self.assertEqual(cm.exception.resource, r)
         self.assertIsNone(cm.exception.expires_at)  # dynalite does not return the holder's item
         t0 = time.monotonic()
-        with self.assertRaises(fl.Held) as cm:
+        with self.assertRaises(fl.HeldError) as cm:
             c.acquire(r, wait=0.5)
         self.assertGreaterEqual(time.monotonic() - t0, 0.5)
         self.assertGreaterEqual(cm.exception.waited, 0.5)
         self.assertEqual(c.status(r).fencing_token, holder.fencing_token)
-        with self.assertRaises(fl.Held):
-            with c.lock(r, ttl=30):
+        with self.assertRaises(fl.HeldError):
+            with c.lock(r, ttl=30, wait=0):
                 self.fail("ran the block without the lock")
 
     def test_acquire_waits_for_release(self):
@@ -107,7 +103,7 @@ class RunnerTests(TestCase):
         lease.check()
         self.assertGreater(lease.expires_at, first_expiry)
         self.assertEqual(c.status(r).fencing_token, lease.fencing_token)
-        with self.assertRaises(fl.Held):
+        with self.assertRaises(fl.HeldError):
             c.try_acquire(r)
 
     def test_lease_lost_through_takeover_after_expiry(self):
@@ -123,19 +119,19 @@ class RunnerTests(TestCase):
         taker = self.keep(c.try_acquire(r, ttl=30, owner="taker", keepalive=False))
         self.assertGreater(taker.fencing_token, lease.fencing_token)
 
-        with self.assertRaises(fl.LeaseLost) as cm:
+        with self.assertRaises(fl.LeaseLostError) as cm:
             lease.renew()  # a lost lease is never revived
-        with self.assertRaises(fl.LeaseLost) as cm:
+        with self.assertRaises(fl.LeaseLostError) as cm:
             lease.check()
         lost = cm.exception
         self.assertEqual((lost.resource, lost.fencing_token), (r, lease.fencing_token))
         self.assertIsInstance(lost.reason, fl.LeaseExpired)
         self.assertIn("lost", str(lost))
         # the service agrees: the old lease's renewal is refused
-        with self.assertRaises(fl.Forbidden):
+        with self.assertRaises(fl.ForbiddenError):
             c.renew(r, lease.owner, ttl=1, fencing_token=lease.fencing_token)
         # and releasing it leaves the new holder alone
-        with self.assertRaises(fl.Forbidden):
+        with self.assertRaises(fl.ForbiddenError):
             lease.release()
         self.assertEqual(c.status(r).owner, "taker")
 
@@ -145,13 +141,13 @@ class RunnerTests(TestCase):
             r = resource_name(self)
             lease = self.keep(c.try_acquire(r, ttl=30, owner="w1", keepalive=False))
             newer = self.keep(c.try_acquire(r, ttl=30, owner="w1", keepalive=False))  # a twin replaced it
-            with self.assertRaises(fl.LeaseLost) as cm:
+            with self.assertRaises(fl.LeaseLostError) as cm:
                 lease.renew()
-            self.assertIsInstance(cm.exception.reason, fl.StaleToken)
+            self.assertIsInstance(cm.exception.reason, fl.StaleTokenError)
             self.assertTrue(lease.lost.is_set())
-            with self.assertRaises(fl.LeaseLost) as cm:
+            with self.assertRaises(fl.LeaseLostError) as cm:
                 lease.check()
-            self.assertIsInstance(cm.exception.reason, fl.StaleToken)
+            self.assertIsInstance(cm.exception.reason, fl.StaleTokenError)
             self.assertEqual(cm.exception.reason.status, 409)
             self.assertTrue(newer.held)
             self.assertEqual(c.status(r).fencing_token, newer.fencing_token)
@@ -163,8 +159,8 @@ class RunnerTests(TestCase):
             self.keep(c.try_acquire(r, ttl=30, owner="w2", keepalive=False))
             self.assertTrue(lease.lost.wait(3), "keep-alive did not notice")
             # by the refused renewal at ttl/3, not by the local deadline
-            self.assertIsInstance(lease.reason, fl.Forbidden)
-            with self.assertRaises(fl.LeaseLost):
+            self.assertIsInstance(lease.reason, fl.ForbiddenError)
+            with self.assertRaises(fl.LeaseLostError):
                 lease.check()
 
     def test_grant_after_the_wait_ran_out_is_released(self):
@@ -174,7 +170,7 @@ class RunnerTests(TestCase):
         r = resource_name(self)
         with self.assertRaises(fl.AcquireTimeout):
             c.acquire(r, wait=0.3, ttl=30)
-        with self.assertRaises(fl.NotFound):  # free at once, not after its TTL
+        with self.assertRaises(fl.NotFoundError):  # free at once, not after its TTL
             self.client().status(r)
         self.keep(self.client().try_acquire(r, ttl=30, keepalive=False))
 
@@ -186,7 +182,7 @@ class RunnerTests(TestCase):
         with self.assertRaises(fl.TransportError) as cm:
             c.try_acquire(r, ttl=30)
         self.assertTrue(cm.exception.maybe_sent)
-        with self.assertRaises(fl.NotFound):
+        with self.assertRaises(fl.NotFoundError):
             self.client().status(r)
 
     def test_context_manager_releases(self):
@@ -196,22 +192,22 @@ class RunnerTests(TestCase):
             with c.lock(r, ttl=30) as lease:
                 self.assertEqual(c.status(r).fencing_token, lease.fencing_token)
                 raise RuntimeError("boom")
-        with self.assertRaises(fl.NotFound):
+        with self.assertRaises(fl.NotFoundError):
             c.status(r)
         self.assertFalse(lease.lost.is_set())
 
         with c.lock(r, ttl=30, wait=1) as again:
             self.assertGreater(again.fencing_token, lease.fencing_token)
-        with self.assertRaises(fl.NotFound):
+        with self.assertRaises(fl.NotFoundError):
             c.status(r)
 
     def test_context_manager_reports_loss_on_exit(self):
         c = self.client()
         r = resource_name(self)
-        with self.assertRaises(fl.LeaseLost) as cm:
+        with self.assertRaises(fl.LeaseLostError) as cm:
             with c.lock(r, ttl=30, owner="w1"):
                 newer = self.keep(c.try_acquire(r, ttl=30, owner="w1", keepalive=False))
-        self.assertIsInstance(cm.exception.reason, fl.StaleToken)
+        self.assertIsInstance(cm.exception.reason, fl.StaleTokenError)
         self.assertEqual(c.status(r).fencing_token, newer.fencing_token)  # left alone
         # an exception of the block wins over the loss
         with self.assertRaises(ValueError):
@@ -222,31 +218,93 @@ class RunnerTests(TestCase):
     def test_problems(self):
         c = self.client()
         r = resource_name(self)
-        with self.assertRaises(fl.ValidationFailed) as cm:
+        with self.assertRaises(fl.ValidationError) as cm:
             c.try_acquire(r, ttl=86401)
         e = cm.exception
         self.assertIsInstance(e, fl.InvalidRequest)
         self.assertEqual((e.status, e.slug, e.instance), (422, "validation-failed", "/locks/" + r))
         self.assertEqual([f.field for f in e.errors], ["ttl_seconds"])
-        with self.assertRaises(fl.ValidationFailed) as cm:
+        with self.assertRaises(fl.ValidationError) as cm:
             c.try_acquire(r, owner="w\u200b1")
         self.assertEqual([f.field for f in cm.exception.errors], ["owner"])
 
         lease = self.keep(c.try_acquire(r, ttl=30, owner="w1", keepalive=False))
-        with self.assertRaises(fl.Forbidden) as cm:
+        with self.assertRaises(fl.ForbiddenError) as cm:
             c.release(r, "w2")
         self.assertEqual((cm.exception.status, cm.exception.slug), (403, "forbidden"))
-        with self.assertRaises(fl.Forbidden):
+        with self.assertRaises(fl.ForbiddenError):
             c.renew(r, "w2", ttl=30)
-        with self.assertRaises(fl.StaleToken) as cm:
+        with self.assertRaises(fl.StaleTokenError) as cm:
             c.renew(r, "w1", ttl=30, fencing_token=lease.fencing_token + 1)
         self.assertEqual((cm.exception.status, cm.exception.slug), (409, "stale-token"))
-        with self.assertRaises(fl.StaleToken):
+        with self.assertRaises(fl.StaleTokenError):
             c.release(r, "w1", fencing_token=lease.fencing_token + 1)
         self.assertTrue(lease.held)
-        with self.assertRaises(fl.NotFound) as cm:
+        with self.assertRaises(fl.NotFoundError) as cm:
             c.release(resource_name(self), "w1")
         self.assertEqual((cm.exception.status, cm.exception.slug), (404, "not-found"))
+
+
+class AdminTests(TestCase):
+    """list, list_all and force_release against the local runner, which keeps
+    the admin routes open."""
+
+    def test_list_pages_and_list_all(self):
+        c = Client(RUNNER.url)
+        prefix = resource_name(self)
+        leases = [self.keep(c.try_acquire(f"{prefix}-{i}", keepalive=False)) for i in range(5)]
+        self.keep(c.try_acquire(prefix[:-1] + "x-other", keepalive=False))  # outside the prefix
+        names, cursor, pages = [], None, 0
+        while True:
+            page = c.list(prefix, limit=2, cursor=cursor)
+            self.assertLessEqual(len(page.locks), 2)
+            names += [l.resource for l in page.locks]
+            pages += 1
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        self.assertGreaterEqual(pages, 3)
+        self.assertEqual(sorted(names), sorted(l.resource for l in leases))
+        everything = {l.resource: l for l in c.list_all(prefix)}
+        self.assertEqual(set(everything), {l.resource for l in leases})
+        got = everything[leases[0].resource]
+        self.assertIsInstance(got, fl.AdminLock)
+        self.assertEqual((got.owner, got.fencing_token, got.principal), (leases[0].owner, leases[0].fencing_token, ""))
+        self.assertEqual(c.list_all(prefix + "-none"), [])
+
+    def test_force_release(self):
+        c = Client(RUNNER.url, backoff=(0.02, 0.2))
+        r = resource_name(self)
+        lease = self.keep(c.try_acquire(r, lock_delay=30, keepalive=False))
+
+        # a token that is not the holder's: refused, with the lease that blocks the lock
+        with self.assertRaises(fl.StaleTokenError) as cm:
+            c.force_release(r, "test: the wrong lease", fencing_token=lease.fencing_token + 1)
+        self.assertEqual(cm.exception.status, 409)
+        self.assertIsInstance(cm.exception.current, fl.AdminLock)
+        self.assertEqual(cm.exception.current.fencing_token, lease.fencing_token)
+        self.assertEqual(c.status(r).fencing_token, lease.fencing_token)
+
+        # by default the lease's lock-delay is honoured: free_at is 30 s on
+        before = time.time()
+        done = c.force_release(r, "test: holder is stuck", fencing_token=lease.fencing_token)
+        self.assertEqual((done.ended.resource, done.ended.fencing_token, done.ended.lock_delay_seconds),
+                         (r, lease.fencing_token, 30))
+        self.assertEqual((done.reason, done.immediate), ("test: holder is stuck", False))
+        self.assertAlmostEqual(done.free_at.timestamp() - before, 30, delta=5)
+        with self.assertRaises(fl.HeldError):
+            c.try_acquire(r)
+        # the evicted holder learns it was force released
+        with self.assertRaises(fl.LeaseLostError) as lost:
+            lease.renew()
+        self.assertTrue(lost.exception.force_released)
+
+        # immediate frees the lock inside its lock-delay
+        freed = c.force_release(r, "test: holder is dead", immediate=True)
+        self.assertTrue(freed.immediate)
+        self.keep(c.try_acquire(r, keepalive=False))
+        with self.assertRaises(fl.NotFoundError):
+            c.force_release(resource_name(self), "test: nothing there")
 
 
 if __name__ == "__main__":

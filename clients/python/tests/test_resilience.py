@@ -137,9 +137,9 @@ class ReleaseRetryTests(TestCase):
         ("no answer then 404", [dropped, not_found], None, 2),
         ("route throttle then 204", [route_throttle, route_throttle], None, 3),
         ("Lambda throttle then 204", [lambda_throttle], None, 2),
-        ("route throttle then 404: it never reached the service", [route_throttle, not_found], fl.NotFound, 2),
+        ("route throttle then 404: it never reached the service", [route_throttle, not_found], fl.NotFoundError, 2),
         ("internal is not retried", [internal], fl.InternalError, 1),
-        ("503 then force released", [unavailable, force_released], fl.NotFound, 2),
+        ("503 then force released", [unavailable, force_released], fl.NotFoundError, 2),
     ]
 
     def test_lease_release_retries(self):
@@ -155,7 +155,7 @@ class ReleaseRetryTests(TestCase):
                         lease.release()
                     if script[-1] is force_released:
                         self.assertTrue(cm.exception.force_released)
-                        with self.assertRaises(fl.LeaseLost) as lost:
+                        with self.assertRaises(fl.LeaseLostError) as lost:
                             lease.check()
                         self.assertTrue(lost.exception.force_released)
                 self.assertEqual(len(stub.sent("DELETE")), deletes)
@@ -164,7 +164,7 @@ class ReleaseRetryTests(TestCase):
         stub = scripted(is_release, [unavailable] * 1000)
         lease = client(stub).try_acquire("r", ttl=60, keepalive=False)
         start = time.monotonic()
-        with self.assertRaises(fl.ServiceUnavailable):
+        with self.assertRaises(fl.UnavailableError):
             lease.release(timeout=0.3)
         self.assertLess(time.monotonic() - start, 1.0)
         self.assertGreater(len(stub.sent("DELETE")), 2)
@@ -182,7 +182,7 @@ class ReleaseRetryTests(TestCase):
             return serve(req)
 
         stub = Stub(handler)
-        with self.assertRaises(fl.ServiceUnavailable):
+        with self.assertRaises(fl.UnavailableError):
             client(stub).try_acquire("r")
         self.assertEqual(len(stub.sent("DELETE")), 3)
 
@@ -242,7 +242,7 @@ class ForceReleasedTests(TestCase):
         stub = scripted(is_renew, [force_released])
         lease = self.keep(client(stub).try_acquire("r", ttl=3))
         self.assertTrue(lease.lost.wait(3))
-        with self.assertRaises(fl.LeaseLost) as cm:
+        with self.assertRaises(fl.LeaseLostError) as cm:
             lease.check()
         self.assertTrue(cm.exception.force_released)
         self.assertIn("force released by an operator", str(cm.exception))
@@ -250,7 +250,7 @@ class ForceReleasedTests(TestCase):
 
     def test_with_block_reports_a_lease_force_released_before_its_release(self):
         stub = scripted(is_release, [force_released])
-        with self.assertRaises(fl.LeaseLost) as cm:
+        with self.assertRaises(fl.LeaseLostError) as cm:
             with client(stub).lock("r", ttl=30):
                 pass
         self.assertTrue(cm.exception.force_released)

@@ -78,7 +78,7 @@ class ServerSideWaitTests(TestCase):
     def test_other_validation_errors_are_raised(self):
         stub = Stub(lambda req: problem(422, "validation-failed", errors=[
             {"field": "ttl_seconds", "detail": "must be an integer from 1 to 86400"}]))
-        with self.assertRaises(fl.ValidationFailed) as cm:
+        with self.assertRaises(fl.ValidationError) as cm:
             client(stub).acquire("r", wait=5)
         self.assertEqual([e.field for e in cm.exception.errors], ["ttl_seconds"])
         self.assertEqual(len(stub.requests), 1)
@@ -160,7 +160,7 @@ class UnheardGrantTests(TestCase):
 
         stub = Stub(handler)
         c = client(stub, backoff=(0.05, 0.1))
-        with self.assertRaises(fl.ServiceUnavailable) as cm:
+        with self.assertRaises(fl.UnavailableError) as cm:
             c.acquire("r", wait=0.5)
         self.assertEqual(cm.exception.retry_after, 1.0)
         posts = stub.sent("POST")
@@ -183,8 +183,8 @@ class UnheardGrantTests(TestCase):
 
     def test_clean_answers_need_no_release(self):
         for name, handler, exc in (
-            ("held", held, fl.Held),
-            ("forbidden", lambda req: problem(403, "forbidden"), fl.Forbidden),
+            ("held", held, fl.HeldError),
+            ("forbidden", lambda req: problem(403, "forbidden"), fl.ForbiddenError),
         ):
             with self.subTest(name):
                 stub = Stub(handler)
@@ -209,7 +209,7 @@ class UnheardGrantTests(TestCase):
 class HeldTests(TestCase):
     def test_held_carries_expiry_and_retry_after(self):
         stub = Stub(lambda req: held(req, {"Retry-After": "3"}, expires_at="2030-01-02T03:04:05.678Z"))
-        with self.assertRaises(fl.Held) as cm:
+        with self.assertRaises(fl.HeldError) as cm:
             client(stub).try_acquire("r")
         e = cm.exception
         self.assertEqual(e.resource, "r")
@@ -230,16 +230,16 @@ class HeldTests(TestCase):
 class ProblemMappingTests(TestCase):
     CASES = [
         # status, body, headers, class, slug
-        (404, {"type": fl.PROBLEM_TYPE_BASE + "not-found", "title": "Lock not found"}, {}, fl.NotFound, "not-found"),
-        (403, {"type": fl.PROBLEM_TYPE_BASE + "forbidden", "title": "t"}, {}, fl.Forbidden, "forbidden"),
-        (409, {"type": fl.PROBLEM_TYPE_BASE + "stale-token", "title": "t"}, {}, fl.StaleToken, "stale-token"),
+        (404, {"type": fl.PROBLEM_TYPE_BASE + "not-found", "title": "Lock not found"}, {}, fl.NotFoundError, "not-found"),
+        (403, {"type": fl.PROBLEM_TYPE_BASE + "forbidden", "title": "t"}, {}, fl.ForbiddenError, "forbidden"),
+        (409, {"type": fl.PROBLEM_TYPE_BASE + "stale-token", "title": "t"}, {}, fl.StaleTokenError, "stale-token"),
         (422, {"type": fl.PROBLEM_TYPE_BASE + "validation-failed", "title": "t",
-               "errors": [{"field": "owner", "detail": "is blank"}]}, {}, fl.ValidationFailed, "validation-failed"),
+               "errors": [{"field": "owner", "detail": "is blank"}]}, {}, fl.ValidationError, "validation-failed"),
         (400, {"type": fl.PROBLEM_TYPE_BASE + "invalid-json", "title": "t"}, {}, fl.InvalidJSON, "invalid-json"),
         (413, {"type": fl.PROBLEM_TYPE_BASE + "payload-too-large", "title": "t"}, {}, fl.PayloadTooLarge,
          "payload-too-large"),
         (503, {"type": fl.PROBLEM_TYPE_BASE + "service-unavailable", "title": "t"}, {"Retry-After": "1"},
-         fl.ServiceUnavailable, "service-unavailable"),
+         fl.UnavailableError, "service-unavailable"),
         (500, {"type": fl.PROBLEM_TYPE_BASE + "internal", "title": "t"}, {}, fl.InternalError, "internal"),
         (418, {"type": fl.PROBLEM_TYPE_BASE + "teapot", "title": "t"}, {}, fl.ProblemError, "teapot"),
         # API Gateway's own answers
@@ -264,14 +264,14 @@ class ProblemMappingTests(TestCase):
                 self.assertEqual((e.status, e.slug), (status, slug))
                 if isinstance(body, dict) and "message" in body:
                     self.assertEqual(e.title, body["message"])
-                    self.assertNotIsInstance(e, (fl.NotFound, fl.Forbidden))
+                    self.assertNotIsInstance(e, (fl.NotFoundError, fl.ForbiddenError))
                 if raw:
                     self.assertEqual(e.title, "Bad Gateway")
                 self.assertEqual(isinstance(e, fl.InvalidRequest), status in (400, 413, 422))
-                self.assertEqual(isinstance(e, fl.ServiceUnavailable), status in (502, 503, 504) or cls is fl.GatewayUnavailable)
+                self.assertEqual(isinstance(e, fl.UnavailableError), status in (502, 503, 504) or cls is fl.GatewayUnavailable)
                 self.assertEqual(e.temporary, (status >= 500 or status == 429) and slug != "internal")
                 self.assertEqual(e.retry_after, 1.0 if headers else None)
-                if cls is fl.ValidationFailed:
+                if cls is fl.ValidationError:
                     self.assertEqual(e.errors, [fl.FieldError("owner", "is blank")])
                     self.assertIn("owner: is blank", str(e))
 
@@ -351,7 +351,7 @@ class LeaseTimingTests(TestCase):
         self.assertLess(lost_after, 1.2)
         self.assertIsInstance(lease.reason, fl.LeaseExpired)
         self.assertGreater(len(stub.sent("POST", "/renew")), 2, "temporary renewal failures were not retried")
-        with self.assertRaises(fl.LeaseLost) as cm:
+        with self.assertRaises(fl.LeaseLostError) as cm:
             lease.check()
         self.assertIsInstance(cm.exception.reason, fl.LeaseExpired)
 
@@ -462,7 +462,7 @@ class SigV4Tests(TestCase):
             stub = Stub(lambda req: problem(404, "not-found"))
             c = Client("https://api.example", transport=stub, sigv4=True)
             self.assertEqual(c.region, "ap-south-1")
-            with self.assertRaises(fl.NotFound):
+            with self.assertRaises(fl.NotFoundError):
                 c.status("r")
             self.assertEqual(_verify_sigv4(stub.requests[0], "AKIDENV", "SECRETENV", "ap-south-1"), "")
             for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):

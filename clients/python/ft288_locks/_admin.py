@@ -1,0 +1,105 @@
+"""The admin calls: list the held locks, force release one. For operators:
+the local runner keeps the admin routes open; in AWS they exist only when
+the stack names its administrators (docs/api.md, "Admin API")."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, List, Optional, Tuple
+
+from ._args import check_resource, check_token, escape
+from ._http import Response, parse_time
+from ._model import AdminLock, ForceReleased, LockPage, parse_lock
+from .errors import InvalidRequest, TransportError
+
+MAX_LIST_LIMIT = 1000
+"""The most leases one page of Client.list() may ask for."""
+
+
+class AdminCalls:
+    """Client's admin calls; Client supplies ``_send`` and ``timeout``."""
+
+    timeout: float
+
+    def _send(self, method: str, path: str, payload: Any, timeout: float, what: str) -> Tuple[Response, Any]:
+        raise NotImplementedError
+
+    def list(self, prefix: str = "", *, limit: Optional[int] = None, cursor: Optional[str] = None) -> LockPage:
+        """One page of the leases that keep others from their lock (live, or
+        expired but inside their lock-delay) whose name starts with
+        ``prefix``: at most ``limit`` (1–1000; None: the service's default,
+        100). A page may be short, even empty, and still have a ``cursor``:
+        pass it back for the next page, until it is None."""
+        what = f"list {prefix!r}"
+        if not isinstance(prefix, str) or "/" in prefix:
+            raise InvalidRequest(f"{what}: prefix must be a string without '/'")
+        if limit is not None and (type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT):
+            raise InvalidRequest(f"{what}: limit {limit!r}: want 1 to {MAX_LIST_LIMIT}, or None")
+        if cursor is not None and (not isinstance(cursor, str) or not cursor):
+            raise InvalidRequest(f"{what}: cursor {cursor!r}: want the cursor of the previous page, or None")
+        query = {k: v for k, v in (("prefix", prefix), ("limit", limit), ("cursor", cursor)) if v}
+        path = "/admin/locks" + ("?" + urllib.parse.urlencode(query) if query else "")
+        _, doc = self._send("GET", path, None, self.timeout, what)
+        if not isinstance(doc, dict) or not isinstance(doc.get("locks", []), list):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        locks = [parse_lock(AdminLock, d, what) for d in doc.get("locks") or []]
+        for lock in locks:
+            if not lock.resource.startswith(prefix):
+                raise TransportError(f"{what}: the response lists {lock.resource!r}, outside the prefix")
+        next_cursor = doc.get("cursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise TransportError(f"{what}: malformed cursor: {next_cursor!r:.200}")
+        return LockPage(locks, next_cursor or None)
+
+    def list_all(self, prefix: str = "") -> List[AdminLock]:
+        """Every lease list() finds under ``prefix``, following the cursors
+        (pages of 1000). Not a snapshot of one moment: each lease was blocking
+        its lock when its page was read."""
+        locks: List[AdminLock] = []
+        cursor = None
+        while True:
+            page = self.list(prefix, limit=MAX_LIST_LIMIT, cursor=cursor)
+            locks.extend(page.locks)
+            if page.cursor is None:
+                return locks
+            cursor = page.cursor
+
+    def force_release(
+        self,
+        resource: str,
+        reason: str,
+        *,
+        immediate: bool = False,
+        fencing_token: Optional[int] = None,
+    ) -> ForceReleased:
+        """Ends the lease on ``resource`` whoever holds it, with ``reason``
+        (1–500 bytes) for the audit log, and returns what it ended and
+        ``free_at``. By default the lease's lock-delay is honoured: nobody
+        may take the lock before ``free_at``; ``immediate=True`` frees it at
+        once (for a holder known to be dead). With ``fencing_token``, only
+        the lease with that token is ended: another one raises
+        StaleTokenError whose ``current`` is the lease that blocks the lock.
+        NotFoundError when no lease blocks it. Sent once: a force release
+        whose outcome is unknown is better looked at (list()) than repeated."""
+        what = f"force-release {resource!r}"
+        resource = check_resource(resource)
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidRequest(f"{what}: reason {reason!r}: want a non-blank string")
+        if not isinstance(immediate, bool):
+            raise InvalidRequest(f"{what}: immediate {immediate!r}: want True or False")
+        token = check_token(fencing_token)
+        payload: dict = {"reason": reason}
+        if immediate:
+            payload["immediate"] = True
+        if token is not None:
+            payload["fencing_token"] = token
+        _, doc = self._send("DELETE", "/admin/locks/" + escape(resource), payload, self.timeout, what)
+        if not isinstance(doc, dict):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        ended = parse_lock(AdminLock, doc.get("ended"), what)
+        if ended.resource != resource:
+            raise TransportError(f"{what}: the response ended {ended.resource!r}")
+        got_reason, got_immediate = doc.get("reason", reason), doc.get("immediate", immediate)
+        if not isinstance(got_reason, str) or not isinstance(got_immediate, bool):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        return ForceReleased(ended, got_reason, got_immediate, parse_time(doc.get("free_at")))
