@@ -43,13 +43,17 @@ var (
 	HolderThrottle = Throttle{Rate: 200, Burst: 400}
 	// StatusThrottle bounds status reads, one store call each.
 	StatusThrottle = Throttle{Rate: 100, Burst: 200}
+	// WatchThrottle bounds watches: each may hold an execution for a whole
+	// round (20 s), as a waiting acquire does, so its rate sets the number
+	// of watchers: at most 100 + 20 × 20 = 500 at once.
+	WatchThrottle = Throttle{Rate: 20, Burst: 100}
 	// AdminThrottle bounds the operator routes (a listing scans).
 	AdminThrottle = Throttle{Rate: 5, Burst: 10}
 )
 
 // Reserved concurrency of -c reserve=true, by function; each can be
 // overridden by a context flag (infra/). Together they need an account
-// concurrency limit of at least their sum plus UnreservedMinimum (230).
+// concurrency limit of at least their sum plus UnreservedMinimum (280).
 const (
 	// AcquireReserve caps simultaneous acquires (waiters) and reserves them.
 	AcquireReserve = 100
@@ -58,6 +62,8 @@ const (
 	RenewReserve = 20
 	// ReleaseReserve is the releases' floor.
 	ReleaseReserve = 10
+	// WatchReserve caps simultaneous watches and reserves them.
+	WatchReserve = 50
 	// UnreservedMinimum is the concurrency Lambda keeps unreserved in every
 	// account: a reservation that would leave less is refused.
 	UnreservedMinimum = 100

@@ -228,6 +228,73 @@ func (h *Handler) ForceRelease(ctx context.Context, req events.APIGatewayV2HTTPR
 	return h.serve(ctx, &req, routeForceRelease)
 }
 
+// Watch serves GET /locks/{resource}/watch?index=I&wait_seconds=N: the
+// lock's state as soon as its index differs from I, or when N seconds have
+// passed (locklogic.Service.Watch).
+func (h *Handler) Watch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, &req, routeWatch)
+}
+
+// watchParams are the query parameters GET /locks/{resource}/watch accepts.
+var watchParams = []string{"index", "wait_seconds"}
+
+// watch is Watch's route: read the query, one Watch, the state.
+func (h *Handler) watch(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+	var v locklogic.ValidationError
+	q := req.QueryStringParameters
+	for name := range q {
+		if !contains(watchParams, name) {
+			v.Add(name, "is not a known query parameter; allowed: "+strings.Join(watchParams, ", "))
+		}
+	}
+	wr := locklogic.WatchRequest{Resource: resource, Arrived: h.arrived(req)}
+	for _, p := range []struct {
+		name string
+		dst  *int64
+	}{{"index", &wr.Index}, {"wait_seconds", &wr.WaitSeconds}} {
+		s, ok := q[p.name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || !integerLiteral([]byte(s)) {
+			v.Add(p.name, "must be an integer")
+		}
+		*p.dst = n
+	}
+	if h.svc.ValidateWatch(&wr, &v); v.Err() != nil {
+		return result{}, &v
+	}
+	res, err := h.svc.Watch(ctx, wr, h.budget())
+	if err != nil {
+		return result{}, err
+	}
+	body := WatchResponse{Resource: resource, Index: res.Index, Changed: res.Changed, FencingToken: res.Token}
+	if res.Lock != nil {
+		l := lockJSON(*res.Lock)
+		body.Lock = &l
+	}
+	outcome := "unchanged"
+	if res.Changed {
+		outcome = "changed"
+	}
+	return result{status: 200, body: body, outcome: outcome, waits: wr.WaitSeconds > 0}, nil
+}
+
+// WatchResponse is the 200 body of GET /locks/{resource}/watch.
+type WatchResponse struct {
+	Resource string `json:"resource"`
+	// Index is the state's index: pass it back to wait for the next change.
+	Index int64 `json:"index"`
+	// Changed says Index differs from the one asked with.
+	Changed bool `json:"changed"`
+	// FencingToken is the latest lease's token, live or not (absent: the
+	// lock was never taken).
+	FencingToken int64 `json:"fencing_token,omitempty"`
+	// Lock is the live lease, when there is one.
+	Lock *LockJSON `json:"lock,omitempty"`
+}
+
 // Admin is the admin function's entry point: it serves every api.Routes
 // row marked Admin, chosen by the event's route key. An event of another
 // route is answered 404 as API Gateway answers an unknown route.
@@ -251,23 +318,25 @@ const (
 	routeRenew
 	routeList
 	routeForceRelease
+	routeWatch
 )
 
 // routeNames are the routes' Names in api.Routes (the function that serves
 // each), by route constant: the Route dimension of the metrics.
 var routeNames = [...]string{
 	routeAcquire: "acquire", routeStatus: "status", routeRelease: "release", routeRenew: "renew",
-	routeList: "admin", routeForceRelease: "admin",
+	routeList: "admin", routeForceRelease: "admin", routeWatch: "watch",
 }
 
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
-// 500 of its own. Acquire bounds each of its store calls itself (h.budget);
-// the other routes run under one store budget from the request's start.
+// 500 of its own. Acquire, watch and the listing bound each of their store
+// calls themselves (h.budget); the other routes run under one store budget
+// from the request's start.
 func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	if route != routeAcquire && route != routeList {
+	if route != routeAcquire && route != routeList && route != routeWatch {
 		var cancel context.CancelFunc
 		ctx, cancel = h.budget().Context(ctx)
 		defer cancel()
@@ -302,6 +371,8 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.list(ctx, req)
 	case routeForceRelease:
 		res, err = h.forceRelease(ctx, req, resource)
+	case routeWatch:
+		res, err = h.watch(ctx, req, resource)
 	}
 	resp = h.render(res, err, req, resource)
 	return resp, nil

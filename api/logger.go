@@ -122,7 +122,7 @@ func (l *requestLine) directive(b []byte, now time.Time) []byte {
 // metrics: what dashboards and alarms may select on.
 var MetricOutcomes = []string{
 	"acquired", "contended", "released", "renewed", "found", "not-found", "forbidden", "stale-token",
-	"invalid", "unavailable", "internal", "listed", "force-released",
+	"invalid", "unavailable", "internal", "listed", "force-released", "changed", "unchanged",
 }
 
 // metricOutcome is the Outcome dimension of a request's outcome: the

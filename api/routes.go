@@ -59,7 +59,8 @@ const (
 	// AdminTimeout is the admin function's timeout: a listing may Scan for
 	// several pages within one StoreBudget.
 	AdminTimeout = 10 * time.Second
-	// AcquireTimeout is the acquire function's timeout.
+	// AcquireTimeout is the timeout of the functions that may wait: acquire
+	// (for a held lock) and watch (for a change).
 	AcquireTimeout = 25 * time.Second
 	// IntegrationTimeout is API Gateway's limit on one Lambda integration of
 	// an HTTP API: it answers 503 after it, whatever the function does.
@@ -77,6 +78,8 @@ var Routes = []Route{
 		Throttle: HolderThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release},
 	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Timeout: RouteTimeout,
 		Throttle: HolderThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew},
+	{Name: "watch", Method: "GET", Path: "/locks/{resource}/watch", Timeout: AcquireTimeout,
+		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch},
 	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout,
 		Throttle: AdminThrottle, Handle: (*Handler).ListLocks},
 	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout,

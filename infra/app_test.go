@@ -50,11 +50,11 @@ func TestPropsFromContext(t *testing.T) {
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AuthNone: true}, wantStack: DefaultStackName},
 		{name: "Reserve", ctx: map[string]any{"reserve": "true"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
-				ReservedConcurrency: map[string]int{"acquire": 100, "renew": 20, "release": 10}},
+				ReservedConcurrency: map[string]int{"acquire": 100, "renew": 20, "release": 10, "watch": 50}},
 			wantStack: DefaultStackName},
 		{name: "ReserveOverridden", ctx: map[string]any{"reserve": true, "reserveAcquire": "40", "reserveRenew": float64(30)},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
-				ReservedConcurrency: map[string]int{"acquire": 40, "renew": 30, "release": 10}},
+				ReservedConcurrency: map[string]int{"acquire": 40, "renew": 30, "release": 10, "watch": 50}},
 			wantStack: DefaultStackName},
 		{name: "ReserveFalse", ctx: map[string]any{"reserve": "false"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir}, wantStack: DefaultStackName},
@@ -213,7 +213,7 @@ func TestFunctionsGroupsRoutes(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"acquire", "status", "release", "renew", "admin"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"acquire", "status", "release", "renew", "watch", "admin"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("got functions %v, want %v", names, want)
 	}
 	for _, tt := range []struct {
@@ -261,8 +261,8 @@ func TestDeployedRoutes(t *testing.T) {
 					lock++
 				}
 			}
-			if lock != 4 || (admin == 2) != tt.wantAdmin || (admin != 0 && admin != 2) {
-				t.Errorf("got %d lock and %d admin routes, want 4 and %v", lock, admin, tt.wantAdmin)
+			if lock != 5 || (admin == 2) != tt.wantAdmin || (admin != 0 && admin != 2) {
+				t.Errorf("got %d lock and %d admin routes, want 5 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}

@@ -62,6 +62,7 @@ var DynamoDBActions = map[string][]string{
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
+	"watch":   {"dynamodb:GetItem"},
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},
 }
 
@@ -74,6 +75,7 @@ var FunctionEnvironment = map[string]map[string]string{
 		"MAX_WAIT_SECONDS":       fmt.Sprint(MaxWaitSeconds),
 		"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds),
 	},
+	"watch": {"MAX_WAIT_SECONDS": fmt.Sprint(MaxWaitSeconds)},
 }
 
 // Function is one Lambda function of the service: its Name (the folder

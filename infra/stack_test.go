@@ -24,7 +24,7 @@ import (
 // wantFunctions are the Lambda functions of the service, one per distinct
 // api.Routes Name; written out so that a function more or less fails a test.
 // A stack without administrators has all but admin.
-var wantFunctions = []string{"acquire", "status", "release", "renew", "admin"}
+var wantFunctions = []string{"acquire", "status", "release", "renew", "watch", "admin"}
 
 // wantThrottle is each route's throttle on the default stage, written out:
 // acquire admits fewer requests than renew and release (api/capacity.go).
@@ -33,6 +33,7 @@ var wantThrottle = map[string]api.Throttle{
 	"GET /locks/{resource}":          {Rate: 100, Burst: 200},
 	"DELETE /locks/{resource}":       {Rate: 200, Burst: 400},
 	"POST /locks/{resource}/renew":   {Rate: 200, Burst: 400},
+	"GET /locks/{resource}/watch":    {Rate: 20, Burst: 100},
 	"GET /admin/locks":               {Rate: 5, Burst: 10},
 	"DELETE /admin/locks/{resource}": {Rate: 5, Burst: 10},
 }
@@ -48,13 +49,14 @@ var wantDynamoDBActions = map[string][]string{
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
+	"watch":   {"dynamodb:GetItem"},
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"}, // list (Scan), force release
 }
 
 // wantTimeout is each function's timeout in seconds: 5 for one store call;
 // acquire may wait up to 20 s (wait_seconds), then write (3 s budget); the
 // admin function may scan several pages.
-var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "status": 5, "admin": 10}
+var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "status": 5, "watch": 25, "admin": 10}
 
 // Variants of the app that the tests synthesize, once per test binary.
 const (
@@ -393,6 +395,9 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 		wantVars["MAX_WAIT_SECONDS"] = "20"
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
 	}
+	if name == "watch" {
+		wantVars["MAX_WAIT_SECONDS"] = "20"
+	}
 	if name == "admin" {
 		wantVars["ADMIN_PRINCIPALS"] = testAdmins
 	}
@@ -443,7 +448,7 @@ func TestFunctions(t *testing.T) {
 		variant string
 		want    []string
 	}{
-		{variant: prod, want: wantFunctions[:4]}, // no admin API by default
+		{variant: prod, want: wantFunctions[:5]}, // no admin API by default
 		{variant: admin, want: wantFunctions},
 	}
 	for _, tt := range tests {
@@ -900,8 +905,8 @@ func TestReservedConcurrency(t *testing.T) {
 		{variant: prod},
 		{variant: dev},
 		{variant: multi2},
-		{variant: admin, want: map[string]float64{"acquire": 100, "renew": 20, "release": 10}},
-		{variant: tuned, want: map[string]float64{"acquire": 50, "renew": 30, "release": 15}},
+		{variant: admin, want: map[string]float64{"acquire": 100, "renew": 20, "release": 10, "watch": 50}},
+		{variant: tuned, want: map[string]float64{"acquire": 50, "renew": 30, "release": 15, "watch": 50}},
 	}
 	for _, tt := range tests {
 		for _, s := range synthStacks(t, tt.variant) {
@@ -938,8 +943,8 @@ func TestReservedConcurrency(t *testing.T) {
 	for _, f := range fns {
 		sum += f.Reserve()
 	}
-	if got := sum + api.UnreservedMinimum; got != 230 || got > api.DefaultAccountConcurrency {
-		t.Errorf("reserve=true needs an account limit of %d, want the documented 230 (within the default %d)",
+	if got := sum + api.UnreservedMinimum; got != 280 || got > api.DefaultAccountConcurrency {
+		t.Errorf("reserve=true needs an account limit of %d, want the documented 280 (within the default %d)",
 			got, api.DefaultAccountConcurrency)
 	}
 }
@@ -968,7 +973,7 @@ func checkOutputs(t *testing.T, s *synthesized) {
 		want   []string
 	}
 	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/GET/locks/*",
-		"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew"}}}
+		"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",
 			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*"}})

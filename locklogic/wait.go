@@ -226,13 +226,19 @@ var peekNames = map[string]string{"#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f
 // GetItem (half the cost of a consistent one); the item may be a little
 // stale, which only delays a waiter or costs it a failed write.
 func (s *Service) peek(ctx context.Context, resource string, b Budget) (map[string]types.AttributeValue, error) {
+	return s.project(ctx, resource, b, "#e, #x, #f", peekNames)
+}
+
+// project reads the attributes projection names of resource with an
+// eventually consistent GetItem under its own budget.
+func (s *Service) project(ctx context.Context, resource string, b Budget, projection string, names map[string]string) (map[string]types.AttributeValue, error) {
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
 	out, err := s.db.GetItem(cctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(resource),
-		ProjectionExpression:     aws.String("#e, #x, #f"),
-		ExpressionAttributeNames: peekNames,
+		ProjectionExpression:     aws.String(projection),
+		ExpressionAttributeNames: names,
 	})
 	if err != nil {
 		return nil, err

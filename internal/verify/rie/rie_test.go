@@ -454,17 +454,28 @@ func TestRoutes(t *testing.T) {
 			lockRoutes++
 		}
 	}
-	if lockRoutes != 4 {
-		t.Fatalf("got %d lock routes, want the 4 this scenario covers", lockRoutes)
+	if lockRoutes != 5 {
+		t.Fatalf("got %d lock routes, want the 5 this scenario covers", lockRoutes)
+	}
+	// watch, without a query: the state at once (index 0 was never it).
+	watched := func(held bool) func(testing.TB, answer, int64) {
+		return func(tb testing.TB, a answer, token int64) {
+			tb.Helper()
+			if (a.Lock != nil) != held || (held && a.Lock.FencingToken != token) {
+				tb.Errorf("got lock %+v, want held %v with token %d", a.Lock, held, token)
+			}
+		}
 	}
 	runSteps(t, "rie-lifecycle", []step{
 		{name: "AcquireFree", route: "acquire", caller: workerA1, body: acquireBody("worker-1", 30), wantStatus: 200,
 			check: wantLock("worker-1", &yes, nil)},
 		{name: "StatusHeld", route: "status", caller: bob, wantStatus: 200, check: wantLock("worker-1", nil, nil)},
+		{name: "WatchHeld", route: "watch", caller: bob, wantStatus: 200, check: watched(true)},
 		{name: "Renew", route: "renew", caller: workerA1, body: renewBody("worker-1", 60), wantStatus: 200,
 			check: wantLock("worker-1", nil, &yes)},
 		{name: "Release", route: "release", caller: workerA1, body: releaseBody("worker-1"), wantStatus: 204},
 		{name: "StatusReleased", route: "status", caller: workerA1, wantStatus: 404},
+		{name: "WatchReleased", route: "watch", caller: workerA1, wantStatus: 200, check: watched(false)},
 	})
 }
 

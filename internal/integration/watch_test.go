@@ -1,0 +1,93 @@
+package integration_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/internal/testenv"
+)
+
+// watch calls GET /locks/{resource}/watch and returns the answer's index
+// and whether it changed.
+func watch(tb testing.TB, srv *testenv.Server, resource string, index int64, wait int) reply {
+	tb.Helper()
+	r := call(tb, srv, "GET", fmt.Sprintf("%s/watch?index=%d&wait_seconds=%d", lockPath(resource), index, wait), "")
+	if r.status != 200 {
+		tb.Fatalf("watch: got %d %s", r.status, r.raw)
+	}
+	return r
+}
+
+func index(tb testing.TB, r reply) int64 {
+	tb.Helper()
+	n, err := r.json["index"].(json.Number).Int64()
+	if err != nil {
+		tb.Fatalf("index %v: %v", r.json["index"], err)
+	}
+	return n
+}
+
+// TestWatchSeesEveryChange: against dynalite, a watch answers a lock never
+// taken with index 0, a grant with 2 × its token and the lease, its
+// release, its expiry (no write at all) and a takeover each as soon as they
+// happen, and a renewal not at all; the index only grows.
+func TestWatchSeesEveryChange(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+
+	if r := watch(t, srv, r0, 0, 0); index(t, r) != 0 || r.json["changed"] != false || r.json["lock"] != nil {
+		t.Fatalf("never taken: got %s, want index 0 unchanged", r.raw)
+	}
+	tok := token(t, acquire(t, srv, r0, "w1", 30))
+	held := watch(t, srv, r0, 0, 5)
+	if index(t, held) != 2*tok || held.json["changed"] != true || held.json["lock"] == nil {
+		t.Fatalf("granted: got %s, want index %d with the lease", held.raw, 2*tok)
+	}
+
+	// A renewal is no change: the watch runs its whole wait.
+	start := time.Now()
+	if r := call(t, srv, "POST", lockPath(r0)+"/renew", renewBody("w1", 30)); r.status != 200 {
+		t.Fatalf("renew: %d %s", r.status, r.raw)
+	}
+	if r := watch(t, srv, r0, 2*tok, 1); r.json["changed"] != false || time.Since(start) < time.Second {
+		t.Errorf("after a renewal: got %s after %s, want no change after the whole second", r.raw, time.Since(start))
+	}
+
+	// The release: answered at once, or as soon as the watch sees it.
+	done := make(chan reply, 1)
+	go func() { done <- watch(t, srv, r0, 2*tok, 10) }()
+	if r := call(t, srv, "DELETE", lockPath(r0), ownerBody("w1", tok)); r.status != 204 {
+		t.Fatalf("release: %d %s", r.status, r.raw)
+	}
+	released := time.Now()
+	r := <-done
+	if index(t, r) != 2*tok+1 || r.json["lock"] != nil || time.Since(released) > 2*time.Second {
+		t.Errorf("after the release: got %s %s later, want index %d without a lease, soon", r.raw, time.Since(released), 2*tok+1)
+	}
+
+	// A takeover by another owner, then an expiry that no write marks.
+	tok2 := token(t, acquire(t, srv, r0, "w2", 1))
+	if r := watch(t, srv, r0, 2*tok+1, 10); index(t, r) != 2*tok2 || tok2 != tok+1 {
+		t.Errorf("takeover: got %s, want index %d (token %d)", r.raw, 2*tok2, tok+1)
+	}
+	r = watch(t, srv, r0, 2*tok2, 10)
+	if index(t, r) != 2*tok2+1 {
+		t.Errorf("expiry: got %s, want index %d", r.raw, 2*tok2+1)
+	}
+}
+
+// TestWatchQuery: the query is checked whole, before any read.
+func TestWatchQuery(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	for _, q := range []string{"?index=-1", "?index=x", "?wait_seconds=21", "?wait_seconds=1.5", "?since=3", "?index=2&wait_seconds=-1"} {
+		srv.Ops.Take()
+		wantProblem(t, call(t, srv, "GET", lockPath(res(t))+"/watch"+q, ""), 422, "validation-failed")
+		if ops := srv.Ops.Take(); len(ops) != 0 {
+			t.Errorf("%s: reached the store: %v", q, ops)
+		}
+	}
+}
