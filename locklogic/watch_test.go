@@ -13,15 +13,20 @@ import (
 	"github.com/ft288/locks/locklogic/dynamofake"
 )
 
-// watchStore is a lock item scripted over the fake clock: the lease of
-// token 7 ends at exp, is renewed to renewTo at renewAt, released at
+// watchScript is the history of a lock item over the fake clock: the lease
+// of token 7 ends at exp, is renewed to renewTo at renewAt, released at
 // releaseAt, and token 8 is granted at grantAt (zero times: never).
-type watchStore struct {
-	clock                 *fakeClock
+type watchScript struct {
 	exp, renewAt, renewTo time.Time
 	releaseAt, grantAt    time.Time
-	mu                    sync.Mutex
-	strong, eventual      int
+}
+
+// watchStore serves a watchScript and counts the reads.
+type watchStore struct {
+	watchScript
+	clock            *fakeClock
+	mu               sync.Mutex
+	strong, eventual int
 }
 
 func (w *watchStore) item(now time.Time) map[string]types.AttributeValue {
@@ -62,30 +67,29 @@ func TestWatch(t *testing.T) {
 		name    string
 		index   int64
 		wait    int64
-		st      watchStore
+		st      watchScript
 		want    int64 // the index answered
 		changed bool
 		at      [2]time.Duration // answered within, on the service clock
 		held    bool
 	}{
-		{name: "DiffersAtOnce", index: 0, wait: 10, st: watchStore{exp: t0.Add(time.Minute)},
+		{name: "DiffersAtOnce", index: 0, wait: 10, st: watchScript{exp: t0.Add(time.Minute)},
 			want: live7, changed: true, held: true},
-		{name: "NoWait", index: live7, wait: 0, st: watchStore{exp: t0.Add(time.Minute)},
+		{name: "NoWait", index: live7, wait: 0, st: watchScript{exp: t0.Add(time.Minute)},
 			want: live7, held: true},
-		{name: "Release", index: live7, wait: 10, st: watchStore{exp: t0.Add(time.Minute), releaseAt: t0.Add(2 * time.Second)},
+		{name: "Release", index: live7, wait: 10, st: watchScript{exp: t0.Add(time.Minute), releaseAt: t0.Add(2 * time.Second)},
 			want: live7 + 1, changed: true, at: [2]time.Duration{2 * time.Second, 2*time.Second + 150*time.Millisecond}},
-		{name: "ExpiryWithoutWrite", index: live7, wait: 10, st: watchStore{exp: t0.Add(3 * time.Second)},
+		{name: "ExpiryWithoutWrite", index: live7, wait: 10, st: watchScript{exp: t0.Add(3 * time.Second)},
 			want: live7 + 1, changed: true, at: [2]time.Duration{3 * time.Second, 3 * time.Second}},
-		{name: "NewGrant", index: live7 + 1, wait: 10, st: watchStore{exp: t0.Add(-time.Second), grantAt: t0.Add(time.Second)},
+		{name: "NewGrant", index: live7 + 1, wait: 10, st: watchScript{exp: t0.Add(-time.Second), grantAt: t0.Add(time.Second)},
 			want: 16, changed: true, held: true, at: [2]time.Duration{time.Second, time.Second + 150*time.Millisecond}},
-		{name: "RenewalIsNoChange", index: live7, wait: 5, st: watchStore{exp: t0.Add(2 * time.Second), renewAt: t0.Add(time.Second), renewTo: t0.Add(time.Minute)},
+		{name: "RenewalIsNoChange", index: live7, wait: 5, st: watchScript{exp: t0.Add(2 * time.Second), renewAt: t0.Add(time.Second), renewTo: t0.Add(time.Minute)},
 			want: live7, held: true, at: [2]time.Duration{5 * time.Second, 5 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &fakeClock{t: t0}
-			st := tc.st
-			st.clock = clock
+			st := &watchStore{watchScript: tc.st, clock: clock}
 			s := newWaitService(st.db(), clock, Config{})
 			res, err := s.Watch(context.Background(), WatchRequest{Resource: "r", Index: tc.index, WaitSeconds: tc.wait}, Budget{})
 			if err != nil {
@@ -110,7 +114,7 @@ func TestWatch(t *testing.T) {
 func TestWatchLoad(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: t0}
-	st := &watchStore{clock: clock, exp: t0.Add(time.Hour)}
+	st := &watchStore{clock: clock, watchScript: watchScript{exp: t0.Add(time.Hour)}}
 	res, err := newWaitService(st.db(), clock, Config{}).Watch(context.Background(), WatchRequest{Resource: "r", Index: 14, WaitSeconds: 20}, Budget{})
 	if err != nil || res.Changed {
 		t.Fatalf("got %+v, %v; want no change", res, err)
