@@ -66,8 +66,8 @@ type MultiRegion struct {
 }
 
 // ReserveFlag is the context flag that overrides the reserved concurrency of
-// function name under CtxReserve: reserveAcquire, reserveRenew,
-// reserveRelease.
+// function name under CtxReserve: reserveAcquire, reserveWatch,
+// reserveRenew, reserveRelease.
 func ReserveFlag(name string) string { return CtxReserve + constructID(name) }
 
 // regionPattern is the form of an AWS Region name, e.g. eu-west-1.
