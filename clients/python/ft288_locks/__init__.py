@@ -7,6 +7,11 @@ HTTP with fencing tokens.
     with client.lock("nightly-report") as lease:  # waits up to 30 s, always released
         write_report(fencing_token=lease.fencing_token)
 
+Leader election on a lock: ``client.election(name)`` (campaign, leader,
+observe, resign), built on ``client.watch``. Fences that let the protected
+resource refuse a holder whose lease ran out: ``ft288_locks.fence``
+(``sql_fence``, ``dynamo_fence``; FencedError).
+
 The names and defaults are those of the Go and TypeScript clients (the
 "one family" table of docs/clients.md). The names before it (Held, LeaseLost,
 StaleToken, Forbidden, NotFound, ServiceUnavailable, ValidationFailed) still
@@ -30,12 +35,14 @@ from ._defaults import (
     RELEASE_RETRY_TIMEOUT,
 )
 from ._http import NotSent, PooledTransport, Response, UrllibTransport
-from ._model import AdminLock, ForceReleased, Lock, LockPage
+from ._model import AdminLock, ForceReleased, Lock, LockPage, WatchResult
 from .client import Client
+from .election import Election, Leader, Observation
 from .errors import (
     PROBLEM_TYPE_BASE,
     AcquireTimeout,
     FieldError,
+    FencedError,
     ForbiddenError,
     GatewayError,
     GatewayRejected,
@@ -75,6 +82,8 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_TTL",
     "DEFAULT_USER_AGENT",
+    "Election",
+    "FencedError",
     "FieldError",
     "ForbiddenError",
     "ForceReleased",
@@ -85,6 +94,7 @@ __all__ = [
     "InternalError",
     "InvalidJSON",
     "InvalidRequest",
+    "Leader",
     "Lease",
     "LeaseExpired",
     "LeaseLostError",
@@ -96,6 +106,7 @@ __all__ = [
     "MAX_SERVER_WAIT",
     "NotFoundError",
     "NotSent",
+    "Observation",
     "PROBLEM_TYPE_BASE",
     "PayloadTooLarge",
     "PooledTransport",
@@ -109,6 +120,7 @@ __all__ = [
     "UnavailableError",
     "UrllibTransport",
     "ValidationError",
+    "WatchResult",
     "default_owner",
 ]
 

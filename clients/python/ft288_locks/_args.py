@@ -66,6 +66,19 @@ def check_wait(wait: Any) -> Optional[float]:
     return wait
 
 
+def check_index(index: Any) -> int:
+    if type(index) is not int or index < 0:
+        raise InvalidRequest(f"index {index!r}: want the index of the last answer (an integer from 0)")
+    return index
+
+
+def check_watch_wait(wait: Any, most: int) -> int:
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait) or wait != int(wait) \
+            or not 0 <= wait <= most:
+        raise InvalidRequest(f"wait {wait!r}: want a whole number of seconds from 0 to {most}")
+    return int(wait)
+
+
 def check_lock_delay(delay: Any) -> int:
     if delay is None:
         return 0

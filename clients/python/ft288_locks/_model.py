@@ -71,6 +71,46 @@ class ForceReleased:
     free_at: Optional[_dt.datetime]
 
 
+@dataclass(frozen=True)
+class WatchResult:
+    """One answer of Client.watch(): the lock's state once it differs from
+    the index asked with, or when the wait ran out.
+
+    ``index`` identifies the state (pass it to the next watch): 0 for a lock
+    never taken, else 2 × the latest fencing token, plus 1 once that lease
+    has ended (released, expired, force released); it only grows, and a
+    renewal leaves it. ``changed``: it differs from the index asked with.
+    ``fencing_token`` is the latest lease's token, live or not (None for a
+    lock never taken); ``lock`` the live lease, None when there is none."""
+
+    resource: str
+    index: int
+    changed: bool
+    fencing_token: Optional[int] = None
+    lock: Optional[Lock] = None
+
+    @classmethod
+    def _parse(cls, doc: Any) -> "WatchResult":
+        if isinstance(doc, dict):
+            resource, index, changed = doc.get("resource"), doc.get("index"), doc.get("changed")
+            token, lock = doc.get("fencing_token"), doc.get("lock")
+            if (
+                isinstance(resource, str) and resource
+                and type(index) is int and index >= 0 and isinstance(changed, bool)
+                and (token is None or (type(token) is int and token > 0))
+            ):
+                return cls(resource, index, changed, token, None if lock is None else Lock._parse(lock))
+        raise ValueError(f"malformed watch answer: {doc!r:.200}")
+
+
+def parse_watch(doc: Any, what: str) -> WatchResult:
+    """doc parsed as a WatchResult; a TransportError when malformed."""
+    try:
+        return WatchResult._parse(doc)
+    except ValueError:
+        raise TransportError(f"{what}: malformed response: {doc!r:.200}") from None
+
+
 def _lock_fields(doc: Any) -> dict:
     if isinstance(doc, dict):
         token = doc.get("fencing_token")

@@ -16,11 +16,13 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Union
 from ._admin import AdminCalls
 from ._args import (
     base_url,
+    check_index,
     check_lock_delay,
     check_resource,
     check_token,
     check_ttl,
     check_wait,
+    check_watch_wait,
     env_flag,
     lock_path,
     owner_or_default,
@@ -35,7 +37,7 @@ from ._defaults import (
     MAX_SERVER_WAIT,
 )
 from ._http import NotSent, PooledTransport, Response, Transport, parse_retry_after, parse_time
-from ._model import AdminLock, Lock, parse_lock
+from ._model import AdminLock, Lock, WatchResult, parse_lock, parse_watch
 from ._retry import Backoff, hint, maybe_granted, retryable
 from .errors import (
     AcquireTimeout,
@@ -45,6 +47,7 @@ from .errors import (
     ValidationError,
     problem_from_answer,
 )
+from .election import Election
 from .lease import Lease, lease_margin, round_limit
 
 # A server-side wait ends this long before acquire's own deadline, so that a
@@ -437,6 +440,33 @@ class Client(AdminCalls):
         resource = check_resource(resource)
         _, doc = self._send("GET", lock_path(resource), None, self.timeout, f"status {resource!r}")
         return parse_lock(Lock, doc, f"status {resource!r}")
+
+    def watch(self, resource: str, index: int = 0, wait: Number = MAX_SERVER_WAIT) -> WatchResult:
+        """The state of resource's lock once it differs from ``index`` (the
+        ``index`` of the previous answer; 0: nothing seen yet), or when
+        ``wait`` whole seconds (0 to 20; 0: at once) have passed: a blocking
+        status, one request. A renewal is no change; a grant, a release, an
+        expiry and a force release are. Compare the answer's
+        ``fencing_token`` with the one seen before: tokens grow by one per
+        grant, so a jump from a to b means b − a − 1 leases came and went
+        unseen (the service reads the lock about ten times a second).
+        Errors are raised as they come (a 503 included): Election.observe()
+        is the loop that retries."""
+        resource = check_resource(resource)
+        index, wait = check_index(index), check_watch_wait(wait, MAX_SERVER_WAIT)
+        what = f"watch {resource!r}"
+        path = f"{lock_path(resource)}/watch?index={index}&wait_seconds={wait}"
+        _, doc = self._send("GET", path, None, self.timeout + wait, what)
+        result = parse_watch(doc, what)
+        if result.resource != resource:
+            raise TransportError(f"{what}: the answer is about {result.resource!r}")
+        return result
+
+    def election(self, name: str) -> Election:
+        """An election on the lock ``name``: campaign() for leadership (a lease
+        that renews itself), leader(), observe() the changes, resign(). One
+        Election per candidate; it holds the lease of its last campaign."""
+        return Election(self, check_resource(name))
 
     def renew(self, resource: str, owner: str, *, ttl: Number = DEFAULT_TTL, fencing_token: Optional[int] = None) -> Lock:
         """Extends owner's live lease on resource to ttl from now; with

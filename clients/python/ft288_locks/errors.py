@@ -22,12 +22,12 @@ Everything the client raises is a :class:`LockError`::
     ├── HeldError               acquired: false, or acquire()'s wait ran out; .expires_at and
     │   │                       .retry_after when the service says
     │   └── AcquireTimeout      a grant answered after acquire() stopped waiting (it was released)
-    │   │                       .retry_after when the service says
-    │   └── AcquireTimeout      a grant answered after acquire() stopped waiting (it was released)
     ├── TransportError          no answer: connection failed, timed out, malformed response
     ├── LeaseLostError          the lease was lost; .reason says why
     ├── LeaseExpired            a reason: no renewal succeeded before the local deadline
     ├── LeaseReleased           check()/renew() on a lease this client released
+    ├── FencedError             the protected resource refused a write: its fence holds a newer
+    │                           fencing token (ft288_locks.fence)
     └── SigningError            SigV4 cannot be set up (no region, no credentials)
         └── SigV4Unavailable    signing was asked for but botocore is not installed
 
@@ -328,6 +328,18 @@ class LeaseLostError(LockError):
 
 class LeaseReleased(LockError):
     """The lease was released by this client; it cannot be checked or renewed."""
+
+
+class FencedError(LockError):
+    """The protected resource refused a write: the fence it stores holds a
+    newer fencing token than ``token`` (a newer holder of the lock wrote
+    first), so this holder's lease is gone. Raised by ft288_locks.fence's
+    helpers (sql_fence: no row changed); map DynamoDB's
+    ConditionalCheckFailedException on a fenced write to it if you like."""
+
+    def __init__(self, token: int, message: Optional[str] = None) -> None:
+        self.token = token
+        super().__init__(message or f"fenced off: a write with a newer fencing token than {token} came first")
 
 
 class SigningError(LockError):
