@@ -130,6 +130,35 @@
 // 500 with a bare {"message"}), other 5xx answers and network failures as
 // temporary, and the service's own 500 problem (a setup error) as final.
 //
+// # Watching a lock
+//
+// Watch is one blocking status: it answers as soon as the lock's state
+// differs from the index the caller last saw (a grant, a release, an
+// expiry, a force release; not a renewal), or when its wait (up to
+// MaxServerWait) runs out, with the index to pass next time. The service
+// watches with reads about ten times a second, so a lease that begins and
+// ends between two reads is missed; fencing tokens grow by one per grant,
+// so the token of the next answer tells how many were.
+//
+// # Electing a leader
+//
+// An Election is a lock used to choose one leader: its name is the lock's
+// resource, so every candidate campaigning on that name, from any client
+// or `lockctl elect`, competes for one lock, and the leader is its holder.
+// Campaign waits at the service (as Acquire does, but until ctx ends) and
+// returns the leadership lease, which renews itself; its Context ends when
+// the leadership is lost, and its fencing token grows with every term, so
+// the leader's writes can be fenced. Resign releases it; Leader says who
+// leads now. The service never lets two candidates hold the lease at once,
+// but a leader learns of its loss only at its next renewal or local
+// deadline: beliefs may overlap briefly, which is what fencing tokens are
+// for.
+//
+// Observe streams the leadership: the state when it starts, then each
+// change in order, long-polling with Watch and reconnecting with backoff.
+// Terms that began and ended between two answers are not seen; each
+// Observation counts them in Skipped.
+//
 // # Operators
 //
 // List, ListAll and ForceRelease call the admin routes. In AWS only

@@ -52,6 +52,9 @@ var (
 	ErrLeaseExpired = errors.New("no successful renewal before the lease's local deadline")
 	// ErrReleased is the cause of a lease's context after Release.
 	ErrReleased = errors.New("lease released")
+	// ErrNoLeader means an election has no leader: nobody holds its lock.
+	// Election.Leader's error matches ErrNotFound too.
+	ErrNoLeader = errors.New("no leader")
 )
 
 // FieldError is one invalid field of a validation-failed problem.

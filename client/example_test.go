@@ -116,3 +116,37 @@ func ExampleClient_WithLock() {
 	// default TTL: 30s
 	// done: <nil>
 }
+
+func ExampleElection() {
+	c, err := client.New(endpoint())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// One candidate: it leads at once, the lock being free. The leadership
+	// lease renews itself; its Context ends if the leadership is lost.
+	e := client.NewElection(c, "example-leader")
+	lease, err := e.Campaign(ctx, client.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader, err := e.Leader(ctx)
+	fmt.Println("leads:", err == nil && leader.Owner == lease.Owner())
+
+	// Another candidate campaigns until its context ends.
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	_, err = client.NewElection(c, "example-leader").Campaign(short)
+	fmt.Println("second candidate still waiting at its deadline:", errors.Is(err, context.DeadlineExceeded))
+
+	if err := e.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = e.Leader(ctx)
+	fmt.Println("after Resign:", err != nil && errors.Is(err, client.ErrNoLeader))
+	// Output:
+	// leads: true
+	// second candidate still waiting at its deadline: true
+	// after Resign: true
+}

@@ -18,7 +18,7 @@ import (
 
 // fakeAPI is the lock service's HTTP API in memory, as an http.RoundTripper
 // (and an http.Handler for the examples): it answers acquire, renew,
-// release and status the way the service does, on the clock of the
+// release, status and watch the way the service does, on the clock of the
 // synctest bubble it runs in, and logs every request.
 // Tests script failures and delays with intercept.
 type fakeAPI struct {
@@ -53,12 +53,13 @@ type fakeLock struct {
 // call is one request the fake API received.
 type call struct {
 	At       time.Time
-	Op       string // acquire, renew, release or status
+	Op       string // acquire, renew, release, status or watch
 	Resource string
 	Owner    string
 	Token    int64 // the fencing_token sent, 0 when none
 	TTL      time.Duration
 	Wait     time.Duration   // wait_seconds, 0 when absent
+	Index    int64           // a watch's index
 	Delay    int64           // lock_delay_seconds, 0 when absent
 	Ctx      context.Context // the request's
 }
@@ -124,6 +125,12 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.Op = "acquire"
 	case r.Method == http.MethodDelete:
 		c.Op = "release"
+	case r.Method == http.MethodGet && strings.HasSuffix(path, "/watch"):
+		c.Op, c.Resource = "watch", strings.TrimSuffix(path, "/watch")
+		q := r.URL.Query()
+		c.Index, _ = strconv.ParseInt(q.Get("index"), 10, 64)
+		w, _ := strconv.ParseInt(q.Get("wait_seconds"), 10, 64)
+		c.Wait = time.Duration(w) * time.Second
 	case r.Method == http.MethodGet:
 		c.Op = "status"
 	default:
@@ -174,9 +181,15 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveWait serves c; an acquire with wait_seconds that finds the lock held
 // by another owner is held, as the service holds it, until the lock is
-// free or until half a second before wait_seconds have passed. Like a
-// Lambda function, it does not notice a client that gives up.
+// free or until half a second before wait_seconds have passed, and a watch
+// until the lock's index differs from the one asked with or wait_seconds
+// have passed (looking every 10 ms: a lease that begins and ends at one
+// instant is missed). Like a Lambda function, it does not notice a client
+// that gives up.
 func (f *fakeAPI) serveWait(c call) *http.Response {
+	for c.Op == "watch" && time.Now().Before(c.At.Add(c.Wait)) && f.index(c.Resource) == c.Index {
+		time.Sleep(10 * time.Millisecond)
+	}
 	end := c.At.Add(c.Wait - 500*time.Millisecond)
 	for c.Op == "acquire" && c.Wait > 0 && time.Now().Before(end) {
 		if owner, _, ok := f.holder(c.Resource); !ok || owner == c.Owner {
@@ -210,6 +223,16 @@ func (f *fakeAPI) serve(c call) *http.Response {
 			return problemResponse(404, "not-found")
 		}
 		return jsonResponse(200, nil, l.json(c.Resource))
+	case "watch":
+		index := indexOf(l, now)
+		body := map[string]any{"resource": c.Resource, "index": index, "changed": index != c.Index}
+		if l != nil {
+			body["fencing_token"] = l.token
+		}
+		if live {
+			body["lock"] = l.json(c.Resource)
+		}
+		return jsonResponse(200, nil, body)
 	}
 	switch { // renew and release
 	case l != nil && l.forced && l.owner == c.Owner && (c.Token == 0 || c.Token == l.token):
@@ -254,6 +277,25 @@ func (f *fakeAPI) forceRelease(resource string) {
 	if l := f.locks[resource]; l != nil {
 		l.expires, l.forced = time.Now(), true
 	}
+}
+
+// index returns resource's watch index now.
+func (f *fakeAPI) index(resource string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return indexOf(f.locks[resource], time.Now())
+}
+
+// indexOf is the watch index of l at now: 0 for none, else 2 × its token,
+// plus 1 once it has ended.
+func indexOf(l *fakeLock, now time.Time) int64 {
+	switch {
+	case l == nil:
+		return 0
+	case l.released || !now.Before(l.expires):
+		return 2*l.token + 1
+	}
+	return 2 * l.token
 }
 
 // expireAll ends every lease by the fake service's clock, as if the

@@ -109,7 +109,7 @@ func normalize(s string) string {
 // of another kind that calls lockctl fails: mark a synopsis ```text. The
 // ```cron line is TestReadmeCronExample's (local/cmd/locald).
 func testDocExamples(t *testing.T, bin string) {
-	srv := testenv.Start(t, testenv.Options{})
+	srv := testenv.Start(t, testenv.Options{Timeouts: shortWatch}) // `lockctl watch` examples
 	var blocks []docBlock
 	for _, b := range docBlocks(t, filepath.Join("..", "..")) {
 		if !callsLockctl(b) {

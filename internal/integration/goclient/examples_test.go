@@ -21,7 +21,7 @@ func TestClientExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the client's examples against the local runner: %v\n%s", err, out)
 	}
-	if n := strings.Count(string(out), "--- PASS: Example"); n < 4 {
-		t.Fatalf("ran %d examples, want the client's 4:\n%s", n, out)
+	if n := strings.Count(string(out), "--- PASS: Example"); n < 5 {
+		t.Fatalf("ran %d examples, want the client's 5:\n%s", n, out)
 	}
 }

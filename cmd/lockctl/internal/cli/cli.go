@@ -12,8 +12,9 @@ import (
 	"github.com/ft288/locks/client"
 )
 
-// Exit codes of lockctl. `run` otherwise exits with its command's status
-// (128+n when the command was killed by signal n).
+// Exit codes of lockctl. `run` and `elect` otherwise exit with their
+// command's status (128+n when the command was killed by signal n, or when
+// signal n stopped lockctl before the command ran).
 const (
 	// ExitOK means success.
 	ExitOK = 0
@@ -31,8 +32,8 @@ const (
 	// had within --wait (acquire, run); EX_TEMPFAIL: try again later.
 	// --held-exit replaces it.
 	ExitHeld = 75
-	// ExitLeaseLost means `run` lost its lease while the command ran, and
-	// stopped the command.
+	// ExitLeaseLost means `run` (or `elect --once`) lost its lease while
+	// the command ran, and stopped the command.
 	ExitLeaseLost = 76
 )
 
@@ -74,6 +75,10 @@ func init() {
 			summary: "end the live lease", help: releaseHelp, run: releaseCmd},
 		{name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
 			summary: "run CMD while holding the lock", help: runHelp, run: runCmd},
+		{name: "elect", synopsis: "NAME [--once] [--ttl 30] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] -- CMD [ARGS...]",
+			summary: "run CMD only while leading the election NAME; campaign again after a loss", help: electHelp, run: electCmd},
+		{name: "watch", synopsis: "NAME",
+			summary: "print the lock's state, then each change, as JSON lines until Ctrl-C", help: watchHelp, run: watchCmd},
 		{name: "ls", synopsis: "[PREFIX] [--json] [--limit N]",
 			summary: "list the held locks (admin)", help: lsHelp, run: lsCmd},
 		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--immediate] [--token N]",

@@ -266,6 +266,29 @@ func TestMainCommands(t *testing.T) {
 			after:      wantFree,
 		},
 		{
+			name: "ElectOnce",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"elect", res, "--once", "--", "sh", "-c", `echo "leading $LOCK_RESOURCE $LOCK_FENCING_TOKEN"`}
+			},
+			wantStdout:   `^leading \S+ [1-9][0-9]*\n$`,
+			wantNoStderr: true,
+			after:        wantFree,
+		},
+		{
+			name:     "ElectCommandStatus",
+			args:     func(res string, _ *client.Lease) []string { return []string{"elect", res, "--", "sh", "-c", "exit 7"} },
+			wantCode: 7,
+			after:    wantFree,
+		},
+		{
+			name: "WatchServiceDown",
+			args: func(res string, _ *client.Lease) []string {
+				return []string{"watch", res, "--endpoint", "http://127.0.0.1:1"}
+			},
+			wantCode:   cli.ExitError,
+			wantStderr: "connection refused",
+		},
+		{
 			name: "ServiceDown",
 			args: func(res string, _ *client.Lease) []string {
 				return []string{"status", res, "--endpoint", "http://127.0.0.1:1"}
@@ -287,6 +310,14 @@ func TestMainCommands(t *testing.T) {
 		{name: "ErrUsageNamesCommandHelp", args: func(res string, _ *client.Lease) []string { return []string{"renew", res} }, wantCode: cli.ExitUsage, wantStderr: "Run 'lockctl renew --help' for usage."},
 		{name: "ErrReleaseWithoutOwner", args: func(res string, _ *client.Lease) []string { return []string{"release", res} }, wantCode: cli.ExitUsage, wantStderr: "--owner is required"},
 		{name: "ErrRunWithoutCommand", args: func(res string, _ *client.Lease) []string { return []string{"run", res, "--ttl", "5s"} }, wantCode: cli.ExitUsage, wantStderr: "missing the command"},
+		{name: "ErrElectWithoutCommand", args: func(res string, _ *client.Lease) []string { return []string{"elect", res, "--once"} }, wantCode: cli.ExitUsage, wantStderr: "missing the command to run: lockctl elect NAME"},
+		{name: "ErrWatchExtraArgs", args: func(res string, _ *client.Lease) []string { return []string{"watch", res, "other"} }, wantCode: cli.ExitUsage, wantStderr: "unexpected arguments"},
+		{name: "ErrWatchSlash", args: func(string, *client.Lease) []string { return []string{"watch", "a/b"} }, wantCode: cli.ExitUsage, wantStderr: "resource must be non-empty"},
+		{
+			name:       "ElectHelp",
+			args:       func(string, *client.Lease) []string { return []string{"elect", "--help"} },
+			wantStdout: `(?s)^Usage: lockctl elect NAME .*-- CMD.*campaigns again.*--once\n.*--ttl SECONDS\n`,
+		},
 		{name: "ErrExtraArgs", args: func(res string, _ *client.Lease) []string { return []string{"status", res, "other"} }, wantCode: cli.ExitUsage, wantStderr: "unexpected arguments"},
 		{name: "Help", args: func(string, *client.Lease) []string { return []string{"help"} }, wantStdout: `(?s)Exit codes:.*76 `},
 		{

@@ -8,8 +8,9 @@
 // shares; call.go runs one request of a command and maps its outcome to an
 // exit code; help.go renders `lockctl help` and `lockctl COMMAND --help`.
 // Each command has its own file (acquire.go, status.go, renew.go,
-// release.go, ls.go, forcerelease.go, version.go, run.go); run's process
-// supervision is in run_unix.go (run_other.go refuses it elsewhere).
+// release.go, ls.go, forcerelease.go, version.go, run.go, elect.go,
+// watch.go); the process supervision of run and elect is in run_unix.go
+// (run_other.go refuses it elsewhere).
 //
 // # Leases nobody heard of
 //
@@ -35,4 +36,11 @@
 // releases it only once the main process has exited and the group is
 // empty. The exit code is the command's own, or ExitLeaseLost when the
 // lease was lost, taken over or force released while the command ran.
+//
+// # elect
+//
+// `lockctl elect` is run in a loop: it campaigns for the lock (the
+// election) without a time limit, runs the command under the lease with
+// run's supervision, and after a loss campaigns again (with --once it
+// exits as run does). The command's own end, or a signal, ends the loop.
 package cli

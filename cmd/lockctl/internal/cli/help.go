@@ -32,7 +32,8 @@ release, or polls a service that does not wait (and when a round would be
 under a second). 'lockctl COMMAND --help' tells more about a command.
 
 Exit codes:
-  0   success (run: the command's own status)
+  0   success (run, elect: the command's own status; watch: stopped by
+      Ctrl-C or SIGTERM)
   1   error: service unreachable, unexpected answer, command not started
   2   usage error
   3   no live lease (status, renew, release, force-release)
@@ -40,8 +41,10 @@ Exit codes:
       force-release --token)
   75  the lock is held by another owner and --wait ran out (acquire, run;
       --held-exit changes it)
-  76  run: the lease was lost while the command ran; the command was stopped
-  126, 127  run: the command could not be executed or was not found
+  76  run, elect --once: the lease was lost while the command ran; the
+      command was stopped
+  126, 127  run, elect: the command could not be executed or was not found
+  128+n     run, elect: signal n stopped lockctl before the command ran
 `)
 	return b.String()
 }

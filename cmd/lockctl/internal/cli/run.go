@@ -51,6 +51,9 @@ type runOptions struct {
 	grace time.Duration
 	// onLost is the hook run (sh -c) on the loss before SIGTERM; "" none.
 	onLost string
+	// again: lockctl campaigns again after a loss (elect), rather than
+	// exiting ExitLeaseLost; only what it says changes.
+	again bool
 }
 
 // releaseTimeout bounds the release after the command ended.
@@ -59,45 +62,78 @@ const releaseTimeout = 10 * time.Second
 // defaultGrace is --grace unless the lease is too short for it.
 const defaultGrace = 10 * time.Second
 
-// runCmd is `lockctl run`.
-func runCmd(args []string, env Env) int {
-	fs := newFlagSet(lookup("run"), env)
-	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds` (90 or 90s); renewed every ttl/3")
-	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
-	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
-	grace := fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL (at most ttl/2 − min(ttl/10, 1s); default 10 or that)")
-	onLost := fs.String("on-lost", "", "when the lease is lost, run sh -c `HOOK` before stopping the command (LOCK_* in its environment; within --grace)")
-	lockDelay := fs.lockDelayFlag()
-	held := fs.heldFlags()
-	resource, argv, err := parse(fs, args)
-	if err == nil {
-		err = checkTTL(*ttl)
+// leaseFlags are the flags of a command run under a lease (run, elect).
+type leaseFlags struct {
+	ttl, grace, lockDelay *time.Duration
+	owner, onLost         *string
+}
+
+// leaseFlags defines the flags of a command run under a lease.
+func (fs *flagSet) leaseFlags() *leaseFlags {
+	return &leaseFlags{
+		ttl:       fs.duration("ttl", 30*time.Second, "lease length in whole `seconds` (90 or 90s); renewed every ttl/3"),
+		owner:     fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)"),
+		grace:     fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL (at most ttl/2 − min(ttl/10, 1s); default 10 or that)"),
+		onLost:    fs.String("on-lost", "", "when the lease is lost, run sh -c `HOOK` before stopping the command (LOCK_* in its environment; within --grace)"),
+		lockDelay: fs.lockDelayFlag(),
 	}
-	var opts []client.AcquireOption
-	if err == nil {
-		opts, err = checkLockDelay(*lockDelay)
+}
+
+// check checks the flags and the command after them (synopsis says how to
+// give one) and returns the acquire options of --lock-delay.
+func (lf *leaseFlags) check(fs *flagSet, argv []string, synopsis string) ([]client.AcquireOption, error) {
+	if err := checkTTL(*lf.ttl); err != nil {
+		return nil, err
 	}
-	if err == nil {
-		err = held.check()
+	opts, err := checkLockDelay(*lf.lockDelay)
+	if err != nil {
+		return nil, err
 	}
-	if err == nil && len(argv) == 0 {
-		err = &usageError{"missing the command to run: lockctl run RESOURCE [flags] -- CMD [ARGS...]"}
+	if len(argv) == 0 {
+		return nil, &usageError{"missing the command to run: " + synopsis}
 	}
-	if err == nil && (*grace < 0 || *wait < 0) {
-		err = &usageError{"--grace and --wait must not be negative"}
+	if *lf.grace < 0 {
+		return nil, &usageError{"--grace must not be negative"}
 	}
 	// The command must be gone before the service can hand the lock to
 	// anyone else: SIGTERM goes out grace before the lease's local
 	// deadline, so SIGKILL lands before the service's expiry. That needs
 	// room in the lease for the keep-alive (every ttl/3) to work first.
-	margin := min(*ttl/10, time.Second)
-	limit := *ttl/2 - margin
+	limit := *lf.ttl/2 - min(*lf.ttl/10, time.Second)
+	if !isSet(fs.FlagSet, "grace") {
+		*lf.grace = min(*lf.grace, limit)
+	} else if *lf.grace > limit {
+		return nil, &usageError{fmt.Sprintf("--grace %s does not fit in a %s lease: the command is stopped grace before the lease can end, so grace must be at most ttl/2 − min(ttl/10, 1s) = %s; raise --ttl or lower --grace", *lf.grace, *lf.ttl, limit)}
+	}
+	return opts, nil
+}
+
+// margin is the lease's local safety margin: --grace and min(ttl/10, 1s).
+func (lf *leaseFlags) margin() time.Duration {
+	return *lf.grace + min(*lf.ttl/10, time.Second)
+}
+
+// runOptions returns how to stop the command on a loss.
+func (lf *leaseFlags) runOptions() runOptions {
+	return runOptions{grace: *lf.grace, onLost: *lf.onLost}
+}
+
+// runCmd is `lockctl run`.
+func runCmd(args []string, env Env) int {
+	fs := newFlagSet(lookup("run"), env)
+	lf := fs.leaseFlags()
+	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
+	held := fs.heldFlags()
+	resource, argv, err := parse(fs, args)
+	var opts []client.AcquireOption
 	if err == nil {
-		if !isSet(fs.FlagSet, "grace") {
-			*grace = min(*grace, limit)
-		} else if *grace > limit {
-			err = &usageError{fmt.Sprintf("--grace %s does not fit in a %s lease: the command is stopped grace before the lease can end, so grace must be at most ttl/2 − min(ttl/10, 1s) = %s; raise --ttl or lower --grace", *grace, *ttl, limit)}
-		}
+		opts, err = lf.check(fs, argv, "lockctl run RESOURCE [flags] -- CMD [ARGS...]")
+	}
+	if err == nil {
+		err = held.check()
+	}
+	if err == nil && *wait < 0 {
+		err = &usageError{"--wait must not be negative"}
 	}
 	if err != nil {
 		return parseFailed(fs, env, err)
@@ -113,7 +149,19 @@ func runCmd(args []string, env Env) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
-	lease, code := waitForLock(fs.common, resource, *owner, *ttl, *wait, *grace+margin, opts, held, sigc, env)
+	doing := fmt.Sprintf("waiting for lock %q", resource)
+	lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (*client.Lease, error) {
+		return take(ctx, c, resource, *lf.owner, *lf.ttl, *wait, opts)
+	}, sigc, env)
+	if errors.Is(err, client.ErrHeld) {
+		if !held.quiet {
+			fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, *wait)
+		}
+		return held.code
+	}
+	if err != nil {
+		return failed(env, err)
+	}
 	if lease == nil {
 		return code
 	}
@@ -122,18 +170,20 @@ func runCmd(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
 		return ExitLeaseLost
 	}
-	return runLocked(argv, lease, runOptions{grace: *grace, onLost: *onLost}, sigc, env)
+	code, _ = runLocked(argv, lease, lf.runOptions(), sigc, env)
+	return code
 }
 
-// waitForLock takes the lock, giving up on a signal. It returns the lease
-// (renewing itself), or nil and the exit code after draining the clean-up
-// releases (see "Leases nobody heard of" in doc.go).
-func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Duration, opts []client.AcquireOption, held *heldOptions, sigc <-chan os.Signal, env Env) (*client.Lease, int) {
+// waitForLock takes the lock with take, giving up on a signal; doing says
+// what it does ("waiting for lock ..."). It returns the lease (renewing
+// itself); or nil and take's error, or the exit code for a signal, after
+// draining the clean-up releases (see "Leases nobody heard of" in doc.go).
+func waitForLock(com *common, margin time.Duration, doing string, take func(context.Context, *client.Client) (*client.Lease, error), sigc <-chan os.Signal, env Env) (*client.Lease, int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := com.client(ctx, client.WithLeaseMargin(margin))
 	if err != nil {
-		return nil, failed(env, err)
+		return nil, 0, err
 	}
 	type result struct {
 		lease *client.Lease
@@ -141,30 +191,24 @@ func waitForLock(com *common, resource, owner string, ttl, wait, margin time.Dur
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := take(ctx, c, resource, owner, ttl, wait, opts)
+		l, err := take(ctx, c)
 		done <- result{l, err}
 	}()
 	select {
 	case r := <-done:
 		if r.err == nil {
-			return r.lease, ExitOK
+			return r.lease, ExitOK, nil
 		}
 		drain(c, sigc)
-		if errors.Is(r.err, client.ErrHeld) {
-			if !held.quiet {
-				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, wait)
-			}
-			return nil, held.code
-		}
-		return nil, failed(env, r.err)
+		return nil, 0, r.err
 	case sig := <-sigc:
 		cancel()
 		if r := <-done; r.lease != nil {
 			release(r.lease, env)
 		}
 		drain(c, sigc)
-		fmt.Fprintf(env.Stderr, "lockctl: %v while waiting for lock %q\n", sig, resource)
-		return nil, 128 + int(sig.(syscall.Signal))
+		fmt.Fprintf(env.Stderr, "lockctl: %v while %s\n", sig, doing)
+		return nil, 128 + int(sig.(syscall.Signal)), nil
 	}
 }
 

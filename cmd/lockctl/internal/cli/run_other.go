@@ -18,8 +18,8 @@ func runSupported() error {
 }
 
 // runLocked is never reached (see runSupported).
-func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) int {
+func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
 	release(lease, env)
 	fmt.Fprintln(env.Stderr, "lockctl:", runSupported())
-	return ExitError
+	return ExitError, false
 }

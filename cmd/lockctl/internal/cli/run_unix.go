@@ -45,8 +45,9 @@ type member struct {
 func runSupported() error { return nil }
 
 // runLocked runs argv while lease is held (see runHelp) and returns
-// lockctl's exit code.
-func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) int {
+// lockctl's exit code, and whether the lease was lost while the command
+// ran (the command was stopped) with no signal asking lockctl to stop.
+func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
 	cmd.Env = append(append([]string(nil), env.Environ...), leaseEnv(lease)...)
@@ -68,9 +69,9 @@ func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan o
 		release(lease, env)
 		fmt.Fprintf(env.Stderr, "lockctl: start %s: %v\n", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127
+			return 127, false
 		}
-		return 126
+		return 126, false
 	}
 	return supervise(cmd, lease, opt, sigc, jobc, env)
 }
@@ -101,8 +102,10 @@ func startHook(hook string, lease *client.Lease, env Env) (*exec.Cmd, <-chan err
 }
 
 // supervise runs the command's process group to its end under the lease
-// (see "run" in doc.go), releases the lease and returns the exit code.
-func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-chan os.Signal, env Env) int {
+// (see "run" in doc.go), releases the lease and returns the exit code, and
+// whether the lease was lost while the command ran with no signal asking
+// lockctl to stop.
+func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-chan os.Signal, env Env) (code int, lost bool) {
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -117,6 +120,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		stopped    bool             // lockctl stopped the group on SIGTSTP
 		leaseDone  = lease.Done()
 		interrupts int              // Ctrl-Cs so far
+		signalled  bool             // a signal asked lockctl to stop
 		report     <-chan time.Time // when to name what still runs after one
 		hook       *exec.Cmd        // the --on-lost hook, while it runs
 		hookDone   <-chan error
@@ -158,6 +162,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 	for !exited || !groupGone(pgid) {
 		select {
 		case sig := <-sigc:
+			signalled = true
 			s := sig.(syscall.Signal)
 			if s == syscall.SIGINT {
 				// Ctrl-C escalates: a command's background children
@@ -254,19 +259,24 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		if errors.Is(err, client.ErrLeaseExpired) {
 			release(lease, env) // the service may still hold it
 		}
+		again := opt.again && !signalled
+		then := fmt.Sprintf("exiting %d", ExitLeaseLost)
+		if again {
+			then = "campaigning again"
+		}
 		var lost *client.LeaseLostError
 		if errors.As(err, &lost) && lost.ForceReleased {
-			fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
-			return ExitLeaseLost
+			fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran; %s\n", lease.Resource(), then)
+			return ExitLeaseLost, !signalled
 		}
-		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; exiting %d\n", lease.Resource(), ExitLeaseLost)
-		return ExitLeaseLost
+		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; %s\n", lease.Resource(), then)
+		return ExitLeaseLost, !signalled
 	}
 	err := release(lease, env)
 	var p *client.ProblemError
 	if errors.Is(err, client.ErrNotFound) && errors.As(err, &p) && p.ForceReleased {
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
-		return ExitLeaseLost
+		return ExitLeaseLost, false
 	}
 	if errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound) {
 		// Another owner or a newer lease holds the lock, or the lease was
@@ -274,9 +284,9 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		// elsewhere): the command ran at least partly without it, unnoticed
 		// between two renewals.
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was taken over or ended while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
-		return ExitLeaseLost
+		return ExitLeaseLost, false
 	}
-	return commandStatus(werr, env)
+	return commandStatus(werr, env), false
 }
 
 // reportRemaining names the processes of the command's group that still
