@@ -116,7 +116,10 @@ func TestAcquireWaitBound(t *testing.T) {
 		{name: "WithWaitBeforeDeadline", ctx: sec(60), opts: []client.AcquireOption{client.WithWait(sec(5))}, wantAt: sec(5)},
 		{name: "DeadlineBeforeWithWait", ctx: sec(3), opts: []client.AcquireOption{client.WithWait(sec(5))}, wantAt: sec(3), wantCtx: true},
 		{name: "WithWaitZeroTriesOnce", opts: []client.AcquireOption{client.WithWait(0)}, wantOne: true},
-		{name: "WithoutWaitLimit", opts: []client.AcquireOption{client.WithoutWaitLimit()}, release: sec(100), wantAt: sec(100), wantLock: true},
+		// The release falls between two of the fake service's 10 ms polls of
+		// the item, so the grant comes at the next one.
+		{name: "WithoutWaitLimit", opts: []client.AcquireOption{client.WithoutWaitLimit()}, release: sec(100) + 5*time.Millisecond,
+			wantAt: sec(100) + 10*time.Millisecond, wantLock: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
