@@ -76,19 +76,23 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
   mock.timers.enable({ apis: ["Date"], now: Date.UTC(2026, 11, 2, 13, 14, 38, 318) });
   try {
     const stub = stubFetch((req) =>
-      req.url.pathname.startsWith("/prod/admin/")
-        ? json(200, { locks: [] })
-        : req.method === "GET"
-          ? json(200, lockDoc("payment:42 ü", "w1", 7))
-          : json(200, { acquired: true, lock: lockDoc("payment:42 ü", "w1", 7) }),
+      req.url.pathname.endsWith("/watch")
+        ? json(200, { resource: "payment:42 ü", index: 14, changed: true, fencing_token: 7, lock: lockDoc("payment:42 ü", "w1", 7) })
+        : req.url.pathname.startsWith("/prod/admin/")
+          ? json(200, { locks: [] })
+          : req.method === "GET"
+            ? json(200, lockDoc("payment:42 ü", "w1", 7))
+            : json(200, { acquired: true, lock: lockDoc("payment:42 ü", "w1", 7) }),
     );
     const credentials = { accessKeyId: "AKIDEXAMPLE", secretAccessKey: EXAMPLE_SECRET, sessionToken: "session/token+with=chars" };
     const c = new Client("https://abc123.execute-api.eu-west-1.amazonaws.com/prod", { fetch: stub.fetch, sigv4: { credentials } });
     await c.tryAcquire("payment:42 ü", { owner: "w1", ttlSeconds: 30, keepAlive: false });
     await c.status("payment:42 ü");
+    await c.watch("payment:42 ü", { index: 12, waitSeconds: 0 });
     await c.list("payment:42 ü", { limit: 5 });
 
-    const [post, get, list] = stub.calls;
+    const [post, get, watch, list] = stub.calls;
+    assert.equal(watch!.url.search, "?index=12&wait_seconds=0");
     assert.equal(list!.url.search, "?prefix=payment%3A42%20%C3%BC&limit=5");
     assert.equal(post!.url.pathname, "/prod/locks/payment%3A42%20%C3%BC");
     assert.equal(post!.text, '{"owner":"w1","ttl_seconds":30}');
@@ -100,6 +104,7 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
     for (const [req, signed] of [
       [post!, ["accept", "content-type", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
       [get!, ["accept", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
+      [watch!, ["accept", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
       [list!, ["accept", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
     ] as const) {
       const headers: Record<string, string> = {};
