@@ -15,7 +15,8 @@ import {
 } from "./errors.js";
 import { Lease, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
 import { RequestSigner, SigningUnavailableError, resolveRegion, type SigV4Options } from "./sigv4.js";
-import { decodeAdminLock, type AdminLock, type ForceReleased, type LockInfo, type LockPage } from "./types.js";
+import { Election } from "./election.js";
+import { decodeAdminLock, decodeWatch, type AdminLock, type ForceReleased, type LockInfo, type LockPage, type WatchResult } from "./types.js";
 import { Backoff, parseRetryAfter, settle, sleep } from "./util.js";
 import {
   checkLockDelay,
@@ -52,8 +53,9 @@ export const DEFAULT_BACKOFF_BASE_MS = 50;
 /** Caps retry delays, and Retry-After with them, so an early release is noticed within about this long. */
 export const DEFAULT_BACKOFF_MAX_MS = 2_000;
 /**
- * The longest the service is asked to hold one acquire (`wait_seconds`). A
- * round is shorter for a short lease: see {@link Client.acquire}.
+ * The longest the service is asked to hold one acquire or watch
+ * (`wait_seconds`), and a watch's wait by default. An acquire's round is
+ * shorter for a short lease: see {@link Client.acquire}.
  */
 export const MAX_SERVER_WAIT_SECONDS = 20;
 
@@ -167,6 +169,19 @@ export interface ForceReleaseOptions {
    * whose `current` is that lease.
    */
   fencingToken?: number;
+  signal?: AbortSignal;
+}
+
+/** {@link Client.watch}'s options. */
+export interface WatchOptions {
+  /** The `index` of the last answer; 0 (the default) when the caller has seen nothing. */
+  index?: number;
+  /**
+   * How long the service may wait for a change, in whole seconds from 0
+   * (answer at once) to {@link MAX_SERVER_WAIT_SECONDS} (20, the default).
+   */
+  waitSeconds?: number;
+  /** Abandons the request: the call rejects with `signal.reason`. */
   signal?: AbortSignal;
 }
 
@@ -344,6 +359,47 @@ export class Client {
     checkResource(op, resource);
     const ans = await this.#send(op, "GET", lockPath(resource), undefined, options);
     return parseLock(op, parseJSON(op, ans.text));
+  }
+
+  /**
+   * A blocking status, as Consul's blocking queries: resolves to the state of
+   * `resource` as soon as it differs from the one of `index` (a grant, or the
+   * lease's end: released, expired, force released; a renewal is no change),
+   * or once `waitSeconds` (default 20) have passed, with `changed: false`.
+   * Pass the answer's `index` to the next call. One request, not retried:
+   * {@link Election.observe} loops over it, reconnecting with backoff. A
+   * lease that began and ended between the service's reads is not seen; the
+   * answer's `fencingToken` tells how many were missed. The request may take
+   * `waitSeconds` plus the client's `timeoutMs`.
+   */
+  async watch(resource: string, options: WatchOptions = {}): Promise<WatchResult> {
+    const op = `watch ${JSON.stringify(resource)}`;
+    checkResource(op, resource);
+    checkOptions(op, options);
+    const { index = 0, waitSeconds = MAX_SERVER_WAIT_SECONDS, signal } = options;
+    if (!(typeof index === "number" && Number.isSafeInteger(index) && index >= 0)) {
+      throw new RangeError(`${op}: index ${String(index)}: want a whole number ≥ 0 (the index of the last answer)`);
+    }
+    if (!(typeof waitSeconds === "number" && Number.isSafeInteger(waitSeconds) && waitSeconds >= 0 && waitSeconds <= MAX_SERVER_WAIT_SECONDS)) {
+      throw new RangeError(`${op}: waitSeconds ${String(waitSeconds)}: want a whole number from 0 to ${MAX_SERVER_WAIT_SECONDS}`);
+    }
+    const path = `${lockPath(resource)}/watch?index=${index}&wait_seconds=${waitSeconds}`;
+    const ans = await this.#send(op, "GET", path, undefined, { signal, timeoutMs: this.#timeoutMs + waitSeconds * 1000 });
+    const w = decodeWatch(parseJSON(op, ans.text));
+    if (!w || w.resource !== resource) throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    return w;
+  }
+
+  /**
+   * A leader election on the lock `name`: {@link Election.campaign} waits for
+   * and holds leadership (a lease with its keep-alive), {@link Election.leader}
+   * says who leads, {@link Election.observe} follows the changes,
+   * {@link Election.resign} gives leadership up. Nothing is sent until a
+   * method is called.
+   */
+  election(name: string): Election {
+    checkResource(`election ${JSON.stringify(name)}`, name);
+    return new Election({ client: this, name, backoff: this.#backoff });
   }
 
   /**

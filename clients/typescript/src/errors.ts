@@ -262,6 +262,23 @@ export class LeaseReleasedError extends LocksError {
 }
 
 /**
+ * A write to the protected resource that its fencing check refused: it
+ * carried `token`, and the resource had already accepted a larger one, so
+ * another holder has taken the lock since (this one's lease ended, perhaps
+ * while it was paused). Stop: do not retry with the same token. Thrown by
+ * the `check` of `sqlFence` (`@ft288/locks/fence`) when no row changed.
+ */
+export class FencedError extends LocksError {
+  /** The fencing token of the refused write. */
+  readonly token: number;
+
+  constructor(token: number, message?: string) {
+    super(message ?? `the write with fencing token ${token} changed nothing: a newer token has written (or no row matched)`);
+    this.token = token;
+  }
+}
+
+/**
  * A request that got no answer: a network failure or the client's own
  * timeout (`cause` says which). The service may or may not have acted on it;
  * every request of this API is safe to repeat.

@@ -13,6 +13,7 @@ export {
   DEFAULT_BACKOFF_MAX_MS,
   MAX_SERVER_WAIT_SECONDS,
   type ClientOptions,
+  type WatchOptions,
   type LockClientOptions,
   type FromEnvOptions,
   type TryAcquireOptions,
@@ -22,7 +23,8 @@ export {
   type ListOptions,
   type ForceReleaseOptions,
 } from "./client.js";
-export type { LockInfo, AdminLock, LockPage, ForceReleased } from "./types.js";
+export type { LockInfo, AdminLock, LockPage, ForceReleased, WatchResult } from "./types.js";
+export { Election, type Leader, type Observation, type CampaignOptions, type ObserveOptions } from "./election.js";
 export { Lease, RELEASE_RETRY_TIMEOUT_MS } from "./lease.js";
 export {
   SIGV4_SERVICE,
@@ -52,6 +54,7 @@ export {
   LeaseReleasedError,
   RequestFailedError,
   UnexpectedAnswerError,
+  FencedError,
   CredentialsError,
   type FieldError,
   type ProblemInit,

@@ -98,7 +98,7 @@ export class RequestSigner {
       hostname: url.hostname,
       port: url.port ? Number(url.port) : undefined,
       path: url.pathname,
-      query: {},
+      query: queryOf(url),
       headers: { ...headers, host: url.host },
       body,
     });
@@ -200,4 +200,14 @@ function bytes(data: string | ArrayBuffer | ArrayBufferView, encoding: BufferEnc
   if (typeof data === "string") return Buffer.from(data, encoding);
   if (ArrayBuffer.isView(data)) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   return Buffer.from(data);
+}
+
+/** The query of url as the signer takes it: each name with its value, or its values when repeated. */
+function queryOf(url: URL): Record<string, string | string[]> {
+  const query: Record<string, string | string[]> = {};
+  for (const [k, v] of url.searchParams) {
+    const prev = query[k];
+    query[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return query;
 }

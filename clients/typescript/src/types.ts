@@ -45,6 +45,32 @@ export interface ForceReleased extends AdminLock {
   freeAt: Date | undefined;
 }
 
+/**
+ * One answer of {@link Client.watch}: the lock's state as of a strongly
+ * consistent read, and the index to pass next time.
+ */
+export interface WatchResult {
+  resource: string;
+  /**
+   * 0 for a lock never taken, else 2 × `fencingToken`, plus 1 once that lease
+   * has ended (released, expired, force released). It only grows, and
+   * changes exactly when the lease does; a renewal is no change. Pass it as
+   * `index` to wait for the next change.
+   */
+  index: number;
+  /** Whether `index` differs from the one asked with (false: the wait ran out). */
+  changed: boolean;
+  /**
+   * The latest lease's token, live or not; undefined for a lock never taken.
+   * Tokens grow by one per grant: a watcher that saw token a and now sees b
+   * missed b − a − 1 leases (a far larger jump: garbage collection deleted
+   * the idle record and a new counter started above the clock).
+   */
+  fencingToken: number | undefined;
+  /** The live lease; undefined when there is none. */
+  lock: LockInfo | undefined;
+}
+
 /** The two calls a {@link Lease} makes on its client: {@link Client} has them. */
 export interface LeaseCalls {
   renew(resource: string, options: { owner: string; ttlSeconds: number; fencingToken?: number; signal?: AbortSignal }): Promise<LockInfo>;
@@ -77,4 +103,22 @@ export function decodeAdminLock(v: unknown): AdminLock | undefined {
   const p = (v as Record<string, unknown>).principal;
   if (p !== undefined && typeof p !== "string") return undefined;
   return { ...lock, principal: p ?? "" };
+}
+
+/** A watch answer's body as a {@link WatchResult}; undefined when malformed. */
+export function decodeWatch(v: unknown): WatchResult | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const { index, changed } = o;
+  const token = o.fencing_token ?? undefined;
+  const lock = o.lock === undefined || o.lock === null ? undefined : decodeLock(o.lock);
+  if (
+    typeof o.resource !== "string" ||
+    typeof index !== "number" || !Number.isSafeInteger(index) || index < 0 ||
+    typeof changed !== "boolean" ||
+    (token !== undefined && (typeof token !== "number" || !Number.isSafeInteger(token) || token < 1)) ||
+    (o.lock !== undefined && o.lock !== null && lock === undefined)
+  ) {
+    return undefined;
+  }
+  return { resource: o.resource, index, changed, fencingToken: token, lock };
 }

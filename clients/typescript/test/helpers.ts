@@ -15,6 +15,8 @@ export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 
 export interface Runner {
   url: string;
+  /** The endpoint of the runner's own in-memory dynalite (DynamoDB's JSON API). */
+  dynamodb: string;
   stop(): Promise<void>;
 }
 
@@ -50,12 +52,14 @@ export async function startRunner(): Promise<Runner> {
     stderr = (stderr + d.toString()).slice(-4000);
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let dynamodb = "";
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`locald did not serve within 60 s\n${stderr}`)), 60_000);
     // Keep reading its log for as long as it runs, or its writes would block.
     createInterface({ input: child.stdout }).on("line", (line) => {
       try {
-        const m = JSON.parse(line) as { msg?: string; url?: string };
+        const m = JSON.parse(line) as { msg?: string; url?: string; endpoint?: string };
+        if (m.msg === "started in-memory dynalite" && m.endpoint) dynamodb = m.endpoint;
         if (m.msg === "serving the lock API" && m.url) {
           clearTimeout(timer);
           resolve(m.url);
@@ -75,6 +79,7 @@ export async function startRunner(): Promise<Runner> {
   });
   return {
     url,
+    dynamodb,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill("SIGTERM");
@@ -245,4 +250,23 @@ export function aborted(signal: AbortSignal, ms: number): Promise<unknown> {
       resolve(signal.reason);
     }, { once: true });
   });
+}
+
+/**
+ * One call of DynamoDB's JSON API (`target`: "UpdateItem", "PutItem", ...)
+ * on a local store, which takes any signature: resolves to the answer's
+ * status and body (`__type` names the error of a failed call).
+ */
+export async function dynamoCall(endpoint: string, target: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(endpoint, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-amz-json-1.0",
+      "x-amz-target": `DynamoDB_20120810.${target}`,
+      "x-amz-date": "20260101T000000Z",
+      authorization: "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=0",
+    },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }

@@ -16,8 +16,11 @@ import {
   StaleTokenError,
   ValidationError,
   withLock,
+  type Lease,
+  type Observation,
 } from "../dist/esm/index.js";
-import { aborted, delay, delayingProxy, startRunner, uniqueName, until, type Runner } from "./helpers.js";
+import { dynamoFence } from "../dist/esm/fence.js";
+import { aborted, delay, delayingProxy, dynamoCall, startRunner, uniqueName, until, type Runner } from "./helpers.js";
 
 let runner: Runner;
 let locks: Client;
@@ -316,5 +319,112 @@ describe("against the local runner", { concurrency: true }, () => {
     }
     await assert.rejects(locks.tryAcquire("a/b", { ttlSeconds: 5 }), TypeError);
     await assert.rejects(locks.tryAcquire("..", { ttlSeconds: 5 }), TypeError);
+  });
+
+  test("election: one leader at a time between two campaigners, a takeover after a resign and after a loss, and an observer sees the leaders in order", async () => {
+    const name = uniqueName("election");
+    const a = locks.election(name);
+    const b = locks.election(name);
+    const stop = new AbortController();
+    const seen: Observation[] = [];
+    const observing = (async () => {
+      for await (const o of locks.election(name).observe({ signal: stop.signal })) seen.push(o);
+    })();
+    const sees = (token: number) => until(() => seen.some((o) => o.leader?.fencingToken === token), 5000);
+    await until(() => seen.length === 1);
+    assert.deepEqual(seen[0], { leader: null, index: 0, skipped: 0 }, "nobody has led yet");
+
+    const la = await a.campaign({ owner: "a", ttlSeconds: 3 });
+    let lb: Lease | undefined;
+    const campaigning = b.campaign({ owner: "b", ttlSeconds: 3 }).then((l) => (lb = l));
+    await sees(la.fencingToken);
+    await delay(300);
+    assert.equal(lb, undefined, "b waits while a leads");
+    assert.deepEqual(await b.leader(), { owner: "a", fencingToken: la.fencingToken, acquiredAt: la.lock.acquiredAt, expiresAt: la.lock.expiresAt });
+
+    // a resigns: b takes over at once.
+    const resigned = performance.now();
+    await a.resign();
+    await campaigning;
+    assert.ok(performance.now() - resigned < 2000, `b took over ${performance.now() - resigned} ms after the resign`);
+    assert.ok(lb!.fencingToken > la.fencingToken);
+    assert.equal(la.held, false);
+    await sees(lb!.fencingToken);
+
+    // b loses its lease (an operator ends it): a, campaigning again, takes over, and b is told.
+    const again = a.campaign({ owner: "a", ttlSeconds: 3 });
+    await locks.forceRelease(name, "test: b loses", { fencingToken: lb!.fencingToken, immediate: true });
+    const la2 = await again;
+    assert.ok((await aborted(lb!.signal, 3000)) instanceof LeaseLostError, "b's signal says it lost leadership");
+    assert.equal(b.lease, undefined);
+    await sees(la2.fencingToken);
+    await a.resign();
+    await until(() => seen.at(-1)?.index === 2 * la2.fencingToken + 1, 5000);
+    stop.abort();
+    await observing;
+
+    assert.deepEqual(
+      seen.filter((o) => o.leader).map((o) => [o.leader!.owner, o.leader!.fencingToken]),
+      [["a", la.fencingToken], ["b", lb!.fencingToken], ["a", la2.fencingToken]],
+    );
+    assert.ok(seen.every((o, i) => i === 0 || o.index > seen[i - 1]!.index), `indexes grow: ${seen.map((o) => o.index).join(" ")}`);
+    assert.equal(seen.reduce((n, o) => n + o.skipped, 0), 0, "every leader was seen");
+  });
+
+  test("fence: DynamoDB (the runner's dynalite) refuses the writes of a holder whose lease was taken over; without the fence they land", async () => {
+    const TableName = uniqueName("fence");
+    const db = async (target: string, body: Record<string, unknown>) => dynamoCall(runner.dynamodb, target, { TableName, ...body });
+    const ok = async (target: string, body: Record<string, unknown>) => {
+      const r = await db(target, body);
+      assert.equal(r.status, 200, `${target}: ${JSON.stringify(r.body)}`);
+      return r.body;
+    };
+    const refused = async (target: string, body: Record<string, unknown>, type: string) => {
+      const r = await db(target, body);
+      assert.equal(String(r.body.__type).split("#").at(-1), type, `${target}: ${JSON.stringify(r.body)}`);
+    };
+    await ok("CreateTable", {
+      AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
+      KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+      BillingMode: "PAY_PER_REQUEST",
+    });
+    try {
+      // a holds the lock, pauses, and its lease ends (a force release stands in for the expiry); b takes over.
+      const res = uniqueName("fenced");
+      const a = await locks.tryAcquire(res, { owner: "a", keepAlive: false });
+      await locks.forceRelease(res, "a paused", { immediate: true });
+      const b = await locks.tryAcquire(res, { owner: "b", keepAlive: false });
+      assert.ok(b.fencingToken > a.fencingToken);
+
+      const update = (who: string, token: number, fenced: boolean) => {
+        const f = dynamoFence(token);
+        return {
+          Key: { pk: { S: "report" } },
+          UpdateExpression: fenced ? `SET #body = :body, ${f.setAction}` : "SET #body = :body",
+          ...(fenced ? { ConditionExpression: `attribute_exists(pk) AND ${f.conditionExpression}` } : {}),
+          ExpressionAttributeNames: { "#body": "body", ...(fenced ? f.names : {}) },
+          ExpressionAttributeValues: { ":body": { S: who }, ...(fenced ? f.values : {}) },
+        };
+      };
+      const put = (pk: string, who: string, token: number) => {
+        const f = dynamoFence(token);
+        return { Item: { pk: { S: pk }, body: { S: who }, ...f.item }, ConditionExpression: f.conditionExpression, ExpressionAttributeNames: f.names, ExpressionAttributeValues: f.values };
+      };
+      await ok("PutItem", put("report", "a, before its pause", a.fencingToken)); // no fence yet: accepted
+      await ok("UpdateItem", update("b", b.fencingToken, true));
+      await ok("UpdateItem", update("b, again", b.fencingToken, true)); // the same token may write again
+      await refused("UpdateItem", update("a, after its pause", a.fencingToken, true), "ConditionalCheckFailedException");
+      await refused("PutItem", put("report", "a, after its pause", a.fencingToken), "ConditionalCheckFailedException");
+      const got = await ok("GetItem", { Key: { pk: { S: "report" } }, ConsistentRead: true });
+      assert.deepEqual(got.Item, { pk: { S: "report" }, body: { S: "b, again" }, fence: { N: String(b.fencingToken) } });
+
+      // The same late write without the fence: it overwrites b's.
+      await ok("UpdateItem", update("a, after its pause", a.fencingToken, false));
+      const lost = await ok("GetItem", { Key: { pk: { S: "report" } }, ConsistentRead: true });
+      assert.deepEqual((lost.Item as Record<string, unknown>).body, { S: "a, after its pause" });
+      await b.release();
+    } finally {
+      await db("DeleteTable", {});
+    }
   });
 });

@@ -103,13 +103,15 @@ after(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-/** The script each scratch project runs: plain JavaScript, no options anywhere. */
+/** The script each scratch project runs: plain JavaScript, no options anywhere; the fence helpers from their own entry point, `@ft288/locks/fence`. */
 const script = (load: string, entry: string) => `${load}
 
 const client = Client.fromEnv(); // LOCKS_ENDPOINT
 const resource = process.argv[2];
 const lease = await client.tryAcquire(resource); // no ttlSeconds: 30 s
 const second = await client.tryAcquire(resource).catch((e) => e);
+const leader = await client.election(resource).leader();
+const fence = dynamoFence(lease.fencingToken);
 await lease.release();
 const signed = Client.fromEnv({ env: { ...process.env, LOCKS_SIGV4: "1", AWS_REGION: "eu-west-1" } });
 const signing = await signed.tryAcquire(resource).catch((e) => e);
@@ -118,14 +120,16 @@ console.log(JSON.stringify({
   token: lease.fencingToken,
   ttlSeconds: lease.ttlSeconds,
   held: second instanceof HeldError,
+  leader: leader.fencingToken === lease.fencingToken,
+  fence: fence.values[":fence"].N === String(lease.fencingToken) && FencedError === fenceModule.FencedError,
   released: !lease.held,
   signing: signing instanceof SigningUnavailableError ? signing.message : String(signing),
 }));
 `;
 
 describe("the package", () => {
-  test("the packed tarball installs offline into a CommonJS and an ESM project, alone and under 1 MB, and runs against the local runner", async () => {
-    for (const f of ["dist/esm/index.js", "dist/esm/index.d.ts", "dist/esm/package.json", "dist/cjs/index.js", "dist/cjs/index.d.ts", "dist/cjs/package.json", "README.md", "LICENSE"]) {
+  test("the packed tarball installs offline into a CommonJS and an ESM project, alone and under 1 MB, and runs against the local runner, @ft288/locks/fence included", async () => {
+    for (const f of ["dist/esm/index.js", "dist/esm/index.d.ts", "dist/esm/fence.js", "dist/esm/fence.d.ts", "dist/esm/package.json", "dist/cjs/index.js", "dist/cjs/index.d.ts", "dist/cjs/fence.js", "dist/cjs/fence.d.ts", "dist/cjs/package.json", "README.md", "LICENSE"]) {
       assert.ok(packed.files.includes(f), `the tarball has ${f}: ${packed.files.join(", ")}`);
     }
     assert.ok(!packed.files.some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("dist-test/")), packed.files.join(", "));
@@ -133,9 +137,15 @@ describe("the package", () => {
     // The CommonJS script wraps the same body in an async function: no top-level await there.
     await writeFile(
       join(cjs, "main.js"),
-      `const { Client, HeldError, SigningUnavailableError } = require("@ft288/locks");\n(async () => {\n${script("", 'require.resolve("@ft288/locks")')}})().catch((err) => {\n  console.error(err);\n  process.exitCode = 1;\n});\n`,
+      `const { Client, FencedError, HeldError, SigningUnavailableError } = require("@ft288/locks");\nconst fenceModule = require("@ft288/locks/fence");\nconst { dynamoFence } = fenceModule;\n(async () => {\n${script("", 'require.resolve("@ft288/locks")')}})().catch((err) => {\n  console.error(err);\n  process.exitCode = 1;\n});\n`,
     );
-    await writeFile(join(esm, "main.js"), script('import { Client, HeldError, SigningUnavailableError } from "@ft288/locks";', 'import.meta.resolve("@ft288/locks")'));
+    await writeFile(
+      join(esm, "main.js"),
+      script(
+        'import { Client, FencedError, HeldError, SigningUnavailableError } from "@ft288/locks";\nimport * as fenceModule from "@ft288/locks/fence";\nimport { dynamoFence } from "@ft288/locks/fence";',
+        'import.meta.resolve("@ft288/locks")',
+      ),
+    );
 
     for (const [project, entry] of [
       [cjs, "dist/cjs/index.js"],
@@ -147,10 +157,14 @@ describe("the package", () => {
       assert.ok(bytes < 1 << 20, `installed ${bytes} bytes`);
 
       const out = await ok(process.execPath, ["main.js", `ts-package-${relative(dir, project)}`], { cwd: project, env: userEnv() });
-      const got = JSON.parse(out) as { entry: string; token: number; ttlSeconds: number; held: boolean; released: boolean; signing: string };
+      const got = JSON.parse(out) as { entry: string; token: number; ttlSeconds: number; held: boolean; leader: boolean; fence: boolean; released: boolean; signing: string };
       assert.ok(got.entry.endsWith(entry), `${project} loaded ${got.entry}, want …/${entry}`);
       assert.ok(Number.isSafeInteger(got.token) && got.token > 0, out);
-      assert.deepEqual({ ttlSeconds: got.ttlSeconds, held: got.held, released: got.released }, { ttlSeconds: 30, held: true, released: true }, out);
+      assert.deepEqual(
+        { ttlSeconds: got.ttlSeconds, held: got.held, leader: got.leader, fence: got.fence, released: got.released },
+        { ttlSeconds: 30, held: true, leader: true, fence: true, released: true },
+        out,
+      );
       assert.ok(got.signing.includes(SIGV4_INSTALL), `without the signing packages: ${got.signing}`);
     }
   });

@@ -25,6 +25,7 @@ function uriEncode(s: string): string {
 interface Signable {
   method: string;
   path: string; // as sent (already percent-encoded): every service but S3 encodes it once more
+  query?: URLSearchParams;
   headers: Record<string, string>; // lower-case names, the ones to sign
   payloadHash: string;
   accessKeyId: string;
@@ -39,7 +40,11 @@ function referenceAuthorization(r: Signable): string {
   const canonicalUri = r.path.split("/").map(uriEncode).join("/");
   const names = Object.keys(r.headers).sort();
   const canonicalHeaders = names.map((n) => `${n}:${r.headers[n]!.trim().replace(/\s+/g, " ")}\n`).join("");
-  const canonicalRequest = [r.method, canonicalUri, "", canonicalHeaders, names.join(";"), r.payloadHash].join("\n");
+  const canonicalQuery = [...(r.query ?? [])]
+    .map(([k, v]) => `${uriEncode(k)}=${uriEncode(v)}`)
+    .sort()
+    .join("&");
+  const canonicalRequest = [r.method, canonicalUri, canonicalQuery, canonicalHeaders, names.join(";"), r.payloadHash].join("\n");
   const date = r.amzDate.slice(0, 8);
   const scope = `${date}/${r.region}/${r.service}/aws4_request`;
   const stringToSign = ["AWS4-HMAC-SHA256", r.amzDate, scope, sha256hex(canonicalRequest)].join("\n");
@@ -71,16 +76,24 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
   mock.timers.enable({ apis: ["Date"], now: Date.UTC(2026, 11, 2, 13, 14, 38, 318) });
   try {
     const stub = stubFetch((req) =>
-      req.method === "GET"
-        ? json(200, lockDoc("payment:42 ü", "w1", 7))
-        : json(200, { acquired: true, lock: lockDoc("payment:42 ü", "w1", 7) }),
+      req.url.pathname.endsWith("/watch")
+        ? json(200, { resource: "payment:42 ü", index: 14, changed: true, fencing_token: 7, lock: lockDoc("payment:42 ü", "w1", 7) })
+        : req.url.pathname.startsWith("/prod/admin/")
+          ? json(200, { locks: [] })
+          : req.method === "GET"
+            ? json(200, lockDoc("payment:42 ü", "w1", 7))
+            : json(200, { acquired: true, lock: lockDoc("payment:42 ü", "w1", 7) }),
     );
     const credentials = { accessKeyId: "AKIDEXAMPLE", secretAccessKey: EXAMPLE_SECRET, sessionToken: "session/token+with=chars" };
     const c = new Client("https://abc123.execute-api.eu-west-1.amazonaws.com/prod", { fetch: stub.fetch, sigv4: { credentials } });
     await c.tryAcquire("payment:42 ü", { owner: "w1", ttlSeconds: 30, keepAlive: false });
     await c.status("payment:42 ü");
+    await c.watch("payment:42 ü", { index: 12, waitSeconds: 0 });
+    await c.list("payment:42 ü", { limit: 5 });
 
-    const [post, get] = stub.calls;
+    const [post, get, watch, list] = stub.calls;
+    assert.equal(watch!.url.search, "?index=12&wait_seconds=0");
+    assert.equal(list!.url.search, "?prefix=payment%3A42%20%C3%BC&limit=5");
     assert.equal(post!.url.pathname, "/prod/locks/payment%3A42%20%C3%BC");
     assert.equal(post!.text, '{"owner":"w1","ttl_seconds":30}');
     assert.equal(post!.headers["x-amz-date"], "20261202T131438Z");
@@ -91,12 +104,15 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
     for (const [req, signed] of [
       [post!, ["accept", "content-type", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
       [get!, ["accept", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
+      [watch!, ["accept", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
+      [list!, ["accept", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]],
     ] as const) {
       const headers: Record<string, string> = {};
       for (const n of signed) headers[n] = n === "host" ? req.url.host : req.headers[n]!;
       const want = referenceAuthorization({
         method: req.method,
         path: req.url.pathname,
+        query: req.url.searchParams,
         headers,
         payloadHash: sha256hex(req.text),
         accessKeyId: credentials.accessKeyId,
@@ -105,7 +121,7 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
         region: "eu-west-1", // from the endpoint's host name
         service: "execute-api",
       });
-      assert.equal(req.headers.authorization, want, `${req.method}: spec`);
+      assert.equal(req.headers.authorization, want, `${req.method} ${req.url.pathname}: spec`);
 
       // The AWS signer, given the same request (without the headers it adds itself).
       const aws = await new SignatureV4({ service: "execute-api", region: "eu-west-1", credentials, sha256: Hash.bind(null, "sha256") }).sign(
@@ -114,13 +130,13 @@ test("requests are signed for execute-api as the spec and the AWS signer say", a
           protocol: "https:",
           hostname: req.url.hostname,
           path: req.url.pathname,
-          query: {},
+          query: Object.fromEntries(req.url.searchParams),
           headers: Object.fromEntries(signed.filter((n) => !n.startsWith("x-amz-")).map((n) => [n, headers[n]!])),
           body: req.text || undefined,
         },
         { signingDate: new Date() },
       );
-      assert.equal(req.headers.authorization, aws.headers.authorization, `${req.method}: AWS signer`);
+      assert.equal(req.headers.authorization, aws.headers.authorization, `${req.method} ${req.url.pathname}: AWS signer`);
     }
   } finally {
     mock.timers.reset();
