@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,12 @@ import (
 	"github.com/ft288/locks/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(holderEnv) != "" {
+		os.Exit(runHolder()) // holder A of TestFencingKleppmann, a process of its own
+	}
+	testenv.Main(m)
+}
 
 // steppingClock returns a service clock whose every reading is at least
 // 1 ms after any reading that came before it: real time plus one more

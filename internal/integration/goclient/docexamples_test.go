@@ -10,9 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ft288/locks/internal/testenv"
 )
 
 // docBlock is a fenced block of a Markdown document.
@@ -60,7 +63,8 @@ func docBlocks(tb testing.TB, root string) []docBlock {
 // client/README.md as its own program, as a reader would paste it: each
 // in a package of a scratch module that requires the client and awsauth
 // from the checkout through replace directives, run with `go run` against
-// the local runner (LOCKS_ENDPOINT). A block that is not a whole program
+// the local runner (LOCKS_ENDPOINT), with the test's dynalite as
+// DYNAMODB_ENDPOINT for the examples that write to DynamoDB. A block that is not a whole program
 // (package main with func main) fails: mark such a block ```text.
 // `go run -trimpath` caches each program's executable, so only a changed
 // example or client is compiled and linked again.
@@ -94,22 +98,32 @@ func TestDocExamples(t *testing.T) {
 
 	dir := t.TempDir()
 	clientDir := filepath.Join(root, "client")
+	// The examples of docs/fencing.md write to DynamoDB: they get the
+	// service's versions of the SDK's DynamoDB modules.
+	sdk := requirements(t, filepath.Join(root, "go.mod"),
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb", "github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression")
 	write(t, filepath.Join(dir, "go.mod"), "module example.com/docs\n\ngo 1.25\n\n"+
 		"require (\n\tgithub.com/ft288/locks/client v0.0.0-00010101000000-000000000000\n"+
-		"\tgithub.com/ft288/locks/client/awsauth v0.0.0-00010101000000-000000000000\n)\n\n"+
+		"\tgithub.com/ft288/locks/client/awsauth v0.0.0-00010101000000-000000000000\n"+sdk+")\n\n"+
 		"replace github.com/ft288/locks/client => "+clientDir+"\n\n"+
 		"replace github.com/ft288/locks/client/awsauth => "+filepath.Join(clientDir, "awsauth")+"\n")
-	// awsauth's go.sum covers the client's requirements and its own.
-	sum, err := os.ReadFile(filepath.Join(clientDir, "awsauth", "go.sum"))
-	if err != nil {
-		t.Fatal(err)
+	// awsauth's go.sum covers the client's requirements and its own, the
+	// service's the DynamoDB modules.
+	var sums []string
+	for _, f := range []string{filepath.Join(clientDir, "awsauth", "go.sum"), filepath.Join(root, "go.sum")} {
+		sum, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, strings.Split(strings.TrimSpace(string(sum)), "\n")...)
 	}
-	write(t, filepath.Join(dir, "go.sum"), string(sum))
+	slices.Sort(sums)
+	write(t, filepath.Join(dir, "go.sum"), strings.Join(slices.Compact(sums), "\n")+"\n")
 	// The AWS default chain finds made-up keys in the environment and
 	// nothing else; the local runner does not check signatures.
 	aws := t.TempDir()
 	env := append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod",
-		"LOCKS_ENDPOINT="+endpoint(), "LOCKS_SIGV4=",
+		"LOCKS_ENDPOINT="+endpoint(), "LOCKS_SIGV4=", "DYNAMODB_ENDPOINT="+testenv.Endpoint(),
 		"AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=made/up+secret", "AWS_SESSION_TOKEN=",
 		"AWS_REGION=eu-west-1", "AWS_DEFAULT_REGION=", "AWS_PROFILE=", "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE="+filepath.Join(aws, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(aws, "credentials"))
@@ -133,6 +147,25 @@ func TestDocExamples(t *testing.T) {
 			t.Logf("%s: %s\n%s", b, time.Since(start).Round(time.Millisecond), out)
 		})
 	}
+}
+
+// requirements returns the require lines of the go.mod file at path for
+// the modules named, one a line, or fails the test if one is missing.
+func requirements(tb testing.TB, path string, modules ...string) string {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var b strings.Builder
+	for _, m := range modules {
+		v := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(m) + `\s+(v\S+)`).FindSubmatch(data)
+		if v == nil {
+			tb.Fatalf("%s requires no %s", path, m)
+		}
+		fmt.Fprintf(&b, "\t%s %s\n", m, v[1])
+	}
+	return b.String()
 }
 
 // hasMain reports whether f declares func main.
