@@ -144,7 +144,7 @@ func TestFloodKeepsLeases(t *testing.T) {
 		starved bool
 	}{
 		{name: "Reserve", want500: true, capacity: local.Capacity{Mode: local.CapacityReserve, AccountConcurrency: 16,
-			Reserves: map[string]int{"acquire": 4, "renew": holders, "release": 1}}},
+			Reserves: map[string]int{"acquire": 4, "renew": holders, "release": 1, "watch": 1}}},
 		// Burst: the holders' and the blocker's acquires, and 3 waiters.
 		{name: "AcquireThrottle", want429: true, capacity: local.Capacity{Mode: local.CapacityDefault,
 			Throttles: map[string]api.Throttle{"acquire": {Rate: 2, Burst: holders + 1 + 3}}}},
