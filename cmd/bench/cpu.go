@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -159,7 +159,8 @@ type cpuResult struct {
 }
 
 // measureCPU runs the acquire handler (as h.Acquire, and as the Lambda
-// runtime calls it: event JSON in, response JSON out) and the bare
+// runtime calls the function: event JSON in, response JSON out, through
+// api.Invoker as functions/acquire passes it to lambda.Start) and the bare
 // UpdateItem in turns against the canned store, on one SDK client, and
 // measures the process's CPU time (user + system, the canned store's share
 // included: it is the same for both) and allocations per operation.
@@ -169,50 +170,11 @@ type cpuResult struct {
 // sides, and noise, that neither's code causes.
 func measureCPU(root string, rounds, perRound int, profile string) (cpuResult, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	url, stop, err := cannedStore()
+	ops, stop, err := newAcquireOps(root)
 	if err != nil {
 		return cpuResult{}, err
 	}
 	defer stop()
-	ctx := context.Background()
-	db, err := api.NewDynamoDB(ctx, url)
-	if err != nil {
-		return cpuResult{}, err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "api", "testdata", "acquire-iam.json"))
-	if err != nil {
-		return cpuResult{}, err
-	}
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return cpuResult{}, err
-	}
-	// The production handler: its JSON log lines (to nowhere here), DynamoDB's
-	// old item on failure, a Lambda-like deadline.
-	h := api.NewHandler(locklogic.New(db, locklogic.Config{Table: "locks", OldItemOnFailure: true}),
-		api.NewLoggerTo(io.Discard, slog.LevelInfo), nil)
-	bare, err := captureAcquire(ctx, db, ev)
-	if err != nil {
-		return cpuResult{}, err
-	}
-	invoker := lambda.NewHandler(h.Acquire)
-	lctx, cancel := context.WithTimeout(ctx, time.Hour)
-	defer cancel()
-
-	handlerOp := func() error {
-		resp, err := h.Acquire(lctx, ev)
-		if err == nil && resp.StatusCode != 200 {
-			err = fmt.Errorf("handler answered %d %s", resp.StatusCode, resp.Body)
-		}
-		return err
-	}
-	invokeOp := func() error {
-		_, err := invoker.Invoke(lctx, raw)
-		return err
-	}
-	bareOp := func() error { return bare.call(lctx, db) }
-
-	ops := map[string]func() error{"handler": handlerOp, "invoke": invokeOp, "bare": bareOp}
 	for _, name := range []string{"handler", "invoke", "bare"} { // warm up, check
 		for range perRound / 4 {
 			if err := ops[name](); err != nil {
@@ -226,7 +188,7 @@ func measureCPU(root string, rounds, perRound int, profile string) (cpuResult, e
 			return cpuResult{}, err
 		}
 		for range perRound * 5 {
-			_ = handlerOp()
+			_ = ops["handler"]()
 		}
 		stopProfile()
 	}
@@ -252,6 +214,60 @@ func measureCPU(root string, rounds, perRound int, profile string) (cpuResult, e
 		handlerAllocs: median(allocs["handler"]), invokeAllocs: median(allocs["invoke"]), bareAllocs: median(allocs["bare"]),
 		rounds: rounds, perRound: perRound,
 	}, nil
+}
+
+// newAcquireOps returns the three operations measureCPU compares, by
+// name, over one canned store and SDK client, and the function that stops
+// the store: "handler" (h.Acquire on the recorded event), "invoke" (the
+// event's JSON through api.Invoker, as functions/acquire passes it to
+// lambda.Start) and "bare" (the service's UpdateItem alone, bareAcquire).
+func newAcquireOps(root string) (map[string]func() error, func(), error) {
+	url, stop, err := cannedStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx := context.Background()
+	fail := func(err error) (map[string]func() error, func(), error) { stop(); return nil, nil, err }
+	db, err := api.NewDynamoDB(ctx, url)
+	if err != nil {
+		return fail(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "api", "testdata", "acquire-iam.json"))
+	if err != nil {
+		return fail(err)
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return fail(err)
+	}
+	// The production handler: its JSON log lines (to nowhere here), DynamoDB's
+	// old item on failure, a Lambda-like deadline.
+	h := api.NewHandler(locklogic.New(db, locklogic.Config{Table: "locks", OldItemOnFailure: true}),
+		api.NewLoggerTo(io.Discard, slog.LevelInfo), nil)
+	bare, err := captureAcquire(ctx, db, ev)
+	if err != nil {
+		return fail(err)
+	}
+	invoker := api.NewInvoker(h.Acquire)
+	lctx, cancel := context.WithTimeout(ctx, time.Hour)
+	ops := map[string]func() error{
+		"handler": func() error {
+			resp, err := h.Acquire(lctx, ev)
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("handler answered %d %s", resp.StatusCode, resp.Body)
+			}
+			return err
+		},
+		"invoke": func() error {
+			out, err := invoker.Invoke(lctx, raw)
+			if err == nil && !bytes.HasPrefix(out, []byte(`{"statusCode":200,`)) {
+				err = fmt.Errorf("invoke answered %s", out)
+			}
+			return err
+		},
+		"bare": func() error { return bare.call(lctx, db) },
+	}
+	return ops, func() { cancel(); stop() }, nil
 }
 
 // cpuPerOp runs op n times and returns the process's CPU time and the
