@@ -155,13 +155,19 @@ const hexDigits = "0123456789abcdef"
 // appendJSONString appends s as a JSON string the way encoding/json writes
 // it: HTML-safe (<, > and & escaped), U+2028 and U+2029 escaped, invalid
 // UTF-8 as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString(b []byte, s string) []byte { return appendString(b, s, &htmlSafe) }
+
+// appendString appends s as a JSON string the way encoding/json writes it
+// with the ASCII characters safe left as they are: htmlSafe for Marshal,
+// jsonSafe for an Encoder with SetEscapeHTML(false), as aws-lambda-go
+// writes a response (appendResponse).
+func appendString(b []byte, s string, safe *[utf8.RuneSelf]bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if safe[c] {
 				i++
 				continue
 			}
@@ -204,3 +210,14 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// jsonSafe and htmlSafe say which ASCII characters a JSON string holds as
+// they are, without and with HTML escaping (encoding/json's safeSet and
+// htmlSafeSet).
+var jsonSafe, htmlSafe = func() (js, hs [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		js[c] = c != '"' && c != '\\'
+		hs[c] = js[c] && c != '<' && c != '>' && c != '&'
+	}
+	return js, hs
+}()

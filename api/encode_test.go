@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -74,6 +75,8 @@ func TestAppendTime(t *testing.T) {
 	}
 }
 
+// FuzzAppendJSONString: appendString writes what encoding/json writes, with
+// and without HTML escaping.
 func FuzzAppendJSONString(f *testing.F) {
 	for _, s := range []string{"", "w1", `"\`, "<&>", "\u2028", "\xff", "\x00\x1f", "é😀", "\xed\xa0\x80"} {
 		f.Add(s)
@@ -82,6 +85,15 @@ func FuzzAppendJSONString(f *testing.F) {
 		want, _ := json.Marshal(s)
 		if got := appendJSONString(nil, s); string(got) != string(want) {
 			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+		// Without HTML escaping, as aws-lambda-go's Encoder writes a
+		// response (appendResponse).
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		if got, want := appendString(nil, s, &jsonSafe), bytes.TrimSuffix(buf.Bytes(), []byte("\n")); string(got) != string(want) {
+			t.Fatalf("%q without HTML escaping: got %s, want %s", s, got, want)
 		}
 	})
 }

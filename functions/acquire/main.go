@@ -19,5 +19,5 @@ func main() {
 		slog.Error("acquire: configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Acquire)
+	lambda.Start(api.NewInvoker(h.Acquire))
 }

@@ -21,5 +21,5 @@ func main() {
 		slog.Error("admin: configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Admin)
+	lambda.Start(api.NewInvoker(h.Admin))
 }

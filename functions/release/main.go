@@ -19,5 +19,5 @@ func main() {
 		slog.Error("release: configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Release)
+	lambda.Start(api.NewInvoker(h.Release))
 }

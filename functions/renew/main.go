@@ -19,5 +19,5 @@ func main() {
 		slog.Error("renew: configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Renew)
+	lambda.Start(api.NewInvoker(h.Renew))
 }

@@ -19,5 +19,5 @@ func main() {
 		slog.Error("status: configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Status)
+	lambda.Start(api.NewInvoker(h.Status))
 }

@@ -19,5 +19,5 @@ func main() {
 		slog.Error("watch: configuration", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Watch)
+	lambda.Start(api.NewInvoker(h.Watch))
 }
