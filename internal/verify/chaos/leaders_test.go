@@ -11,7 +11,7 @@ import (
 // watch adds a watch of client (an observer: no owner) asked with index
 // and wait_seconds wait, answered 200 with index and, for a live lease,
 // lock (a lockBody).
-func (f *fake) watch(client int, inv, ret int, asked, wait, index int64, lock string) *Op {
+func (f *fake) watch(client int, inv, ret int, asked, wait, index int64, lock string, mod ...func(*Op)) *Op {
 	body := fmt.Sprintf(`{"resource":"r","index":%d,"changed":%v`, index, index != asked)
 	if index > 0 {
 		body += fmt.Sprintf(`,"fencing_token":%d`, index/2)
@@ -19,7 +19,7 @@ func (f *fake) watch(client int, inv, ret int, asked, wait, index int64, lock st
 	if lock != "" {
 		body += `,"lock":` + lock
 	}
-	return f.op(client, Watch, inv, ret, 200, body+"}", func(o *Op) { o.Owner, o.TTL, o.Index, o.Wait = "", 0, asked, wait })
+	return f.op(client, Watch, inv, ret, 200, body+"}", append([]func(*Op){func(o *Op) { o.Owner, o.TTL, o.Index, o.Wait = "", 0, asked, wait }}, mod...)...)
 }
 
 // watched is clean() watched by client 5 from the start: never taken,
@@ -147,4 +147,30 @@ func TestCheckWatchOrder(t *testing.T) {
 	rep = check(f)
 	wantOnly(t, rep, RuleWatchOrder, RuleLinearizable)
 	excerptHas(t, rep, RuleWatchOrder, "from token 101 to token 104 the watcher reports 2 leases skipped; the history has 1 between them")
+}
+
+func TestCheckWatchSkewBack(t *testing.T) {
+	// c0's lease expires at 1001 by the service's clock. i0, 40 ms
+	// ahead, tells the watcher it ended; the watcher's next call, on i1
+	// 40 ms behind, finds it live: back, by the two clocks' disagreement
+	// alone. Counted, not reported. On one instance it is reported.
+	for _, inst := range []int{1, 0} {
+		f := newFake()
+		f.h.Offsets = []time.Duration{40 * time.Millisecond, -40 * time.Millisecond}
+		f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 1, 1000), func(o *Op) { o.TTL = 1 })
+		f.write(storeAcquire, "c0", 1, 1000, 2, 8, "committed", 101, faultproxy.None, 200)
+		f.watch(5, 0, 12, 0, 2, 202, f.lockBody("c0", 101, 1, 1000))
+		f.watch(5, 12, 965, 202, 2, 203, "")
+		f.watch(5, 966, 970, 203, 2, 202, f.lockBody("c0", 101, 1, 1000), func(o *Op) { o.Instance = inst })
+		rep := check(f)
+		if inst == 1 {
+			wantOnly(t, rep)
+			if rep.WatchSkewBacks != 1 {
+				t.Errorf("got %d skew-backs, want 1", rep.WatchSkewBacks)
+			}
+		} else {
+			wantOnly(t, rep, RuleWatchOrder)
+			excerptHas(t, rep, RuleWatchOrder, "back to an earlier state")
+		}
+	}
 }
