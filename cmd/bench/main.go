@@ -7,6 +7,10 @@
 //     polling, through the local runner, the real handlers and dynalite;
 //   - what one waiter sends per second of waiting: API requests, DynamoDB
 //     reads and writes;
+//   - watchers (1, 4 and 16) of one lock whose lease changes all the time:
+//     how soon after each change they see it (p50, p99), the leases they
+//     report skipped against the real count, and their DynamoDB reads per
+//     second;
 //   - the acquire handler's CPU time per operation against a bare SDK
 //     UpdateItem, both on one zero-latency canned store, and allocations;
 //   - the DynamoDB requests each operation sends;
@@ -48,7 +52,15 @@ func main() {
 	quick := flag.Bool("quick", false, "shorter runs: a smoke test whose figures are rougher")
 	profile := flag.String("cpuprofile", "", "also write a CPU profile of the acquire handler to `FILE`")
 	cpuOnly := flag.Bool("cpu", false, "measure only the CPU per acquire (for profiling)")
+	watchOnly := flag.Bool("watch", false, "measure only the watchers under churn")
 	flag.Parse()
+	if *watchOnly {
+		if err := runWatch(*quick); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuOnly {
 		root, err := local.FindRepoRoot()
 		if err == nil {
@@ -71,6 +83,7 @@ func main() {
 // settings are the lengths of the runs.
 type settings struct {
 	handoff    time.Duration // per mode and number of waiters
+	watch      time.Duration // per number of watchers
 	costWindow time.Duration // the waiter-cost window (under one 20 s round)
 	cpuRounds  int
 	cpuOps     int // per round and kind
@@ -79,9 +92,9 @@ type settings struct {
 
 func run(quick bool, profile string) error {
 	started := time.Now()
-	set := settings{handoff: 8 * time.Second, costWindow: 19 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
+	set := settings{handoff: 8 * time.Second, watch: 12 * time.Second, costWindow: 19 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
 	if quick {
-		set = settings{handoff: 2 * time.Second, costWindow: 4 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
+		set = settings{handoff: 2 * time.Second, watch: 3 * time.Second, costWindow: 4 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -162,6 +175,11 @@ func run(quick bool, profile string) error {
 		hand = append(hand, row)
 	}
 
+	watch, err := watchRows(ctx, d.Endpoint, set.watch)
+	if err != nil {
+		return err
+	}
+
 	progress("CPU per acquire: handler against a bare UpdateItem on a canned store")
 	cpu, err := measureCPU(root, set.cpuRounds, set.cpuOps, profile)
 	if err != nil {
@@ -173,7 +191,7 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
-	report(os.Stdout, hand, cost, cpu, ops, cold, bins, time.Since(started))
+	report(os.Stdout, hand, cost, watch, cpu, ops, cold, bins, time.Since(started))
 	return nil
 }
 
@@ -273,7 +291,7 @@ func machine() string {
 }
 
 // report prints the table and the summary line.
-func report(w *os.File, hand []handoffRow, cost map[bool]costRow, cpu cpuResult, ops []opCount,
+func report(w *os.File, hand []handoffRow, cost map[bool]costRow, watch []watchRow, cpu cpuResult, ops []opCount,
 	cold map[string]*coldResult, bins *builds, took time.Duration) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
@@ -296,6 +314,8 @@ func report(w *os.File, hand []handoffRow, cost map[bool]costRow, cpu cpuResult,
 	p("| API requests per waiter per second of waiting | %.2f | %.3f | %.0f× |", pc.api, sc.api, pc.api/sc.api)
 	p("| DynamoDB reads per waiter per second (0.5 read unit each at the service) | %.2f | %.1f | – |", pc.reads, sc.reads)
 	p("| DynamoDB writes per waiter per second | %.2f | %.3f | %.0f× |", pc.writes, sc.writes, pc.writes/sc.writes)
+	p("")
+	ws := watchTable(p, watch)
 	p("")
 	p("| figure | value |")
 	p("|---|---|")
@@ -342,12 +362,14 @@ func report(w *os.File, hand []handoffRow, cost map[bool]costRow, cpu cpuResult,
 	if !allOne {
 		missed = append(missed, "1 DynamoDB request per operation")
 	}
+	missed = append(missed, ws.missed()...)
 	verdict := "all goals met"
 	if len(missed) > 0 {
 		verdict = "goals missed: " + strings.Join(missed, "; ")
 	}
-	p("bench: 4 waiters get a released lock in p50 %s / p99 %s waiting at the service vs %s / %s polling; a waiter sends %.3f requests/s (%.2f polling); handler CPU %.2f× a bare UpdateItem; %s; %s",
-		ms(p50), ms(p99), ms(quantile(four.polling, .5)), ms(quantile(four.polling, .99)), sc.api, pc.api, cpu.ratio,
+	p("bench: 4 waiters get a released lock in p50 %s / p99 %s waiting at the service vs %s / %s polling; a waiter sends %.3f requests/s (%.2f polling); watchers see a change in p50 / p99 %s, %s, at most %.1f reads/s each; handler CPU %.2f× a bare UpdateItem; %s; %s",
+		ms(p50), ms(p99), ms(quantile(four.polling, .5)), ms(quantile(four.polling, .99)), sc.api, pc.api,
+		strings.Join(ws.lat, ", "), ws.skipText(), ws.reads, cpu.ratio,
 		map[bool]string{true: "1 DynamoDB request per operation", false: "not 1 DynamoDB request per operation"}[allOne], verdict)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,11 @@ type service struct {
 	api counter
 	ddb counter
 	srv *http.Server
+	// hook, when set before the first request, sees every DynamoDB
+	// request's body and the store's status when its answer arrived; the
+	// GetItems are then also counted as GetItem/strong and
+	// GetItem/eventual.
+	hook func(op string, req []byte, status int, at time.Time)
 }
 
 // startService serves the lock API on a loopback port over the dynalite at
@@ -67,8 +73,25 @@ func startService(ctx context.Context, endpoint string) (*service, error) {
 	tr.MaxIdleConnsPerHost = 256
 	count := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		op := r.Header.Get("X-Amz-Target")
-		s.ddb.add(op[strings.LastIndexByte(op, '.')+1:])
-		return tr.RoundTrip(r)
+		op = op[strings.LastIndexByte(op, '.')+1:]
+		s.ddb.add(op)
+		if s.hook == nil {
+			return tr.RoundTrip(r)
+		}
+		body, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if op == "GetItem" {
+			s.ddb.add(map[bool]string{true: "GetItem/strong", false: "GetItem/eventual"}[bytes.Contains(body, []byte(`"ConsistentRead":true`))])
+		}
+		resp, err := tr.RoundTrip(r)
+		if err == nil {
+			s.hook(op, body, resp.StatusCode, time.Now())
+		}
+		return resp, err
 	})
 	db, err := api.NewDynamoDB(ctx, endpoint, func(o *dynamodb.Options) {
 		o.HTTPClient = &http.Client{Transport: count}

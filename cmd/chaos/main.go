@@ -4,7 +4,9 @@
 // By default it starts an in-memory dynalite, a fault proxy in front of it
 // (internal/verify/faultproxy, with a seeded random schedule of every fault) and
 // service instances over the proxy (the real handlers behind the local
-// runner), runs concurrent clients for -duration, then stops the faults
+// runner), runs concurrent clients for -duration (and, with -candidates,
+// a leader election on a lock of its own, watched by -observers), then
+// stops the faults
 // and checks recovery, and checks the whole history (internal/verify/chaos). It
 // prints the violations with their history excerpts to stderr and one
 // summary line to stdout, and exits 1 on any violation.
@@ -47,6 +49,8 @@ func main() {
 		resources = flag.Int("resources", 3, "locks they share")
 		ttls      = flag.String("ttls", "1,2,3", "lease lengths in seconds the clients ask for")
 		abandon   = flag.Float64("abandon", 0.1, "chance that a holder stalls past its lease instead of renewing or releasing")
+		cands     = flag.Int("candidates", 3, "election workload: candidates campaigning for a leadership lock of its own (0: no election workload)")
+		observers = flag.Int("observers", 2, "election workload: observers long-polling the leadership lock's watch route")
 		instances = flag.Int("instances", 2, "service instances over the one store")
 		skew      = flag.Duration("skew", 0, "clock spread of the instances: offsets from -skew/2 to +skew/2")
 		budget    = flag.Duration("budget", api.StoreBudget, "each instance's store budget")
@@ -87,7 +91,8 @@ func main() {
 	cfg := chaos.Config{
 		Seed: *seed, Rates: r, MaxDelay: *maxDelay, Duration: *duration,
 		Clients: *clients, SharedOwners: *shared, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
-		Check: chaos.Options{Slack: *slack, MaxPerRule: 3},
+		Election: chaos.Election{Candidates: *cands, Observers: *observers},
+		Check:    chaos.Options{Slack: *slack, MaxPerRule: 3},
 	}
 	for i := range *instances {
 		var off time.Duration

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -43,8 +44,9 @@ func runChaos(tb testing.TB, cfg chaos.Config) *chaos.Result {
 // one store behind the fault proxy with every fault on, then recovery; six
 // of the clients are three owners of two processes each, and 40 % of the
 // acquires of a lock not held wait, so waits meet grants of their own
-// owner. The checker must find nothing, and every fault kind must have
-// happened.
+// owner; three candidates campaign for a leadership lock of their own,
+// which two observers watch. The checker must find nothing, and every
+// fault kind must have happened.
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	res := runChaos(t, chaos.Config{
@@ -54,6 +56,7 @@ func TestChaos(t *testing.T) {
 		Clients:      10,
 		SharedOwners: 3,
 		Waits:        0.4,
+		Election:     chaos.Election{Candidates: 3, Observers: 2},
 		Instances:    []chaos.Instance{{Offset: -40 * time.Millisecond}, {Offset: 40 * time.Millisecond}},
 		// A 1 s budget (3 s in make chaos) makes more of the 0-2 s
 		// delays land after their caller gave up: more late writes, and
@@ -72,6 +75,9 @@ func TestChaos(t *testing.T) {
 	}
 	if res.Report.Ops[chaos.Acquire] == 0 || res.Report.Outcomes["granted"] == 0 || res.Report.Ops[chaos.Renew] == 0 || res.Report.Ops[chaos.Release] == 0 || res.Report.Ops[chaos.Status] == 0 {
 		t.Errorf("the workload did not exercise every call: %v", res.Summary())
+	}
+	if rep := res.Report; rep.WatchedLeases < 2 || rep.WatchChanged == 0 {
+		t.Errorf("the election did not change leaders under watch: %v", res.Summary())
 	}
 }
 
@@ -92,6 +98,9 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// cfg, when set, adjusts the run.
 		cfg  func(*chaos.Config)
 		want []string
+		// leader: the first rule of want is broken on the election's
+		// lock.
+		leader bool
 	}{
 		// The late-write bug of the previous issue: renew, release and a
 		// same-owner re-acquire no longer check that the lease is not
@@ -116,7 +125,32 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// instead of now: a live lease no longer keeps others out.
 		{name: "AcquireIgnoresExpiry", in: rewrite(func(in *dynamodb.UpdateItemInput) {
 			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "#e <= :now", "#e <= :exp", 1)
-		}), want: []string{chaos.RuleMutualExclusion, chaos.RuleLinearizable}},
+		}), want: []string{chaos.RuleMutualExclusion, chaos.RuleLinearizable, chaos.RuleOneHolder}},
+		// The election's lock: the same-owner branch of acquire without
+		// its owner check, so a live lease is anybody's to replace. The
+		// store then holds two leaders' leases at once; the one-holder
+		// rule reads that from the committed writes alone.
+		{name: "AcquireIgnoresOwner", in: rewrite(func(in *dynamodb.UpdateItemInput) {
+			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "#o = :o AND ", "", 1)
+		}), cfg: election(func(c *chaos.Config) {}), want: []string{chaos.RuleOneHolder, chaos.RuleMutualExclusion}, leader: true},
+		// The watch answers from an eventually consistent read without
+		// the confirming strong read: on one of the two instances every
+		// read of a watch is served by a replica 1 s behind the store.
+		// Observers, sent to either instance, are told of leaders that
+		// were already replaced, and go back to them; leaders resign at
+		// half their renewals, for changes within the replica's lag.
+		{name: "StaleWatchRead", in: func() chaos.Instance { return staleWatch(time.Second) },
+			cfg: election(func(c *chaos.Config) {
+				c.Instances = append(c.Instances, chaos.Instance{})
+				c.Election.Observers, c.Election.Resign, c.Duration = 3, 0.5, 4*time.Second
+			}), want: []string{chaos.RuleWatchOrder}, leader: true},
+		// A front end that waits four times the wait asked for: watch
+		// answers come after their wait plus the budget. One candidate
+		// that hardly ever resigns or stalls, so watches run their wait.
+		{name: "WatchOutlastsWait", in: func() chaos.Instance { return chaos.Instance{WrapHTTP: longerWatch} },
+			cfg: election(func(c *chaos.Config) {
+				c.Election = chaos.Election{Candidates: 1, Observers: 1, Resign: 1e-9, Stall: 1e-9, Waits: []int64{1}}
+			}), want: []string{chaos.RuleAnswers}},
 		// Every write of a wait acts as of its own :now, not of the
 		// request's arrival (:iss): the bug of issue 14. The model reads
 		// :iss, so only the late-write rule, which judges from the
@@ -179,14 +213,104 @@ func TestChaosFindsBrokenService(t *testing.T) {
 					t.Errorf("the checker did not report %s; it reported %v", rule, res.Report.Counts)
 				}
 			}
+			seen := false
 			for _, v := range res.Report.Violations {
-				if v.Rule == tc.want[0] {
+				if v.Rule == tc.want[0] && (!tc.leader || v.Resource == res.Config.LeaderResource()) {
 					t.Logf("as expected: %v", v)
+					seen = true
 					break
 				}
 			}
+			if tc.leader && !seen {
+				t.Errorf("no %s violation on the election's lock %s", tc.want[0], res.Config.LeaderResource())
+			}
 		})
 	}
+}
+
+// election adjusts a run of TestChaosFindsBrokenService to the election
+// workload: three candidates and two observers on the leadership lock,
+// two workers on one lock beside it, then f.
+func election(f func(*chaos.Config)) func(*chaos.Config) {
+	return func(c *chaos.Config) {
+		c.Clients, c.Resources = 2, 1
+		c.Election = chaos.Election{Candidates: 3, Observers: 2}
+		f(c)
+	}
+}
+
+// watchRequest marks the context of a watch request (staleWatch).
+type watchRequest struct{}
+
+// staleWatch is an instance whose watches read from a replica lag behind
+// the store (laggingDB).
+func staleWatch(lag time.Duration) chaos.Instance {
+	return chaos.Instance{
+		WrapHTTP: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/watch") {
+					r = r.WithContext(context.WithValue(r.Context(), watchRequest{}, true))
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
+		WrapDB: func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return &laggingDB{DynamoDBAPI: db, lag: lag} },
+	}
+}
+
+// laggingDB answers the reads of watch requests as an eventually
+// consistent replica lag behind would, strong or not: it reads the whole
+// item from the store (the proxy records the real state), keeps what each
+// read found, and answers with the newest state at least lag old (the
+// oldest it has, early on).
+type laggingDB struct {
+	locklogic.DynamoDBAPI
+	lag   time.Duration
+	mu    sync.Mutex
+	snaps map[string][]snapshot
+}
+
+type snapshot struct {
+	at  time.Time
+	out *dynamodb.GetItemOutput
+}
+
+func (d *laggingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if ctx.Value(watchRequest{}) == nil {
+		return d.DynamoDBAPI.GetItem(ctx, in, opts...)
+	}
+	full := *in
+	full.ProjectionExpression, full.ExpressionAttributeNames, full.ConsistentRead = nil, nil, aws.Bool(true)
+	out, err := d.DynamoDBAPI.GetItem(ctx, &full, opts...)
+	if err != nil {
+		return out, err
+	}
+	key := in.Key[locklogic.AttrResource].(*types.AttributeValueMemberS).Value
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.snaps == nil {
+		d.snaps = map[string][]snapshot{}
+	}
+	ss := append(d.snaps[key], snapshot{now, out})
+	i := 0
+	for i+1 < len(ss) && !ss[i+1].at.After(now.Add(-d.lag)) {
+		i++
+	}
+	d.snaps[key] = ss[i:]
+	return ss[i].out, nil
+}
+
+// longerWatch passes every watch on with four times the wait asked for.
+func longerWatch(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if n, err := strconv.Atoi(q.Get("wait_seconds")); err == nil && strings.HasSuffix(r.URL.Path, "/watch") {
+			q.Set("wait_seconds", strconv.Itoa(min(4*n, 20)))
+			r.URL.RawQuery = q.Encode()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func wrapDB(wrap func(locklogic.DynamoDBAPI) locklogic.DynamoDBAPI) func() chaos.Instance {
@@ -228,8 +352,12 @@ func (d rewriteAllDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	return d.DynamoDBAPI.UpdateItem(ctx, &cp, opts...)
 }
 
+// isAcquire tells an acquire's write by its :base (the token counter's
+// start), which no other write has: renew's update has an if_not_exists
+// too (free_at).
 func isAcquire(in *dynamodb.UpdateItemInput) bool {
-	return strings.Contains(*in.UpdateExpression, "if_not_exists")
+	_, ok := in.ExpressionAttributeValues[":base"]
+	return ok
 }
 
 // grantAnywayDB turns a refused acquire into a made-up success.

@@ -41,6 +41,18 @@ const (
 	// its write came (see lateWrite). Judged from the grant answers and
 	// the proxy's clock, not from the :iss the service sent.
 	RuleLateWrite = "late-write"
+	// RuleOneHolder: in the service's history — the writes the store
+	// committed, from the proxy's records — no two leases of different
+	// owners are live at once on the service's clock (leaders.go).
+	// Clients' beliefs may overlap briefly; that is mutual exclusion's
+	// business, with the clients' margin.
+	RuleOneHolder = "one-holder"
+	// RuleWatchOrder: every watcher sees the leases in the history's
+	// order: each answer is a lease (or its end) the store committed, as
+	// it was at some moment of the call, its index never below the one
+	// asked with, and the leases it skipped are exactly those the history
+	// has between two answers (leaders.go).
+	RuleWatchOrder = "watch-order"
 )
 
 // Options configures Check. Zero values are the defaults.
@@ -112,6 +124,16 @@ type Report struct {
 	// Linearizable is porcupine's verdict per resource ("ok", "illegal",
 	// "unknown").
 	Linearizable map[string]string
+	// Watches counts the watch 200 answers, WatchChanged those with
+	// changed:true, WatchSkipped the leases they reported skipped (the
+	// token difference − 1 between two answers of a watcher), and
+	// WatchedLeases the committed leases of the watched locks.
+	Watches, WatchChanged, WatchSkipped, WatchedLeases int
+	// WatchSkewBacks counts the watch answers that went back from a
+	// lease's end to the same lease live, because the answering instance's
+	// clock is behind the one that had answered the end (skewBack): not
+	// violations, a limit of the index under clock skew.
+	WatchSkewBacks int
 	// CoOwnerWaits counts the waiting acquires during which another client
 	// of the same owner was granted the lock (the situation the late-write
 	// rule guards for waits), CoOwnerReplaced the grants that replaced a
@@ -138,7 +160,9 @@ type checker struct {
 	opt   Options
 	store []*storeOp
 	byRes map[string][]*storeOp
-	rep   Report
+	// leases caches each resource's leases (leaders.go).
+	leases map[string]*leaseHistory
+	rep    Report
 }
 
 // Check checks every rule on h.
@@ -155,7 +179,7 @@ func Check(h *History, opt Options) Report {
 	if opt.MaxPerRule <= 0 {
 		opt.MaxPerRule = 5
 	}
-	c := &checker{h: h, opt: opt, byRes: map[string][]*storeOp{}, rep: Report{
+	c := &checker{h: h, opt: opt, byRes: map[string][]*storeOp{}, leases: map[string]*leaseHistory{}, rep: Report{
 		Counts: map[string]int{}, Ops: map[Kind]int{}, Outcomes: map[string]int{}, Linearizable: map[string]string{},
 	}}
 	store, err := decodeRecords(h.Records)
@@ -169,7 +193,7 @@ func Check(h *History, opt Options) Report {
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		c.rep.Ops[op.Kind]++
-		if op.Wait > 0 {
+		if op.Kind == Acquire && op.Wait > 0 {
 			c.rep.Waiting++
 		}
 		c.rep.Outcomes[outcomeName(op)]++
@@ -180,6 +204,8 @@ func Check(h *History, opt Options) Report {
 	c.fencing()
 	c.noFalseGrant()
 	c.lateWrite()
+	c.oneHolder()
+	c.watchOrder()
 	c.linearizable()
 	c.lateWrites()
 	return c.rep
@@ -238,6 +264,7 @@ var documented = map[Kind][]int{
 	Renew:   {200, 403, 404, 409, 503},
 	Release: {204, 403, 404, 409, 503},
 	Status:  {200, 404, 503},
+	Watch:   {200, 503},
 }
 
 // slugs are the problem types of the error statuses.
@@ -249,7 +276,15 @@ func (c *checker) answers() {
 		op := &c.h.Ops[i]
 		bad := func(why string) { c.report(RuleAnswers, op.Resource, why, c.opLine(op)) }
 		limit, what := c.opt.StoreBudget+c.opt.Slack, fmt.Sprintf("the %v store budget plus %v", c.opt.StoreBudget, c.opt.Slack)
-		if op.Wait > 0 {
+		switch {
+		case op.Kind == Watch:
+			// A watch: a consistent read, the wait (its peeks and the
+			// confirming read each under its own budget: the last peek
+			// may start as the wait ends), then a consistent read
+			// (locklogic.Service.Watch).
+			limit = time.Duration(op.Wait)*time.Second + 2*c.opt.StoreBudget + c.opt.Slack
+			what = fmt.Sprintf("its %d s wait plus two %v store budgets plus %v", op.Wait, c.opt.StoreBudget, c.opt.Slack)
+		case op.Wait > 0:
 			// A waiting acquire: a first write, the wait (which stops
 			// GrantGuard early), and at its end a read and a write,
 			// each store call with its own budget (locklogic.AcquireWait).
@@ -278,7 +313,7 @@ func (c *checker) answers() {
 			bad("malformed answer: " + op.DecodeErr)
 		case op.Lock != nil && op.Lock.Resource != op.Resource:
 			bad(fmt.Sprintf("the lock names resource %q", op.Lock.Resource))
-		case op.Lock != nil && op.Kind != Status && op.Lock.Owner != op.Owner:
+		case op.Lock != nil && op.Kind != Status && op.Kind != Watch && op.Lock.Owner != op.Owner:
 			bad(fmt.Sprintf("the lock names owner %q", op.Lock.Owner))
 		case op.Granted && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000:
 			bad(fmt.Sprintf("a grant of %d s lasts %d ms", op.TTL, op.Lock.ExpiresAt-op.Lock.AcquiredAt))

@@ -281,7 +281,7 @@ func TestCheckMutualExclusion(t *testing.T) {
 	f.op(3, Acquire, 50, 60, 200, f.granted("c3", 150, 52, 2000))
 	f.write(storeAcquire, "c3", 52, 2000, 52, 58, "committed", 150, faultproxy.None, 200)
 	rep := check(f)
-	wantOnly(t, rep, RuleMutualExclusion, RuleLinearizable, RuleFencing)
+	wantOnly(t, rep, RuleMutualExclusion, RuleLinearizable, RuleFencing, RuleOneHolder)
 	excerptHas(t, rep, RuleMutualExclusion, "c0 and c3 both held the lock", "op#0 c0@i0 POST /locks/r {owner:c0 ttl:2}", "c3@i0 POST /locks/r {owner:c3 ttl:2}", "store#")
 }
 
@@ -454,6 +454,20 @@ func TestCheckAnswers(t *testing.T) {
 		"Slow":           func(f *fake) { f.op(0, Acquire, 0, 1600, 503, problem(503, "service-unavailable")) },
 		"Malformed":      func(f *fake) { f.op(0, Acquire, 0, 10, 200, `{"acquired":true}`) },
 		"GrantOtherTTL":  func(f *fake) { f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 2, 3000)) },
+		// Watch answers: documented statuses, fields that agree, in time.
+		"Watch404": func(f *fake) { f.op(0, Watch, 0, 10, 404, problem(404, "not-found")) },
+		"WatchTokenNotHalfIndex": func(f *fake) {
+			f.op(0, Watch, 0, 10, 200, `{"resource":"r","index":203,"changed":true,"fencing_token":100}`)
+		},
+		"WatchEndedWithLease": func(f *fake) {
+			f.op(0, Watch, 0, 10, 200, `{"resource":"r","index":203,"changed":true,"fencing_token":101,"lock":`+f.lockBody("c0", 101, 2, 2000)+`}`)
+		},
+		"WatchChangedWrong": func(f *fake) {
+			f.op(0, Watch, 0, 10, 200, `{"resource":"r","index":203,"changed":false,"fencing_token":101}`, func(o *Op) { o.Index = 202 })
+		},
+		"WatchSlow": func(f *fake) {
+			f.op(0, Watch, 0, 3600, 200, `{"resource":"r","index":0,"changed":false}`, func(o *Op) { o.Wait = 1 })
+		},
 	}
 	for name, build := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -471,11 +485,12 @@ func TestCheckAnswers(t *testing.T) {
 	f := newFake()
 	f.op(0, Acquire, 0, 1400, 503, problem(503, "service-unavailable"))
 	f.op(1, Acquire, 0, 4900, 200, `{"acquired":false,"resource":"r"}`, func(o *Op) { o.Wait = 2 })
+	f.op(3, Watch, 0, 3400, 200, `{"resource":"r","index":0,"changed":false}`, func(o *Op) { o.Wait = 1 })
 	if rep := check(f); rep.Has(RuleAnswers) {
 		t.Errorf("proper answers reported: %v", rep.Violations)
 	}
 	f.op(2, Acquire, 0, 5100, 200, `{"acquired":false,"resource":"r"}`, func(o *Op) { o.Wait = 2 })
-	excerptHas(t, check(f), RuleAnswers, "op#2 c2@i0 POST /locks/r {owner:c2 ttl:2 wait:2}", "more than its 2 s wait")
+	excerptHas(t, check(f), RuleAnswers, "op#3 c2@i0 POST /locks/r {owner:c2 ttl:2 wait:2}", "more than its 2 s wait")
 }
 
 func TestCheckRecovery(t *testing.T) {

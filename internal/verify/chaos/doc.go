@@ -10,14 +10,18 @@
 // name, or (Config.SharedOwners) shares one with one other client, as two
 // processes of one worker share a chosen owner: then one client's wait can
 // be in flight while the other acquires, renews or releases the owner's
-// lease. Every request is recorded with its invoke and return times on
+// lease. With Config.Election, candidates also campaign for a leadership
+// lock of their own (waiting acquires, renewals with the lease's token,
+// sometimes a resignation or a stall past the lease) while observers
+// long-poll its watch route with the index of their last answer
+// (election.go). Every request is recorded with its invoke and return times on
 // the process's monotonic clock, what was sent and what came back, and the
 // proxy records every store request with its fault and the store's real
 // answer. After the fault phase the faults stop, every held-back write
 // lands, the clients go on for a moment, and once every lease the store
 // recorded has expired a fresh owner takes each resource.
 //
-// Check then enforces seven rules, each reported with the excerpt of the
+// Check then enforces nine rules, each reported with the excerpt of the
 // history (client operations and store requests) that reproduces it:
 //
 //   - mutual exclusion: no two owners' holds overlap, a hold being what a
@@ -35,7 +39,9 @@
 //     window, showing exactly the answered lease;
 //   - answers: only documented statuses and shapes, store trouble as 503
 //     with Retry-After and a problem body, every answer within the store
-//     budget plus a slack, never a dropped connection;
+//     budget plus a slack (a watch: its wait plus two budgets), never a
+//     dropped connection; a watch's index, token, lease and changed flag
+//     agree;
 //   - recovery: after the faults stop every request succeeds, and every
 //     lock is free once its leases expired;
 //   - linearizable: porcupine finds the store's requests and the clients'
@@ -46,7 +52,17 @@
 //     The model takes each request's issue time from the :iss the service
 //     sent; this rule does not, it bounds the arrival by when the proxy
 //     received the request's first store request, and compares it with the
-//     replaced lease's acquired_at from the grant answer (latewrite.go).
+//     replaced lease's acquired_at from the grant answer (latewrite.go);
+//   - one holder: in the service's history — the leases the store
+//     committed, from the proxy's records alone — no two leases of
+//     different owners are live at once on the service's clock, whatever
+//     the clients believed (leaders.go);
+//   - watch order: every watcher sees the leases in the history's order:
+//     each answer a state the store had at some moment of the call (a
+//     committed lease with its owner and expiry, or its end), the index
+//     never below the one asked with, and the leases a watcher reports
+//     skipped (token difference − 1) exactly those the history has
+//     between its two answers (leaders.go).
 //
 // A grant whose write landed after its caller was answered 503 (an
 // "unheard grant") is not a violation: nobody relies on it, and it keeps

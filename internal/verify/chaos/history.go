@@ -10,7 +10,7 @@ import (
 	"github.com/ft288/locks/internal/verify/faultproxy"
 )
 
-// Kind is one of the four lock calls.
+// Kind is one of the lock calls.
 type Kind int
 
 // The lock calls.
@@ -19,6 +19,8 @@ const (
 	Renew
 	Release
 	Status
+	// Watch is GET /locks/{resource}/watch?index=I&wait_seconds=N.
+	Watch
 )
 
 func (k Kind) String() string {
@@ -31,6 +33,8 @@ func (k Kind) String() string {
 		return "release"
 	case Status:
 		return "status"
+	case Watch:
+		return "watch"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -71,8 +75,12 @@ type Op struct {
 	// TTL is ttl_seconds (acquire, renew).
 	TTL int64
 	// Wait is an acquire's wait_seconds: how long the service may wait
-	// for a held lock inside the request (0: it answers at once).
+	// for a held lock inside the request (0: it answers at once); for a
+	// watch, its wait_seconds.
 	Wait int64
+	// Index is a watch's index query parameter: the index of the
+	// watcher's last answer (0: none).
+	Index int64
 	// Token is the fencing_token sent (renew, release); 0 for none.
 	Token    int64
 	Instance int
@@ -89,13 +97,25 @@ type Op struct {
 	Body        []byte
 
 	// Decoded answer. Granted is acquire's "acquired": true; Lock is the
-	// lease of a grant, a renew 200 or a status 200; DecodeErr says the
-	// body did not have the documented shape.
+	// lease of a grant, a renew 200, a status 200 or a watch 200 (its live
+	// lease); Watched is a watch 200's state; DecodeErr says the body did
+	// not have the documented shape.
 	Granted   bool
 	Lock      *Lock
+	Watched   *WatchAnswer
 	ProblemOK bool // a problem+json body with this status and a type
 	Slug      string
 	DecodeErr string
+}
+
+// WatchAnswer is the state a watch answered with (its Lock is Op.Lock).
+type WatchAnswer struct {
+	// Index is the state's index: 0 for a lock never taken, else 2 ×
+	// Token, plus 1 once that lease has ended.
+	Index   int64
+	Changed bool
+	// Token is the latest lease's fencing token (0: never taken).
+	Token int64
 }
 
 // History is everything a run observed: the clients' operations and the
@@ -174,10 +194,62 @@ func (op *Op) decode() {
 		if err = strictJSON(op.Body, &b); err == nil {
 			op.Lock, err = b.lock()
 		}
+	case op.Kind == Watch:
+		err = op.decodeWatch()
 	}
 	if err != nil {
 		op.DecodeErr = err.Error()
 	}
+}
+
+// decodeWatch decodes a watch 200 and checks that its fields agree with
+// each other and with the request, as documented (api.md#watch): the index
+// is 2 × fencing_token (+1 once the lease ended, 0 and no token for a lock
+// never taken), the live lease is there exactly when the index is even and
+// carries that token, and changed says the index differs from the one
+// asked with.
+func (op *Op) decodeWatch() error {
+	var b struct {
+		Resource string
+		Index    *int64
+		Changed  *bool
+		Token    int64     `json:"fencing_token"`
+		Lock     *lockJSON `json:"lock"`
+	}
+	if err := strictJSON(op.Body, &b); err != nil {
+		return err
+	}
+	if b.Index == nil || b.Changed == nil {
+		return fmt.Errorf("no \"index\" or \"changed\"")
+	}
+	a := &WatchAnswer{Index: *b.Index, Changed: *b.Changed, Token: b.Token}
+	if b.Lock != nil {
+		l, err := b.Lock.lock()
+		if err != nil {
+			return err
+		}
+		op.Lock = l
+	}
+	switch {
+	case b.Resource != op.Resource:
+		return fmt.Errorf("the answer names resource %q", b.Resource)
+	case a.Index < 0:
+		return fmt.Errorf("index %d", a.Index)
+	case a.Index == 0 && (a.Token != 0 || op.Lock != nil):
+		return fmt.Errorf("index 0 (never taken) with a token or a lease")
+	case a.Index > 0 && a.Token != a.Index/2:
+		return fmt.Errorf("index %d with fencing_token %d, not index/2", a.Index, a.Token)
+	case a.Index > 0 && a.Index%2 == 0 && op.Lock == nil:
+		return fmt.Errorf("index %d (a live lease) without the lease", a.Index)
+	case a.Index%2 == 1 && op.Lock != nil:
+		return fmt.Errorf("index %d (the lease ended) with a lease", a.Index)
+	case op.Lock != nil && op.Lock.Token != a.Token:
+		return fmt.Errorf("the lease carries token %d, the answer %d", op.Lock.Token, a.Token)
+	case a.Changed != (a.Index != op.Index):
+		return fmt.Errorf("changed:%v for index %d asked with index %d", a.Changed, a.Index, op.Index)
+	}
+	op.Watched = a
+	return nil
 }
 
 type lockJSON struct {
@@ -226,6 +298,8 @@ func (op Op) format(start time.Time) string {
 		req = fmt.Sprintf("DELETE /locks/%s {owner:%s%s}", op.Resource, op.Owner, tokenArg(op.Token))
 	case Status:
 		req = fmt.Sprintf("GET /locks/%s", op.Resource)
+	case Watch:
+		req = fmt.Sprintf("GET /locks/%s/watch?index=%d&wait_seconds=%d", op.Resource, op.Index, op.Wait)
 	}
 	var ans string
 	switch {

@@ -27,8 +27,12 @@ func (r *Result) Summary() string {
 	for _, n := range rep.Ops {
 		total += n
 	}
-	fmt.Fprintf(&b, " ops=%d (acquire=%d of which waiting=%d, renew=%d release=%d status=%d; %s)", total,
-		rep.Ops[Acquire], rep.Waiting, rep.Ops[Renew], rep.Ops[Release], rep.Ops[Status], counts(rep.Outcomes))
+	watch := ""
+	if n := rep.Ops[Watch]; n > 0 {
+		watch = fmt.Sprintf(" watch=%d", n)
+	}
+	fmt.Fprintf(&b, " ops=%d (acquire=%d of which waiting=%d, renew=%d release=%d status=%d%s; %s)", total,
+		rep.Ops[Acquire], rep.Waiting, rep.Ops[Renew], rep.Ops[Release], rep.Ops[Status], watch, counts(rep.Outcomes))
 	faults := 0
 	var parts []string
 	for _, f := range faultproxy.Faults() {
@@ -41,6 +45,10 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, " late-writes=%d (applied=%d) unheard-grants=%d holds=%d", rep.LateWrites, rep.LateApplied, rep.UnheardGrants, rep.Holds)
 	if c.SharedOwners > 0 || rep.CoOwnerWaits+rep.CoOwnerReplaced > 0 {
 		fmt.Fprintf(&b, " co-owner: grants-during-waits=%d replaced=%d", rep.CoOwnerWaits, rep.CoOwnerReplaced)
+	}
+	if e := c.Election; e.on() {
+		fmt.Fprintf(&b, " election: candidates=%d observers=%d leases=%d watch-answers=%d (changed=%d) skipped-reported=%d skew-backs=%d",
+			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped, rep.WatchSkewBacks)
 	}
 	fmt.Fprintf(&b, " linearizable=%s", verdict(rep.Linearizable))
 	fmt.Fprintf(&b, " violations=%d", rep.Total())

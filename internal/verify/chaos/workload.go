@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,6 +64,9 @@ type Config struct {
 	// Recovery is how long the clients run after the faults stopped
 	// (1 s); negative skips the recovery and final phases.
 	Recovery time.Duration
+	// Election, when Election.Candidates is above zero, adds the
+	// election workload on a lock of its own (LeaderResource).
+	Election Election
 	// Name prefixes the resource names (unique per run by default).
 	Name string
 	// Check configures the checker; its StoreBudget defaults to this
@@ -104,11 +108,19 @@ func (c *Config) defaults() {
 	if c.Check.StoreBudget <= 0 {
 		c.Check.StoreBudget = c.StoreBudget
 	}
+	c.Election.defaults()
 }
 
 // owner is client i's owner name: wk for the two clients of shared owner
-// k, ci for the others.
+// k, ci for the other workers, ek for the election's candidate k, none for
+// its observers.
 func (c *Config) owner(i int) string {
+	switch c.role(i) {
+	case roleCandidate:
+		return fmt.Sprintf("e%d", i-c.Clients)
+	case roleObserver:
+		return ""
+	}
 	if i < 2*c.SharedOwners {
 		return fmt.Sprintf("w%d", i/2)
 	}
@@ -147,6 +159,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer proxy.Close()
 	w := &workload{cfg: cfg, start: time.Now()}
+	if cfg.Election.on() {
+		w.leader = cfg.LeaderResource()
+	}
 	for _, in := range cfg.Instances {
 		s, err := startServer(proxy.URL(), cfg.Table, cfg.StoreBudget, in)
 		if err != nil {
@@ -164,11 +179,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer tr.CloseIdleConnections()
 	// Far longer than any answer may take: a slow answer is recorded
 	// as such, not cut short.
-	w.http = &http.Client{Transport: tr, Timeout: cfg.StoreBudget + 10*time.Second}
+	longest := time.Duration(slices.Max(cfg.Election.Waits)) * time.Second
+	w.http = &http.Client{Transport: tr, Timeout: longest + 3*cfg.StoreBudget + 10*time.Second}
 
-	clients := make([]*client, cfg.Clients)
+	n := cfg.Clients
+	if cfg.Election.on() {
+		n += cfg.Election.Candidates + cfg.Election.Observers
+	}
+	clients := make([]*client, n)
 	for i := range clients {
-		clients[i] = &client{w: w, id: i, owner: cfg.owner(i),
+		clients[i] = &client{w: w, id: i, owner: cfg.owner(i), role: cfg.role(i),
 			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 			views: map[string]*view{}}
 	}
@@ -210,7 +230,9 @@ type workload struct {
 	urls      []string
 	offsets   []time.Duration
 	resources []string
-	http      *http.Client
+	// leader is the election's lock ("" without the election workload).
+	leader string
+	http   *http.Client
 
 	mu  sync.Mutex
 	ops []Op
@@ -245,13 +267,21 @@ func (w *workload) final(ctx context.Context, recs []faultproxy.Record) {
 	case <-time.After(wait):
 	}
 	p := &client{w: w, id: -1, rng: rand.New(rand.NewPCG(w.cfg.Seed, 0)), views: map[string]*view{}}
-	for _, r := range w.resources {
+	for _, r := range w.all() {
 		p.owner = "final-" + r[strings.LastIndexByte(r, '-')+1:]
 		op := p.call(ctx, PhaseFinal, Acquire, r, 1, 0)
 		if op.Granted {
 			p.call(ctx, PhaseFinal, Release, r, 0, op.Lock.Token)
 		}
 	}
+}
+
+// all returns every resource of the run: the workers' and the election's.
+func (w *workload) all() []string {
+	if w.leader == "" {
+		return w.resources
+	}
+	return append(slices.Clone(w.resources), w.leader)
 }
 
 func slicesMin(ds []time.Duration) time.Duration {
@@ -287,10 +317,17 @@ type client struct {
 	w     *workload
 	id    int
 	owner string
+	role  role
 	rng   *rand.Rand
 	views map[string]*view
 	// wait is the wait_seconds of the next acquire.
 	wait int64
+	// A candidate's lease: its ttl and the invoke time of the request
+	// that last set its expiry (the grant or the latest renewal).
+	leaseTTL  int64
+	renewFrom time.Time
+	// index is an observer's last answered index.
+	index int64
 }
 
 func (c *client) view(r string) *view {
@@ -302,9 +339,18 @@ func (c *client) view(r string) *view {
 	return v
 }
 
-// run picks a resource and an action that fits what the client believes
-// about it, until the time is up.
+// run runs the client's role until the time is up: a worker picks a
+// resource and an action that fits what it believes about it; candidates
+// and observers run the election (election.go).
 func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
+	switch c.role {
+	case roleCandidate:
+		c.campaign(ctx, phase, until)
+		return
+	case roleObserver:
+		c.observe(ctx, phase, until)
+		return
+	}
 	cfg := c.w.cfg
 	for ctx.Err() == nil && time.Now().Before(until) {
 		r := c.pick()
@@ -385,7 +431,7 @@ func (c *client) pick() string {
 
 // releaseAll releases every lease the client believes it holds.
 func (c *client) releaseAll(ctx context.Context) {
-	for _, r := range c.w.resources {
+	for _, r := range c.w.all() {
 		if v := c.view(r); v.live(time.Now()) {
 			c.call(ctx, PhaseRecovery, Release, r, 0, v.token)
 		}
@@ -412,6 +458,10 @@ func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource stri
 		method = "DELETE"
 	case Status:
 		method, body = "GET", nil
+	case Watch:
+		method, body = "GET", nil
+		path += fmt.Sprintf("/watch?index=%d&wait_seconds=%d", c.index, c.wait)
+		op.Index, op.Wait = c.index, c.wait
 	}
 	if token != 0 {
 		body["fencing_token"] = token
