@@ -25,9 +25,12 @@ type WatchResult struct {
 	// latest fencing token, plus 1 once that lease has ended (released,
 	// expired or force released). It only ever grows, and it changes
 	// exactly when the lease does: a new grant or its end; a renewal
-	// leaves it.
+	// leaves it. An answer's Index is never below the request's: an
+	// instance whose clock is behind the one that answered the caller
+	// before may still see live a lease the other saw expired; it waits
+	// for a later state instead of going back.
 	Index int64
-	// Changed says Index differs from the request's.
+	// Changed says the state is later than the request's index.
 	Changed bool
 	// Lock is the live lease; nil when none.
 	Lock *Lock
@@ -63,22 +66,28 @@ func (s *Service) ValidateWatch(req *WatchRequest, v *ValidationError) {
 	}
 }
 
+// WatchPollInterval is the mean time between a watcher's eventually
+// consistent reads (jittered ±50 %): about 8 a second, so that with the two
+// strongly consistent reads of a change a watcher stays near 10 reads a
+// second.
+const WatchPollInterval = 125 * time.Millisecond
+
 // watchNames are the attributes a watcher's eventually consistent reads
 // project: enough to compute the index.
 var watchNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#fa": AttrForcedAt}
 
-// Watch answers the state of req.Resource as soon as its index differs from
-// req.Index, or when req.WaitSeconds (counted from req.Arrived) have passed,
-// with every store call bounded by b. It starts with one strongly
-// consistent read, and answers at once when the index already differs or
-// there is no wait. Otherwise it watches the item with eventually
-// consistent GetItems (half a read unit each) every PollInterval on average
-// (jittered; backing off to MaxPollInterval while reads fail), and wakes
-// at the live lease's expiry, which changes the index without a write.
-// A read that shows another index is only a hint: one strongly consistent
-// read confirms it before the answer, and the last answer of a wait that
-// runs out comes from one too. A lease that begins and ends between two
-// reads is missed; the index (and Token) tell the watcher how many.
+// Watch answers the state of req.Resource as soon as its index is later
+// than req.Index, or when req.WaitSeconds (counted from req.Arrived) have
+// passed, with every store call bounded by b. Without a wait it answers one
+// strongly consistent read. With one, it starts with an eventually
+// consistent GetItem (half a read unit) and goes on with one every
+// WatchPollInterval on average (jittered; backing off to MaxPollInterval
+// while reads fail), waking at the live lease's expiry, which changes the
+// index without a write. A read that shows a later index is only a hint:
+// one strongly consistent read confirms it before the answer, and the last
+// answer of a wait that runs out comes from one too. A lease that begins
+// and ends between two reads is missed; the index (and Token) tell the
+// watcher how many.
 func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchResult, error) {
 	var v ValidationError
 	if s.ValidateWatch(&req, &v); v.Err() != nil {
@@ -88,16 +97,21 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 	if req.Arrived.IsZero() || req.Arrived.After(now) {
 		req.Arrived = now
 	}
-	res, exp, err := s.watchRead(ctx, req, b)
-	if err != nil || res.Changed || req.WaitSeconds == 0 {
+	if req.WaitSeconds == 0 {
+		res, _, err := s.watchRead(ctx, req, b)
 		return res, err
 	}
 	end := deadlineEnd(ctx, b, now, req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second))
 	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(now), 0))
 	defer cancel()
+	var (
+		res WatchResult
+		exp time.Time
+		err error
+	)
 	reads := 0
-	interval := PollInterval
-	pause := randUpTo(interval)
+	interval := WatchPollInterval
+	pause := time.Duration(0) // the first read at once
 	for {
 		now := s.now()
 		wake := now.Add(pause)
@@ -123,9 +137,9 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 			pause = interval/2 + randUpTo(interval)
 			continue
 		}
-		interval = max(interval/2, PollInterval)
+		interval = max(interval/2, WatchPollInterval)
 		at := s.now()
-		if IndexOf(item, at) == req.Index {
+		if IndexOf(item, at) <= req.Index {
 			exp = liveUntil(item, at)
 			continue
 		}
@@ -153,10 +167,16 @@ func (s *Service) watchRead(ctx context.Context, req WatchRequest, b Budget) (Wa
 	}
 	now := s.now()
 	res := WatchResult{Index: IndexOf(item, now)}
-	res.Changed = res.Index != req.Index
+	res.Changed = res.Index > req.Index
 	res.Token, _ = n(item, AttrToken)
 	if lock, ok := decode(req.Resource, item); ok && live(item, now) {
 		res.Lock = &lock
+	}
+	if res.Index < req.Index {
+		// The caller saw this lease end through an instance whose clock
+		// is ahead of this one's (the only way a strong read can be
+		// behind an answer): keep to what it saw, never back.
+		res.Index, res.Token, res.Lock = req.Index, req.Index/2, nil
 	}
 	return res, liveUntil(item, now), nil
 }

@@ -129,11 +129,6 @@ type Report struct {
 	// token difference − 1 between two answers of a watcher), and
 	// WatchedLeases the committed leases of the watched locks.
 	Watches, WatchChanged, WatchSkipped, WatchedLeases int
-	// WatchSkewBacks counts the watch answers that went back from a
-	// lease's end to the same lease live, because the answering instance's
-	// clock is behind the one that had answered the end (skewBack): not
-	// violations, a limit of the index under clock skew.
-	WatchSkewBacks int
 	// CoOwnerWaits counts the waiting acquires during which another client
 	// of the same owner was granted the lock (the situation the late-write
 	// rule guards for waits), CoOwnerReplaced the grants that replaced a

@@ -47,8 +47,8 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, " co-owner: grants-during-waits=%d replaced=%d", rep.CoOwnerWaits, rep.CoOwnerReplaced)
 	}
 	if e := c.Election; e.on() {
-		fmt.Fprintf(&b, " election: candidates=%d observers=%d leases=%d watch-answers=%d (changed=%d) skipped-reported=%d skew-backs=%d",
-			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped, rep.WatchSkewBacks)
+		fmt.Fprintf(&b, " election: candidates=%d observers=%d leases=%d watch-answers=%d (changed=%d) skipped-reported=%d",
+			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped)
 	}
 	fmt.Fprintf(&b, " linearizable=%s", verdict(rep.Linearizable))
 	fmt.Fprintf(&b, " violations=%d", rep.Total())
