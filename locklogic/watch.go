@@ -67,10 +67,10 @@ func (s *Service) ValidateWatch(req *WatchRequest, v *ValidationError) {
 }
 
 // WatchPollInterval is the mean time between a watcher's eventually
-// consistent reads (jittered ±50 %): about 8 a second, so that with the two
-// strongly consistent reads of a change a watcher stays near 10 reads a
-// second.
-const WatchPollInterval = 125 * time.Millisecond
+// consistent reads (jittered ±50 %): under 7 a second, so that with the
+// strongly consistent read that confirms each change a watcher of a busy
+// lock stays under 10 reads a second.
+const WatchPollInterval = 150 * time.Millisecond
 
 // watchNames are the attributes a watcher's eventually consistent reads
 // project: enough to compute the index.
@@ -79,9 +79,9 @@ var watchNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": A
 // Watch answers the state of req.Resource as soon as its index is later
 // than req.Index, or when req.WaitSeconds (counted from req.Arrived) have
 // passed, with every store call bounded by b. Without a wait it answers one
-// strongly consistent read. With one, it starts with an eventually
-// consistent GetItem (half a read unit) and goes on with one every
-// WatchPollInterval on average (jittered; backing off to MaxPollInterval
+// strongly consistent read. With one, it reads the item with an eventually
+// consistent GetItem (half a read unit) every WatchPollInterval on average,
+// the first anywhere within the first interval (jittered; backing off to MaxPollInterval
 // while reads fail), waking at the live lease's expiry, which changes the
 // index without a write. A read that shows a later index is only a hint:
 // one strongly consistent read confirms it before the answer, and the last
@@ -111,7 +111,7 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 	)
 	reads := 0
 	interval := WatchPollInterval
-	pause := time.Duration(0) // the first read at once
+	pause := randUpTo(interval) // the first read: anywhere in one interval
 	for {
 		now := s.now()
 		wake := now.Add(pause)
