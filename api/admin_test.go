@@ -172,8 +172,8 @@ func TestAdminDispatch(t *testing.T) {
 			t.Errorf("%s: under /admin/ but not marked Admin", r.Key())
 		}
 	}
-	if admin != 2 {
-		t.Errorf("got %d admin rows, want 2", admin)
+	if admin != 4 {
+		t.Errorf("got %d admin rows, want 4 (list and force release, of locks and of semaphores)", admin)
 	}
 	ev := loadEvent(t, "acquire-iam.json")
 	db := &dynamofake.DB{}
@@ -338,8 +338,8 @@ func TestMetricOutcomes(t *testing.T) {
 	for _, o := range MetricOutcomes {
 		allowed[o] = true
 	}
-	outcomes := []string{"acquired", "held", "released", "renewed", "found", "listed", "force-released",
-		kindValidation.slug, kindInvalidJSON.slug, kindTooLarge.slug, kindInternal.slug}
+	outcomes := []string{"acquired", "held", "released", "renewed", "found", "listed", "force-released", "full",
+		"changed", "unchanged", kindPermitsMismatch.slug, kindValidation.slug, kindInvalidJSON.slug, kindTooLarge.slug, kindInternal.slug}
 	for _, row := range errorTable {
 		outcomes = append(outcomes, row.kind.slug)
 	}

@@ -25,6 +25,11 @@ package api
 //     function's concurrency is answered 500 {"message":"Internal Server
 //     Error"} by API Gateway.
 //
+// A semaphore row has the throttle of the lock row of its function, in a
+// bucket of its own (API Gateway throttles by route key): together a
+// function's rows admit twice the lock row's rate, while the function's
+// reserved concurrency bounds them together.
+//
 // Both answers are retryable: the clients back off and retry them.
 
 // Throttle is one API Gateway route throttle: Rate requests per second on

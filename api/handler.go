@@ -117,6 +117,9 @@ func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 // of a wait has its own store budget), and an optional
 // "lock_delay_seconds": the lease's lock-delay.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == semAcquireKey { // the acquire function serves both rows
+		return h.serve(ctx, &req, routeSemAcquire)
+	}
 	return h.serve(ctx, &req, routeAcquire)
 }
 
@@ -156,6 +159,9 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 
 // Status serves GET /locks/{resource}: the live lease, or 404.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == semStatusKey {
+		return h.serve(ctx, &req, routeSemStatus)
+	}
 	return h.serve(ctx, &req, routeStatus)
 }
 
@@ -170,6 +176,9 @@ func (h *Handler) status(ctx context.Context, resource string) (result, error) {
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
 // optional "fencing_token": 204, or 404/403/409.
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == semReleaseKey {
+		return h.serve(ctx, &req, routeSemRelease)
+	}
 	return h.serve(ctx, &req, routeRelease)
 }
 
@@ -194,6 +203,9 @@ func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPReque
 // Renew serves POST /locks/{resource}/renew with body {"owner",
 // "ttl_seconds"} and an optional "fencing_token".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == semRenewKey {
+		return h.serve(ctx, &req, routeSemRenew)
+	}
 	return h.serve(ctx, &req, routeRenew)
 }
 
@@ -232,6 +244,9 @@ func (h *Handler) ForceRelease(ctx context.Context, req events.APIGatewayV2HTTPR
 // lock's state as soon as its index differs from I, or when N seconds have
 // passed (locklogic.Service.Watch).
 func (h *Handler) Watch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == semWatchKey {
+		return h.serve(ctx, &req, routeSemWatch)
+	}
 	return h.serve(ctx, &req, routeWatch)
 }
 
@@ -240,6 +255,29 @@ var watchParams = []string{"index", "wait_seconds"}
 
 // watch is Watch's route: read the query, one Watch, the state.
 func (h *Handler) watch(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+	wr, v := h.watchQuery(req, resource)
+	if h.svc.ValidateWatch(&wr, &v); v.Err() != nil {
+		return result{}, &v
+	}
+	res, err := h.svc.Watch(ctx, wr, h.budget())
+	if err != nil {
+		return result{}, err
+	}
+	body := WatchResponse{Resource: resource, Index: res.Index, Changed: res.Changed, FencingToken: res.Token}
+	if res.Lock != nil {
+		l := lockJSON(*res.Lock)
+		body.Lock = &l
+	}
+	outcome := "unchanged"
+	if res.Changed {
+		outcome = "changed"
+	}
+	return result{status: 200, body: body, outcome: outcome, waits: wr.WaitSeconds > 0}, nil
+}
+
+// watchQuery reads a watch's query parameters, recording the ones it
+// cannot read in the returned ValidationError.
+func (h *Handler) watchQuery(req *events.APIGatewayV2HTTPRequest, resource string) (locklogic.WatchRequest, locklogic.ValidationError) {
 	var v locklogic.ValidationError
 	q := req.QueryStringParameters
 	for name := range q {
@@ -262,23 +300,7 @@ func (h *Handler) watch(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		}
 		*p.dst = n
 	}
-	if h.svc.ValidateWatch(&wr, &v); v.Err() != nil {
-		return result{}, &v
-	}
-	res, err := h.svc.Watch(ctx, wr, h.budget())
-	if err != nil {
-		return result{}, err
-	}
-	body := WatchResponse{Resource: resource, Index: res.Index, Changed: res.Changed, FencingToken: res.Token}
-	if res.Lock != nil {
-		l := lockJSON(*res.Lock)
-		body.Lock = &l
-	}
-	outcome := "unchanged"
-	if res.Changed {
-		outcome = "changed"
-	}
-	return result{status: 200, body: body, outcome: outcome, waits: wr.WaitSeconds > 0}, nil
+	return wr, v
 }
 
 // WatchResponse is the 200 body of GET /locks/{resource}/watch.
@@ -319,29 +341,57 @@ const (
 	routeList
 	routeForceRelease
 	routeWatch
+	routeSemAcquire
+	routeSemStatus
+	routeSemRelease
+	routeSemRenew
+	routeSemWatch
+	routeSemList
+	routeSemForceRelease
+	routeCount
+)
+
+// semaphoreRoutes are the routes of semaphores (their path parameter is
+// "name"), adminRoutes those of the admin function, and selfBudgeted those
+// that bound each of their store calls themselves (h.budget): the ones that
+// may make several.
+var (
+	semaphoreRoutes = [routeCount]bool{routeSemAcquire: true, routeSemStatus: true, routeSemRelease: true, routeSemRenew: true,
+		routeSemWatch: true, routeSemList: true, routeSemForceRelease: true}
+	adminRoutes  = [routeCount]bool{routeList: true, routeForceRelease: true, routeSemList: true, routeSemForceRelease: true}
+	selfBudgeted = [routeCount]bool{routeAcquire: true, routeList: true, routeWatch: true, routeSemAcquire: true,
+		routeSemList: true, routeSemWatch: true}
 )
 
 // routeNames are the routes' Names in api.Routes (the function that serves
 // each), by route constant: the Route dimension of the metrics.
-var routeNames = [...]string{
+var routeNames = [routeCount]string{
 	routeAcquire: "acquire", routeStatus: "status", routeRelease: "release", routeRenew: "renew",
 	routeList: "admin", routeForceRelease: "admin", routeWatch: "watch",
+	routeSemAcquire: "acquire", routeSemStatus: "status", routeSemRelease: "release", routeSemRenew: "renew",
+	routeSemWatch: "watch", routeSemList: "admin", routeSemForceRelease: "admin",
 }
 
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
-// 500 of its own. Acquire, watch and the listing bound each of their store
-// calls themselves (h.budget); the other routes run under one store budget
-// from the request's start.
+// 500 of its own. Acquire, watch and the listing (of locks and of
+// semaphores: selfBudgeted) bound each of their store calls themselves
+// (h.budget); the other routes run under one store budget from the
+// request's start.
 func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	if route != routeAcquire && route != routeList && route != routeWatch {
+	if !selfBudgeted[route] {
 		var cancel context.CancelFunc
 		ctx, cancel = h.budget().Context(ctx)
 		defer cancel()
 	}
-	resource := req.PathParameters["resource"]
+	var resource string
+	if semaphoreRoutes[route] {
+		resource = req.PathParameters["name"]
+	} else {
+		resource = req.PathParameters["resource"]
+	}
 	var (
 		res result
 		err error
@@ -350,12 +400,12 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		if p := recover(); p != nil {
 			err = errors.New("panic: " + stringify(p))
 			res = result{}
-			resp = h.render(res, err, req, resource)
+			resp = h.render(res, err, req, resource, route)
 		}
 		h.logRequest(ctx, req, route, resource, resp.StatusCode, &res, err, time.Since(start))
 	}()
 	if err = h.admit(ctx, req, route); err != nil {
-		resp = h.render(res, err, req, resource)
+		resp = h.render(res, err, req, resource, route)
 		return resp, nil
 	}
 	switch route {
@@ -373,8 +423,10 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.forceRelease(ctx, req, resource)
 	case routeWatch:
 		res, err = h.watch(ctx, req, resource)
+	default:
+		res, err = h.serveSemaphore(ctx, req, route, resource)
 	}
-	resp = h.render(res, err, req, resource)
+	resp = h.render(res, err, req, resource, route)
 	return resp, nil
 }
 
@@ -394,9 +446,9 @@ func (h *Handler) budget() locklogic.Budget {
 	return locklogic.Budget{PerCall: h.storeBudget, Reserve: deadlineReserve}
 }
 
-func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequest, resource string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequest, resource string, route int) events.APIGatewayV2HTTPResponse {
 	if err != nil {
-		p := problemFor(err, resource)
+		p := problemOf(err, resource, semaphoreRoutes[route])
 		p.Instance = canonicalPath(req.RawPath)
 		return problemResponse(p)
 	}
@@ -506,6 +558,23 @@ var listParams = []string{"prefix", "limit", "cursor"}
 
 // list is ListLocks' route: read the query, one List, the page.
 func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest) (result, error) {
+	lr, err := listQuery(req)
+	if err != nil {
+		return result{}, err
+	}
+	page, err := h.svc.List(ctx, lr, h.budget())
+	if err != nil {
+		return result{}, err
+	}
+	body := ListResponse{Locks: make([]AdminLockJSON, len(page.Locks)), Cursor: page.Cursor}
+	for i, l := range page.Locks {
+		body.Locks[i] = adminLockJSON(l)
+	}
+	return result{status: 200, body: body, outcome: "listed"}, nil
+}
+
+// listQuery reads a listing's query parameters.
+func listQuery(req *events.APIGatewayV2HTTPRequest) (locklogic.ListRequest, error) {
 	var v locklogic.ValidationError
 	q := req.QueryStringParameters
 	for name := range q {
@@ -521,18 +590,7 @@ func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest)
 		}
 		lr.Limit = n
 	}
-	if err := v.Err(); err != nil {
-		return result{}, err
-	}
-	page, err := h.svc.List(ctx, lr, h.budget())
-	if err != nil {
-		return result{}, err
-	}
-	body := ListResponse{Locks: make([]AdminLockJSON, len(page.Locks)), Cursor: page.Cursor}
-	for i, l := range page.Locks {
-		body.Locks[i] = adminLockJSON(l)
-	}
-	return result{status: 200, body: body, outcome: "listed"}, nil
+	return lr, v.Err()
 }
 
 // forceRelease is ForceRelease's route: parse, one ForceRelease, one audit

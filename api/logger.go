@@ -123,6 +123,7 @@ func (l *requestLine) directive(b []byte, now time.Time) []byte {
 var MetricOutcomes = []string{
 	"acquired", "contended", "released", "renewed", "found", "not-found", "forbidden", "stale-token",
 	"invalid", "unavailable", "internal", "listed", "force-released", "changed", "unchanged",
+	"full", "permits-mismatch",
 }
 
 // metricOutcome is the Outcome dimension of a request's outcome: the

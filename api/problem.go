@@ -26,9 +26,13 @@ type Problem struct {
 	// ForceReleased marks a not-found answer to the holder of a lease an
 	// operator force released.
 	ForceReleased bool `json:"force_released,omitempty"`
-	// Current is the lease that blocks the lock, on a force release
-	// refused because it is not the lease the request meant.
-	Current *AdminLockJSON `json:"current,omitempty"`
+	// Current is the lease that blocks the lock (an *AdminLockJSON), or
+	// the permit that blocks the slot (an *AdminPermitJSON), on a force
+	// release refused because it is not the one the request meant.
+	Current any `json:"current,omitempty"`
+	// Permits is the semaphore's number of permits, on a
+	// permits-mismatch.
+	Permits int64 `json:"permits,omitempty"`
 }
 
 // problemKind is one row of the error table: the HTTP status, the type slug
@@ -64,11 +68,19 @@ var errorTable = []struct {
 	{locklogic.ErrStaleToken, problemKind{409, "stale-token", "Stale fencing token"}},
 	{locklogic.ErrUnavailable, problemKind{503, "service-unavailable", "Lock store unavailable"}},
 	{errNotAdministrator, problemKind{403, "not-an-administrator", "Not an administrator"}},
+	{locklogic.ErrPermitsMismatch, kindPermitsMismatch},
 }
+
+// kindPermitsMismatch is a semaphore acquire that asked for another N.
+var kindPermitsMismatch = problemKind{409, "permits-mismatch", "Semaphore permits mismatch"}
 
 // problemFor turns err into a problem. The detail never carries err's text
 // for 5xx answers: SDK messages and table names stay in the logs.
-func problemFor(err error, resource string) Problem {
+func problemFor(err error, resource string) Problem { return problemOf(err, resource, false) }
+
+// problemOf is problemFor, its details about the semaphore resource when
+// sem is set.
+func problemOf(err error, resource string, sem bool) Problem {
 	var verr *locklogic.ValidationError
 	if errors.As(err, &verr) {
 		p := newProblem(kindValidation, "The request has invalid fields; see errors.")
@@ -92,9 +104,30 @@ func problemFor(err error, resource string) Problem {
 		p.Current = &cur
 		return p
 	}
+	var mismatch *locklogic.PermitsMismatchError
+	if errors.As(err, &mismatch) {
+		p := newProblem(kindPermitsMismatch, "The semaphore "+strconv.Quote(resource)+" has "+strconv.FormatInt(mismatch.Permits, 10)+
+			" permits (see permits), not the number this request asks for, and some of them are held: every acquirer must ask for the same number. "+
+			"It changes only while no permit is held.")
+		p.Permits = mismatch.Permits
+		return p
+	}
+	var permitChanged *locklogic.PermitChangedError
+	if errors.As(err, &permitChanged) {
+		p := newProblem(problemKind{409, "stale-token", "Stale fencing token"}, "The permit in slot "+strconv.Itoa(permitChanged.Current.Slot)+
+			" of "+strconv.Quote(resource)+" is not the one this request meant (another fencing token, or granted after the request was issued); "+
+			"it was not ended. It is shown in current: to end it, send its fencing_token.")
+		cur := adminPermitJSON(permitChanged.Current)
+		p.Current = &cur
+		return p
+	}
 	for _, row := range errorTable {
 		if errors.Is(err, row.err) {
-			p := newProblem(row.kind, detailFor(row.err, resource))
+			detail := detailFor(row.err, resource)
+			if sem {
+				detail = semDetailFor(row.err, resource)
+			}
+			p := newProblem(row.kind, detail)
 			p.ForceReleased = row.err == locklogic.ErrForceReleased
 			return p
 		}
@@ -127,10 +160,32 @@ func detailFor(err error, resource string) string {
 		return "The request reached the lock service with less than 0.5 s of wait_seconds left, too late to try without risking a grant you would not hear; nothing was changed. Retry."
 	case locklogic.ErrUnavailable:
 		return "The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment."
+	case locklogic.ErrPermitsMismatch:
+		return "The semaphore " + q + " has another number of permits than this request asks for, and some of them are held."
 	case errNotAdministrator:
 		return "The admin routes answer only the IAM principals in the admin function's " + AdminPrincipalsEnv + "; the caller is not one of them."
 	}
 	return ""
+}
+
+// semDetailFor is detailFor for the routes of semaphore resource.
+func semDetailFor(err error, resource string) string {
+	q := strconv.Quote(resource)
+	switch err {
+	case locklogic.ErrNotFound:
+		return "There is no live permit of the semaphore " + q + " in that slot: it was never taken, was released, or has expired."
+	case locklogic.ErrForbidden:
+		return "The permit in that slot of the semaphore " + q + " is held by another owner."
+	case locklogic.ErrStaleToken:
+		return "The permit in that slot of the semaphore " + q + " is held by this owner under a different fencing token: your permit was replaced by a newer one, or the token is wrong."
+	case locklogic.ErrForceReleased:
+		return "The permit in that slot of the semaphore " + q + " was ended by an operator's force release; it is no longer held."
+	case locklogic.ErrNothingToForce:
+		return "There is no live permit in that slot of the semaphore " + q + " to end: it was never taken, was released, has expired or was force released already. A slot still inside a lock-delay is freed only with \"immediate\": true."
+	case locklogic.ErrForceUnknown:
+		return "The lock store did not answer in time: the force release may or may not have ended the permit in that slot of " + q + ". Do not repeat it blindly, since the slot may have gone to a newer permit since: list it (GET /admin/semaphores?prefix=...) and send the fencing_token of the permit you mean to end."
+	}
+	return detailFor(err, resource)
 }
 
 // problemResponse renders p as an application/problem+json response.

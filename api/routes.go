@@ -16,7 +16,8 @@ type HandlerFunc func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 // folder functions/<Name> that holds its main), the HTTP Method and the API
 // Gateway Path template, the function's Timeout, and the Handler method
 // that serves it. Several rows may share one function (the same Name): that
-// function serves them all (Handler.Admin dispatches on the route key).
+// function serves them all, dispatching on the event's route key
+// (Handler.Admin; the lock routes' handlers serve their semaphore rows).
 type Route struct {
 	Name   string
 	Method string
@@ -84,6 +85,23 @@ var Routes = []Route{
 		Throttle: AdminThrottle, Handle: (*Handler).ListLocks},
 	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout,
 		Throttle: AdminThrottle, Handle: (*Handler).ForceRelease},
+	// Semaphores: each row on the function of the same job as the lock's,
+	// so capacity isolation and IAM carry over (the function tells the
+	// rows apart by the event's route key).
+	{Name: "acquire", Operation: "acquireSemaphore", Method: "POST", Path: "/semaphores/{name}", Timeout: AcquireTimeout,
+		Throttle: AcquireThrottle, Reserve: AcquireReserve, Handle: (*Handler).AcquireSemaphore},
+	{Name: "status", Operation: "semaphoreStatus", Method: "GET", Path: "/semaphores/{name}", Timeout: RouteTimeout,
+		Throttle: StatusThrottle, Handle: (*Handler).SemaphoreStatus},
+	{Name: "release", Operation: "releaseSemaphore", Method: "DELETE", Path: "/semaphores/{name}", Timeout: RouteTimeout,
+		Throttle: HolderThrottle, Reserve: ReleaseReserve, Handle: (*Handler).ReleaseSemaphore},
+	{Name: "renew", Operation: "renewSemaphore", Method: "POST", Path: "/semaphores/{name}/renew", Timeout: RouteTimeout,
+		Throttle: HolderThrottle, Reserve: RenewReserve, Handle: (*Handler).RenewSemaphore},
+	{Name: "watch", Operation: "watchSemaphore", Method: "GET", Path: "/semaphores/{name}/watch", Timeout: AcquireTimeout,
+		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).WatchSemaphore},
+	{Name: "admin", Operation: "listSemaphores", Admin: true, Method: "GET", Path: "/admin/semaphores", Timeout: AdminTimeout,
+		Throttle: AdminThrottle, Handle: (*Handler).ListSemaphores},
+	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",
+		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).ForceReleaseSemaphore},
 }
 
 // OperationID returns the route's OpenAPI operationId: Operation, or Name

@@ -261,8 +261,9 @@ func TestDeployedRoutes(t *testing.T) {
 					lock++
 				}
 			}
-			if lock != 5 || (admin == 2) != tt.wantAdmin || (admin != 0 && admin != 2) {
-				t.Errorf("got %d lock and %d admin routes, want 5 and %v", lock, admin, tt.wantAdmin)
+			// 5 lock routes and their 5 semaphore rows; 2 + 2 admin rows.
+			if lock != 10 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
+				t.Errorf("got %d lock and %d admin routes, want 10 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}

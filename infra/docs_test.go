@@ -121,9 +121,11 @@ func invokeAllowed(tb testing.TB, statements []docStatement, arn string) bool {
 }
 
 // requestARN is the ARN IAM checks for a request of route r on the
-// $default stage with {resource} = name, in the documents' placeholders.
+// $default stage with {resource} (or a semaphore's {name}) = name, in the
+// documents' placeholders.
 func requestARN(r api.Route, name string) string {
-	return "arn:aws:execute-api:REGION:ACCOUNT:API_ID/$default/" + r.Method + strings.ReplaceAll(r.Path, "{resource}", name)
+	path := strings.ReplaceAll(strings.ReplaceAll(r.Path, "{resource}", name), "{name}", name)
+	return "arn:aws:execute-api:REGION:ACCOUNT:API_ID/$default/" + r.Method + path
 }
 
 // routeByKey returns the api.Routes row with key.
@@ -218,7 +220,7 @@ func TestDocsPolicies(t *testing.T) {
 			}
 			users, admins = append(users, bySid["LockUser"]...), append(admins, bySid["LockAdmin"]...)
 		}
-		for _, name := range []string{"orders-db", "team-a:job", "admin", "locks", "renew"} {
+		for _, name := range []string{"orders-db", "team-a:job", "admin", "locks", "renew", "semaphores"} {
 			for _, r := range api.Routes {
 				arn := requestARN(r, name)
 				for _, st := range users {

@@ -56,7 +56,9 @@ const (
 // wait_seconds also watches a held lock with GetItem; status is a GetItem.
 // The admin function (GET /admin/locks, DELETE /admin/locks/{resource})
 // lists with Scan and force-releases with one conditional UpdateItem; it is
-// the only role that may Scan.
+// the only role that may Scan. The semaphore rows run on the function of
+// the same job and need nothing more: a semaphore acquire's second write
+// uses the first one's old item (DynamoDB returns it), never a read.
 var DynamoDBActions = map[string][]string{
 	"acquire": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	"renew":   {"dynamodb:UpdateItem"},
@@ -320,7 +322,9 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 		for _, route := range f.Routes {
 			// A function that serves one row names its route after itself
 			// (AcquireRoute); rows that share one are told apart by their
-			// operation (ListLocksRoute, ForceReleaseRoute).
+			// operation (ListLocksRoute, AcquireSemaphoreRoute). A lock
+			// row's operation is its function's name, so its logical ID
+			// stays AcquireRoute when semaphore rows join the function.
 			rid := constructID(route.Name)
 			if len(f.Routes) > 1 {
 				rid = constructID(route.OperationID())

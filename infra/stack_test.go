@@ -36,6 +36,15 @@ var wantThrottle = map[string]api.Throttle{
 	"GET /locks/{resource}/watch":    {Rate: 20, Burst: 100},
 	"GET /admin/locks":               {Rate: 5, Burst: 10},
 	"DELETE /admin/locks/{resource}": {Rate: 5, Burst: 10},
+	// The semaphore rows: each the throttle of the lock row of its job, a
+	// bucket of its own (API Gateway throttles by route key).
+	"POST /semaphores/{name}":         {Rate: 20, Burst: 100},
+	"GET /semaphores/{name}":          {Rate: 100, Burst: 200},
+	"DELETE /semaphores/{name}":       {Rate: 200, Burst: 400},
+	"POST /semaphores/{name}/renew":   {Rate: 200, Burst: 400},
+	"GET /semaphores/{name}/watch":    {Rate: 20, Burst: 100},
+	"GET /admin/semaphores":           {Rate: 5, Burst: 10},
+	"DELETE /admin/semaphores/{name}": {Rate: 5, Burst: 10},
 }
 
 // testAdmins is the admins context flag of the admin variant: a role (all
@@ -557,11 +566,11 @@ func TestRoutes(t *testing.T) {
 }
 
 // adminKeys are the admin routes' keys, written out.
-var adminKeys = []string{"GET /admin/locks", "DELETE /admin/locks/{resource}"}
+var adminKeys = []string{"GET /admin/locks", "DELETE /admin/locks/{resource}", "GET /admin/semaphores", "DELETE /admin/semaphores/{name}"}
 
 // TestAdminRoutes checks that the admin API exists only with
-// administrators: then its two routes are IAM-authorized and reach the
-// admin function, the only one that serves two routes, whose environment
+// administrators: then its routes (list and force release, of locks and of
+// semaphores) are IAM-authorized and reach the admin function, whose environment
 // lists the administrators; without them (the default, and auth=none) there
 // is no admin route, no function that may Scan or reads ADMIN_PRINCIPALS,
 // and no AdminInvokeArns output.
@@ -576,7 +585,7 @@ func TestAdminRoutes(t *testing.T) {
 		}
 	}
 	if n != len(adminKeys) {
-		t.Errorf("got %d admin rows in api.Routes, want %d (list, force release)", n, len(adminKeys))
+		t.Errorf("got %d admin rows in api.Routes, want %d (list, force release; of locks and semaphores)", n, len(adminKeys))
 	}
 	tests := []struct {
 		variant   string
@@ -973,10 +982,13 @@ func checkOutputs(t *testing.T, s *synthesized) {
 		want   []string
 	}
 	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/GET/locks/*",
-		"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch"}}}
+		"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch",
+		"API_ID/*/POST/semaphores/*", "API_ID/*/GET/semaphores/*", "API_ID/*/DELETE/semaphores/*",
+		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",
-			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*"}})
+			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*", "API_ID/*/GET/admin/semaphores",
+				"API_ID/*/DELETE/admin/semaphores/*"}})
 	}
 	for _, tt := range outputs {
 		got := joinedARNs(t, s.out[tt.output], httpAPI)
@@ -1156,12 +1168,13 @@ func TestInvokeARNs(t *testing.T) {
 	// request returns the ARN API Gateway checks for a request of r on the
 	// $default stage with {resource} = name.
 	request := func(r api.Route, name string) string {
-		return prefix + "/$default/" + r.Method + strings.ReplaceAll(r.Path, "{resource}", name)
+		path := strings.ReplaceAll(strings.ReplaceAll(r.Path, "{resource}", name), "{name}", name)
+		return prefix + "/$default/" + r.Method + path
 	}
 	allows := func(patterns []string, arn string) bool {
 		return slices.ContainsFunc(patterns, func(p string) bool { return globMatch(p, arn) })
 	}
-	for _, name := range []string{"orders-db", "admin", "locks", "renew", "admin.locks"} {
+	for _, name := range []string{"orders-db", "admin", "locks", "renew", "admin.locks", "semaphores", "admin.semaphores"} {
 		for _, r := range api.Routes {
 			arn := request(r, name)
 			if got := allows(lock, arn); got == r.Admin {
@@ -1175,7 +1188,7 @@ func TestInvokeARNs(t *testing.T) {
 	// Why each resource names its method: the shorter pattern would let
 	// a lock user force-release.
 	for _, r := range api.Routes {
-		if r.Admin && r.Method == "DELETE" && !globMatch(prefix+"/*/*/locks/*", request(r, "x")) {
+		if r.Admin && r.Path == "/admin/locks/{resource}" && !globMatch(prefix+"/*/*/locks/*", request(r, "x")) {
 			t.Errorf("want API_ID/*/*/locks/* to match the force release %s (IAM's * spans /)", request(r, "x"))
 		}
 	}

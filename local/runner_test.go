@@ -67,13 +67,16 @@ func TestEventShape(t *testing.T) {
 
 func TestMatchEveryRoute(t *testing.T) {
 	for _, rt := range api.Routes {
-		path := strings.ReplaceAll(rt.Path, "{resource}", "x")
+		path := strings.ReplaceAll(strings.ReplaceAll(rt.Path, "{resource}", "x"), "{name}", "y")
 		got, params, ok := match(rt.Method, path)
-		wantParam := ""
+		wantParam, wantName := "", ""
 		if strings.Contains(rt.Path, "{resource}") {
 			wantParam = "x"
 		}
-		if !ok || got.Key() != rt.Key() || params["resource"] != wantParam {
+		if strings.Contains(rt.Path, "{name}") {
+			wantName = "y" // a semaphore's
+		}
+		if !ok || got.Key() != rt.Key() || params["resource"] != wantParam || params["name"] != wantName {
 			t.Errorf("%s %s: got %q %v %v, want route %q", rt.Method, path, got.Name, params, ok, rt.Name)
 		}
 	}

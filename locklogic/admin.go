@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -151,8 +152,9 @@ func (b Budget) room(ctx context.Context) bool {
 }
 
 // A cursor is the key a listing goes on after — the table's key is the
-// lock name alone — base64url-encoded: opaque to callers, and any value
-// that decodes to a valid name is a valid place to start.
+// lock name alone, or a semaphore's SemaphorePrefix + name —
+// base64url-encoded: opaque to callers, and any value that decodes to a
+// valid key is a valid place to start.
 func encodeCursor(resource string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(resource))
 }
@@ -166,7 +168,13 @@ func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
 		return nil, err
 	}
 	var v ValidationError
-	ValidateResource(string(b), &v)
+	// The table holds semaphores too (SemaphorePrefix + name): a Scan may
+	// stop at one whichever listing it serves.
+	if name, ok := strings.CutPrefix(string(b), SemaphorePrefix); ok {
+		ValidateSemaphoreName(name, &v)
+	} else {
+		ValidateResource(string(b), &v)
+	}
 	if err := v.Err(); err != nil {
 		return nil, err
 	}

@@ -211,7 +211,11 @@ var requestSeq atomic.Int64
 // aws-lambda-go's events/testdata/apigw-v2-request-iam.json). An empty body
 // is left out, as API Gateway does.
 func event(route api.Route, resource string, c caller, body string) []byte {
-	path := strings.Replace(route.Path, "{resource}", url.PathEscape(resource), 1)
+	param := "resource" // a semaphore route's is {name}
+	if strings.Contains(route.Path, "{name}") {
+		param = "name"
+	}
+	path := strings.Replace(route.Path, "{"+param+"}", url.PathEscape(resource), 1)
 	now := time.Now()
 	reqID := fmt.Sprintf("rie-%d", requestSeq.Add(1))
 	ev := map[string]any{
@@ -229,7 +233,7 @@ func event(route api.Route, resource string, c caller, body string) []byte {
 			"x-forwarded-port":  "443",
 			"x-forwarded-proto": "https",
 		},
-		"pathParameters": map[string]any{"resource": resource},
+		"pathParameters": map[string]any{param: resource},
 		"requestContext": map[string]any{
 			"accountId": "123456789012",
 			"apiId":     "abc123",
@@ -454,8 +458,8 @@ func TestRoutes(t *testing.T) {
 			lockRoutes++
 		}
 	}
-	if lockRoutes != 5 {
-		t.Fatalf("got %d lock routes, want the 5 this scenario covers", lockRoutes)
+	if lockRoutes != 10 {
+		t.Fatalf("got %d lock and semaphore routes, want the 10 this scenario and TestSemaphoreRoutes cover", lockRoutes)
 	}
 	// watch, without a query: the state at once (index 0 was never it).
 	watched := func(held bool) func(testing.TB, answer, int64) {
@@ -544,7 +548,7 @@ func TestAdminForceRelease(t *testing.T) {
 	}
 	var force api.Route
 	for _, r := range api.Routes {
-		if r.Admin && r.Method == "DELETE" {
+		if r.Admin && r.Method == "DELETE" && strings.Contains(r.Path, "{resource}") { // a lock's, not a semaphore's
 			force = r
 		}
 	}
@@ -568,4 +572,88 @@ func TestAdminForceRelease(t *testing.T) {
 	if r := invoke(t, "status", res, bob, ""); r.StatusCode != 404 {
 		t.Errorf("status after force release: got %d %s, want 404", r.StatusCode, r.Body)
 	}
+}
+
+// routeOp returns the api.Routes row of operation op.
+func routeOp(tb testing.TB, op string) api.Route {
+	tb.Helper()
+	for _, r := range api.Routes {
+		if r.OperationID() == op {
+			return r
+		}
+	}
+	tb.Fatalf("no operation %q in api.Routes", op)
+	return api.Route{}
+}
+
+// invokeOp sends the event of operation op through the emulator of its
+// function (a semaphore row runs on the lock function of its job).
+func invokeOp(tb testing.TB, op, name string, c caller, body string) (events.APIGatewayV2HTTPResponse, map[string]any) {
+	tb.Helper()
+	if skipReason != "" {
+		tb.Skip(skipReason)
+	}
+	r := routeOp(tb, op)
+	resp, _, err := functions[r.Name].post(context.Background(), event(r, name, c, body))
+	if err != nil {
+		tb.Fatalf("%s %s: %v", op, name, err)
+	}
+	var m map[string]any
+	if resp.Body != "" {
+		if err := json.Unmarshal([]byte(resp.Body), &m); err != nil {
+			tb.Fatalf("%s: body %q: %v", op, resp.Body, err)
+		}
+	}
+	return resp, m
+}
+
+// TestSemaphoreRoutes drives every semaphore row through the real
+// bootstrap of the function it shares with a lock row, which tells them
+// apart by the route key.
+func TestSemaphoreRoutes(t *testing.T) {
+	t.Parallel()
+	const name = "rie-semaphore"
+	want := func(op string, resp events.APIGatewayV2HTTPResponse, status int) {
+		t.Helper()
+		if resp.StatusCode != status {
+			t.Fatalf("%s: got %d %s, want %d", op, resp.StatusCode, resp.Body, status)
+		}
+	}
+	resp, a := invokeOp(t, "acquireSemaphore", name, workerA1, `{"owner":"w1","ttl_seconds":30,"permits":2}`)
+	want("acquireSemaphore", resp, 200)
+	permit, _ := a["permit"].(map[string]any)
+	if a["acquired"] != true || permit == nil {
+		t.Fatalf("acquire: got %v, want a permit", a)
+	}
+	slot, tok := int64(permit["slot"].(float64)), int64(permit["fencing_token"].(float64))
+	resp, a = invokeOp(t, "acquireSemaphore", name, bob, `{"owner":"w2","ttl_seconds":30,"permits":3}`)
+	want("acquireSemaphore (another N)", resp, 409)
+	if a["permits"] != 2.0 {
+		t.Errorf("permits-mismatch: got %v, want permits 2", a)
+	}
+	resp, a = invokeOp(t, "semaphoreStatus", name, bob, "")
+	want("semaphoreStatus", resp, 200)
+	if h, _ := a["holders"].([]any); len(h) != 1 || a["permits"] != 2.0 {
+		t.Errorf("status: got %v, want one holder of 2 permits", a)
+	}
+	resp, a = invokeOp(t, "watchSemaphore", name, bob, "")
+	want("watchSemaphore", resp, 200)
+	if a["fencing_token"] != float64(tok) {
+		t.Errorf("watch: got %v, want fencing_token %v", a, tok)
+	}
+	resp, _ = invokeOp(t, "renewSemaphore", name, bob, fmt.Sprintf(`{"owner":"w1","slot":%v,"ttl_seconds":30}`, slot))
+	want("renewSemaphore (another principal)", resp, 403)
+	resp, a = invokeOp(t, "renewSemaphore", name, workerA2, fmt.Sprintf(`{"owner":"w1","slot":%v,"ttl_seconds":60,"fencing_token":%v}`, slot, tok))
+	want("renewSemaphore", resp, 200)
+	if a["renewed"] != true {
+		t.Errorf("renew: got %v", a)
+	}
+	resp, a = invokeOp(t, "listSemaphores", "", bob, "")
+	want("listSemaphores", resp, 200)
+	resp, _ = invokeOp(t, "forceReleaseSemaphore", name, workerA1, fmt.Sprintf(`{"slot":%v,"reason":"test"}`, slot))
+	want("forceReleaseSemaphore (not an administrator)", resp, 403)
+	resp, _ = invokeOp(t, "releaseSemaphore", name, workerA1, fmt.Sprintf(`{"owner":"w1","slot":%v}`, slot))
+	want("releaseSemaphore", resp, 204)
+	resp, _ = invokeOp(t, "forceReleaseSemaphore", name, bob, fmt.Sprintf(`{"slot":%v,"reason":"test"}`, slot))
+	want("forceReleaseSemaphore (nothing live)", resp, 404)
 }

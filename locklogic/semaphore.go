@@ -1,0 +1,915 @@
+package locklogic
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Semaphores: a named semaphore with N permits is one item, keyed
+// SemaphorePrefix + name, with one set of top-level attributes per slot
+// (0 … N−1) and one fencing counter for all of them (docs/design.md,
+// "Semaphores"). Each permit is a lease with the lock rules — owner,
+// principal, TTL, lock-delay, the late-write rule, force release — kept in
+// its slot's attributes: slotView maps them onto a lock item's, so the
+// lock's helpers (live, blockedUntil, decode, classify) judge a slot as
+// they judge a lock.
+
+// Limits and names of semaphores.
+const (
+	// MaxPermits bounds a semaphore's N: every write of any permit
+	// rewrites the whole item, and writes are billed by item size, so N
+	// holders renewing cost ~N² write units (docs/design.md, "The bound
+	// on N").
+	MaxPermits = 100
+	// SemaphorePrefix prefixes a semaphore's key. A lock name never holds
+	// "/", so a semaphore and a lock may share a name.
+	SemaphorePrefix = "sem/"
+	// AttrPermits is the semaphore's N, set by the first acquire.
+	AttrPermits = "permits"
+	// AttrCounter is the fencing counter of all the semaphore's permits.
+	AttrCounter = "counter"
+	// MaxSemaphoreWrites bounds the conditional writes of one acquire:
+	// its guess, then one per view of the item (a failed write's old
+	// item, or a read) while other acquirers take the slots it picked.
+	MaxSemaphoreWrites = 4
+	// maxMarkerCleanup bounds the stale owner markers one write removes.
+	maxMarkerCleanup = 2
+	// maxResetCleanup bounds the owner markers a change of N removes.
+	maxResetCleanup = 20
+)
+
+// ErrPermitsMismatch means an acquire asked for another number of permits
+// than the semaphore has while some of its permits are live (or inside
+// their lock-delay). The error is a *PermitsMismatchError.
+var ErrPermitsMismatch = errors.New("the semaphore has another number of permits")
+
+// PermitsMismatchError is ErrPermitsMismatch with the semaphore's N.
+type PermitsMismatchError struct {
+	Name    string
+	Permits int64
+}
+
+func (e *PermitsMismatchError) Error() string {
+	return fmt.Sprintf("semaphore %q has %d permits, some of them held", e.Name, e.Permits)
+}
+
+// Is makes a PermitsMismatchError an ErrPermitsMismatch.
+func (e *PermitsMismatchError) Is(target error) bool { return target == ErrPermitsMismatch }
+
+// Permit is one permit of a semaphore: a lease (Lock, whose Resource is
+// the semaphore's name) in slot Slot of a semaphore of Permits permits.
+type Permit struct {
+	Lock
+	Slot int
+	// Permits is the semaphore's N when the answer knows it (status,
+	// listing), else 0.
+	Permits int64
+}
+
+// slotAttrs are the attribute names of one slot.
+type slotAttrs struct {
+	owner, principal, token, acquired, renewed, expires, delay, free, released, grant, release, forced,
+	forcedOwner, forcedToken, forcedAcquired string
+}
+
+// slotNames are the attribute names of every slot, built once.
+var slotNames = func() (s [MaxPermits]slotAttrs) {
+	for k := range s {
+		i := strconv.Itoa(k)
+		s[k] = slotAttrs{owner: "o" + i, principal: "p" + i, token: "t" + i, acquired: "a" + i, renewed: "n" + i,
+			expires: "e" + i, delay: "d" + i, free: "f" + i, released: "x" + i, grant: "g" + i, release: "r" + i,
+			forced: "z" + i, forcedOwner: "zo" + i, forcedToken: "zt" + i, forcedAcquired: "za" + i}
+	}
+	return s
+}()
+
+// lockAttr maps each lock attribute to its slot's name: the pairs slotView
+// and slotExpression translate.
+func (a *slotAttrs) lockAttr(name string) (string, bool) {
+	switch name {
+	case AttrOwner:
+		return a.owner, true
+	case AttrPrincipal:
+		return a.principal, true
+	case AttrToken:
+		return a.token, true
+	case AttrAcquiredAt:
+		return a.acquired, true
+	case AttrRenewedAt:
+		return a.renewed, true
+	case AttrExpiresAt:
+		return a.expires, true
+	case AttrLockDelay:
+		return a.delay, true
+	case AttrFreeAt:
+		return a.free, true
+	case AttrReleasedAt:
+		return a.released, true
+	case AttrGrantID:
+		return a.grant, true
+	case AttrReleaseID:
+		return a.release, true
+	case AttrForcedAt:
+		return a.forced, true
+	case AttrForcedOwner:
+		return a.forcedOwner, true
+	case AttrForcedToken:
+		return a.forcedToken, true
+	case AttrForcedAcquired:
+		return a.forcedAcquired, true
+	}
+	return "", false
+}
+
+// lockAttrs lists the lock attributes a slot has.
+var lockAttrs = []string{AttrOwner, AttrPrincipal, AttrToken, AttrAcquiredAt, AttrRenewedAt, AttrExpiresAt, AttrLockDelay,
+	AttrFreeAt, AttrReleasedAt, AttrGrantID, AttrReleaseID, AttrForcedAt, AttrForcedOwner, AttrForcedToken, AttrForcedAcquired}
+
+// slotView returns slot k of a semaphore item as a lock item, for the
+// lock's helpers.
+func slotView(item map[string]types.AttributeValue, k int) map[string]types.AttributeValue {
+	if item == nil {
+		return nil
+	}
+	a := &slotNames[k]
+	view := make(map[string]types.AttributeValue, 8)
+	for _, name := range lockAttrs {
+		s, _ := a.lockAttr(name)
+		if v, ok := item[s]; ok {
+			view[name] = v
+		}
+	}
+	return view
+}
+
+// slotExpression turns the attribute names of a lock expression into slot
+// k's: every lock attribute to its slot's, the rest (the key, ttl) as they
+// are.
+func slotExpression(names map[string]string, k int) map[string]string {
+	for ph, name := range names {
+		if s, ok := slotNames[k].lockAttr(name); ok {
+			names[ph] = s
+		}
+	}
+	return names
+}
+
+// semKey is the key of semaphore name.
+func (s *Service) semKey(name string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrResource: &types.AttributeValueMemberS{Value: SemaphorePrefix + name}}
+}
+
+// semGC is the garbage-collection time of a write at nowMs: a write of
+// one slot does not know when the others end, but each ended by its last
+// write plus the longest TTL and lock-delay, and no write was later than
+// this one.
+func (s *Service) semGC(nowMs int64) int64 {
+	return s.gcAt(nowMs + (s.maxTTL+max(s.maxDelay, 0))*1000)
+}
+
+// permitsOf returns the semaphore's N and whether the item has one.
+func permitsOf(item map[string]types.AttributeValue) (int64, bool) {
+	p, ok := n(item, AttrPermits)
+	if !ok || p < 1 {
+		return 0, false
+	}
+	return min(p, MaxPermits), true
+}
+
+// decodePermit reads slot k of item as a permit; ok is false when the
+// slot holds no lease.
+func decodePermit(name string, item map[string]types.AttributeValue, k int) (Permit, bool) {
+	lock, ok := decode(name, slotView(item, k))
+	if !ok {
+		return Permit{}, false
+	}
+	return Permit{Lock: lock, Slot: k}, true
+}
+
+// holders returns the permits of a semaphore item at now, by slot: the
+// live ones, or with blocking those that keep their slot from others (live,
+// or expired inside their lock-delay).
+func holders(name string, item map[string]types.AttributeValue, now time.Time, blocking bool) []Permit {
+	permits, ok := permitsOf(item)
+	if !ok {
+		return nil
+	}
+	var out []Permit
+	for k := range int(permits) {
+		view := slotView(item, k)
+		if blocking {
+			if _, b := blockedUntil(view, now); !b {
+				continue
+			}
+		} else if !live(view, now) {
+			continue
+		}
+		if p, ok := decode(name, view); ok {
+			out = append(out, Permit{Lock: p, Slot: k, Permits: permits})
+		}
+	}
+	return out
+}
+
+// identity is a caller as a semaphore sees it: the hash its home slot is
+// taken from, and the name of its owner marker.
+type identity struct {
+	hash   uint64
+	marker string
+}
+
+// markerPrefix starts every owner marker's attribute name.
+const markerPrefix = "w"
+
+// identityOf hashes a caller: owner and principal together, since the same
+// owner string under another principal is another owner.
+func identityOf(c Caller) identity {
+	sum := sha256.Sum256([]byte(c.Principal + "\x00" + c.Owner))
+	return identity{hash: binary.BigEndian.Uint64(sum[:8]), marker: markerPrefix + hex.EncodeToString(sum[8:16])}
+}
+
+// HomeSlot returns the slot an acquire by c of a semaphore of permits
+// permits tries first (with one write, when it is free): the same for
+// every acquire of that owner and principal.
+func HomeSlot(c Caller, permits int64) int {
+	if permits < 1 {
+		return 0
+	}
+	return identityOf(Caller{Owner: strings.TrimSpace(c.Owner), Principal: c.Principal}).home(permits)
+}
+
+// home is the caller's guess among n slots.
+func (id identity) home(n int64) int { return int(id.hash % uint64(n)) }
+
+// isMarker reports whether an attribute name is an owner marker's.
+func isMarker(name string) bool {
+	if len(name) != 1+16 || !strings.HasPrefix(name, markerPrefix) {
+		return false
+	}
+	_, err := hex.DecodeString(name[1:])
+	return err == nil
+}
+
+// SemaphoreAcquireRequest asks for a permit of semaphore Name, which has
+// Permits permits, for TTLSeconds. LockDelaySeconds and Arrived are as for
+// AcquireRequest. WaitSeconds must be 0: waiting for a permit is not
+// served yet.
+type SemaphoreAcquireRequest struct {
+	Name             string
+	Caller           Caller
+	TTLSeconds       int64
+	Permits          int64
+	LockDelaySeconds int64
+	WaitSeconds      int64
+	Arrived          time.Time
+}
+
+// SemaphoreAcquireResult is the outcome of AcquireSemaphore. A full
+// semaphore is an outcome (Acquired false), not an error.
+type SemaphoreAcquireResult struct {
+	Acquired bool
+	// Permit is the new permit when Acquired.
+	Permit Permit
+	// FreeAt is, when not Acquired, the earliest time a permit comes free
+	// as the request last saw the item; zero when the permits it saw free
+	// were taken by others between its writes (retry at once).
+	FreeAt time.Time
+	// Writes and Reads are the store calls the acquire made.
+	Writes, Reads int
+}
+
+// ValidateSemaphoreName checks a semaphore's name under the rules of
+// ValidateResource, as the field "name".
+func ValidateSemaphoreName(name string, v *ValidationError) {
+	if detail := checkName(name, MaxResourceBytes); detail != "" {
+		v.Add("name", detail)
+		return
+	}
+	if strings.Contains(name, "/") {
+		v.Add("name", `must not contain "/"`)
+	}
+}
+
+// ValidatePermits checks a semaphore's N: 1 ≤ permits ≤ MaxPermits.
+func ValidatePermits(permits int64, v *ValidationError) {
+	if permits < 1 || permits > MaxPermits {
+		v.Add("permits", "must be an integer from 1 to "+strconv.Itoa(MaxPermits))
+	}
+}
+
+// ValidateSlot checks a permit's slot: 0 ≤ slot < MaxPermits.
+func ValidateSlot(slot int64, v *ValidationError) {
+	if slot < 0 || slot >= MaxPermits {
+		v.Add("slot", "must be an integer from 0 to "+strconv.Itoa(MaxPermits-1)+" (the slot the acquire answered)")
+	}
+}
+
+// ValidateSemaphoreAcquire checks req as ValidateAcquire does.
+func (s *Service) ValidateSemaphoreAcquire(req *SemaphoreAcquireRequest, v *ValidationError) {
+	ValidateSemaphoreName(req.Name, v)
+	if !v.Has("owner") {
+		req.Caller.Owner = NormalizeOwner(req.Caller.Owner, v)
+	}
+	if !v.Has("ttl_seconds") {
+		ValidateTTL(req.TTLSeconds, s.maxTTL, v)
+	}
+	if !v.Has("permits") {
+		ValidatePermits(req.Permits, v)
+	}
+	if !v.Has("lock_delay_seconds") {
+		ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, v)
+	}
+	if !v.Has("wait_seconds") && req.WaitSeconds != 0 {
+		v.Add("wait_seconds", "must be 0: waiting for a semaphore permit is not served yet")
+	}
+}
+
+// semWrite is one acquire write: the slot it takes and what it knows of
+// the item (nothing for the guess; a view of it afterwards).
+type semWrite struct {
+	slot int
+	// guess is the first write: the caller's home slot, with no owner
+	// marker of the caller on the item.
+	guess bool
+	// The caller's marker as the view showed it.
+	markerSeen  bool
+	markerValue string
+	// home is the caller's home slot; a write of another slot sets the
+	// caller's marker and requires home not to be the caller's live
+	// permit.
+	home int
+	// cleanup are other callers' markers the view showed stale.
+	cleanup []staleMarker
+	// reset changes N: the view showed no permit blocking.
+	reset *semReset
+}
+
+// staleMarker is another caller's marker whose grant holds no live permit.
+type staleMarker struct {
+	name, value string
+	slot        int // the slot of its grant, -1 when no slot holds it
+}
+
+// semReset is what a change of N conditions on: the view's N and counter
+// (no grant since), and the slots beyond the new N that held a lease
+// (still expired: no late renewal revived one).
+type semReset struct {
+	permits int64
+	counter string
+	expired []int
+	markers []string
+}
+
+// AcquireSemaphore takes a permit of req.Name when one is free, or
+// re-acquires the caller's own (one permit per owner): first with one
+// conditional write of the caller's home slot, then, when that fails,
+// from the failed write's old item (DynamoDB returns it; elsewhere one
+// consistent read) one more write of the slot it picks, up to
+// MaxSemaphoreWrites writes while others take the slots it picks. A full
+// semaphore answers Acquired false with the earliest time a permit comes
+// free. Another N than the semaphore's is a *PermitsMismatchError while a
+// permit is live or inside its lock-delay; otherwise the acquire sets the
+// new N. Each store call runs under b.
+func (s *Service) AcquireSemaphore(ctx context.Context, req SemaphoreAcquireRequest, b Budget) (SemaphoreAcquireResult, error) {
+	var v ValidationError
+	if s.ValidateSemaphoreAcquire(&req, &v); v.Err() != nil {
+		return SemaphoreAcquireResult{}, &v
+	}
+	now := s.now()
+	if req.Arrived.IsZero() || req.Arrived.After(now) {
+		req.Arrived = now
+	}
+	id := identityOf(req.Caller)
+	gid := newGrantID()
+	w := semWrite{slot: id.home(req.Permits), home: id.home(req.Permits), guess: true}
+	var res SemaphoreAcquireResult
+	for {
+		permit, old, err := s.semAcquireWrite(ctx, req, b, id, gid, &w)
+		res.Writes++
+		if err != nil {
+			return SemaphoreAcquireResult{}, err
+		}
+		if permit != nil {
+			res.Acquired, res.Permit = true, *permit
+			return res, nil
+		}
+		if old == nil && !s.oldItem {
+			if old, err = s.semRead(ctx, req.Name, b); err != nil {
+				return SemaphoreAcquireResult{}, storeErr("acquire-semaphore", req.Name, err)
+			}
+			res.Reads++
+		}
+		next, freeAt, err := planSemaphore(req, old, s.now(), id, gid)
+		if err != nil {
+			return SemaphoreAcquireResult{}, err
+		}
+		if next == nil || res.Writes >= MaxSemaphoreWrites {
+			res.FreeAt = freeAt
+			return res, nil
+		}
+		w = *next
+	}
+}
+
+// semRead reads semaphore name with one strongly consistent GetItem under
+// b.
+func (s *Service) semRead(ctx context.Context, name string, b Budget) (map[string]types.AttributeValue, error) {
+	cctx, cancel := b.Context(ctx)
+	defer cancel()
+	out, err := s.db.GetItem(cctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.semKey(name),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// planSemaphore decides the next write of an acquire from a view of the
+// item at now (nil: the item is absent): the caller's own permit, a free
+// slot, a change of N, or none (full, with the earliest time a permit
+// comes free; or a mismatch of N).
+func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, now time.Time, id identity, gid string) (*semWrite, time.Time, error) {
+	w := &semWrite{home: id.home(req.Permits)}
+	if v, ok := item[id.marker].(*types.AttributeValueMemberS); ok {
+		w.markerSeen, w.markerValue = true, v.Value
+	}
+	if permits, ok := permitsOf(item); ok && permits != req.Permits {
+		if anySlot(item, permits, func(view map[string]types.AttributeValue) bool { _, b := blockedUntil(view, now); return b }) {
+			return nil, time.Time{}, &PermitsMismatchError{Name: req.Name, Permits: permits}
+		}
+		// No permit blocks: this acquire sets the new N, on condition
+		// that nothing was granted since the view.
+		r := &semReset{permits: permits, counter: numString(item, AttrCounter)}
+		for k := int(req.Permits); k < int(permits); k++ {
+			if _, ok := item[slotNames[k].expires]; ok {
+				r.expired = append(r.expired, k)
+			}
+		}
+		for name := range item {
+			if isMarker(name) && name != id.marker && len(r.markers) < maxResetCleanup {
+				r.markers = append(r.markers, name)
+			}
+		}
+		slices.Sort(r.markers)
+		w.slot, w.reset = w.home, r
+		return w, time.Time{}, nil
+	}
+	n := int(req.Permits)
+	// The caller's own permit (live, or inside its lock-delay): take it
+	// again, as a lock's owner does.
+	for k := range n {
+		view := slotView(item, k)
+		if str(view, AttrOwner) != req.Caller.Owner || str(view, AttrPrincipal) != req.Caller.Principal {
+			continue
+		}
+		_, released := view[AttrReleasedAt]
+		_, forced := view[AttrForcedAt]
+		until, blocked := blockedUntil(view, now)
+		if released || forced || !blocked {
+			continue
+		}
+		if str(view, AttrGrantID) != gid && !issuedAfter(view, req.Arrived) {
+			// Granted or renewed after this request was issued: the
+			// late-write rule keeps it, and the caller holds it.
+			return nil, until, nil
+		}
+		w.slot = k
+		w.cleanup = staleMarkers(item, n, now, id.marker)
+		return w, time.Time{}, nil
+	}
+	var free []int
+	var earliest time.Time
+	for k := range n {
+		until, blocked := blockedUntil(slotView(item, k), now)
+		if !blocked {
+			free = append(free, k)
+		} else if earliest.IsZero() || until.Before(earliest) {
+			earliest = until
+		}
+	}
+	if len(free) == 0 {
+		return nil, earliest, nil
+	}
+	// Home when free; else any free slot, at random, so that acquirers
+	// that saw the same item spread out.
+	w.slot = free[rand.N(len(free))]
+	if slices.Contains(free, w.home) {
+		w.slot = w.home
+	}
+	w.cleanup = staleMarkers(item, n, now, id.marker)
+	return w, time.Time{}, nil
+}
+
+// issuedAfter is the late-write rule's test for a same-owner re-acquire
+// issued at iss: whether the slot's lease was granted or renewed no later.
+func issuedAfter(view map[string]types.AttributeValue, iss time.Time) bool {
+	a, _ := n(view, AttrAcquiredAt)
+	r, ok := n(view, AttrRenewedAt)
+	return a <= iss.UnixMilli() && (!ok || r <= iss.UnixMilli())
+}
+
+// anySlot reports whether some slot below permits satisfies f.
+func anySlot(item map[string]types.AttributeValue, permits int64, f func(map[string]types.AttributeValue) bool) bool {
+	for k := range int(permits) {
+		if f(slotView(item, k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// staleMarkers returns up to maxMarkerCleanup markers of other callers on
+// item whose grant holds no live permit among its n slots, in name order.
+func staleMarkers(item map[string]types.AttributeValue, n int, now time.Time, own string) []staleMarker {
+	var names []string
+	for name := range item {
+		if isMarker(name) && name != own {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var out []staleMarker
+	for _, name := range names {
+		gid := str(item, name)
+		m := staleMarker{name: name, value: gid, slot: -1}
+		for k := range n {
+			if str(item, slotNames[k].grant) == gid {
+				m.slot = k
+				break
+			}
+		}
+		if m.slot >= 0 && live(slotView(item, m.slot), now) {
+			continue
+		}
+		if out = append(out, m); len(out) == maxMarkerCleanup {
+			break
+		}
+	}
+	return out
+}
+
+// numString returns the number attribute name of item as stored, "" when
+// absent.
+func numString(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// expr collects the names and values of one request's expressions as they
+// are written, so that it sends exactly those it uses (DynamoDB refuses
+// the others).
+type expr struct {
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func newExpr() *expr {
+	return &expr{names: make(map[string]string, 24), values: make(map[string]types.AttributeValue, 16)}
+}
+
+// n names attribute attr as placeholder ph and returns ph.
+func (x *expr) n(ph, attr string) string { x.names[ph] = attr; return ph }
+
+// v gives placeholder ph the value val and returns ph.
+func (x *expr) v(ph string, val types.AttributeValue) string { x.values[ph] = val; return ph }
+
+// s gives placeholder ph the string val and returns ph.
+func (x *expr) s(ph, val string) string { return x.v(ph, &types.AttributeValueMemberS{Value: val}) }
+
+// semAcquireWrite makes one acquire write w under b. It returns the new
+// permit, or the old item of a failed condition (nil when the store did
+// not return it).
+func (s *Service) semAcquireWrite(ctx context.Context, req SemaphoreAcquireRequest, b Budget, id identity, gid string, w *semWrite) (*Permit, map[string]types.AttributeValue, error) {
+	in := s.semAcquireInput(req, s.now(), id, gid, w)
+	cctx, cancel := b.Context(ctx)
+	defer cancel()
+	out, err := s.db.UpdateItem(cctx, in)
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return nil, ccf.Item, nil
+		}
+		return nil, nil, storeErr("acquire-semaphore", req.Name, err)
+	}
+	p, ok := decodePermit(req.Name, out.Attributes, w.slot)
+	if !ok {
+		return nil, nil, fmt.Errorf("acquire-semaphore %q: store returned an incomplete item", req.Name)
+	}
+	p.Permits = req.Permits
+	return &p, nil, nil
+}
+
+// semAcquireInput builds the UpdateItem of acquire write w at now.
+func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id identity, gid string, w *semWrite) *dynamodb.UpdateItemInput {
+	a := &slotNames[w.slot]
+	x := newExpr()
+	nowMs := now.UnixMilli()
+	expMs := nowMs + req.TTLSeconds*1000
+	delayMs := req.LockDelaySeconds * 1000
+	c := req.Caller
+
+	// N: as asked (or none yet); a change of N, as the view showed it and
+	// with no grant since.
+	var cond string
+	if r := w.reset; r != nil {
+		cond = x.n("#pm", AttrPermits) + " = " + x.v(":pm0", num(r.permits))
+		if r.counter == "" {
+			cond += " AND attribute_not_exists(" + x.n("#c", AttrCounter) + ")"
+		} else {
+			cond += " AND " + x.n("#c", AttrCounter) + " = " + x.v(":c0", &types.AttributeValueMemberN{Value: r.counter})
+		}
+		for i, k := range r.expired {
+			cond += " AND " + x.n("#q"+strconv.Itoa(i), slotNames[k].expires) + " <= :now"
+		}
+	} else {
+		cond = "(attribute_not_exists(" + x.n("#pm", AttrPermits) + ") OR #pm = " + x.v(":n", num(req.Permits)) + ")"
+	}
+	// The slot: free (never taken, released, or expired with its
+	// lock-delay passed), or the caller's own lease not newer than the
+	// request (or written by this very request: an SDK retry).
+	pc := "attribute_not_exists(" + x.n("#p", a.principal) + ")"
+	if c.Principal != "" {
+		pc = "#p = " + x.s(":p", c.Principal)
+	}
+	cond += " AND (attribute_not_exists(" + x.n("#e", a.expires) + ") OR attribute_exists(" + x.n("#x", a.released) +
+		") OR (#e <= " + x.v(":now", num(nowMs)) + " AND (attribute_not_exists(" + x.n("#f", a.free) + ") OR #f <= :now))" +
+		" OR (" + x.n("#o", a.owner) + " = " + x.s(":o", c.Owner) + " AND " + pc + " AND attribute_not_exists(" + x.n("#z", a.forced) +
+		") AND ((" + x.n("#a", a.acquired) + " <= " + x.v(":iss", num(min(req.Arrived.UnixMilli(), nowMs))) +
+		" AND (attribute_not_exists(" + x.n("#n", a.renewed) + ") OR #n <= :iss)) OR " + x.n("#g", a.grant) + " = " + x.s(":gid", gid) + ")))"
+	// One permit per owner. The guess needs no marker of the caller (a
+	// caller whose permit is not in its home slot has one); later writes
+	// need the marker as they saw it and, away from home, home not the
+	// caller's live permit.
+	switch {
+	case w.guess:
+		cond += " AND attribute_not_exists(" + x.n("#w", id.marker) + ")"
+	case w.markerSeen:
+		cond += " AND " + x.n("#w", id.marker) + " = " + x.s(":wv", w.markerValue)
+	default:
+		cond += " AND attribute_not_exists(" + x.n("#w", id.marker) + ")"
+	}
+	if w.slot != w.home {
+		h := &slotNames[w.home]
+		hp := "attribute_not_exists(" + x.n("#hp", h.principal) + ")"
+		if c.Principal != "" {
+			hp = "#hp = :p"
+		}
+		cond += " AND NOT (" + x.n("#ho", h.owner) + " = :o AND " + hp + " AND " + x.n("#he", h.expires) + " > :now AND attribute_not_exists(" +
+			x.n("#hx", h.released) + ") AND attribute_not_exists(" + x.n("#hz", h.forced) + "))"
+	}
+	// Other callers' stale markers: unchanged, and their grant still not
+	// live (a late renewal may have revived it).
+	var remove []string
+	for i, m := range w.cleanup {
+		ph, vph := "#m"+strconv.Itoa(i), ":m"+strconv.Itoa(i)
+		cond += " AND (attribute_not_exists(" + x.n(ph, m.name) + ") OR " + ph + " = " + x.s(vph, m.value) + ")"
+		if m.slot >= 0 {
+			g := &slotNames[m.slot]
+			p := "#m" + strconv.Itoa(i)
+			cond += " AND (" + x.n(p+"g", g.grant) + " <> " + vph + " OR " + x.n(p+"e", g.expires) + " <= :now OR attribute_exists(" +
+				x.n(p+"x", g.released) + ") OR attribute_exists(" + x.n(p+"z", g.forced) + "))"
+		}
+		remove = append(remove, ph)
+	}
+	if r := w.reset; r != nil {
+		for i, m := range r.markers {
+			remove = append(remove, x.n("#rm"+strconv.Itoa(i), m))
+		}
+	}
+
+	// The grant: the slot's lease, a token from the one counter (both
+	// read the old counter), N.
+	update := "SET #o = :o, #a = :now, #n = :now, " + "#e = " + x.v(":exp", num(expMs)) + ", #g = :gid, " +
+		x.n("#t", a.token) + " = if_not_exists(" + x.n("#c", AttrCounter) + ", " + x.v(":base", num(now.UnixMicro())) + ") + " +
+		x.v(":one", one) + ", #c = if_not_exists(#c, :base) + :one, #pm = " + x.v(":n", num(req.Permits)) +
+		", " + x.n("#ttl", AttrTTL) + " = " + x.v(":gc", num(s.semGC(nowMs)))
+	remove = append([]string{"#x", "#z"}, remove...)
+	if delayMs > 0 {
+		update += ", " + x.n("#d", a.delay) + " = " + x.v(":d", num(delayMs)) + ", #f = " + x.v(":f", num(expMs+delayMs))
+	} else {
+		remove = append(remove, x.n("#d", a.delay), "#f")
+	}
+	if c.Principal != "" {
+		update += ", #p = :p"
+	} else {
+		remove = append(remove, "#p")
+	}
+	switch {
+	case w.slot != w.home:
+		update += ", #w = :gid" // away from home: the caller's marker names this grant
+	case w.markerSeen && !w.guess:
+		remove = append(remove, "#w") // home again: the marker goes
+	}
+	update += " REMOVE " + strings.Join(remove, ", ")
+
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.semKey(req.Name),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// SemaphoreRenewRequest asks to extend the caller's live permit in Slot to
+// now + TTLSeconds; with FencingToken set, only the permit with that token.
+type SemaphoreRenewRequest struct {
+	Name         string
+	Caller       Caller
+	Slot         int64
+	TTLSeconds   int64
+	FencingToken *int64
+}
+
+// SemaphoreReleaseRequest asks to end the caller's live permit in Slot;
+// with FencingToken set, only the permit with that token.
+type SemaphoreReleaseRequest struct {
+	Name         string
+	Caller       Caller
+	Slot         int64
+	FencingToken *int64
+}
+
+// ValidateSemaphoreRenew checks req as ValidateAcquire does.
+func (s *Service) ValidateSemaphoreRenew(req *SemaphoreRenewRequest, v *ValidationError) {
+	s.validateSlotRequest(req.Name, &req.Caller, req.Slot, &req.TTLSeconds, req.FencingToken, v)
+}
+
+// ValidateSemaphoreRelease checks req as ValidateAcquire does.
+func (s *Service) ValidateSemaphoreRelease(req *SemaphoreReleaseRequest, v *ValidationError) {
+	s.validateSlotRequest(req.Name, &req.Caller, req.Slot, nil, req.FencingToken, v)
+}
+
+func (s *Service) validateSlotRequest(name string, c *Caller, slot int64, ttl, token *int64, v *ValidationError) {
+	ValidateSemaphoreName(name, v)
+	if !v.Has("owner") {
+		c.Owner = NormalizeOwner(c.Owner, v)
+	}
+	if !v.Has("slot") {
+		ValidateSlot(slot, v)
+	}
+	if ttl != nil && !v.Has("ttl_seconds") {
+		ValidateTTL(*ttl, s.maxTTL, v)
+	}
+	if !v.Has("fencing_token") {
+		ValidateFencingToken(token, v)
+	}
+}
+
+// RenewSemaphore extends the caller's live permit in req.Slot, keeping its
+// token, with one conditional UpdateItem: Renew's rules, on the slot, and
+// the slot must be below the semaphore's N.
+func (s *Service) RenewSemaphore(ctx context.Context, req SemaphoreRenewRequest) (Permit, error) {
+	var v ValidationError
+	if s.ValidateSemaphoreRenew(&req, &v); v.Err() != nil {
+		return Permit{}, &v
+	}
+	k := int(req.Slot)
+	now := s.now()
+	expMs := now.UnixMilli() + req.TTLSeconds*1000
+	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, true)
+	names["#g"], names["#d"], names["#f"], names["#pm"] = AttrTTL, AttrLockDelay, AttrFreeAt, AttrPermits
+	values[":exp"] = num(expMs)
+	values[":zero"] = num(0)
+	values[":k"] = num(req.Slot)
+	values[":gc"] = num(s.semGC(now.UnixMilli()))
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.semKey(req.Name),
+		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc, #f = :exp + if_not_exists(#d, :zero)"),
+		ConditionExpression:                 aws.String("#pm > :k AND " + cond),
+		ExpressionAttributeNames:            slotExpression(names, k),
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		err = s.semExplain(ctx, "renew-semaphore", req.Name, k, req.Caller, req.FencingToken, now, "", err)
+		var later *renewedSinceError
+		if !errors.As(err, &later) {
+			return Permit{}, err
+		}
+		if later.lock.ExpiresAt.UnixMilli() >= expMs {
+			later.lock.Resource = req.Name
+			return Permit{Lock: later.lock, Slot: k}, nil
+		}
+		return Permit{}, fmt.Errorf("renew-semaphore %q: %w", req.Name, ErrRenewRaced)
+	}
+	p, ok := decodePermit(req.Name, out.Attributes, k)
+	if !ok {
+		return Permit{}, fmt.Errorf("renew-semaphore %q: store returned an incomplete item", req.Name)
+	}
+	p.Permits, _ = permitsOf(out.Attributes)
+	return p, nil
+}
+
+// ReleaseSemaphore ends the caller's live permit in req.Slot with one
+// conditional UpdateItem, Release's rules on the slot: the slot frees at
+// once and keeps its tombstone attributes; the counter survives.
+func (s *Service) ReleaseSemaphore(ctx context.Context, req SemaphoreReleaseRequest) error {
+	var v ValidationError
+	if s.ValidateSemaphoreRelease(&req, &v); v.Err() != nil {
+		return &v
+	}
+	k := int(req.Slot)
+	now := s.now()
+	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, false)
+	names["#g"], names["#ri"], names["#f"] = AttrTTL, AttrReleaseID, AttrFreeAt
+	values[":gc"] = num(s.semGC(now.UnixMilli()))
+	releaseID := newReleaseID()
+	values[":ri"] = &types.AttributeValueMemberS{Value: releaseID}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.semKey(req.Name),
+		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #f = :now, #ri = :ri, #g = :gc"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            slotExpression(names, k),
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return s.semExplain(ctx, "release-semaphore", req.Name, k, req.Caller, req.FencingToken, now, releaseID, err)
+	}
+	return nil
+}
+
+// semExplain is explain for slot k of a semaphore.
+func (s *Service) semExplain(ctx context.Context, op, name string, k int, c Caller, token *int64, now time.Time, releaseID string, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return storeErr(op, name, err)
+	}
+	item := ccf.Item
+	if item == nil {
+		if s.oldItem {
+			return ErrNotFound
+		}
+		var gerr error
+		if item, gerr = s.semRead(ctx, name, Budget{}); gerr != nil {
+			return storeErr(op, name, gerr)
+		}
+	}
+	view := slotView(item, k)
+	if releaseID != "" && str(view, AttrReleaseID) == releaseID {
+		return nil
+	}
+	if permits, ok := permitsOf(item); !ok || int64(k) >= permits {
+		return ErrNotFound
+	}
+	return classify(view, c, token, now, op == "renew-semaphore")
+}
+
+// SemaphoreStatus is a semaphore as status shows it.
+type SemaphoreStatus struct {
+	Name string
+	// Permits is N; 0 when the semaphore has no record (never taken, or
+	// garbage collected).
+	Permits int64
+	// Holders are the live permits, by slot.
+	Holders []Permit
+	// Counter is the latest permit's fencing token (0: none).
+	Counter int64
+}
+
+// SemaphoreStatus returns the live permits of semaphore name with one
+// strongly consistent read.
+func (s *Service) SemaphoreStatus(ctx context.Context, name string) (SemaphoreStatus, error) {
+	var v ValidationError
+	ValidateSemaphoreName(name, &v)
+	if err := v.Err(); err != nil {
+		return SemaphoreStatus{}, err
+	}
+	item, err := s.semRead(ctx, name, Budget{})
+	if err != nil {
+		return SemaphoreStatus{}, storeErr("semaphore-status", name, err)
+	}
+	return statusOf(name, item, s.now()), nil
+}
+
+func statusOf(name string, item map[string]types.AttributeValue, now time.Time) SemaphoreStatus {
+	st := SemaphoreStatus{Name: name, Holders: holders(name, item, now, false)}
+	st.Permits, _ = permitsOf(item)
+	st.Counter, _ = n(item, AttrCounter)
+	return st
+}

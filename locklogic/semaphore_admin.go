@@ -1,0 +1,381 @@
+package locklogic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// SemaphoreForceReleaseRequest asks to end the permit in Slot of semaphore
+// Name whoever holds it, as ForceReleaseRequest does for a lock.
+type SemaphoreForceReleaseRequest struct {
+	Name         string
+	Slot         int64
+	Reason       string
+	Immediate    bool
+	FencingToken *int64
+}
+
+// SemaphoreForceReleaseResult is what a force release of a permit ended.
+type SemaphoreForceReleaseResult struct {
+	Ended     Permit
+	FreeAt    time.Time
+	Immediate bool
+}
+
+// PermitChangedError is a force release of a permit refused because the
+// permit that now blocks the slot is not the one the operator meant (see
+// LeaseChangedError). It is an ErrStaleToken.
+type PermitChangedError struct {
+	Current Permit
+}
+
+func (e *PermitChangedError) Error() string {
+	return fmt.Sprintf("the permit in slot %d of %q is now fencing token %d of %q", e.Current.Slot, e.Current.Resource,
+		e.Current.FencingToken, e.Current.Owner)
+}
+
+// Is makes a PermitChangedError an ErrStaleToken.
+func (e *PermitChangedError) Is(target error) bool { return target == ErrStaleToken }
+
+// ValidateSemaphoreForceRelease checks req as ValidateForceRelease does.
+func (s *Service) ValidateSemaphoreForceRelease(req *SemaphoreForceReleaseRequest, v *ValidationError) {
+	if !v.Has("name") {
+		ValidateSemaphoreName(req.Name, v)
+	}
+	if !v.Has("slot") {
+		ValidateSlot(req.Slot, v)
+	}
+	if !v.Has("reason") {
+		req.Reason = NormalizeReason(req.Reason, v)
+	}
+	if !v.Has("fencing_token") {
+		ValidateFencingToken(req.FencingToken, v)
+	}
+}
+
+// ForceReleaseSemaphore ends the permit in req.Slot whoever holds it, with
+// one conditional UpdateItem: ForceRelease's rules (lock-delay kept unless
+// Immediate, the holder's renewals and releases answered
+// ErrForceReleased, the late-write rule, an SDK retry answered with what
+// the first attempt ended) on the slot, which must be below N.
+func (s *Service) ForceReleaseSemaphore(ctx context.Context, req SemaphoreForceReleaseRequest) (SemaphoreForceReleaseResult, error) {
+	var v ValidationError
+	if s.ValidateSemaphoreForceRelease(&req, &v); v.Err() != nil {
+		return SemaphoreForceReleaseResult{}, &v
+	}
+	k := int(req.Slot)
+	now := s.now()
+	nowMs := now.UnixMilli()
+	releaseID := newReleaseID()
+	values := map[string]types.AttributeValue{":now": num(nowMs), ":ri": &types.AttributeValueMemberS{Value: releaseID},
+		":k": num(req.Slot), ":gc": num(s.semGC(nowMs))}
+	names := map[string]string{"#pm": AttrPermits, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt,
+		"#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt, "#fa": AttrForcedAt,
+		"#o": AttrOwner, "#t": AttrToken, "#fo": AttrForcedOwner, "#ft": AttrForcedToken, "#fq": AttrForcedAcquired}
+	cond := "#pm > :k AND attribute_not_exists(#x) AND " + notNewer(":now", false) + " AND (attribute_not_exists(#ri) OR #ri <> :ri)"
+	const keep = ", #fo = #o, #ft = #t, #fq = #a"
+	var update string
+	if req.Immediate {
+		cond += " AND (#e > :now OR #f > :now)"
+		update = "SET #e = :now, #x = :now, #f = :now, #fa = :now, #ri = :ri, #g = :gc" + keep
+	} else {
+		cond += " AND #e > :now AND attribute_not_exists(#fa)"
+		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc" + keep
+		names["#n"], names["#d"] = AttrRenewedAt, AttrLockDelay
+		values[":zero"] = num(0)
+	}
+	if req.FencingToken != nil {
+		cond += " AND #t = :tok"
+		values[":tok"] = num(*req.FencingToken)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.semKey(req.Name),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            slotExpression(names, k),
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		p, ok := decodePermit(req.Name, out.Attributes, k)
+		if !ok {
+			return SemaphoreForceReleaseResult{}, fmt.Errorf("force-release-semaphore %q: store returned an incomplete item", req.Name)
+		}
+		p.Permits, _ = permitsOf(out.Attributes)
+		return permitForceResult(p, now, req.Immediate), nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return SemaphoreForceReleaseResult{}, forceErr(req.Name, err)
+	}
+	item := ccf.Item
+	if item == nil {
+		if s.oldItem {
+			return SemaphoreForceReleaseResult{}, ErrNothingToForce
+		}
+		var gerr error
+		if item, gerr = s.semRead(ctx, req.Name, Budget{}); gerr != nil {
+			return SemaphoreForceReleaseResult{}, forceErr(req.Name, gerr)
+		}
+	}
+	view := slotView(item, k)
+	permits, _ := permitsOf(item)
+	lock, ok := decode(req.Name, view)
+	if str(view, AttrReleaseID) == releaseID && ok {
+		// An SDK retry of a write that landed: it ended the permit kept
+		// beside the slot.
+		tok, _ := n(view, AttrForcedToken)
+		acq, _ := n(view, AttrForcedAcquired)
+		ended := Lock{Resource: req.Name, Owner: str(view, AttrForcedOwner), FencingToken: tok,
+			AcquiredAt: time.UnixMilli(acq).UTC(), ExpiresAt: time.UnixMilli(nowMs).UTC(), ForceReleased: true}
+		if lock.FencingToken == tok {
+			ended = lock
+		}
+		return permitForceResult(Permit{Lock: ended, Slot: k, Permits: permits}, now, req.Immediate), nil
+	}
+	switch {
+	case !ok || int64(k) >= permits:
+		return SemaphoreForceReleaseResult{}, ErrNothingToForce
+	case !req.Immediate && (lock.ForceReleased || !live(view, now)):
+		return SemaphoreForceReleaseResult{}, ErrNothingToForce
+	}
+	if _, blocked := blockedUntil(view, now); !blocked {
+		return SemaphoreForceReleaseResult{}, ErrNothingToForce
+	}
+	return SemaphoreForceReleaseResult{}, &PermitChangedError{Current: Permit{Lock: lock, Slot: k, Permits: permits}}
+}
+
+func permitForceResult(p Permit, now time.Time, immediate bool) SemaphoreForceReleaseResult {
+	r := forceResult(p.Lock, now, immediate)
+	return SemaphoreForceReleaseResult{Ended: p, FreeAt: r.FreeAt, Immediate: r.Immediate}
+}
+
+// SemaphoreListResult is one page of the semaphore listing: one Permit per
+// permit that keeps its slot from others (live, or expired inside its
+// lock-delay), semaphore by semaphore in the table's scan order. Cursor
+// continues the listing ("" at its end).
+type SemaphoreListResult struct {
+	Permits []Permit
+	Cursor  string
+	Scanned int
+}
+
+// ListSemaphores returns one page of the permits of the semaphores whose
+// name starts with req.Prefix, as List does for locks: eventually
+// consistent Scans, filtered on the server to semaphore items (the slots
+// are judged here, since a filter cannot loop over them), page after page
+// until the page holds req.Limit permits (a semaphore's permits are never
+// split over two pages, so a page may hold up to MaxPermits − 1 more),
+// the table ends, MaxScanPages were read, or the budget would run out.
+func (s *Service) ListSemaphores(ctx context.Context, req ListRequest, b Budget) (SemaphoreListResult, error) {
+	var v ValidationError
+	ValidatePrefix(req.Prefix, &v)
+	if req.Limit == 0 {
+		req.Limit = DefaultListLimit
+	}
+	if req.Limit < 1 || req.Limit > MaxListLimit {
+		v.Add("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit))
+	}
+	start, cerr := decodeCursor(req.Cursor)
+	if cerr != nil {
+		v.Add("cursor", "is not a cursor this service returned")
+	}
+	if err := v.Err(); err != nil {
+		return SemaphoreListResult{}, err
+	}
+	now := s.now()
+	names := map[string]string{"#r": AttrResource}
+	values := map[string]types.AttributeValue{":pre": &types.AttributeValueMemberS{Value: SemaphorePrefix + req.Prefix}}
+	var res SemaphoreListResult
+	for page := 0; page < MaxScanPages; page++ {
+		if page > 0 && !b.room(ctx) {
+			break
+		}
+		out, err := s.scan(ctx, &dynamodb.ScanInput{
+			TableName:                 aws.String(s.table),
+			Limit:                     aws.Int32(ScanPageItems),
+			FilterExpression:          aws.String("begins_with(#r, :pre)"),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: values,
+			ExclusiveStartKey:         start,
+		}, b)
+		if err != nil {
+			return SemaphoreListResult{}, storeErr("list-semaphores", req.Prefix, err)
+		}
+		res.Scanned += int(out.ScannedCount)
+		for i, item := range out.Items {
+			key := str(item, AttrResource)
+			res.Permits = append(res.Permits, holders(key[len(SemaphorePrefix):], item, now, true)...)
+			if int64(len(res.Permits)) >= req.Limit {
+				if i < len(out.Items)-1 || out.LastEvaluatedKey != nil {
+					res.Cursor = encodeCursor(key)
+				}
+				return res, nil
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			return res, nil
+		}
+		start = out.LastEvaluatedKey
+	}
+	res.Cursor = encodeCursor(str(start, AttrResource))
+	return res, nil
+}
+
+// SemaphoreWatchResult is the state of a semaphore as a watcher sees it.
+type SemaphoreWatchResult struct {
+	// Index identifies the state: 0 for a semaphore never taken, else 2 ×
+	// the counter + 1 − the number of live permits. A grant adds 2 to the
+	// counter's part and at most 1 live permit, and a permit's end
+	// (release, expiry, force release) takes one: so the index grows by
+	// at least 1 at every grant and every end, and a renewal leaves it.
+	Index int64
+	// Changed says Index differs from the request's.
+	Changed bool
+	// Status is the semaphore's state: N, the live permits, the counter.
+	Status SemaphoreStatus
+	// Reads is how many eventually consistent reads the wait made.
+	Reads int
+}
+
+// SemaphoreIndexOf returns the watch index of a semaphore item at now.
+func SemaphoreIndexOf(item map[string]types.AttributeValue, now time.Time) int64 {
+	c, ok := n(item, AttrCounter)
+	if !ok {
+		return 0
+	}
+	permits, _ := permitsOf(item)
+	liveN := int64(0)
+	for k := range int(permits) {
+		if live(slotView(item, k), now) {
+			liveN++
+		}
+	}
+	return 2*c + 1 - liveN
+}
+
+// semLiveUntil returns the earliest expiry of the live permits of item at
+// now (the next change of the index that no write makes), or zero.
+func semLiveUntil(item map[string]types.AttributeValue, now time.Time) time.Time {
+	var first time.Time
+	permits, _ := permitsOf(item)
+	for k := range int(permits) {
+		if t := liveUntil(slotView(item, k), now); !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first
+}
+
+// ValidateSemaphoreWatch checks req, whose Resource is a semaphore's name,
+// as ValidateWatch does.
+func (s *Service) ValidateSemaphoreWatch(req *WatchRequest, v *ValidationError) {
+	ValidateSemaphoreName(req.Resource, v)
+	if !v.Has("index") && req.Index < 0 {
+		v.Add("index", "must be an integer from 0 (the index of the last answer, or 0 for none)")
+	}
+	if !v.Has("wait_seconds") {
+		ValidateWait(req.WaitSeconds, s.maxWait, v)
+	}
+}
+
+// WatchSemaphore answers the state of semaphore req.Resource as soon as
+// its index differs from req.Index, or when req.WaitSeconds have passed,
+// as Watch does for a lock: one strongly consistent read, then eventually
+// consistent reads of the item every PollInterval on average while
+// waiting (a read is billed by the item's size whatever it projects, so
+// it reads the whole item), waking at the earliest live permit's expiry;
+// a change is confirmed by a consistent read.
+func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, error) {
+	var v ValidationError
+	if s.ValidateSemaphoreWatch(&req, &v); v.Err() != nil {
+		return SemaphoreWatchResult{}, &v
+	}
+	now := s.now()
+	if req.Arrived.IsZero() || req.Arrived.After(now) {
+		req.Arrived = now
+	}
+	res, exp, err := s.semWatchRead(ctx, req, b)
+	if err != nil || res.Changed || req.WaitSeconds == 0 {
+		return res, err
+	}
+	end := deadlineEnd(ctx, b, now, req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second))
+	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(now), 0))
+	defer cancel()
+	reads := 0
+	interval := PollInterval
+	pause := randUpTo(interval)
+	for {
+		now := s.now()
+		wake := now.Add(pause)
+		if !exp.IsZero() && exp.Before(wake) {
+			wake = exp
+		}
+		if !wake.Before(end) {
+			_ = s.sleep(sctx, end.Sub(now))
+			break
+		}
+		if err := s.sleep(sctx, wake.Sub(now)); err != nil {
+			break
+		}
+		pause = interval/2 + randUpTo(interval)
+		item, err := s.semPeek(ctx, req.Resource, b)
+		reads++
+		if err != nil {
+			if !transient(err) {
+				return SemaphoreWatchResult{}, storeErr("watch-semaphore", req.Resource, err)
+			}
+			interval = min(2*interval, MaxPollInterval)
+			pause = interval/2 + randUpTo(interval)
+			continue
+		}
+		interval = max(interval/2, PollInterval)
+		at := s.now()
+		if SemaphoreIndexOf(item, at) == req.Index {
+			exp = semLiveUntil(item, at)
+			continue
+		}
+		res, exp, err = s.semWatchRead(ctx, req, b)
+		if err != nil || res.Changed {
+			res.Reads = reads
+			return res, err
+		}
+	}
+	res, _, err = s.semWatchRead(ctx, req, b)
+	res.Reads = reads
+	return res, err
+}
+
+// semWatchRead reads the semaphore strongly consistently: its state and
+// the earliest live permit's expiry.
+func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, time.Time, error) {
+	item, err := s.semRead(ctx, req.Resource, b)
+	if err != nil {
+		return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
+	}
+	now := s.now()
+	res := SemaphoreWatchResult{Index: SemaphoreIndexOf(item, now), Status: statusOf(req.Resource, item, now)}
+	res.Changed = res.Index != req.Index
+	return res, semLiveUntil(item, now), nil
+}
+
+// semPeek reads the semaphore with an eventually consistent GetItem under
+// b.
+func (s *Service) semPeek(ctx context.Context, name string, b Budget) (map[string]types.AttributeValue, error) {
+	cctx, cancel := b.Context(ctx)
+	defer cancel()
+	out, err := s.db.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: s.semKey(name)})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
