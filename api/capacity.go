@@ -10,12 +10,16 @@ package api
 // holder then loses its lease. Two bounds, both read from Routes by the CDK
 // app (infra/) and by the local runner (local/), which models them:
 //
-//   - Route throttles (on by default): an acquire route admitting R requests
-//     a second with burst B keeps at most about B + R × 20 s waiters at once
-//     (20 rps, burst 100: 500, half of a default account), while renew and
-//     release admit enough for HolderThrottle.Rate × ttl/3 holders (200 rps:
-//     2,000 holders of 30 s leases renewing every 10 s). API Gateway answers
-//     a throttled route 429 {"message":"Too Many Requests"}.
+//   - Route throttles (on by default): a route that may wait (acquire,
+//     watch), admitting R requests a second with burst B, keeps at most
+//     about B + R × 20 s executions at once. The four such routes together
+//     (lock acquire 375, lock watch 200, semaphore acquire 100, semaphore
+//     watch 100) hold at most 775 of a default account's 1,000, leaving 225
+//     for renewals, releases, status and the account's other functions,
+//     while renew and release admit enough for HolderThrottle.Rate × ttl/3
+//     holders (200 rps: 2,000 holders of 30 s leases renewing every 10 s).
+//     API Gateway answers a throttled route 429 {"message":"Too Many
+//     Requests"}.
 //   - Reserved concurrency (-c reserve=true): renew and release get a floor
 //     of executions nobody else may use, and acquire a cap, so waiters can
 //     never take the holders' capacity, whatever the account's other
@@ -25,10 +29,10 @@ package api
 //     function's concurrency is answered 500 {"message":"Internal Server
 //     Error"} by API Gateway.
 //
-// A semaphore row has the throttle of the lock row of its function, in a
-// bucket of its own (API Gateway throttles by route key): together a
-// function's rows admit twice the lock row's rate, while the function's
-// reserved concurrency bounds them together.
+// A semaphore row runs on the function of its lock row's job, in a
+// throttle bucket of its own (API Gateway throttles by route key): its own,
+// lower rate for the rows that wait; the function's reserved concurrency
+// bounds both rows together.
 //
 // Both answers are retryable: the clients back off and retry them.
 
@@ -41,17 +45,23 @@ type Throttle struct {
 
 // Route throttles, by the work one request of each route does.
 var (
-	// AcquireThrottle bounds acquires: each may hold an execution for a
-	// whole waiting round (20 s), so its rate sets the number of waiters.
-	AcquireThrottle = Throttle{Rate: 20, Burst: 100}
+	// AcquireThrottle bounds lock acquires: each may hold an execution for
+	// a whole waiting round (20 s), so its rate sets the number of
+	// waiters: at most 75 + 15 × 20 = 375 at once.
+	AcquireThrottle = Throttle{Rate: 15, Burst: 75}
+	// SemaphoreAcquireThrottle bounds semaphore acquires likewise: at most
+	// 20 + 4 × 20 = 100 waiters at once.
+	SemaphoreAcquireThrottle = Throttle{Rate: 4, Burst: 20}
 	// HolderThrottle bounds renewals and releases, one store call each.
 	HolderThrottle = Throttle{Rate: 200, Burst: 400}
 	// StatusThrottle bounds status reads, one store call each.
 	StatusThrottle = Throttle{Rate: 100, Burst: 200}
-	// WatchThrottle bounds watches: each may hold an execution for a whole
-	// round (20 s), as a waiting acquire does, so its rate sets the number
-	// of watchers: at most 100 + 20 × 20 = 500 at once.
-	WatchThrottle = Throttle{Rate: 20, Burst: 100}
+	// WatchThrottle bounds lock watches: each may hold an execution for a
+	// whole round (20 s), as a waiting acquire does, so its rate sets the
+	// number of watchers: at most 40 + 8 × 20 = 200 at once.
+	WatchThrottle = Throttle{Rate: 8, Burst: 40}
+	// SemaphoreWatchThrottle bounds semaphore watches: at most 100.
+	SemaphoreWatchThrottle = Throttle{Rate: 4, Burst: 20}
 	// AdminThrottle bounds the operator routes (a listing scans).
 	AdminThrottle = Throttle{Rate: 5, Burst: 10}
 )

@@ -89,7 +89,7 @@ var Routes = []Route{
 	// so capacity isolation and IAM carry over (the function tells the
 	// rows apart by the event's route key).
 	{Name: "acquire", Operation: "acquireSemaphore", Method: "POST", Path: "/semaphores/{name}", Timeout: AcquireTimeout,
-		Throttle: AcquireThrottle, Reserve: AcquireReserve, Handle: (*Handler).AcquireSemaphore},
+		Throttle: SemaphoreAcquireThrottle, Reserve: AcquireReserve, Handle: (*Handler).AcquireSemaphore},
 	{Name: "status", Operation: "semaphoreStatus", Method: "GET", Path: "/semaphores/{name}", Timeout: RouteTimeout,
 		Throttle: StatusThrottle, Handle: (*Handler).SemaphoreStatus},
 	{Name: "release", Operation: "releaseSemaphore", Method: "DELETE", Path: "/semaphores/{name}", Timeout: RouteTimeout,
@@ -97,7 +97,7 @@ var Routes = []Route{
 	{Name: "renew", Operation: "renewSemaphore", Method: "POST", Path: "/semaphores/{name}/renew", Timeout: RouteTimeout,
 		Throttle: HolderThrottle, Reserve: RenewReserve, Handle: (*Handler).RenewSemaphore},
 	{Name: "watch", Operation: "watchSemaphore", Method: "GET", Path: "/semaphores/{name}/watch", Timeout: AcquireTimeout,
-		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).WatchSemaphore},
+		Throttle: SemaphoreWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).WatchSemaphore},
 	{Name: "admin", Operation: "listSemaphores", Admin: true, Method: "GET", Path: "/admin/semaphores", Timeout: AdminTimeout,
 		Throttle: AdminThrottle, Handle: (*Handler).ListSemaphores},
 	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",

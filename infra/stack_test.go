@@ -29,20 +29,20 @@ var wantFunctions = []string{"acquire", "status", "release", "renew", "watch", "
 // wantThrottle is each route's throttle on the default stage, written out:
 // acquire admits fewer requests than renew and release (api/capacity.go).
 var wantThrottle = map[string]api.Throttle{
-	"POST /locks/{resource}":         {Rate: 20, Burst: 100},
+	"POST /locks/{resource}":         {Rate: 15, Burst: 75},
 	"GET /locks/{resource}":          {Rate: 100, Burst: 200},
 	"DELETE /locks/{resource}":       {Rate: 200, Burst: 400},
 	"POST /locks/{resource}/renew":   {Rate: 200, Burst: 400},
-	"GET /locks/{resource}/watch":    {Rate: 20, Burst: 100},
+	"GET /locks/{resource}/watch":    {Rate: 8, Burst: 40},
 	"GET /admin/locks":               {Rate: 5, Burst: 10},
 	"DELETE /admin/locks/{resource}": {Rate: 5, Burst: 10},
-	// The semaphore rows: each the throttle of the lock row of its job, a
-	// bucket of its own (API Gateway throttles by route key).
-	"POST /semaphores/{name}":         {Rate: 20, Burst: 100},
+	// The semaphore rows: a bucket of their own (API Gateway throttles by
+	// route key), lower for the two that may wait.
+	"POST /semaphores/{name}":         {Rate: 4, Burst: 20},
 	"GET /semaphores/{name}":          {Rate: 100, Burst: 200},
 	"DELETE /semaphores/{name}":       {Rate: 200, Burst: 400},
 	"POST /semaphores/{name}/renew":   {Rate: 200, Burst: 400},
-	"GET /semaphores/{name}/watch":    {Rate: 20, Burst: 100},
+	"GET /semaphores/{name}/watch":    {Rate: 4, Burst: 20},
 	"GET /admin/semaphores":           {Rate: 5, Burst: 10},
 	"DELETE /admin/semaphores/{name}": {Rate: 5, Burst: 10},
 }
