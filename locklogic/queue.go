@@ -555,7 +555,9 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 			switch {
 			case !blocked && v.open(nowMs):
 				// Free, and no live waiter queued: take it as any acquire.
-				r, item, err := s.acquireWrite(ctx, req, req.Arrived, gid)
+				cctx, cancel := b.Context(ctx)
+				r, item, err := s.acquireWrite(cctx, req, req.Arrived, gid)
+				cancel()
 				if err != nil || r.Acquired {
 					return r, err
 				}

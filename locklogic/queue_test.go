@@ -122,6 +122,7 @@ func TestFairWaitPace(t *testing.T) {
 			}
 			waited := clock.Now().Sub(t0).Seconds()
 			perSec := float64(db.Gets()) / waited
+			t.Logf("%s: %d writes, %d reads in %.1f s: %.1f reads/s", tc.name, len(db.Updates()), db.Gets(), waited, perSec)
 			if perSec < tc.perSec[0] || perSec > tc.perSec[1] {
 				t.Errorf("got %d reads in %.1f s (%.1f/s), want %v a second", db.Gets(), waited, perSec, tc.perSec)
 			}
