@@ -230,8 +230,12 @@ func TestChurnWithWaiting(t *testing.T) {
 		t.Errorf("%d times two workers held the lock at once", n)
 	}
 	t.Logf("%d handoffs among %d waiting workers in 3s", len(tokens), workers)
-	if len(tokens) < 10 {
-		t.Errorf("got %d handoffs in 3s, want many (a waiter takes a released lock within ~100ms)", len(tokens))
+	// Served in arrival order with 10 ms holds, the queue moves as fast as
+	// the waiters behind the head learn that they moved up (the next in
+	// line every 250 ms, the others every second): a few handoffs a second,
+	// not the ~100 ms of a lucky random poll. make bench measures it.
+	if len(tokens) < 4 {
+		t.Errorf("got %d handoffs in 3s, want at least 4 (a few a second)", len(tokens))
 	}
 	for i := 1; i < len(tokens); i++ {
 		if tokens[i] <= tokens[i-1] {
