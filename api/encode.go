@@ -139,6 +139,10 @@ func (r AcquireResponse) appendJSON(b []byte) []byte {
 		b = append(b, `,"expires_at":`...)
 		b = appendJSONString(b, r.ExpiresAt)
 	}
+	if r.QueueTicket != "" {
+		b = append(b, `,"queue_ticket":`...)
+		b = appendJSONString(b, r.QueueTicket)
+	}
 	return append(b, '}')
 }
 

@@ -19,6 +19,8 @@ func TestResponseEncoding(t *testing.T) {
 		"Acquired":     AcquireResponse{Acquired: true, Lock: &lock},
 		"Held":         AcquireResponse{Resource: "payment:42"},
 		"HeldUntil":    AcquireResponse{Resource: "payment:42", ExpiresAt: "2026-12-02T12:00:30.000Z"},
+		"HeldQueued":   AcquireResponse{Resource: "payment:42", ExpiresAt: "2026-12-02T12:00:30.000Z", QueueTicket: "3ryokmsrhxukz"},
+		"OddTicket":    AcquireResponse{Resource: "r", QueueTicket: odd.Resource},
 		"Renewed":      RenewResponse{Renewed: true, Lock: lock},
 		"Status":       lock,
 		"OddStrings":   odd,

@@ -142,6 +142,8 @@ func FuzzHandlers(f *testing.F) {
 		{0, storeAbsent, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":2}`, 0, false, ""},
 		{0, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":0}`, 0, false, ""},
 		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":21}`, 0, false, ""},
+		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{0, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"queue_ticket":null}`, 0, false, ""},
 	} {
 		f.Add(s.route, s.store, s.resource, []byte(s.body), s.encoding, s.decodedPath, s.arn)
 	}
@@ -185,7 +187,8 @@ func FuzzHandlers(f *testing.F) {
 		clock := fuzzT0
 		now := func() time.Time { return clock }
 		sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
-		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep}), slog.New(slog.DiscardHandler), now)
+		// Fair waiting is on, as in the service's own setups (api.Config).
+		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, FairWaiting: true}), slog.New(slog.DiscardHandler), now)
 
 		resp, err := rt.Handle(h, context.Background(), req)
 		if err != nil {
@@ -203,6 +206,10 @@ func FuzzHandlers(f *testing.F) {
 		for _, in := range db.Updates() {
 			keys = append(keys, in.Key)
 			o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
+			if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil {
+				// A waiter's join: the owner is in its queue entry.
+				o, _ = qe.Value[0].(*types.AttributeValueMemberM).Value[locklogic.AttrOwner].(*types.AttributeValueMemberS)
+			}
 			if o == nil {
 				t.Fatalf("%s: write without an owner value", rt.Key())
 			}

@@ -74,6 +74,9 @@ type AcquireResponse struct {
 	// ExpiresAt only when the store reported the holder's expiry.
 	Resource  string `json:"resource,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"`
+	// QueueTicket is a waiting acquire's place in the lock's queue, when
+	// it ended held with one: the next round sends it back to keep it.
+	QueueTicket string `json:"queue_ticket,omitempty"`
 }
 
 // RenewResponse is the 200 body of POST /locks/{resource}/renew.
@@ -114,8 +117,9 @@ func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 // Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"},
 // an optional "wait_seconds": how long to wait, inside this request, for a
 // lock held by someone else (locklogic.Service.AcquireWait; each store call
-// of a wait has its own store budget), and an optional
-// "lock_delay_seconds": the lease's lock-delay.
+// of a wait has its own store budget), an optional "lock_delay_seconds":
+// the lease's lock-delay, and an optional "queue_ticket": the place in the
+// lock's queue an earlier round's answer gave.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	if req.RouteKey == semAcquireKey { // the acquire function serves both rows
 		return h.serve(ctx, &req, routeSemAcquire)
@@ -125,7 +129,7 @@ func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPReques
 
 // acquire is Acquire's route: parse, one AcquireWait, map its outcome.
 func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds")
+	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}
@@ -134,6 +138,7 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	ar := locklogic.AcquireRequest{
 		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)},
 		TTLSeconds: deref(ttl), WaitSeconds: deref(wait), LockDelaySeconds: deref(delay), Arrived: h.arrived(req),
+		QueueTicket: b.optStr("queue_ticket"),
 	}
 	// Every invalid field in one answer: what the body could not give,
 	// then the service's rules for the rest.
@@ -148,9 +153,11 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	if res.Acquired {
 		return result{status: 200, body: acquiredBody(res.Lock), outcome: "acquired", waits: waits, waited: res.Waited}, nil
 	}
-	out := result{status: 200, body: AcquireResponse{Resource: resource}, outcome: "held", waits: waits, waited: res.Waited}
+	held := AcquireResponse{Resource: resource, QueueTicket: res.QueueTicket}
+	out := result{status: 200, body: held, outcome: "held", waits: waits, waited: res.Waited}
 	if !res.HolderExpiresAt.IsZero() {
-		out.body = AcquireResponse{Resource: resource, ExpiresAt: string(appendTime(nil, res.HolderExpiresAt))}
+		held.ExpiresAt = string(appendTime(nil, res.HolderExpiresAt))
+		out.body = held
 		secs := math.Ceil(res.HolderExpiresAt.Sub(h.now()).Seconds())
 		out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
 	}

@@ -293,6 +293,20 @@ func integerLiteral(raw []byte) bool {
 	return true
 }
 
+// optStr returns the optional string member name: "" when absent or
+// null. Its content is the caller's to check, but for the empty string:
+// present, it must not be empty.
+func (b *body) optStr(name string) string {
+	if raw, ok := b.members[name]; !ok || string(raw) == "null" {
+		return ""
+	}
+	s := b.str(name)
+	if s == "" && !b.errs.Has(name) {
+		b.errs.Add(name, "must not be empty (leave it out, or null, for none)")
+	}
+	return s
+}
+
 // bool returns the optional boolean member name: false when absent or
 // null.
 func (b *body) bool(name string) bool {

@@ -87,7 +87,8 @@ func (c Config) ServiceConfig() locklogic.Config {
 		maxDelay = -1 // off, likewise
 	}
 	return locklogic.Config{Table: c.Table, MaxTTLSeconds: c.MaxTTLSeconds, Retention: c.Retention,
-		OldItemOnFailure: c.OldItemOnFailure, MaxWaitSeconds: maxWait, MaxLockDelaySeconds: maxDelay}
+		OldItemOnFailure: c.OldItemOnFailure, MaxWaitSeconds: maxWait, MaxLockDelaySeconds: maxDelay,
+		FairWaiting: true}
 }
 
 // ConfigFromEnv reads Config from getenv (os.Getenv in production) and

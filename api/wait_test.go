@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -224,5 +225,109 @@ func TestRouteTimeouts(t *testing.T) {
 		if r.Timeout%time.Second != 0 {
 			t.Errorf("%s: timeout %s, want whole seconds (Lambda's unit)", r.Name, r.Timeout)
 		}
+	}
+}
+
+// TestAcquireQueueTicket: queue_ticket is an optional string of 1 to 64
+// letters, digits, '-' or '_' (absent or null: none); anything else is a
+// 422 naming it that never reaches the store.
+func TestAcquireQueueTicket(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, ticket string // the member's raw JSON; "" leaves it out
+		want         int
+	}{
+		{"Absent", "", 200},
+		{"Null", `null`, 200},
+		{"Valid", `"3ryokmsrhxukz"`, 200},
+		{"MaxLength", `"` + strings.Repeat("a", 64) + `"`, 200},
+		{"Empty", `""`, 422},
+		{"TooLong", `"` + strings.Repeat("a", 65) + `"`, 422},
+		{"Space", `"a b"`, 422},
+		{"Unicode", `"\u00e9"`, 422},
+		{"Number", `12`, 422},
+		{"Object", `{"id":"a"}`, 422},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 8, t0.Add(30*time.Second))}, nil
+			}}
+			now := func() time.Time { return t0 }
+			svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, FairWaiting: true})
+			body := `{"owner":"w1","ttl_seconds":30,"wait_seconds":5`
+			if tt.ticket != "" {
+				body += `,"queue_ticket":` + tt.ticket
+			}
+			resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).Acquire(context.Background(), acquireEvent(body+"}"))
+			if resp.StatusCode != tt.want {
+				t.Fatalf("got %d %s, want %d", resp.StatusCode, resp.Body, tt.want)
+			}
+			if tt.want != 422 {
+				return
+			}
+			var p Problem
+			if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != "queue_ticket" {
+				t.Errorf("got %s, want one error naming queue_ticket", resp.Body)
+			}
+			if len(db.Updates()) != 0 {
+				t.Errorf("an invalid request reached the store")
+			}
+		})
+	}
+}
+
+// TestAcquireQueueTicketRoundTrip: the ticket a request sends reaches the
+// write that keeps the waiter's place, and a round that ends held answers
+// the place it holds.
+func TestAcquireQueueTicketRoundTrip(t *testing.T) {
+	t.Parallel()
+	const ticket = "3ryokmsrhxukz"
+	clock := t0
+	now := func() time.Time { return clock }
+	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
+	var mu sync.Mutex
+	until := t0.Add(time.Second).UnixMilli() // the place the last round left
+	// The lock stays held; the queue holds the caller's place, which the
+	// store moves when a write keeps it.
+	item := func() map[string]types.AttributeValue {
+		it := lockItem("holder", 7, t0.Add(time.Hour))
+		it[locklogic.AttrQueue] = &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: ticket}, "owner": &types.AttributeValueMemberS{Value: "w1"},
+			"until": &types.AttributeValueMemberN{Value: strconv.FormatInt(until, 10)},
+		}}}}
+		it[locklogic.AttrQueueUntil] = &types.AttributeValueMemberN{Value: strconv.FormatInt(until, 10)}
+		return it
+	}
+	var kept []string
+	db := &dynamofake.DB{
+		Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if tk, ok := in.ExpressionAttributeValues[":tk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(*in.UpdateExpression, "SET #q[0].#qt") {
+				kept = append(kept, tk.Value)
+				until, _ = strconv.ParseInt(in.ExpressionAttributeValues[":qt"].(*types.AttributeValueMemberN).Value, 10, 64)
+				return &dynamodb.UpdateItemOutput{Attributes: item()}, nil
+			}
+			return nil, &types.ConditionalCheckFailedException{Item: item()}
+		},
+		Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return &dynamodb.GetItemOutput{Item: item()}, nil
+		},
+	}
+	svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, FairWaiting: true, OldItemOnFailure: true})
+	resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).Acquire(context.Background(),
+		acquireEvent(`{"owner":"w1","ttl_seconds":30,"wait_seconds":5,"queue_ticket":"`+ticket+`"}`))
+	var got AcquireResponse
+	if err := json.Unmarshal([]byte(resp.Body), &got); err != nil || resp.StatusCode != 200 || got.Acquired || got.QueueTicket != ticket {
+		t.Fatalf("got %d %s, want held with queue_ticket %q", resp.StatusCode, resp.Body, ticket)
+	}
+	if len(kept) != 1 || kept[0] != ticket {
+		t.Errorf("writes that kept a place: %v, want one, for the ticket sent", kept)
+	}
+	if want := t0.Add(5*time.Second + locklogic.QueueGrace).UnixMilli(); until != want {
+		t.Errorf("the place lapses at %d, want the round's end plus QueueGrace, %d", until, want)
 	}
 }

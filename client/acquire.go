@@ -130,14 +130,21 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 		if r.out == granted {
 			return newLease(c, r.grant, ttl), nil
 		}
+		if errors.Is(r.err, ErrHeld) {
+			// The next round keeps the place in the lock's queue this
+			// one answered, if any (fair waiting at the service).
+			a.ticket = r.ticket
+		}
 		if !errors.Is(r.err, ErrHeld) && !retryable(r.err) {
 			a.abandon(ctx)
 			return nil, r.err
 		}
 		last = r.err
-		if wait > 0 && errors.Is(r.err, ErrHeld) && time.Since(sent) >= wait-time.Second {
-			// The service waited the whole round: the next one starts at
-			// once, and a backoff after it starts small again.
+		if wait > 0 && errors.Is(r.err, ErrHeld) && (time.Since(sent) >= wait-time.Second || a.ticket != "") {
+			// The service waited the whole round, or holds a place in the
+			// queue for the next one (it lapses 2 s after this round's
+			// end): the next one starts at once, and a backoff after it
+			// starts small again.
 			attempt = -1
 			continue
 		}
@@ -225,6 +232,9 @@ type attemptResult struct {
 	out   outcome
 	grant grant // when out is granted
 	err   error // otherwise
+	// ticket is the place in the lock's queue a waiting round that ended
+	// held answered (queue_ticket), "" when none.
+	ticket string
 }
 
 // acquisition is one call of TryAcquire or Acquire: its arguments, and
@@ -240,6 +250,9 @@ type acquisition struct {
 	// unsure: an attempt's outcome is unknown and no later answer settled
 	// it (a grant replaces it, "held" shows it is not live).
 	unsure bool
+	// ticket is the place in the lock's queue that the last round
+	// answered: the next waiting round sends it back to keep it.
+	ticket string
 }
 
 // newAcquisition checks an acquire's arguments and options; a ttl of 0 and
@@ -391,6 +404,9 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 	if a.opt.lockDelay > 0 {
 		req["lock_delay_seconds"] = int64(a.opt.lockDelay / time.Second)
 	}
+	if wait >= time.Second && a.ticket != "" {
+		req["queue_ticket"] = a.ticket
+	}
 	// t0 is taken before sending: the lease cannot have started earlier.
 	// After a wait at the service it is older than it need be, which only
 	// makes the lease's local deadline earlier (safe, see serverWait).
@@ -400,9 +416,10 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 		return fail(outcomeOf(err), err)
 	}
 	var body struct {
-		Acquired  bool   `json:"acquired"`
-		Lock      *Lock  `json:"lock"`
-		ExpiresAt string `json:"expires_at"`
+		Acquired    bool   `json:"acquired"`
+		Lock        *Lock  `json:"lock"`
+		ExpiresAt   string `json:"expires_at"`
+		QueueTicket string `json:"queue_ticket"`
 	}
 	if err := resp.decode(&body); err != nil {
 		return fail(unknown, err)
@@ -412,7 +429,7 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 		if body.ExpiresAt != "" {
 			held.ExpiresAt, _ = time.Parse(time.RFC3339, body.ExpiresAt)
 		}
-		return attemptResult{out: notGranted, err: held}
+		return attemptResult{out: notGranted, err: held, ticket: body.QueueTicket}
 	}
 	if body.Lock == nil {
 		return fail(unknown, errors.New("malformed response: acquired without a lock"))

@@ -31,10 +31,11 @@ type fakeAPI struct {
 	// it, as a service without server-side waiting does.
 	refuseWait bool
 
-	mu    sync.Mutex
-	locks map[string]*fakeLock
-	token int64
-	calls []call
+	mu      sync.Mutex
+	locks   map[string]*fakeLock
+	token   int64
+	calls   []call
+	tickets int // queue tickets given so far
 }
 
 // fakeLock is a lease as the fake service stores it.
@@ -61,6 +62,7 @@ type call struct {
 	Wait     time.Duration   // wait_seconds, 0 when absent
 	Index    int64           // a watch's index
 	Delay    int64           // lock_delay_seconds, 0 when absent
+	Ticket   string          // queue_ticket, "" when absent
 	Ctx      context.Context // the request's
 }
 
@@ -99,6 +101,7 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		Token int64  `json:"fencing_token"`
 		Wait  int64  `json:"wait_seconds"`
 		Delay int64  `json:"lock_delay_seconds"`
+		Queue string `json:"queue_ticket"`
 	}
 	if r.Body != nil {
 		data, err := io.ReadAll(r.Body)
@@ -117,7 +120,7 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("fake API: unexpected path %q", r.URL.Path)
 	}
 	c := call{At: time.Now(), Resource: path, Owner: body.Owner, Token: body.Token, TTL: time.Duration(body.TTL) * time.Second,
-		Wait: time.Duration(body.Wait) * time.Second, Delay: body.Delay, Ctx: r.Context()}
+		Wait: time.Duration(body.Wait) * time.Second, Delay: body.Delay, Ticket: body.Queue, Ctx: r.Context()}
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/renew"):
 		c.Op, c.Resource = "renew", strings.TrimSuffix(path, "/renew")
@@ -211,8 +214,18 @@ func (f *fakeAPI) serve(c call) *http.Response {
 	case "acquire":
 		if live && l.owner != c.Owner {
 			secs := math.Ceil(l.expires.Sub(now).Seconds())
-			return jsonResponse(200, map[string]string{"Retry-After": strconv.Itoa(int(secs))},
-				map[string]any{"acquired": false, "resource": c.Resource, "expires_at": l.expires.Format(time.RFC3339Nano)})
+			held := map[string]any{"acquired": false, "resource": c.Resource, "expires_at": l.expires.Format(time.RFC3339Nano)}
+			if c.Wait > 0 {
+				// A waiting round that ends held has a place in the queue:
+				// the one it was sent with, or a new one.
+				ticket := c.Ticket
+				if ticket == "" {
+					f.tickets++
+					ticket = "tk" + strconv.Itoa(f.tickets)
+				}
+				held["queue_ticket"] = ticket
+			}
+			return jsonResponse(200, map[string]string{"Retry-After": strconv.Itoa(int(secs))}, held)
 		}
 		f.token++
 		l = &fakeLock{owner: c.Owner, token: f.token, acquired: now, expires: now.Add(c.TTL), lockDelay: c.Delay}

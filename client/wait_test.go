@@ -189,3 +189,39 @@ func TestTryAcquireAsksOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAcquireSendsQueueTicket: a waiting round that ends held answers its
+// place in the lock's queue (queue_ticket); the next round sends it back,
+// so the waiter keeps its place, and a plain attempt never sends one.
+func TestAcquireSendsQueueTicket(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeAPI()
+		f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: 5 * time.Minute})
+		time.AfterFunc(sec(45), func() { f.serve(call{Op: "release", Resource: "r", Owner: "holder"}) })
+		c := newFakeClient(t, f, client.WithoutKeepAlive())
+		ctx, cancel := context.WithTimeout(context.Background(), sec(50))
+		defer cancel()
+		l, err := c.Acquire(ctx, "r", "waiter", sec(60))
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		defer l.Release(context.Background())
+		calls := f.log("acquire")
+		var tickets []string
+		for _, c := range calls {
+			tickets = append(tickets, c.Ticket)
+		}
+		// Rounds at 0, 19.5 and 39 s: the first has no place yet, the
+		// others send back the one the first was given.
+		if want := []string{"", "tk1", "tk1"}; !slices.Equal(tickets, want) {
+			t.Errorf("queue_ticket of each round: got %q, want %q", tickets, want)
+		}
+		if _, err := c.TryAcquire(context.Background(), "r", "other", sec(60)); !errors.Is(err, client.ErrHeld) {
+			t.Fatalf("TryAcquire: got %v, want ErrHeld", err)
+		}
+		if last := f.log("acquire"); last[len(last)-1].Ticket != "" {
+			t.Errorf("a plain attempt sent queue_ticket %q, want none", last[len(last)-1].Ticket)
+		}
+	})
+}

@@ -50,6 +50,14 @@ var valueMeanings = map[string]string{
 	":zero": "0",
 	":ri":   "the request's random release id: an SDK retry of a write that landed finds its own tombstone",
 	":pre":  "the listing's `prefix`",
+	":tk":   "the waiter's queue ticket (its entry's `id`)",
+	":qe":   "the waiter's entry, a list of one map: `{id, owner, principal (with IAM auth), until}`",
+	":nil":  "the empty list",
+	":qn":   "the queue's size the waiter saw (the old item of its failed write, or a consistent read)",
+	":qt":   "the entry's new `until`: the round's end (arrival + `wait_seconds`) + `QueueGrace` (2 s), epoch ms",
+	":qu":   "the latest `until` the waiter knows of: its own, or the `queue_until` it saw if later",
+	":q0":   "the id of the lapsed entry at index 0 (`:q1` at index 1, …)",
+	":q1":   "the id of the lapsed entry at index 1",
 }
 
 // listingOp is one store call of the service, as the listing shows it:
@@ -118,6 +126,49 @@ var listingOps = []listingOp{
 	16: {"admin listing: one Scan page, no prefix", 15, func(s *Service) {
 		_, _ = s.List(context.Background(), ListRequest{}, Budget{})
 	}},
+	17: {"fair waiting, the head's grant: no IAM principal, no lock-delay", -1, func(s *Service) {
+		_, _, _ = s.headGrant(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller, TTLSeconds: 30,
+			WaitSeconds: 20}, Budget{}, "k3jd9a0x2", "gr4nt1d")
+	}},
+	18: {"fair waiting, the head's grant: IAM principal, lock_delay_seconds > 0", 17, func(s *Service) {
+		_, _, _ = s.headGrant(context.Background(), AcquireRequest{Resource: listingResource, Caller: iamCaller, TTLSeconds: 30,
+			WaitSeconds: 20, LockDelaySeconds: 60}, Budget{}, "k3jd9a0x2", "gr4nt1d")
+	}},
+	19: {"fair waiting, join: the queue seen holds 2 entries", -1, func(s *Service) {
+		v := listingQueue(s, 2)
+		_, _ = s.queueJoin(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller}, Budget{}, v,
+			"k3jd9a0x2", s.now().Add(22*time.Second).UnixMilli())
+	}},
+	20: {"fair waiting, keep the place: the entry at index 2, no IAM principal", -1, func(s *Service) {
+		v := listingQueue(s, 3)
+		_, _ = s.queueExtend(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller}, Budget{}, v, 2,
+			"k3jd9a0x2", s.now().Add(22*time.Second).UnixMilli())
+	}},
+	21: {"fair waiting, keep the place: IAM principal", 20, func(s *Service) {
+		v := listingQueue(s, 3)
+		_, _ = s.queueExtend(context.Background(), AcquireRequest{Resource: listingResource, Caller: iamCaller}, Budget{}, v, 2,
+			"k3jd9a0x2", s.now().Add(22*time.Second).UnixMilli())
+	}},
+	22: {"fair waiting, remove lapsed entries: the two at the front", -1, func(s *Service) {
+		_, _ = s.queuePrune(context.Background(), listingResource, Budget{}, listingQueue(s, 3), 2)
+	}},
+	23: {"fair waiting: a queued waiter's read of the item between writes", -1, func(s *Service) {
+		_, _ = s.queuePeek(context.Background(), listingResource, Budget{})
+	}},
+}
+
+// listingQueue is a view of a lock item with n entries queued, lapsed
+// ones first.
+func listingQueue(s *Service, n int) *view {
+	var l []types.AttributeValue
+	for i := range n {
+		l = append(l, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			entryID: &types.AttributeValueMemberS{Value: fmt.Sprint("t", i)}, AttrOwner: &types.AttributeValueMemberS{Value: "w"},
+			entryUntil: num(s.now().Add(time.Duration(i-2) * time.Second).UnixMilli()),
+		}})
+	}
+	return newView(map[string]types.AttributeValue{AttrQueue: &types.AttributeValueMemberL{Value: l},
+		AttrQueueUntil: num(s.now().Add(30 * time.Second).UnixMilli())}, true)
 }
 
 var anonCaller = Caller{Owner: "w1"}

@@ -51,6 +51,13 @@ const (
 	AttrForcedToken    = "forced_token"
 	AttrForcedAcquired = "forced_acquired_at"
 	AttrTTL            = "ttl" // epoch seconds: free_at (at most expires_at + max lock-delay) + retention
+	// AttrQueue is the waiters of the lock in arrival order (fair waiting):
+	// a list of maps {id, owner, principal, until}, see queue.go.
+	AttrQueue = "queue"
+	// AttrQueueUntil is at least the latest until of any entry of AttrQueue
+	// (epoch ms): once it has passed, every entry has lapsed, and an
+	// acquire may take a free lock over them in its one write.
+	AttrQueueUntil = "queue_until"
 )
 
 // DefaultRetention is how long an idle record (released or expired) is kept
@@ -87,6 +94,14 @@ type Config struct {
 	// returns ctx's error); a timer when nil. Tests that swap Now swap it
 	// too, so that a wait moves their clock.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// FairWaiting serves waiting acquires in arrival order: a waiter joins
+	// the queue kept on the lock's item, and only the head of the queue
+	// may take a free lock (docs/design.md#fair-waiting-a-queue-on-the-item).
+	// Off, waiters watch the item at random and the first write after a
+	// release wins, as before the queue existed. Whichever it is, an
+	// acquire never takes a free lock past a live queued waiter. The
+	// service's own setups (api.Config) turn it on.
+	FairWaiting bool
 }
 
 // Service implements the lock rules over one DynamoDB table. It is safe for
@@ -101,13 +116,14 @@ type Service struct {
 	now       func() time.Time
 	sleep     func(ctx context.Context, d time.Duration) error
 	oldItem   bool
+	fair      bool
 }
 
 // New returns a Service over db. It does not touch the network.
 func New(db DynamoDBAPI, cfg Config) *Service {
 	s := &Service{db: db, table: cfg.Table, maxTTL: cfg.MaxTTLSeconds, maxWait: cfg.MaxWaitSeconds,
 		maxDelay: cfg.MaxLockDelaySeconds, retention: cfg.Retention, now: cfg.Now, sleep: cfg.Sleep,
-		oldItem: cfg.OldItemOnFailure}
+		oldItem: cfg.OldItemOnFailure, fair: cfg.FairWaiting}
 	if s.maxTTL <= 0 {
 		s.maxTTL = DefaultMaxTTLSeconds
 	}
@@ -199,6 +215,11 @@ type AcquireRequest struct {
 	// the request's issue time for the late-write rule of every write of a
 	// wait, and a wait ends GrantGuard before Arrived + WaitSeconds.
 	Arrived time.Time
+	// QueueTicket is the place in the lock's queue that an earlier round of
+	// the same wait was given (AcquireResult.QueueTicket): a waiting
+	// acquire that sends it back keeps that place. Only waiting acquires
+	// of a service with FairWaiting use it; "" for none.
+	QueueTicket string
 }
 
 // AcquireResult is the outcome of Acquire. A lock held by someone else is an
@@ -215,6 +236,12 @@ type AcquireResult struct {
 	// Waited is how long a waiting acquire (WaitSeconds above zero) spent
 	// waiting after its first attempt found the lock held.
 	Waited time.Duration
+	// QueueTicket is, for a waiting acquire that ended held, its place in
+	// the lock's queue, live until QueueGrace after the round: the caller's
+	// next round sends it back (AcquireRequest.QueueTicket) to keep the
+	// place. "" when the waiter has none (the queue was full, or
+	// FairWaiting is off).
+	QueueTicket string
 }
 
 // RenewRequest asks to extend a live lease to now + TTLSeconds. With
@@ -245,6 +272,9 @@ func (s *Service) ValidateAcquire(req *AcquireRequest, v *ValidationError) {
 	}
 	if !v.Has("lock_delay_seconds") {
 		ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, v)
+	}
+	if !v.Has("queue_ticket") {
+		ValidateQueueTicket(req.QueueTicket, v)
 	}
 }
 
@@ -290,6 +320,14 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (AcquireResul
 // landed finds it and succeeds again, though its own grant is newer than
 // its issue time.
 func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest, issued time.Time, gid string) (AcquireResult, error) {
+	res, _, err := s.acquireWrite(ctx, req, issued, gid)
+	return res, err
+}
+
+// acquireWrite is acquireOnce that also returns, when the lock was not
+// granted, the old item the store returned with the failed condition (nil
+// when it returned none: dynalite, or no item).
+func (s *Service) acquireWrite(ctx context.Context, req AcquireRequest, issued time.Time, gid string) (AcquireResult, map[string]types.AttributeValue, error) {
 	now := s.now()
 	nowMs := now.UnixMilli()
 	expMs := nowMs + req.TTLSeconds*1000
@@ -335,15 +373,15 @@ func (s *Service) acquireOnce(ctx context.Context, req AcquireRequest, issued ti
 			if until, ok := blockedUntil(ccf.Item, now); ok {
 				res.HolderExpiresAt = until
 			}
-			return res, nil
+			return res, ccf.Item, nil
 		}
-		return AcquireResult{}, storeErr("acquire", req.Resource, err)
+		return AcquireResult{}, nil, storeErr("acquire", req.Resource, err)
 	}
 	lock, ok := decode(req.Resource, out.Attributes)
 	if !ok {
-		return AcquireResult{}, fmt.Errorf("acquire %q: store returned an incomplete item", req.Resource)
+		return AcquireResult{}, nil, fmt.Errorf("acquire %q: store returned an incomplete item", req.Resource)
 	}
-	return AcquireResult{Acquired: true, Lock: lock}, nil
+	return AcquireResult{Acquired: true, Lock: lock}, nil, nil
 }
 
 // one is the constant 1 of every acquire's token increment (read only).
@@ -355,6 +393,7 @@ var acquireNames = map[string]string{
 	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
 	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
 	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt, "#gi": AttrGrantID,
+	"#q": AttrQueue, "#qu": AttrQueueUntil,
 }
 
 // acquireExpr are the update and condition of an acquire, built once, by
@@ -392,12 +431,25 @@ func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond strin
 	// released stays blocked for its owner too until free_at; taking a free
 	// lock ends nobody's lease, late or not. A lease this very request
 	// wrote (its grant id: an SDK retry of a write that landed) is its own.
+	//
+	// Queued waiters (fair waiting) come first: a free lock is taken only
+	// when no live waiter is queued (queueOpen) — the head of the queue
+	// takes it with its own write (headGrantExpression). A same-owner
+	// re-acquire of its own live lease is no barge: it takes nothing a
+	// waiter could have had.
 	remove += ", #fa"
 	owner := "#o = :o AND " + principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa)"
-	cond := "attribute_not_exists(#r) OR attribute_exists(#x) OR " + freeCond + " OR (" + owner + " AND (" +
-		notNewer(":iss", true) + " OR #gi = :gid))"
+	cond := "attribute_not_exists(#r) OR ((attribute_exists(#x) OR " + freeCond + ") AND " + queueOpen + ") OR (" +
+		owner + " AND (" + notNewer(":iss", true) + " OR #gi = :gid) AND (" + queueOpen +
+		" OR (#e > :now AND attribute_not_exists(#x))))"
 	return struct{ update, cond string }{update + remove, cond}
 }
+
+// queueOpen says no live waiter is queued at :now: the queue is absent or
+// empty, or every entry has lapsed (queue_until, at least the latest
+// until of any entry, has passed). Lapsed entries are left for a waiter
+// to remove (queuePrune).
+const queueOpen = "(attribute_not_exists(#q[0]) OR #qu <= :now)"
 
 // freeCond says an unreleased lease no longer blocks others at :now: it
 // has expired and its lock-delay has passed. free_at is expires_at +

@@ -119,6 +119,15 @@ func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget)
 	}
 	// The first write goes out whatever the deadline leaves (its budget
 	// is cut to fit); the wait's writes only while a whole budget fits.
+	if s.fair {
+		cctx, cancel := b.Context(ctx)
+		res, old, err := s.acquireWrite(cctx, req, req.Arrived, gid)
+		cancel()
+		if err != nil || res.Acquired {
+			return res, err
+		}
+		return s.waitFair(ctx, req, b, res, old, deadlineEnd(ctx, b, now, end), gid)
+	}
 	res, err := s.attempt(ctx, req, b, gid)
 	if err != nil || res.Acquired {
 		return res, err

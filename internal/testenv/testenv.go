@@ -140,6 +140,10 @@ type Options struct {
 	// (api.NewLoggerTo, level info): one JSON line per request with its
 	// metrics, and the audit lines. Nil discards it.
 	LogTo io.Writer
+	// RandomWaiting turns fair waiting off (locklogic.Config.FairWaiting):
+	// waiters watch the lock at random, as before the queue. Off by
+	// default, as in the service's own setups.
+	RandomWaiting bool
 	// Capacity is the stack's capacity model the runner applies (route
 	// throttles answered 429, function concurrency answered 500; see
 	// local.Capacity). The zero value is off: a test is throttled only
@@ -175,7 +179,8 @@ func Start(tb testing.TB, opt Options) *Server {
 	if err != nil {
 		tb.Fatalf("dynamodb client: %v", err)
 	}
-	svc := locklogic.New(db, locklogic.Config{Table: Table, MaxTTLSeconds: opt.MaxTTLSeconds, Retention: opt.Retention, Now: opt.Now})
+	svc := locklogic.New(db, locklogic.Config{Table: Table, MaxTTLSeconds: opt.MaxTTLSeconds, Retention: opt.Retention, Now: opt.Now,
+		FairWaiting: !opt.RandomWaiting})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if opt.LogTo != nil {
 		log = api.NewLoggerTo(opt.LogTo, slog.LevelInfo)

@@ -269,12 +269,15 @@ class Client(AdminCalls):
         give_up = None if wait is None or math.isinf(wait) else start + wait
         last: Optional[BaseException] = None
         attempt = 0
+        ticket: Optional[str] = None  # the place in the lock's queue the last round answered
         try:
             while True:
                 ws = self._server_wait_seconds(give_up, ttl)
                 sent = time.monotonic()
                 try:
-                    return self._attempt(resource, owner, ttl, ws, give_up, keepalive, delay, start)
+                    return self._attempt(
+                        resource, owner, ttl, ws, give_up, keepalive, delay, start, queue_ticket=ticket if ws else None
+                    )
                 except _NoServerWait:
                     self.server_wait_supported = False
                     continue
@@ -282,6 +285,9 @@ class Client(AdminCalls):
                     raise
                 except HeldError as e:
                     last = e
+                    # The next round sends back the place this one was
+                    # given (it lapses 2 s after this round's end).
+                    ticket = getattr(e, "_queue_ticket", None)
                 except LockError as e:
                     if not retryable(e):
                         raise
@@ -289,8 +295,8 @@ class Client(AdminCalls):
                 now = time.monotonic()
                 if give_up is not None and now >= give_up:
                     break
-                if ws and isinstance(last, HeldError) and now - sent >= 0.9 * ws:
-                    continue  # the service waited: ask again at once
+                if ws and isinstance(last, HeldError) and (now - sent >= 0.9 * ws or ticket):
+                    continue  # the service waited, or keeps a place: ask again at once
                 pause = self.backoff.delay(attempt, hint(last))
                 attempt += 1
                 if give_up is not None:
@@ -358,14 +364,19 @@ class Client(AdminCalls):
         keepalive: bool,
         lock_delay: int = 0,
         start: Optional[float] = None,
+        queue_ticket: Optional[str] = None,
     ) -> Lease:
-        """One acquire request. A grant that arrives after give_up is released."""
+        """One acquire request. A grant that arrives after give_up is released.
+        A held answer of a waiting round carries its place in the lock's queue
+        as the HeldError's ``_queue_ticket`` (None: no place)."""
         t0 = time.monotonic()  # before sending: the lease cannot have started earlier
         payload: Dict[str, Any] = {"owner": owner, "ttl_seconds": ttl}
         if wait_seconds:
             payload["wait_seconds"] = wait_seconds
         if lock_delay:
             payload["lock_delay_seconds"] = lock_delay
+        if wait_seconds and queue_ticket:
+            payload["queue_ticket"] = queue_ticket
         timeout = self.timeout + wait_seconds
         if give_up is not None:
             timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
@@ -381,11 +392,14 @@ class Client(AdminCalls):
         if wait_seconds:
             self.server_wait_supported = True
         if not doc["acquired"]:
-            raise HeldError(
+            held = HeldError(
                 resource,
                 expires_at=parse_time(doc.get("expires_at")),
                 retry_after=parse_retry_after(resp.headers.get("retry-after")),
             )
+            ticket = doc.get("queue_ticket")
+            held._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
+            raise held
         lock = parse_lock(Lock, doc.get("lock"), what)
         if give_up is not None and time.monotonic() >= give_up:
             self._discard(lock)

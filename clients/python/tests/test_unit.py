@@ -107,6 +107,34 @@ class ServerSideWaitTests(TestCase):
         self.assertLess(posts[2].at - answered[1], 0.3, "backed off after the server had waited")
 
 
+    def test_queue_ticket_sent_back_with_the_next_round(self):
+        # Each held round answers the waiter's place in the lock's queue;
+        # the next round sends it back, at once (the place lapses 2 s after
+        # the round's end); a round without a place sends none, and
+        # try_acquire never does.
+        tickets = ["tk1", "tk1", "tk2", None]
+
+        def handler(req):
+            n = len(stub.sent("POST")) - 1
+            if n < len(tickets):
+                doc = {"acquired": False, "resource": "r"}
+                if tickets[n]:
+                    doc["queue_ticket"] = tickets[n]
+                return answer(200, doc)
+            return grant(req)
+
+        stub = Stub(handler)
+        c = client(stub, backoff=(0.5, 0.5))
+        self.keep(c.acquire("r", wait=10, ttl=60, keepalive=False))
+        posts = stub.sent("POST")
+        self.assertEqual([p.body.get("queue_ticket") for p in posts], [None, "tk1", "tk1", "tk2", None])
+        self.assertLess(posts[1].at - posts[0].at, 0.3, "no backoff while a place is kept")
+        stub = Stub(lambda req: answer(200, {"acquired": False, "resource": "r", "queue_ticket": "tk9"}))
+        with self.assertRaises(fl.HeldError):
+            client(stub).try_acquire("r", keepalive=False)
+        self.assertNotIn("queue_ticket", stub.sent("POST")[0].body)
+
+
 class UnheardGrantTests(TestCase):
     """A grant that may exist but that nobody will use is released."""
 

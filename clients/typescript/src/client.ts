@@ -190,7 +190,7 @@ interface RequestOptions {
   timeoutMs?: number;
 }
 
-type AttemptResult = { granted: true; lock: LockInfo; t0: number } | { granted: false; held: HeldError };
+type AttemptResult = { granted: true; lock: LockInfo; t0: number } | { granted: false; held: HeldError; queueTicket?: string };
 
 /**
  * Talks to one lock service. Build one per process and share it.
@@ -548,6 +548,7 @@ export class Client {
     const stop = signal ? AbortSignal.any([signal, budget.signal]) : budget.signal;
     let last: unknown;
     let lastUnknown = false; // the last attempt may have been granted unheard
+    let queueTicket: string | undefined; // the place in the lock's queue the last round answered
     try {
       for (let attempt = 0; !stop.aborted; ) {
         let wait = 0;
@@ -558,7 +559,8 @@ export class Client {
         }
         const serverWaits = wait >= 1;
         const started = performance.now();
-        const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds);
+        const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds,
+          serverWaits ? queueTicket : undefined);
         const r = await settle(p, stop);
         if (r.status === "aborted") {
           this.#releaseLate(p, resource, owner, generated);
@@ -580,7 +582,10 @@ export class Client {
             last = (lease.signal.reason as LeaseLostError).reason;
           } else {
             last = a.held;
-            if (serverWaits && performance.now() - started >= Math.min(wait * 1000, 1000)) {
+            // The next round sends back the place this one was given, and
+            // goes at once: the place lapses 2 s after this round's end.
+            queueTicket = a.queueTicket;
+            if (serverWaits && (performance.now() - started >= Math.min(wait * 1000, 1000) || queueTicket !== undefined)) {
               attempt = 0; // the service did the waiting: ask again at once
               continue;
             }
@@ -611,10 +616,14 @@ export class Client {
   }
 
   /** One acquire request. It is deliberately not cancelled by the caller's signal, so that a late grant is heard and released. */
-  async #attempt(op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined): Promise<AttemptResult> {
+  async #attempt(
+    op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined,
+    queueTicket?: string,
+  ): Promise<AttemptResult> {
     const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds };
     if (waitSeconds !== undefined) payload.wait_seconds = waitSeconds;
     if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
+    if (queueTicket !== undefined) payload.queue_ticket = queueTicket;
     const t0 = performance.now(); // before sending: the lease cannot have started earlier
     const ans = await this.#send(op, "POST", lockPath(resource), payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
     const body = parseJSON(op, ans.text);
@@ -622,7 +631,10 @@ export class Client {
     if (body.acquired === false) {
       const exp = typeof body.expires_at === "string" ? new Date(body.expires_at) : undefined;
       const expiresAt = exp && !Number.isNaN(exp.getTime()) ? exp : undefined;
-      return { granted: false, held: new HeldError(resource, expiresAt, parseRetryAfter(ans.headers.get("retry-after"))) };
+      const held = new HeldError(resource, expiresAt, parseRetryAfter(ans.headers.get("retry-after")));
+      // A waiting round that ended held answers its place in the lock's queue.
+      const queueTicket = typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
+      return { granted: false, held, queueTicket };
     }
     throw new UnexpectedAnswerError(`${op}: malformed answer: no "acquired"`);
   }

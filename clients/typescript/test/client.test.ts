@@ -69,6 +69,25 @@ describe("server-side waiting", { concurrency: true }, () => {
     assert.equal("wait_seconds" in once.calls[0]!.body!, false, "tryAcquire never waits");
   });
 
+  test("sends back the queue_ticket of a held round with the next one, at once, and never with a plain attempt", async () => {
+    const stub = stubFetch(async (req, n) => {
+      if (n < 3) {
+        await delay(50); // the service held the round (a short one), then said no, with the waiter's place
+        return json(200, { acquired: false, resource: "r", queue_ticket: n === 2 ? "tk2" : "tk1" });
+      }
+      if (n === 3) return json(200, { acquired: false, resource: "r" }); // no place (the queue was full)
+      return json(200, { acquired: true, lock: lockDoc("r", String(req.body?.owner), 101) });
+    });
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
+    await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
+    const tickets = stub.calls.map((r) => r.body?.queue_ticket);
+    assert.deepEqual(tickets, [undefined, "tk1", "tk1", "tk2", undefined], "each round sends the place the last one answered");
+    assert.ok(stub.calls[1]!.at - stub.calls[0]!.at < 500, "the next round goes at once: the place lapses 2 s after the round");
+    const once = stubFetch(() => json(200, { acquired: false, resource: "r", queue_ticket: "tk9" }));
+    await assert.rejects(new Client(BASE, { fetch: once.fetch }).tryAcquire("r", { ttlSeconds: 30, keepAlive: false }), HeldError);
+    assert.equal("queue_ticket" in once.calls[0]!.body!, false, "tryAcquire has no place to keep");
+  });
+
   test("an older service's 422 on wait_seconds switches to polling with backoff, honouring Retry-After, and is remembered", async () => {
     const stub = granting(
       (n) => n >= 3,

@@ -1,0 +1,264 @@
+package locklogic
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft288/locks/locklogic/dynamofake"
+)
+
+// queueStore is a lock item held for good, with a queue, over the fake
+// clock: a join appends (unless refuseJoins), a keep moves the entry's
+// until; the lock is never granted. Failed writes return the old item
+// when oldItem is set (DynamoDB). The integration tests run the real
+// expressions on dynalite; this one counts and paces.
+type queueStore struct {
+	clock       *fakeClock
+	oldItem     bool
+	refuseJoins bool
+
+	mu    sync.Mutex
+	queue []map[string]types.AttributeValue
+}
+
+func (q *queueStore) item() map[string]types.AttributeValue {
+	it := item("holder", "", 7, t0.Add(time.Hour))
+	l := make([]types.AttributeValue, len(q.queue))
+	for i, e := range q.queue {
+		l[i] = &types.AttributeValueMemberM{Value: e}
+	}
+	it[AttrQueue] = &types.AttributeValueMemberL{Value: l}
+	it[AttrQueueUntil] = num(t0.Add(time.Hour).UnixMilli())
+	return it
+}
+
+func (q *queueStore) db() *dynamofake.DB {
+	db := &dynamofake.DB{}
+	fail := func() error {
+		if q.oldItem {
+			return ccf(q.item())
+		}
+		return ccf(nil)
+	}
+	db.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		v := in.ExpressionAttributeValues
+		switch u := *in.UpdateExpression; {
+		case strings.Contains(u, "list_append") && !q.refuseJoins:
+			q.queue = append(q.queue, v[":qe"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberM).Value)
+		case strings.HasPrefix(u, "SET #q["):
+			for _, e := range q.queue {
+				if e[entryID].(*types.AttributeValueMemberS).Value == v[":tk"].(*types.AttributeValueMemberS).Value {
+					e[entryUntil] = v[":qt"]
+				}
+			}
+		default:
+			return nil, fail()
+		}
+		return &dynamodb.UpdateItemOutput{Attributes: q.item()}, nil
+	}
+	db.Get = func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return &dynamodb.GetItemOutput{Item: q.item()}, nil
+	}
+	return db
+}
+
+// others returns n live entries of other waiters.
+func others(n int) []map[string]types.AttributeValue {
+	var out []map[string]types.AttributeValue
+	for i := range n {
+		out = append(out, map[string]types.AttributeValue{
+			entryID: &types.AttributeValueMemberS{Value: "other" + string(rune('a'+i))}, AttrOwner: &types.AttributeValueMemberS{Value: "o"},
+			entryUntil: num(t0.Add(time.Hour).UnixMilli()),
+		})
+	}
+	return out
+}
+
+// TestFairWaitPace: over a 20 s round on a lock that stays held, a waiter
+// makes two writes (its first attempt and its join) and reads at the pace
+// of its place: the head every HeadPollInterval, the next in line every
+// NextPollInterval, the others every QueuePollInterval; on a store that
+// returns no old item, one consistent read before the join.
+func TestFairWaitPace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		ahead   int
+		oldItem bool
+		perSec  [2]float64
+	}{
+		{"Head", 0, true, [2]float64{28, 40}},
+		{"HeadDynalite", 0, false, [2]float64{28, 40}},
+		{"Next", 1, true, [2]float64{3, 5}},
+		{"Third", 2, true, [2]float64{0.7, 1.4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			st := &queueStore{clock: clock, oldItem: tc.oldItem, queue: others(tc.ahead)}
+			db := st.db()
+			res, err := newWaitService(db, clock, Config{OldItemOnFailure: tc.oldItem, FairWaiting: true}).AcquireWait(context.Background(), waitReq(20), Budget{})
+			if err != nil || res.Acquired {
+				t.Fatalf("got %+v, %v; want held", res, err)
+			}
+			if len(st.queue) != tc.ahead+1 || res.QueueTicket == "" || str(st.queue[tc.ahead], entryID) != res.QueueTicket {
+				t.Fatalf("queue %v, answer's ticket %q: want the waiter's entry last, and its ticket answered", st.queue, res.QueueTicket)
+			}
+			if want := t0.Add(20*time.Second + QueueGrace).UnixMilli(); mustN(t, st.queue[tc.ahead], entryUntil) != want {
+				t.Errorf("the place lapses at %v, want the round's end plus QueueGrace", st.queue[tc.ahead][entryUntil])
+			}
+			if n := len(db.Updates()); n != 2 {
+				t.Errorf("got %d writes, want 2 (the first attempt and the join)", n)
+			}
+			waited := clock.Now().Sub(t0).Seconds()
+			perSec := float64(db.Gets()) / waited
+			t.Logf("%s: %d writes, %d reads in %.1f s: %.1f reads/s", tc.name, len(db.Updates()), db.Gets(), waited, perSec)
+			if perSec < tc.perSec[0] || perSec > tc.perSec[1] {
+				t.Errorf("got %d reads in %.1f s (%.1f/s), want %v a second", db.Gets(), waited, perSec, tc.perSec)
+			}
+		})
+	}
+}
+
+func mustN(t *testing.T, m map[string]types.AttributeValue, name string) int64 {
+	t.Helper()
+	v, ok := n(m, name)
+	if !ok {
+		t.Fatalf("%s is not a number in %v", name, m)
+	}
+	return v
+}
+
+// TestFairWaitKeepsPlace: a round that sends back its ticket moves its
+// place's until with one write and joins no more; a ticket whose place
+// lapsed, or that names another owner's place, joins at the back. A round
+// without a ticket takes over its owner's place whose round has ended,
+// not one whose round still runs.
+func TestFairWaitKeepsPlace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		owner    string
+		until    time.Duration // the place's until, from t0
+		noTicket bool
+		wantKept bool
+	}{
+		{"Live", "w2", 500 * time.Millisecond, false, true},
+		{"Lapsed", "w2", -time.Millisecond, false, false},
+		{"OtherOwner", "someone", 500 * time.Millisecond, false, false},
+		{"NoTicketRoundEnded", "w2", 500 * time.Millisecond, true, true},
+		{"NoTicketRoundRuns", "w2", QueueGrace + time.Second, true, false},
+		{"NoTicketOtherOwner", "someone", 500 * time.Millisecond, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			place := map[string]types.AttributeValue{entryID: &types.AttributeValueMemberS{Value: "mine"},
+				AttrOwner: &types.AttributeValueMemberS{Value: tc.owner}, entryUntil: num(t0.Add(tc.until).UnixMilli())}
+			st := &queueStore{clock: clock, oldItem: true, queue: append(others(1), place)}
+			db := st.db()
+			req := waitReq(3)
+			if !tc.noTicket {
+				req.QueueTicket = "mine"
+			}
+			res, err := newWaitService(db, clock, Config{OldItemOnFailure: true, FairWaiting: true}).AcquireWait(context.Background(), req, Budget{})
+			if err != nil || res.Acquired {
+				t.Fatalf("got %+v, %v; want held", res, err)
+			}
+			kept := res.QueueTicket == "mine"
+			if kept != tc.wantKept || len(st.queue) != map[bool]int{true: 2, false: 3}[tc.wantKept] {
+				t.Fatalf("answered ticket %q with queue %v; want the place kept: %v", res.QueueTicket, st.queue, tc.wantKept)
+			}
+			if n := len(db.Updates()); n != 2 {
+				t.Errorf("got %d writes, want 2 (the first attempt, then one keep or one join)", n)
+			}
+		})
+	}
+}
+
+// TestFairWaitJoinRefused: a join refused again and again (the queue keeps
+// changing) is tried three times at most in a round; the waiter then waits
+// without a place instead of writing on.
+func TestFairWaitJoinRefused(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: t0}
+	st := &queueStore{clock: clock, oldItem: true, refuseJoins: true, queue: others(1)}
+	db := st.db()
+	res, err := newWaitService(db, clock, Config{OldItemOnFailure: true, FairWaiting: true}).AcquireWait(context.Background(), waitReq(20), Budget{})
+	if err != nil || res.Acquired || res.QueueTicket != "" {
+		t.Fatalf("got %+v, %v; want held without a place", res, err)
+	}
+	if n := len(db.Updates()); n != 4 {
+		t.Errorf("got %d writes in a 20 s round, want 4 (the first attempt and three joins)", n)
+	}
+}
+
+func TestValidateQueueTicket(t *testing.T) {
+	t.Parallel()
+	for ticket, ok := range map[string]bool{
+		"": true, "3ryokmsrhxukz": true, "A-z_9": true, strings.Repeat("a", 64): true,
+		strings.Repeat("a", 65): false, "a b": false, "é": false, "a\x00": false, "#q": false, ":tk": false,
+	} {
+		var v ValidationError
+		ValidateQueueTicket(ticket, &v)
+		if (v.Err() == nil) != ok {
+			t.Errorf("ValidateQueueTicket(%q): got %v, want valid %v", ticket, v.Err(), ok)
+		}
+	}
+}
+
+// TestQueueView: what a waiter reads from the queue — the lapsed entries
+// at the front, its own live place (owner and principal must match), and
+// whether the queue lets a plain acquire in.
+func TestQueueView(t *testing.T) {
+	t.Parallel()
+	nowMs := t0.UnixMilli()
+	e := func(id, owner, principal string, until int64) types.AttributeValue {
+		m := map[string]types.AttributeValue{entryID: &types.AttributeValueMemberS{Value: id},
+			AttrOwner: &types.AttributeValueMemberS{Value: owner}, entryUntil: num(until)}
+		if principal != "" {
+			m[AttrPrincipal] = &types.AttributeValueMemberS{Value: principal}
+		}
+		return &types.AttributeValueMemberM{Value: m}
+	}
+	v := newView(map[string]types.AttributeValue{
+		AttrQueue: &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			e("a", "x", "", nowMs-1), e("b", "x", "", nowMs), e("c", "w", "p", nowMs+1), e("d", "w", "", nowMs+1), e("e", "w", "", nowMs-5),
+		}},
+		AttrQueueUntil: num(nowMs + 1),
+	}, true)
+	if k := v.lapsedFront(nowMs); k != 2 {
+		t.Errorf("lapsedFront: got %d, want 2 (until <= now is lapsed)", k)
+	}
+	for _, tc := range []struct {
+		tickets []string
+		c       Caller
+		want    int
+	}{
+		{[]string{"c"}, Caller{Owner: "w", Principal: "p"}, 2},
+		{[]string{"c"}, Caller{Owner: "w"}, -1},
+		{[]string{"zz", "d"}, Caller{Owner: "w"}, 3},
+		{[]string{"e"}, Caller{Owner: "w"}, -1}, // lapsed: no place
+		{[]string{"d"}, Caller{Owner: "x"}, -1},
+	} {
+		if i, _ := v.find(tc.tickets, tc.c, nowMs); i != tc.want {
+			t.Errorf("find(%v, %+v): got %d, want %d", tc.tickets, tc.c, i, tc.want)
+		}
+	}
+	if v.open(nowMs) || !v.open(nowMs+1) {
+		t.Errorf("open: got %v at now and %v once queue_until passed, want false, true", v.open(nowMs), v.open(nowMs+1))
+	}
+	if !newView(nil, true).open(nowMs) {
+		t.Error("open: an absent item has no queue")
+	}
+}
