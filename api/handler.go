@@ -275,6 +275,9 @@ func (h *Handler) watch(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		l := lockJSON(*res.Lock)
 		body.Lock = &l
 	}
+	if !res.BlockedUntil.IsZero() {
+		body.BlockedUntil = string(appendTime(nil, res.BlockedUntil))
+	}
 	outcome := "unchanged"
 	if res.Changed {
 		outcome = "changed"
@@ -322,6 +325,9 @@ type WatchResponse struct {
 	FencingToken int64 `json:"fencing_token,omitempty"`
 	// Lock is the live lease, when there is one.
 	Lock *LockJSON `json:"lock,omitempty"`
+	// BlockedUntil is when the lock comes free for others while no lease
+	// is live but the last one's lock-delay keeps them out.
+	BlockedUntil string `json:"blocked_until,omitempty"`
 }
 
 // Admin is the admin function's entry point: it serves every api.Routes

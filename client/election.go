@@ -101,6 +101,11 @@ func (e *Election) Resign(ctx context.Context) error {
 	if err == nil || !retryable(err) {
 		e.lease = nil
 	}
+	if definitive(err) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrReleased) {
+		// The leadership had already ended (lost, force released, taken
+		// over): nothing left to give up, as when it does not lead.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("resign: %w", err)
 	}

@@ -39,6 +39,11 @@ type WatchResult struct {
 	// and now sees b missed b − a − 1 leases (unless garbage collection
 	// restarted the counter, which makes it jump far).
 	Token int64
+	// BlockedUntil is when the lock comes free for others when no lease is
+	// live but the last one's lock-delay still keeps them out (zero
+	// otherwise). The end of a lock-delay is no change of the index; a
+	// watcher that wants the lock free waits until then.
+	BlockedUntil time.Time
 	// Reads is how many eventually consistent reads the wait made.
 	Reads int
 }
@@ -172,11 +177,23 @@ func (s *Service) watchRead(ctx context.Context, req WatchRequest, b Budget) (Wa
 	if lock, ok := decode(req.Resource, item); ok && live(item, now) {
 		res.Lock = &lock
 	}
+	if res.Lock == nil {
+		res.BlockedUntil, _ = blockedUntil(item, now)
+	}
 	if res.Index < req.Index {
+		if res.Index != 0 && (res.Index%2 != 0 || req.Index != res.Index+1) {
+			// No answer of this service had that index: a made-up one.
+			var v ValidationError
+			v.Add("index", "is later than any state of this lock: use 0, or the index of an earlier answer")
+			return WatchResult{}, time.Time{}, &v
+		}
 		// The caller saw this lease end through an instance whose clock
 		// is ahead of this one's (the only way a strong read can be
-		// behind an answer): keep to what it saw, never back.
-		res.Index, res.Token, res.Lock = req.Index, req.Index/2, nil
+		// behind an answer), or garbage collection deleted the idle item
+		// (the next grant starts a counter above the old one): keep to
+		// what it saw, never back.
+		res.Index, res.Lock = req.Index, nil
+		res.BlockedUntil, _ = blockedUntil(item, now)
 	}
 	return res, liveUntil(item, now), nil
 }

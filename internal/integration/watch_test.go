@@ -91,3 +91,46 @@ func TestWatchQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchMadeUpIndex (found by review): an index later than any state of
+// the lock — no answer of the service had it — is 422, not an answer with a
+// token the service never issued; an index the caller saw before garbage
+// collection deleted the idle item is echoed until the next grant.
+func TestWatchMadeUpIndex(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	tok := token(t, acquire(t, srv, r0, "w1", 30))
+	wantProblem(t, call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", lockPath(r0), int64(1)<<52), ""), 422, "validation-failed")
+	wantProblem(t, call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", lockPath(r0), 2*tok+2), ""), 422, "validation-failed")
+	if r := watch(t, srv, r0, 2*tok, 0); index(t, r) != 2*tok || r.json["lock"] == nil {
+		t.Errorf("the real index: got %s", r.raw)
+	}
+}
+
+// TestWatchBlockedUntil (found by review): after a force release that keeps
+// the lease's lock-delay, no lease is live but the lock is not free: the
+// watch answer says until when (blocked_until), and stops saying it once an
+// immediate force release ends the delay. The end of a delay is no change
+// of the index.
+func TestWatchBlockedUntil(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	tok := token(t, acquireDelay(t, srv, r0, "w1", 3600, 60))
+	if r := call(t, srv, "DELETE", adminPath(r0), reasonBody("holder gone")); r.status != 200 {
+		t.Fatalf("force release: %d %s", r.status, r.raw)
+	}
+	r := watch(t, srv, r0, 2*tok, 0)
+	if index(t, r) != 2*tok+1 || r.json["lock"] != nil || r.json["blocked_until"] == nil {
+		t.Fatalf("in the lock-delay: got %s, want index %d, no lease, blocked_until", r.raw, 2*tok+1)
+	}
+	wantAcquire(t, srv, r0, "w2", false)
+	if r := call(t, srv, "DELETE", adminPath(r0), `{"reason":"end the delay","immediate":true}`); r.status != 200 {
+		t.Fatalf("immediate force release: %d %s", r.status, r.raw)
+	}
+	if r := watch(t, srv, r0, 2*tok+1, 0); index(t, r) != 2*tok+1 || r.json["blocked_until"] != nil {
+		t.Errorf("after the immediate force release: got %s, want index %d without blocked_until", r.raw, 2*tok+1)
+	}
+	wantAcquire(t, srv, r0, "w2", true)
+}

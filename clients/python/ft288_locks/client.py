@@ -463,7 +463,7 @@ class Client(AdminCalls):
         expiry and a force release are. Compare the answer's
         ``fencing_token`` with the one seen before: tokens grow by one per
         grant, so a jump from a to b means b − a − 1 leases came and went
-        unseen (the service reads the lock about ten times a second).
+        unseen (the service reads the lock about seven times a second).
         Errors are raised as they come (a 503 included): Election.observe()
         is the loop that retries."""
         resource = check_resource(resource)

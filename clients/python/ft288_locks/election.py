@@ -146,7 +146,7 @@ class Election:
         each change in order (a new leader, or nobody once the lease ended:
         released, expired, force released), from the watch route — one
         request per change, or per 20 s when nothing changes. The service
-        reads the lock about ten times a second, so a leadership shorter than
+        reads the lock about seven times a second, so a leadership shorter than
         that may pass unseen: ``skipped`` counts them.
 
         Temporary failures (503, throttling, no answer) are retried with the

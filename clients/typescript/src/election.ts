@@ -148,7 +148,7 @@ export class Election {
    * Follows the leadership: first the state now, then each change (a new
    * leader, or nobody once the lease ends), in order, each with the number
    * of leaderships it `skipped`. It waits at the service
-   * ({@link Client.watch}, 20 s a round, ~10 eventually consistent reads a
+   * ({@link Client.watch}, 20 s a round, ~7 eventually consistent reads a
    * second there, one request a round here) and reconnects after a
    * temporary failure (503, throttling, no answer) with backoff, from the
    * last index it saw, so nothing is counted twice. It ends when `signal`

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/ft288/locks/client"
 )
@@ -20,7 +21,11 @@ Ctrl-C escalating, Ctrl-Z, background children covered).
 
 If the leadership is lost, CMD is stopped as 'run' stops it (--on-lost,
 SIGTERM, SIGKILL after --grace) and lockctl campaigns again, to run CMD
-anew when it leads again; with --once it exits 76 instead. When CMD exits
+anew when it leads again; with --once it exits 76 instead. A leader learns
+of a force release only at its next renewal (up to ttl/3 later), so elect
+asks for a lock-delay of ttl/3 + grace by default (--lock-delay): a force
+release that keeps it cannot let the next leader start before this CMD is
+stopped. Pass --lock-delay 0 to a service that has lock-delay off. When CMD exits
 by itself lockctl resigns and exits with CMD's status. A signal while
 campaigning (not leading) stops lockctl with 128+n.`
 
@@ -40,6 +45,13 @@ func electCmd(args []string, env Env) int {
 	if err := runSupported(); err != nil {
 		fmt.Fprintln(env.Stderr, "lockctl:", err)
 		return ExitError
+	}
+	if !isSet(fs.FlagSet, "lock-delay") {
+		// ttl/3 (the next renewal, which learns of a force release) +
+		// grace (the kill sequence), in whole seconds, within the
+		// service's default bound.
+		d := min((*lf.ttl/3+*lf.grace+time.Second-1).Truncate(time.Second), 300*time.Second)
+		opts = append(opts, client.WithLockDelay(d))
 	}
 	opts = append(opts, client.WithTTL(*lf.ttl))
 	if *lf.owner != "" {

@@ -21,7 +21,7 @@ index is the watch index (0: never taken; 2 × T while the lease of token T
 is live, 2 × T + 1 once it ended), fencing_token the latest lease's token,
 leader the live lease's owner or null, and skipped the number of leases
 that began and ended unseen since the line before (the service looks about
-ten times a second; 0 when unknown). A renewal is no change. It waits for
+seven times a second; 0 when unknown). A renewal is no change. It waits for
 changes at the service (one request per change, or per 20 s), reconnecting
 with backoff when a request fails; it exits 1 when the first one fails.`
 
