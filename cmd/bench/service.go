@@ -15,7 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/client"
@@ -57,6 +59,12 @@ type service struct {
 	url string
 	api counter
 	ddb counter
+	// store counts, over a store that returns the old item (oldItem), the
+	// calls the service makes to it (the wrapper's own reads of the old
+	// item are in ddb only).
+	store counter
+	// db is the service's SDK client (through the counting transport).
+	db  *dynamodb.Client
 	srv *http.Server
 	// hook, when set before the first request, sees every DynamoDB
 	// request's body and the store's status when its answer arrived; the
@@ -65,10 +73,24 @@ type service struct {
 	hook func(op string, req []byte, status int, at time.Time)
 }
 
+// serviceOptions are how a bench service differs from another.
+type serviceOptions struct {
+	// fair turns the lock queue on (locklogic.Config.FairWaiting), as the
+	// service's own setups do; off, waiters watch the lock at random, as
+	// before issue 18.
+	fair bool
+	// oldItem puts the service over a store that returns the old item
+	// with a failed condition, as DynamoDB does (oldItemStore), with
+	// OldItemOnFailure set.
+	oldItem bool
+	// hook is service.hook.
+	hook func(op string, req []byte, status int, at time.Time)
+}
+
 // startService serves the lock API on a loopback port over the dynalite at
 // endpoint.
-func startService(ctx context.Context, endpoint string) (*service, error) {
-	s := &service{}
+func startService(ctx context.Context, endpoint string, opt serviceOptions) (*service, error) {
+	s := &service{hook: opt.hook}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	count := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -99,10 +121,16 @@ func startService(ctx context.Context, endpoint string) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.db = db
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	// dynalite does not return the old item with a failed condition (as
-	// locald finds out by asking it).
-	h := api.NewHandler(locklogic.New(db, locklogic.Config{Table: table}), log, nil)
+	// locald finds out by asking it): OldItemOnFailure only over the
+	// wrapper that adds it.
+	var store locklogic.DynamoDBAPI = db
+	if opt.oldItem {
+		store = &oldItemStore{Client: db, calls: &s.store}
+	}
+	h := api.NewHandler(locklogic.New(store, locklogic.Config{Table: table, FairWaiting: opt.fair, OldItemOnFailure: opt.oldItem}), log, nil)
 	runner := local.NewRunner(h, log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -119,6 +147,40 @@ func startService(ctx context.Context, endpoint string) (*service, error) {
 	})}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// oldItemStore is DynamoDB as it answers a failed condition, over
+// dynalite, which ignores ReturnValuesOnConditionCheckFailure: it reads
+// the old item itself and returns it with the failure, as
+// internal/integration's TestSemaphoreRequestCounts does. calls counts the
+// requests the service makes, by operation, not the wrapper's reads.
+type oldItemStore struct {
+	*dynamodb.Client
+	calls *counter
+}
+
+func (s *oldItemStore) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	s.calls.add("UpdateItem")
+	out, err := s.Client.UpdateItem(ctx, in, opts...)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && ccf.Item == nil && in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+		got, gerr := s.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)})
+		if gerr != nil {
+			return nil, gerr
+		}
+		ccf.Item = got.Item
+	}
+	return out, err
+}
+
+func (s *oldItemStore) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	s.calls.add("GetItem")
+	return s.Client.GetItem(ctx, in, opts...)
+}
+
+func (s *oldItemStore) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	s.calls.add("Scan")
+	return s.Client.Scan(ctx, in, opts...)
 }
 
 func (s *service) close() { _ = s.srv.Close() }
@@ -159,19 +221,52 @@ func resourceName(what string) string {
 	return fmt.Sprintf("bench-%s-%d-%d", what, time.Now().UnixNano(), runSeq.Add(1))
 }
 
+// handoffResult is what the handoffs on some locks showed.
+type handoffResult struct {
+	// lat are the handoff latencies: from just before the release request
+	// was sent to the moment the next Acquire returned.
+	lat []time.Duration
+	// judged are the grants after a release, inOrder those of them that
+	// went to the longest waiter (arrivals as arrivalOf says).
+	judged, inOrder int
+	// rate is the handoffs per second of one lock (the mean over the
+	// locks): grants after the first, over the time from the first grant
+	// to the last.
+	rate float64
+}
+
+func (r *handoffResult) add(o handoffResult) {
+	r.lat = append(r.lat, o.lat...)
+	r.judged += o.judged
+	r.inOrder += o.inOrder
+	r.rate += o.rate
+}
+
+// fifo is the share of grants that went to the longest waiter, in %.
+func (r handoffResult) fifo() float64 {
+	if r.judged == 0 {
+		return 100
+	}
+	return 100 * float64(r.inOrder) / float64(r.judged)
+}
+
+// benchHold is how long a handoff run's holder keeps the lock: 0.5-1.5 s,
+// long enough for a polling waiter's backoff to grow, as it does whenever
+// a lock is held for a while.
+func benchHold() time.Duration { return 500*time.Millisecond + rand.N(time.Second) }
+
 // handoffs measures how soon a released lock reaches the next waiter. On
 // each of `arenas` locks at once, waiters+1 workers take turns for dur: the
-// holder keeps the lock 0.5-1.5 s (long enough for a polling waiter's
-// backoff to grow, as it does whenever a lock is held for a while), notes
-// the time and releases it; the others wait for it (at the service, or
-// polling). A worker that released rejoins the queue only once another one
-// got the lock, so at every release exactly `waiters` workers are waiting.
-// It returns the handoff latencies: from just before the release request
-// was sent to the moment the next Acquire returned.
-func handoffs(s *service, serverWait bool, waiters, arenas int, dur time.Duration) ([]time.Duration, error) {
+// holder keeps the lock for hold(), notes the time and releases it; the
+// others wait for it (m: polling, or at the service as s waits). A worker
+// that released rejoins the queue only once another one got the lock, so
+// at every release exactly `waiters` workers are waiting. joins, when not
+// nil, is the log of s's queue joins (a fair service): a waiter then
+// arrives at its join; otherwise at its first request.
+func handoffs(s *service, m mode, joins *joinLog, waiters, arenas int, dur time.Duration, hold func() time.Duration) (handoffResult, error) {
 	var (
 		mu   sync.Mutex
-		lat  []time.Duration
+		out  handoffResult
 		errs []error
 		wg   sync.WaitGroup
 	)
@@ -179,21 +274,22 @@ func handoffs(s *service, serverWait bool, waiters, arenas int, dur time.Duratio
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := arena(s, serverWait, waiters, dur)
+			r, err := arena(s, m, joins, waiters, dur, hold)
 			mu.Lock()
 			defer mu.Unlock()
-			lat = append(lat, l...)
+			out.add(r)
 			if err != nil {
 				errs = append(errs, err)
 			}
 		}()
 	}
 	wg.Wait()
-	return lat, errors.Join(errs...)
+	out.rate /= float64(arenas)
+	return out, errors.Join(errs...)
 }
 
 // arena is one lock of handoffs.
-func arena(s *service, serverWait bool, waiters int, dur time.Duration) ([]time.Duration, error) {
+func arena(s *service, m mode, joins *joinLog, waiters int, dur time.Duration, hold func() time.Duration) (handoffResult, error) {
 	res := resourceName("handoff")
 	start := time.Now()
 	stopAt := start.Add(dur)
@@ -206,20 +302,36 @@ func arena(s *service, serverWait bool, waiters int, dur time.Duration) ([]time.
 		cond       = sync.NewCond(&mu)
 		grants     int
 		releasedAt time.Time
-		lat        []time.Duration
+		out        handoffResult
+		first      time.Time // the first grant
+		last       time.Time // the latest grant before stopAt
+		counted    int       // grants after the first, before stopAt
+		since      = make([]time.Time, waiters+1)
 		errs       []error
 		wg         sync.WaitGroup
 		clients    []*client.Client
 	)
+	owner := func(w int) string { return fmt.Sprintf("w%d", w) }
+	// arrival is when worker w, waiting since t0, arrived: at its join when
+	// the queue is on (ok false when it has not joined yet: it has not
+	// arrived), else at its first request.
+	arrival := func(w int, t0 time.Time) (time.Time, bool) {
+		if joins == nil {
+			return t0, true
+		}
+		return joins.since(res, owner(w), t0)
+	}
 	for w := range waiters + 1 {
-		c := s.newClient(serverWait)
+		c := s.newClient(m.serverWait())
 		clients = append(clients, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			owner := fmt.Sprintf("w%d", w)
 			for {
-				l, err := c.Acquire(ctx, res, owner, 30*time.Second)
+				mu.Lock()
+				since[w] = time.Now()
+				mu.Unlock()
+				l, err := c.Acquire(ctx, res, owner(w), 30*time.Second)
 				got := time.Now()
 				if err != nil {
 					if ctx.Err() == nil {
@@ -230,15 +342,44 @@ func arena(s *service, serverWait bool, waiters int, dur time.Duration) ([]time.
 					return
 				}
 				mu.Lock()
-				if !releasedAt.IsZero() && got.Before(stopAt) {
-					lat = append(lat, got.Sub(releasedAt))
+				if first.IsZero() {
+					first = got
+				} else if got.Before(stopAt) {
+					last = got
+					counted++
 				}
+				if !releasedAt.IsZero() && got.Before(stopAt) {
+					out.lat = append(out.lat, got.Sub(releasedAt))
+					// Did it go to the longest waiter? The grantee arrived
+					// at its join, or at its first request when it took a
+					// free lock without joining.
+					mine, ok := arrival(w, since[w])
+					if !ok {
+						mine = since[w]
+					}
+					longest := true
+					for o, t0 := range since {
+						if o == w || t0.IsZero() {
+							continue
+						}
+						if a, ok := arrival(o, t0); ok && a.Before(mine) {
+							longest = false
+						}
+					}
+					out.judged++
+					if longest {
+						out.inOrder++
+					}
+				}
+				since[w] = time.Time{}
 				releasedAt = time.Time{}
 				grants++
 				mine := grants
 				cond.Broadcast()
 				mu.Unlock()
-				time.Sleep(500*time.Millisecond + rand.N(time.Second))
+				if d := hold(); d > 0 {
+					time.Sleep(d)
+				}
 				stop := time.Now().After(stopAt)
 				mu.Lock()
 				if !stop {
@@ -271,7 +412,10 @@ func arena(s *service, serverWait bool, waiters int, dur time.Duration) ([]time.
 	}()
 	wg.Wait()
 	drainAll(clients)
-	return lat, errors.Join(errs...)
+	if counted > 0 {
+		out.rate = float64(counted) / last.Sub(first).Seconds()
+	}
+	return out, errors.Join(errs...)
 }
 
 // drainAll waits for the clean-up releases of every client.
@@ -287,7 +431,7 @@ func drainAll(clients []*client.Client) {
 // and returns what one waiter sent per second of waiting: API requests,
 // DynamoDB reads and writes (all the service's DynamoDB requests in the
 // window are the waiters').
-func waiterCost(s *service, serverWait bool, waiters int, window time.Duration) (costRow, error) {
+func waiterCost(s *service, m mode, waiters int, window time.Duration) (costRow, error) {
 	res := resourceName("cost")
 	holder, err := s.newClient(false).TryAcquire(context.Background(), res, "holder", time.Minute)
 	if err != nil {
@@ -301,7 +445,7 @@ func waiterCost(s *service, serverWait bool, waiters int, window time.Duration) 
 	var clients []*client.Client
 	var wg sync.WaitGroup
 	for w := range waiters {
-		c := s.newClient(serverWait)
+		c := s.newClient(m.serverWait())
 		clients = append(clients, c)
 		wg.Add(1)
 		go func() {
@@ -317,7 +461,7 @@ func waiterCost(s *service, serverWait bool, waiters int, window time.Duration) 
 	secs := float64(waiters) * window.Seconds()
 	return costRow{
 		api: float64(apiN["acquire"]) / secs, reads: float64(ddbN["GetItem"]) / secs, writes: float64(ddbN["UpdateItem"]) / secs,
-		perWaiter: float64(apiN["acquire"]) / float64(waiters),
+		perWaiter: float64(apiN["acquire"]) / float64(waiters), lockReads: float64(ddbN["GetItem"]) / window.Seconds(),
 	}, nil
 }
 

@@ -65,7 +65,7 @@ type change struct {
 // Each watcher long-polls GET /locks/{resource}/watch with the index of
 // its last answer and wait_seconds=5, over plain HTTP.
 func watchLatency(ctx context.Context, endpoint string, watchers int, dur time.Duration) (watchRow, error) {
-	s, err := startService(ctx, endpoint)
+	s, err := startService(ctx, endpoint, serviceOptions{fair: true})
 	if err != nil {
 		return watchRow{}, err
 	}
