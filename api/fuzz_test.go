@@ -57,6 +57,37 @@ func holderItem(resource types.AttributeValue) map[string]types.AttributeValue {
 	}
 }
 
+// semHolderItem is the semaphore the fake store reports in storeHeld (and
+// on reads in storeFree): one permit, held by "holder".
+func semHolderItem(key types.AttributeValue) map[string]types.AttributeValue {
+	n := func(t time.Time) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
+	}
+	return map[string]types.AttributeValue{
+		locklogic.AttrResource: key,
+		locklogic.AttrPermits:  &types.AttributeValueMemberN{Value: "1"},
+		locklogic.AttrCounter:  &types.AttributeValueMemberN{Value: "5"},
+		"o0":                   &types.AttributeValueMemberS{Value: "holder"},
+		"t0":                   &types.AttributeValueMemberN{Value: "5"},
+		"a0":                   n(fuzzT0.Add(-time.Minute)),
+		"e0":                   n(fuzzT0.Add(30 * time.Second)),
+	}
+}
+
+// isSemKey reports whether key is a semaphore's.
+func isSemKey(key map[string]types.AttributeValue) bool {
+	r, _ := key[locklogic.AttrResource].(*types.AttributeValueMemberS)
+	return r != nil && strings.HasPrefix(r.Value, locklogic.SemaphorePrefix)
+}
+
+// heldItem is the item the fake store reports as held under key.
+func heldItem(key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if isSemKey(key) {
+		return semHolderItem(key[locklogic.AttrResource])
+	}
+	return holderItem(key[locklogic.AttrResource])
+}
+
 // fuzzStore returns a fake table in state that answers every call as
 // DynamoDB would for it, and the keys of the items read.
 func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
@@ -65,7 +96,7 @@ func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
 		Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			switch state {
 			case storeHeld:
-				return nil, &types.ConditionalCheckFailedException{Item: holderItem(in.Key[locklogic.AttrResource])}
+				return nil, &types.ConditionalCheckFailedException{Item: heldItem(in.Key)}
 			case storeAbsent:
 				return nil, &types.ConditionalCheckFailedException{}
 			}
@@ -73,6 +104,15 @@ func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
 			// expires_at; a renew sets expires_at and keeps the token it was
 			// given, if any.
 			v := in.ExpressionAttributeValues
+			if isSemKey(in.Key) {
+				// A permit's grant: the slot's attributes under the names
+				// the write gives them.
+				names := in.ExpressionAttributeNames
+				return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
+					names["#o"]: v[":o"], names["#t"]: &types.AttributeValueMemberN{Value: "7"}, names["#a"]: v[":now"],
+					names["#e"]: v[":exp"], locklogic.AttrPermits: v[":n"],
+				}}, nil
+			}
 			item := map[string]types.AttributeValue{
 				locklogic.AttrResource:   in.Key[locklogic.AttrResource],
 				locklogic.AttrOwner:      v[":o"],
@@ -90,19 +130,20 @@ func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
 			if state == storeAbsent {
 				return &dynamodb.GetItemOutput{}, nil
 			}
-			return &dynamodb.GetItemOutput{Item: holderItem(in.Key[locklogic.AttrResource])}, nil
+			return &dynamodb.GetItemOutput{Item: heldItem(in.Key)}, nil
 		},
 	}
 	return db, &reads
 }
 
-// fuzzRoutes are the routes FuzzHandlers picks from by index.
-var fuzzRoutes = []string{"acquire", "status", "release", "renew"}
+// fuzzRoutes are the routes FuzzHandlers picks from by index, by
+// operation id.
+var fuzzRoutes = []string{"acquire", "status", "release", "renew", "acquireSemaphore"}
 
 func routeNamed(tb testing.TB, name string) Route {
 	tb.Helper()
 	for _, r := range Routes {
-		if r.Name == name {
+		if r.OperationID() == name {
 			return r
 		}
 	}
@@ -110,7 +151,8 @@ func routeNamed(tb testing.TB, name string) Route {
 	return Route{}
 }
 
-// FuzzHandlers sends one API Gateway v2 event to one of the four handlers:
+// FuzzHandlers sends one API Gateway v2 event to one of the five handlers
+// (the lock's acquire, status, release, renew; a semaphore's acquire):
 // route × resource (the decoded path parameter) × body × body encoding
 // (0 text, 1 base64, 2 flagged base64 but sent as is) × raw path delivered
 // decoded or encoded × store state × IAM user ARN.
@@ -144,21 +186,36 @@ func FuzzHandlers(f *testing.F) {
 		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":21}`, 0, false, ""},
 		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
 		{0, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"queue_ticket":null}`, 0, false, ""},
+		{4, storeFree, "exports", `{"owner":"w1","ttl_seconds":30,"permits":3}`, 0, false, ""},
+		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1}`, 0, false, ""},
+		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":2}`, 0, false, ""},
+		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":20}`, 0, false, ""},
+		{4, storeAbsent, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":2,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{4, storeFree, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":5,"queue_ticket":null}`, 1, false,
+			"arn:aws:sts::123456789012:assumed-role/worker/i-0abc"},
+		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":21,"queue_ticket":"#q[0]"}`, 0, false, ""},
+		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":"5","queue_ticket":""}`, 0, false, ""},
+		{4, storeHeld, "a/b", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":1}`, 0, true, ""},
 	} {
 		f.Add(s.route, s.store, s.resource, []byte(s.body), s.encoding, s.decodedPath, s.arn)
 	}
 	f.Fuzz(func(t *testing.T, route, store uint8, resource string, body []byte, encoding uint8, decodedPath bool, arn string) {
 		rt := routeNamed(t, fuzzRoutes[int(route)%len(fuzzRoutes)])
+		op := rt.OperationID()
 		state := int(store) % storeStates
 		path := url.PathEscape(resource)
 		if decodedPath {
 			path = resource
 		}
+		param, key := "resource", resource
+		if op == "acquireSemaphore" {
+			param, key = "name", locklogic.SemaphorePrefix+resource
+		}
 		req := events.APIGatewayV2HTTPRequest{
 			Version:        "2.0",
 			RouteKey:       rt.Key(),
-			RawPath:        strings.Replace(rt.Path, "{resource}", path, 1),
-			PathParameters: map[string]string{"resource": resource},
+			RawPath:        strings.Replace(rt.Path, "{"+param+"}", path, 1),
+			PathParameters: map[string]string{param: resource},
 			Headers:        map[string]string{"content-type": "application/json"},
 			RequestContext: events.APIGatewayV2HTTPRequestContext{
 				RouteKey:  rt.Key(),
@@ -194,7 +251,7 @@ func FuzzHandlers(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
 		}
-		checkAnswer(t, rt.Name, resource, state, resp)
+		checkAnswer(t, op, resource, state, resp)
 
 		// A request answered 400, 413 or 422 never reached the store, and
 		// every key and owner that did reach it is valid.
@@ -219,11 +276,11 @@ func FuzzHandlers(f *testing.F) {
 		}
 		for _, k := range keys {
 			r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
-			if r == nil || r.Value != resource {
-				t.Fatalf("%s: store key %v, want resource %q", rt.Key(), k, resource)
+			if r == nil || r.Value != key {
+				t.Fatalf("%s: store key %v, want %q", rt.Key(), k, key)
 			}
 			var v locklogic.ValidationError
-			if locklogic.ValidateResource(r.Value, &v); v.Err() != nil {
+			if locklogic.ValidateResource(strings.TrimPrefix(r.Value, locklogic.SemaphorePrefix), &v); v.Err() != nil {
 				t.Errorf("%s: resource %q reached the store: %v", rt.Key(), r.Value, v.Err())
 			}
 		}
@@ -243,6 +300,8 @@ var okStatuses = map[string][]int{
 	"status":  {200, 404, 422},
 	"release": {204, 400, 403, 404, 409, 413, 422},
 	"renew":   {200, 400, 403, 404, 409, 413, 422},
+	// 409: permits-mismatch (the held semaphore has 1 permit).
+	"acquireSemaphore": {200, 400, 409, 413, 422},
 }
 
 // checkAnswer checks resp, the answer of route to a request on resource with
@@ -298,6 +357,37 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 		if got := jsonString(tb, route, m["resource"]); got != resource {
 			tb.Fatalf("%s: got resource %q, want %q", route, got, resource)
 		}
+	case "acquireSemaphore":
+		acquired := string(m["acquired"])
+		if want := strconv.FormatBool(state == storeFree); acquired != want {
+			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
+		}
+		if acquired == "true" {
+			wantKeys(tb, route, m, "acquired", "permit")
+			p := jsonObject(tb, route, string(m["permit"]))
+			wantKeys(tb, route, p, "name", "slot", "owner", "fencing_token", "acquired_at", "expires_at")
+			if got := jsonString(tb, route, p["name"]); got != resource {
+				tb.Fatalf("%s: got permit name %q, want %q", route, got, resource)
+			}
+			if o := jsonString(tb, route, p["owner"]); !validOwner(o) {
+				tb.Fatalf("%s: got permit owner %q, want a valid trimmed owner", route, o)
+			}
+			return
+		}
+		// The fake store refuses every write when held or absent, the
+		// joins too: no place to answer.
+		if state == storeHeld {
+			wantKeys(tb, route, m, "acquired", "name", "free_at")
+			checkTime(tb, route, "free_at", m["free_at"])
+			if resp.Headers["retry-after"] == "" {
+				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
+			}
+		} else {
+			wantKeys(tb, route, m, "acquired", "name")
+		}
+		if got := jsonString(tb, route, m["name"]); got != resource {
+			tb.Fatalf("%s: got name %q, want %q", route, got, resource)
+		}
 	}
 }
 
@@ -312,6 +402,9 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	if resp.StatusCode == 422 {
 		keys = append(keys, "errors")
 	}
+	if resp.StatusCode == 409 && route == "acquireSemaphore" {
+		keys = append(keys, "permits") // permits-mismatch: the semaphore's N
+	}
 	wantKeys(tb, route, m, keys...)
 	if typ := jsonString(tb, route, m["type"]); !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
 		tb.Fatalf("%s: got problem type %q, want %s<slug>", route, typ, ProblemTypeBase)
@@ -323,8 +416,12 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 		tb.Fatalf("%s: got problem status %s in a %d answer", route, s, resp.StatusCode)
 	}
 	inst := jsonString(tb, route, m["instance"])
-	if !strings.HasPrefix(inst, "/locks/") || !isURIPath(inst) {
-		tb.Fatalf("%s: got instance %q, want a percent-encoded path under /locks/", route, inst)
+	prefix := "/locks/"
+	if route == "acquireSemaphore" {
+		prefix = "/semaphores/"
+	}
+	if !strings.HasPrefix(inst, prefix) || !isURIPath(inst) {
+		tb.Fatalf("%s: got instance %q, want a percent-encoded path under %s", route, inst, prefix)
 	}
 	if resp.StatusCode == 422 {
 		var errs []map[string]json.RawMessage

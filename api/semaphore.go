@@ -32,8 +32,9 @@ const (
 )
 
 // AcquireSemaphore serves POST /semaphores/{name} with body {"owner",
-// "ttl_seconds", "permits"} and an optional "lock_delay_seconds" (and
-// "wait_seconds", 0 only for now): a permit, or full.
+// "ttl_seconds", "permits"} and optional "lock_delay_seconds",
+// "wait_seconds" and "queue_ticket" (a waiting acquire, in the semaphore's
+// queue, as for a lock): a permit, or full.
 func (h *Handler) AcquireSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, routeSemAcquire)
 }
@@ -114,13 +115,14 @@ func adminPermitJSON(p locklogic.Permit) AdminPermitJSON {
 }
 
 // SemaphoreAcquireResponse is the 200 body of POST /semaphores/{name}: a
-// permit, or full (Name, and FreeAt when the service saw when a permit
-// comes free).
+// permit, or full (Name, FreeAt when the service saw when a permit comes
+// free, and QueueTicket when a wait ended with a place in the queue).
 type SemaphoreAcquireResponse struct {
-	Acquired bool        `json:"acquired"`
-	Permit   *PermitJSON `json:"permit,omitempty"`
-	Name     string      `json:"name,omitempty"`
-	FreeAt   string      `json:"free_at,omitempty"`
+	Acquired    bool        `json:"acquired"`
+	Permit      *PermitJSON `json:"permit,omitempty"`
+	Name        string      `json:"name,omitempty"`
+	FreeAt      string      `json:"free_at,omitempty"`
+	QueueTicket string      `json:"queue_ticket,omitempty"`
 }
 
 // SemaphoreRenewResponse is the 200 body of POST /semaphores/{name}/renew.
@@ -198,7 +200,7 @@ func (h *Handler) serveSemaphore(ctx context.Context, req *events.APIGatewayV2HT
 }
 
 func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string) (result, error) {
-	b, err := parseBody(req, exampleSemaphore, "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds")
+	b, err := parseBody(req, exampleSemaphore, "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}
@@ -206,7 +208,7 @@ func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		Name: name, Caller: locklogic.Caller{Owner: b.str("owner"), Principal: principal(*req)},
 		TTLSeconds: deref(b.int("ttl_seconds", true)), Permits: deref(b.int("permits", true)),
 		LockDelaySeconds: deref(b.int("lock_delay_seconds", false)), WaitSeconds: deref(b.int("wait_seconds", false)),
-		Arrived: h.arrived(req),
+		Arrived: h.arrived(req), QueueTicket: b.optStr("queue_ticket"),
 	}
 	if h.svc.ValidateSemaphoreAcquire(&ar, &b.errs); b.errs.Err() != nil {
 		return result{}, &b.errs
@@ -215,16 +217,20 @@ func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if err != nil {
 		return result{}, err
 	}
+	waits := ar.WaitSeconds > 0
 	if res.Acquired {
 		p := permitJSON(res.Permit)
-		return result{status: 200, outcome: "acquired", body: SemaphoreAcquireResponse{Acquired: true, Permit: &p}}, nil
+		return result{status: 200, outcome: "acquired", body: SemaphoreAcquireResponse{Acquired: true, Permit: &p}, waits: waits,
+			waited: res.Waited}, nil
 	}
-	out := result{status: 200, outcome: "full", body: SemaphoreAcquireResponse{Name: name}}
+	full := SemaphoreAcquireResponse{Name: name, QueueTicket: res.QueueTicket}
+	out := result{status: 200, outcome: "full", waits: waits, waited: res.Waited}
 	if !res.FreeAt.IsZero() {
-		out.body = SemaphoreAcquireResponse{Name: name, FreeAt: string(appendTime(nil, res.FreeAt))}
+		full.FreeAt = string(appendTime(nil, res.FreeAt))
 		secs := math.Ceil(res.FreeAt.Sub(h.now()).Seconds())
 		out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
 	}
+	out.body = full
 	return out, nil
 }
 

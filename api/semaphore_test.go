@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,6 +176,89 @@ func TestSemaphoreAnswers(t *testing.T) {
 	}
 }
 
+// TestSemaphoreWaitAnswers: a waiting acquire of a full semaphore (one
+// permit, held) joins the queue; held for the whole wait it answers full
+// with free_at, Retry-After and its queue_ticket; the holder gone, the
+// head's grant answers the permit. Both log the WaitTime metric.
+func TestSemaphoreWaitAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		hold    time.Duration
+		granted bool
+	}{
+		{"HeldForTheWholeWait", 30 * time.Second, false},
+		{"GrantedToTheHead", 2 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			clock := t0
+			now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+			sleep := func(_ context.Context, d time.Duration) error {
+				mu.Lock()
+				defer mu.Unlock()
+				clock = clock.Add(d)
+				return nil
+			}
+			var queue []types.AttributeValue
+			item := func() map[string]types.AttributeValue {
+				it := map[string]types.AttributeValue{
+					locklogic.AttrResource: &types.AttributeValueMemberS{Value: locklogic.SemaphorePrefix + "exports"},
+					locklogic.AttrPermits:  &types.AttributeValueMemberN{Value: "1"},
+					locklogic.AttrCounter:  &types.AttributeValueMemberN{Value: "7"},
+					"o0":                   &types.AttributeValueMemberS{Value: "other"},
+					"t0":                   &types.AttributeValueMemberN{Value: "7"},
+					"a0":                   &types.AttributeValueMemberN{Value: jsonInt(t0.UnixMilli())},
+					"e0":                   &types.AttributeValueMemberN{Value: jsonInt(t0.Add(tc.hold).UnixMilli())},
+				}
+				if len(queue) > 0 {
+					it[locklogic.AttrQueue] = &types.AttributeValueMemberL{Value: queue}
+					it[locklogic.AttrQueueUntil] = &types.AttributeValueMemberN{Value: jsonInt(t0.Add(time.Minute).UnixMilli())}
+				}
+				return it
+			}
+			db := &dynamofake.DB{
+				Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+					u := *in.UpdateExpression
+					switch {
+					case strings.Contains(u, "list_append"):
+						queue = append(queue, in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL).Value...)
+						return &dynamodb.UpdateItemOutput{Attributes: item()}, nil
+					case strings.Contains(u, "#q[0]") && !now().Before(t0.Add(tc.hold)):
+						queue = queue[1:]
+						return &dynamodb.UpdateItemOutput{Attributes: permitItem(0, "w1", 8)}, nil
+					}
+					return nil, &types.ConditionalCheckFailedException{Item: item()}
+				},
+				Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					return &dynamodb.GetItemOutput{Item: item()}, nil
+				},
+			}
+			var logs bytes.Buffer
+			h := newTestHandler(db, &logs)
+			h.svc = locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, OldItemOnFailure: true})
+			h.now = now
+			resp, _ := h.Acquire(context.Background(), semEvent(t, "acquireSemaphore", `{"owner":"w1","ttl_seconds":30,"permits":1,"wait_seconds":5}`))
+			body := decodeBody(t, resp)
+			if resp.StatusCode != 200 || body["acquired"] != tc.granted {
+				t.Fatalf("got %d %s, want acquired %v", resp.StatusCode, resp.Body, tc.granted)
+			}
+			if tc.granted {
+				if p, _ := body["permit"].(map[string]any); p == nil || p["fencing_token"] != 8.0 || body["queue_ticket"] != nil {
+					t.Errorf("got %s, want the permit the head's grant wrote", resp.Body)
+				}
+			} else {
+				ticket, _ := body["queue_ticket"].(string)
+				if ticket == "" || len(queue) != 1 || body["free_at"] != "2026-12-02T12:00:30.000Z" || resp.Headers["retry-after"] == "" {
+					t.Errorf("got %s %v with queue %v, want full with free_at, Retry-After and the waiter's place", resp.Body, resp.Headers, queue)
+				}
+			}
+			if !strings.Contains(logs.String(), `"WaitTime"`) {
+				t.Errorf("log %s lacks WaitTime", logs.String())
+			}
+		})
+	}
+}
+
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // TestSemaphoreFieldErrorsAtOnce: one 422 names every invalid field of a
@@ -184,8 +268,9 @@ func TestSemaphoreFieldErrorsAtOnce(t *testing.T) {
 		op, body string
 		fields   []string
 	}{
-		{"acquireSemaphore", `{"owner":"","ttl_seconds":0,"permits":0,"wait_seconds":1,"wait":5}`,
-			[]string{"wait", "owner", "ttl_seconds", "permits", "wait_seconds"}},
+		{"acquireSemaphore", `{"owner":"","ttl_seconds":0,"permits":0,"wait_seconds":21,"queue_ticket":"a b","wait":5}`,
+			[]string{"wait", "owner", "ttl_seconds", "permits", "wait_seconds", "queue_ticket"}},
+		{"acquireSemaphore", `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":-1,"queue_ticket":7}`, []string{"wait_seconds", "queue_ticket"}},
 		{"acquireSemaphore", `{"owner":"w1","ttl_seconds":30,"permits":"3","lock_delay_seconds":-1}`, []string{"permits", "lock_delay_seconds"}},
 		{"renewSemaphore", `{"owner":"w1","slot":"1","fencing_token":0}`, []string{"slot", "ttl_seconds", "fencing_token"}},
 		{"releaseSemaphore", `{"owner":" ","slot":100}`, []string{"owner", "slot"}},

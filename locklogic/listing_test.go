@@ -136,25 +136,30 @@ var listingOps = []listingOp{
 	}},
 	19: {"fair waiting, join: the queue seen holds 2 entries", -1, func(s *Service) {
 		v := listingQueue(s, 2)
-		_, _ = s.queueJoin(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller}, Budget{}, v,
+		_, _ = s.queueJoin(context.Background(), listingWaiter(s, anonCaller), Budget{}, v,
 			"k3jd9a0x2", s.now().Add(22*time.Second).UnixMilli())
 	}},
 	20: {"fair waiting, keep the place: the entry at index 2, no IAM principal", -1, func(s *Service) {
 		v := listingQueue(s, 3)
-		_, _ = s.queueExtend(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller}, Budget{}, v, 2,
+		_, _ = s.queueExtend(context.Background(), listingWaiter(s, anonCaller), Budget{}, v, 2,
 			"k3jd9a0x2", s.now().Add(22*time.Second).UnixMilli())
 	}},
 	21: {"fair waiting, keep the place: IAM principal", 20, func(s *Service) {
 		v := listingQueue(s, 3)
-		_, _ = s.queueExtend(context.Background(), AcquireRequest{Resource: listingResource, Caller: iamCaller}, Budget{}, v, 2,
+		_, _ = s.queueExtend(context.Background(), listingWaiter(s, iamCaller), Budget{}, v, 2,
 			"k3jd9a0x2", s.now().Add(22*time.Second).UnixMilli())
 	}},
 	22: {"fair waiting, remove lapsed entries: the two at the front", -1, func(s *Service) {
-		_, _ = s.queuePrune(context.Background(), listingResource, Budget{}, listingQueue(s, 3), 2)
+		_, _ = s.queuePrune(context.Background(), listingWaiter(s, anonCaller), Budget{}, listingQueue(s, 3), 2)
 	}},
 	23: {"fair waiting: a queued waiter's read of the item between writes", -1, func(s *Service) {
 		_, _ = s.queuePeek(context.Background(), listingResource, Budget{})
 	}},
+}
+
+// listingWaiter is a waiter of caller on the listing's lock.
+func listingWaiter(s *Service, c Caller) *waiter {
+	return &waiter{key: s.key(listingResource), op: "acquire", name: listingResource, caller: c}
 }
 
 // listingQueue is a view of a lock item with n entries queued, lapsed

@@ -24,16 +24,22 @@ const (
 	// QueueGrace is how long after its round's end (arrival plus
 	// wait_seconds) a waiter's place is kept for its next round.
 	QueueGrace = 2 * time.Second
-	// HeadPollInterval is the mean time between the reads of the head of
-	// the queue (each uniformly random within ±50 %): it watches closely,
-	// and takes the lock within about half of it after a release.
-	HeadPollInterval = 30 * time.Millisecond
-	// NextPollInterval is the mean time between the reads of the waiter
-	// behind the head: it learns that it became the head well within the
-	// shortest hold, so it watches closely when that hold ends.
-	NextPollInterval = 250 * time.Millisecond
-	// QueuePollInterval is the mean time between the reads of the other
-	// waiters, and of a waiter without a place.
+	// HeadPollInterval, NextPollInterval, ThirdPollInterval and
+	// QueuePollInterval are the mean times between the reads of a queued
+	// waiter by its place (each read uniformly random within ±50 %, so
+	// waiters spread out): the head watches closely, and takes the item
+	// within about half of HeadPollInterval after a release; the second
+	// learns that it became the head within NextPollInterval (at most 1.5
+	// times it), well within a short hold, so it watches closely when that
+	// hold ends; the third moves up to second as fast; the others, and a
+	// waiter without a place, learn slowly that they moved up, or that the
+	// entries ahead have lapsed. A waited-on item costs 1/40 ms + 1/100 ms
+	// + 1/250 ms = 25 + 10 + 4 reads a second for its first three waiters,
+	// and 1 more for each further one: at most 40 + 1 × (waiters − 1)
+	// (docs/design.md#what-the-queue-costs).
+	HeadPollInterval  = 40 * time.Millisecond
+	NextPollInterval  = 100 * time.Millisecond
+	ThirdPollInterval = 250 * time.Millisecond
 	QueuePollInterval = time.Second
 	// maxPrune bounds the lapsed entries one write removes (the
 	// expressions stay far below DynamoDB's 4 KB).
@@ -63,7 +69,21 @@ func ValidateQueueTicket(ticket string, v *ValidationError) {
 	}
 }
 
-// entry is one waiter in a lock's queue.
+// PlacePollInterval returns the mean time between the reads of the waiter
+// at place i of a queue (0: the head).
+func PlacePollInterval(i int) time.Duration {
+	switch i {
+	case 0:
+		return HeadPollInterval
+	case 1:
+		return NextPollInterval
+	case 2:
+		return ThirdPollInterval
+	}
+	return QueuePollInterval
+}
+
+// entry is one waiter in a queue.
 type entry struct {
 	id, owner, principal string
 	until                int64 // epoch ms: the place lapses then
@@ -139,11 +159,15 @@ func (v *view) orphan(c Caller, nowMs int64) (int, string) {
 }
 
 // open reports what queueOpen decides: no live waiter is queued at nowMs.
-func (v *view) open(nowMs int64) bool {
-	if len(v.queue) == 0 {
+func (v *view) open(nowMs int64) bool { return itemOpen(v.item, nowMs) }
+
+// itemOpen reports what queueOpen decides for item at nowMs: its queue is
+// absent or empty, or every place in it has lapsed (queue_until passed).
+func itemOpen(item map[string]types.AttributeValue, nowMs int64) bool {
+	if l, _ := item[AttrQueue].(*types.AttributeValueMemberL); l == nil || len(l.Value) == 0 {
 		return true
 	}
-	qu, ok := n(v.item, AttrQueueUntil)
+	qu, ok := n(item, AttrQueueUntil)
 	return ok && qu <= nowMs
 }
 
@@ -166,18 +190,21 @@ func queueNames(placeholders ...string) map[string]string {
 }
 
 // entryCond is the condition "entry i is the caller's live place with
-// ticket": its id, owner and principal, and until after :now. It adds
-// :tk, :o and :p to values.
-func entryCond(i int, c Caller, ticket string, values map[string]types.AttributeValue) string {
+// ticket": its id, owner and principal, and until after :now. owner and
+// principal are the placeholders of the entry's members (a lock's write
+// shares #o and #p with the lease's attributes of the same names; a
+// semaphore's names its slot's attributes with those). It adds :tk, :o
+// and :p to values.
+func entryCond(i int, c Caller, ticket string, values map[string]types.AttributeValue, owner, principal string) string {
 	e := "#q[" + strconv.Itoa(i) + "]"
 	values[":tk"] = &types.AttributeValueMemberS{Value: ticket}
 	values[":o"] = &types.AttributeValueMemberS{Value: c.Owner}
-	p := "attribute_not_exists(" + e + ".#p)"
+	p := "attribute_not_exists(" + e + "." + principal + ")"
 	if c.Principal != "" {
 		values[":p"] = &types.AttributeValueMemberS{Value: c.Principal}
-		p = e + ".#p = :p"
+		p = e + "." + principal + " = :p"
 	}
-	return e + ".#qi = :tk AND " + e + ".#o = :o AND " + p + " AND " + e + ".#qt > :now"
+	return e + ".#qi = :tk AND " + e + "." + owner + " = :o AND " + p + " AND " + e + ".#qt > :now"
 }
 
 // queueUntilCond keeps queue_until at least every entry's until: a write
@@ -185,18 +212,33 @@ func entryCond(i int, c Caller, ticket string, values map[string]types.Attribute
 // it knows, and only if no other write raised it further meanwhile.
 const queueUntilCond = "(attribute_not_exists(#qu) OR #qu <= :qu)"
 
+// waiter is one waiting acquire as the queue sees it: the item it queues
+// on, who waits, and its round.
+type waiter struct {
+	key    map[string]types.AttributeValue
+	op     string // the operation its errors name: "acquire", "acquire-semaphore"
+	name   string // the lock's or the semaphore's name, for errors
+	caller Caller
+	// arrived and waitSeconds are the round's: its place lapses
+	// QueueGrace after arrived + waitSeconds.
+	arrived     time.Time
+	waitSeconds int64
+	// ticket is the queue_ticket the round brought back ("" for none).
+	ticket string
+}
+
 // queueJoin appends the caller's entry with ticket, lapsing at untilMs, to
 // the queue it saw in v (a consistent view), with one write conditioned on
 // the queue's size being the one v shows: an SDK retry of a join that
 // landed fails, and the waiter then finds its ticket in the item.
-func (s *Service) queueJoin(ctx context.Context, req AcquireRequest, b Budget, v *view, ticket string, untilMs int64) (*view, error) {
+func (s *Service) queueJoin(ctx context.Context, w *waiter, b Budget, v *view, ticket string, untilMs int64) (*view, error) {
 	m := map[string]types.AttributeValue{
 		entryID:    &types.AttributeValueMemberS{Value: ticket},
-		AttrOwner:  &types.AttributeValueMemberS{Value: req.Caller.Owner},
+		AttrOwner:  &types.AttributeValueMemberS{Value: w.caller.Owner},
 		entryUntil: num(untilMs),
 	}
-	if req.Caller.Principal != "" {
-		m[AttrPrincipal] = &types.AttributeValueMemberS{Value: req.Caller.Principal}
+	if w.caller.Principal != "" {
+		m[AttrPrincipal] = &types.AttributeValueMemberS{Value: w.caller.Principal}
 	}
 	qu := untilMs
 	if old, ok := n(v.item, AttrQueueUntil); ok && old > qu {
@@ -208,7 +250,7 @@ func (s *Service) queueJoin(ctx context.Context, req AcquireRequest, b Budget, v
 		":qn":  num(int64(len(v.queue))),
 		":qu":  num(qu),
 	}
-	return s.queueWrite(ctx, b, req.Resource, &dynamodb.UpdateItemInput{
+	return s.queueWrite(ctx, w, b, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String("SET #q = list_append(if_not_exists(#q, :nil), :qe), #qu = :qu"),
 		ConditionExpression:       aws.String("attribute_exists(#r) AND (attribute_not_exists(#q) OR size(#q) = :qn) AND " + queueUntilCond),
 		ExpressionAttributeNames:  queueNames("#r", "#q", "#qu"),
@@ -218,18 +260,15 @@ func (s *Service) queueJoin(ctx context.Context, req AcquireRequest, b Budget, v
 
 // queueExtend moves the until of the caller's entry i (ticket) to
 // untilMs: one write a round keeps the place.
-func (s *Service) queueExtend(ctx context.Context, req AcquireRequest, b Budget, v *view, i int, ticket string, untilMs int64) (*view, error) {
+func (s *Service) queueExtend(ctx context.Context, w *waiter, b Budget, v *view, i int, ticket string, untilMs int64) (*view, error) {
 	qu := untilMs
 	if old, ok := n(v.item, AttrQueueUntil); ok && old > qu {
 		qu = old
 	}
 	values := map[string]types.AttributeValue{":qt": num(untilMs), ":qu": num(qu), ":now": num(s.now().UnixMilli())}
-	cond := entryCond(i, req.Caller, ticket, values)
-	names := queueNames("#q", "#qu", "#qi", "#qt", "#o")
-	if strings.Contains(cond, "#p") {
-		names["#p"] = AttrPrincipal
-	}
-	return s.queueWrite(ctx, b, req.Resource, &dynamodb.UpdateItemInput{
+	cond := entryCond(i, w.caller, ticket, values, "#o", "#p")
+	names := queueNames("#q", "#qu", "#qi", "#qt", "#o", "#p")
+	return s.queueWrite(ctx, w, b, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String("SET #q[" + strconv.Itoa(i) + "].#qt = :qt, #qu = :qu"),
 		ConditionExpression:       aws.String(cond + " AND " + queueUntilCond),
 		ExpressionAttributeNames:  names,
@@ -240,7 +279,7 @@ func (s *Service) queueExtend(ctx context.Context, req AcquireRequest, b Budget,
 // queuePrune removes the k lapsed entries at the front of the queue v
 // shows, with one write conditioned on each one's id and lapse (indices in
 // descending order: dynalite removes the wrong elements otherwise).
-func (s *Service) queuePrune(ctx context.Context, resource string, b Budget, v *view, k int) (*view, error) {
+func (s *Service) queuePrune(ctx context.Context, w *waiter, b Budget, v *view, k int) (*view, error) {
 	values := map[string]types.AttributeValue{":now": num(s.now().UnixMilli())}
 	var cond, remove strings.Builder
 	for j := range k {
@@ -258,7 +297,7 @@ func (s *Service) queuePrune(ctx context.Context, resource string, b Budget, v *
 		}
 		remove.WriteString("#q[" + strconv.Itoa(j) + "]")
 	}
-	return s.queueWrite(ctx, b, resource, &dynamodb.UpdateItemInput{
+	return s.queueWrite(ctx, w, b, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String("REMOVE " + remove.String()),
 		ConditionExpression:       aws.String(cond.String()),
 		ExpressionAttributeNames:  queueNames("#q", "#qi", "#qt"),
@@ -270,9 +309,9 @@ func (s *Service) queuePrune(ctx context.Context, resource string, b Budget, v *
 // under its own budget. It returns the item after the write, or, when
 // the condition failed, the item the write met if the store returned it,
 // else nil: the caller then reads the item.
-func (s *Service) queueWrite(ctx context.Context, b Budget, resource string, in *dynamodb.UpdateItemInput) (*view, error) {
+func (s *Service) queueWrite(ctx context.Context, w *waiter, b Budget, in *dynamodb.UpdateItemInput) (*view, error) {
 	in.TableName = &s.table
-	in.Key = s.key(resource)
+	in.Key = w.key
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	cctx, cancel := b.Context(ctx)
@@ -286,7 +325,7 @@ func (s *Service) queueWrite(ctx context.Context, b Budget, resource string, in 
 			}
 			return nil, errRefused
 		}
-		return nil, storeErr("acquire", resource, err)
+		return nil, storeErr(w.op, w.name, err)
 	}
 	return newView(out.Attributes, true), nil
 }
@@ -300,9 +339,9 @@ var headGrantExpr = [4]struct{ update, cond string }{
 	headGrantExpression(false, true), headGrantExpression(true, true),
 }
 
-// headGrantExpression is the write of the head of the queue: the lease as
-// an acquire writes it and the removal of its own entry, when the entry is
-// the head and the lock is free (released, or expired past its
+// headGrantExpression is the write of the head of a lock's queue: the
+// lease as an acquire writes it and the removal of its own entry, when the
+// entry is the head and the lock is free (released, or expired past its
 // lock-delay). Taking a free lock needs no issue-time stamp, so no
 // same-owner branch: an SDK retry of a grant that landed finds its entry
 // gone, and the waiter finds its grant id on the item instead.
@@ -312,7 +351,7 @@ func headGrantExpression(withPrincipal, withDelay bool) struct{ update, cond str
 	if withPrincipal {
 		c.Principal = "p"
 	}
-	cond := entryCond(0, c, "", map[string]types.AttributeValue{}) + " AND (attribute_exists(#x) OR " + freeCond + ")"
+	cond := entryCond(0, c, "", map[string]types.AttributeValue{}, "#o", "#p") + " AND (attribute_exists(#x) OR " + freeCond + ")"
 	return struct{ update, cond string }{e.update + ", #q[0]", cond}
 }
 
@@ -391,8 +430,8 @@ func ownGrant(resource string, item map[string]types.AttributeValue, c Caller, g
 	return lock, true
 }
 
-// queuePeekNames are the attributes a queued waiter reads: the lease's
-// state and the queue.
+// queuePeekNames are the attributes a lock's queued waiter reads: the
+// lease's state and the queue.
 var queuePeekNames = map[string]string{"#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt, "#q": AttrQueue}
 
 // queuePeek reads the lease state and the queue of resource with an
@@ -406,54 +445,89 @@ func (s *Service) queuePeek(ctx context.Context, resource string, b Budget) (*vi
 	return newView(item, false), nil
 }
 
-// readView reads the whole item of resource strongly consistently: the
-// view a waiter needs before it joins, and to find its own grant.
-func (s *Service) readView(ctx context.Context, resource string, b Budget) (*view, error) {
+// readView reads the whole item of key strongly consistently: the view a
+// waiter needs before it joins, and to find its own grant.
+func (s *Service) readView(ctx context.Context, key map[string]types.AttributeValue, b Budget) (*view, error) {
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
-	item, err := s.get(cctx, resource)
+	out, err := s.db.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, err
 	}
-	return newView(item, true), nil
+	return newView(out.Item, true), nil
 }
 
-// waitFair is the wait of AcquireWait with FairWaiting, after a first
-// attempt answered held; old is the item that attempt met, when the store
-// returned it. It runs until end by the service clock:
+// queueTarget is what waitFair needs of the item a waiter queues on — a
+// lock's (lockTarget) or a semaphore's (semTarget) — beyond the queue,
+// which is the same on both.
+type queueTarget interface {
+	// judge says whether the caller could take the item as item shows it
+	// at now (queued waiters aside), and otherwise until when it stays
+	// blocked for the caller (zero: unknown). judge is monotone in now: an
+	// item it finds free stays free later. An error ends the wait.
+	judge(item map[string]types.AttributeValue, now time.Time) (until time.Time, blocked bool, err error)
+	// take makes the write that takes the item as v shows it: as the
+	// head of the queue with ticket, conditioned on that place, or with
+	// ticket "" as a plain acquire (taking nothing while a live waiter is
+	// queued). Not granted, it returns the view of the item the write met
+	// (nil: the store did not return it).
+	take(ctx context.Context, b Budget, v *view, ticket string) (granted bool, met *view, err error)
+	// own reports whether item holds, live at now, the grant this very
+	// request wrote (an SDK retry of a head's grant that landed finds its
+	// entry gone), and keeps it as the wait's grant.
+	own(item map[string]types.AttributeValue, now time.Time) bool
+	// peek reads the item with an eventually consistent GetItem: what the
+	// waiter needs to judge it, and the queue.
+	peek(ctx context.Context, b Budget) (*view, error)
+}
+
+// fairOutcome is how a fair wait ended.
+type fairOutcome struct {
+	// granted: the target holds the grant.
+	granted bool
+	// ticket is the waiter's place when not granted ("" for none).
+	ticket string
+	// freeAt is, when not granted, when the item comes free for the
+	// waiter as it last saw it; zero when unknown, past, or not to be
+	// reported (a lock on a store that does not report holders).
+	freeAt time.Time
+	waited time.Duration
+	// writes and reads are the store calls the wait made.
+	writes, reads int
+}
+
+// waitFair is the wait of a waiting acquire with the queue, after a first
+// attempt found the item held (or waiters queued); v is the item as that
+// attempt met it (nil: unknown, read it), freeAt when the attempt saw it
+// come free, and reports whether the answer may tell it. It runs until end
+// by the service clock:
 //
 //   - It removes lapsed entries at the front of the queue it sees, finds
-//     its place (the request's ticket) and moves its until to this
-//     round's end plus QueueGrace, or joins at the back (a new ticket);
-//     a full queue leaves it without a place, watching slowly.
-//   - The head watches closely (HeadPollInterval), waking at the holder's
-//     expiry when it knows it, and takes the lock with the removal of its
-//     entry in one write as soon as it is free; the next in line watches
-//     at NextPollInterval, the others at QueuePollInterval.
+//     its place (the round's ticket) and moves its until to this round's
+//     end plus QueueGrace, or joins at the back (a new ticket); a full
+//     queue leaves it without a place, watching slowly.
+//   - The head watches closely (HeadPollInterval), waking when the item
+//     comes free when it knows that time, and takes it with the removal of
+//     its entry in one write as soon as it is free; the others watch at
+//     the pace of their place (PlacePollInterval).
 //
 // Every write is conditioned on what it assumes, so a stale read only
 // costs a refused write; no write starts after end.
-func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, old map[string]types.AttributeValue, end time.Time, gid string) (res AcquireResult, err error) {
+func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budget, v *view, exp time.Time, reports bool, end time.Time) (out fairOutcome, err error) {
 	start := s.now()
-	defer func() { res.Waited = max(s.now().Sub(start), 0) }()
+	defer func() { out.waited = max(s.now().Sub(start), 0) }()
 	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(start), 0))
 	defer cancel()
 
-	untilMs := req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second + QueueGrace).UnixMilli()
-	var v *view
-	if s.oldItem {
-		v = newView(old, true)
-	}
+	untilMs := w.arrived.Add(time.Duration(w.waitSeconds)*time.Second + QueueGrace).UnixMilli()
 	var tickets []string // the tickets this wait may hold a place with
-	if req.QueueTicket != "" {
-		tickets = append(tickets, req.QueueTicket)
+	if w.ticket != "" {
+		tickets = append(tickets, w.ticket)
 	}
 	ticket := ""      // the place the wait holds, once a consistent view showed it
 	extended := false // the place was moved to this round's until
-	refused := 0      // queue writes refused in a row
+	refused := 0      // writes refused in a row
 	joins := 0        // joins sent: a round joins once, and retries a refused join twice at most
-	exp := held.HolderExpiresAt
-	reports := s.oldItem || !exp.IsZero()
 	readFails := 0
 	// pause sleeps d, or until end; false when the wait is over.
 	pause := func(d time.Duration) bool {
@@ -465,22 +539,54 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 		return s.sleep(sctx, wake.Sub(now)) == nil && s.now().Before(end)
 	}
 	jitter := func(d time.Duration) time.Duration { return d/2 + randUpTo(d) }
+	// failedRead handles a read's error: nil (and a back-off) when it is
+	// worth trying again.
+	failedRead := func(err error) error {
+		if !transient(err) {
+			return storeErr(w.op, w.name, err)
+		}
+		readFails++
+		pause(jitter(min(PollInterval<<readFails, MaxPollInterval)))
+		return nil
+	}
 	// peek refreshes v with an eventually consistent read (after a read
 	// failure: keeps v and backs off).
 	peek := func() error {
-		nv, err := s.queuePeek(ctx, req.Resource, b)
+		out.reads++
+		nv, err := t.peek(ctx, b)
 		if err != nil {
-			if !transient(err) {
-				return storeErr("acquire", req.Resource, err)
-			}
-			readFails++
-			pause(jitter(min(PollInterval<<readFails, MaxPollInterval)))
-			return nil
+			return failedRead(err)
 		}
 		readFails = 0
 		refused = 0 // the waiter waited and looked again: its writes are paced
 		v = nv
 		return nil
+	}
+	// write applies a queue write's outcome to the loop's state.
+	write := func(nv *view, err error) error {
+		out.writes++
+		if errors.Is(err, errRefused) {
+			refused++
+			v = nv // the item the write met, or nil: read it
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		refused = 0
+		v = nv
+		return nil
+	}
+	// take makes the write that takes the item; granted, the wait is over.
+	take := func(tk string) (bool, error) {
+		out.writes++
+		granted, nv, err := t.take(ctx, b, v, tk)
+		if err != nil || granted {
+			return granted, err
+		}
+		refused++
+		v = nv
+		return false, nil
 	}
 	for {
 		now := s.now()
@@ -489,14 +595,11 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 		}
 		nowMs := now.UnixMilli()
 		if v == nil {
-			nv, err := s.readView(ctx, req.Resource, b)
+			out.reads++
+			nv, err := s.readView(ctx, w.key, b)
 			if err != nil {
-				if !transient(err) {
-					return AcquireResult{}, storeErr("acquire", req.Resource, err)
-				}
-				readFails++
-				if !pause(jitter(min(PollInterval<<readFails, MaxPollInterval))) {
-					break
+				if err := failedRead(err); err != nil {
+					return fairOutcome{}, err
 				}
 				continue
 			}
@@ -504,11 +607,15 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 			v = nv
 			continue // the read took time: the clock again before any write
 		}
-		if until, blocked := blockedUntil(v.item, now); blocked {
+		until, blocked, err := t.judge(v.item, now)
+		if err != nil {
+			return fairOutcome{}, err
+		}
+		if blocked && !until.IsZero() {
 			exp = until
 		}
 		if refused >= 3 {
-			// The queue keeps changing under this waiter's writes: wait a
+			// The item keeps changing under this waiter's writes: wait a
 			// slow poll before the next, so its writes stay bounded.
 			refused = 0
 			if !pause(jitter(QueuePollInterval)) {
@@ -517,31 +624,17 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 			v = nil
 			continue
 		}
-		// write applies a queue write's outcome to the loop's state.
-		write := func(nv *view, err error) error {
-			if errors.Is(err, errRefused) {
-				refused++
-				v = nv // the item the write met, or nil: read it
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			refused = 0
-			v = nv
-			return nil
-		}
 		if k := v.lapsedFront(nowMs); k > 0 {
-			if err := write(s.queuePrune(ctx, req.Resource, b, v, k)); err != nil {
-				return AcquireResult{}, err
+			if err := write(s.queuePrune(ctx, w, b, v, k)); err != nil {
+				return fairOutcome{}, err
 			}
 			continue
 		}
-		i, tk := v.find(tickets, req.Caller, nowMs)
-		if i < 0 && req.QueueTicket == "" && joins == 0 && !extended {
+		i, tk := v.find(tickets, w.caller, nowMs)
+		if i < 0 && w.ticket == "" && joins == 0 && !extended {
 			// A round without a ticket (a client that predates it) takes
 			// over its owner's place whose round has ended.
-			if i, tk = v.orphan(req.Caller, nowMs); i >= 0 {
+			if i, tk = v.orphan(w.caller, nowMs); i >= 0 {
 				tickets = append(tickets, tk)
 			}
 		}
@@ -551,35 +644,28 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 		}
 		if i < 0 {
 			ticket = ""
-			_, blocked := blockedUntil(v.item, now)
 			switch {
 			case !blocked && v.open(nowMs):
 				// Free, and no live waiter queued: take it as any acquire.
-				cctx, cancel := b.Context(ctx)
-				r, item, err := s.acquireWrite(cctx, req, req.Arrived, gid)
-				cancel()
-				if err != nil || r.Acquired {
-					return r, err
-				}
-				refused++
-				v = nil
-				if s.oldItem {
-					v = newView(item, true)
+				granted, err := take("")
+				if err != nil || granted {
+					out.granted = granted
+					return out, err
 				}
 			case len(v.queue) >= MaxQueue || joins >= 3:
 				// Full: wait without a place, and join when there is room.
 				if !pause(jitter(QueuePollInterval)) {
-					return s.heldAnswer(held, "", reports, exp), nil
+					return s.fairHeld(out, "", reports, exp), nil
 				}
 				v = nil // a consistent read: the join needs one
 			case !v.consistent:
 				v = nil // join only on what the item really holds
 			default:
-				t := newTicket()
-				tickets = append(tickets, t)
+				nt := newTicket()
+				tickets = append(tickets, nt)
 				joins++
-				if err := write(s.queueJoin(ctx, req, b, v, t, untilMs)); err != nil {
-					return AcquireResult{}, err
+				if err := write(s.queueJoin(ctx, w, b, v, nt, untilMs)); err != nil {
+					return fairOutcome{}, err
 				}
 				extended = true
 			}
@@ -587,8 +673,8 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 		}
 		ticket = tk
 		if !extended && v.queue[i].until < untilMs {
-			if err := write(s.queueExtend(ctx, req, b, v, i, ticket, untilMs)); err != nil {
-				return AcquireResult{}, err
+			if err := write(s.queueExtend(ctx, w, b, v, i, ticket, untilMs)); err != nil {
+				return fairOutcome{}, err
 			}
 			if v != nil && refused == 0 {
 				extended = true
@@ -597,22 +683,18 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 		}
 		extended = true
 		if i > 0 {
-			interval := QueuePollInterval
-			if i == 1 {
-				interval = NextPollInterval
-			}
-			if !pause(jitter(interval)) {
+			if !pause(jitter(PlacePollInterval(i))) {
 				break
 			}
 			if err := peek(); err != nil {
-				return AcquireResult{}, err
+				return fairOutcome{}, err
 			}
 			continue
 		}
-		// The head: take the lock once it is free.
-		if until, blocked := blockedUntil(v.item, now); blocked {
+		// The head: take the item once it is free.
+		if blocked {
 			wake := jitter(HeadPollInterval)
-			atExpiry := !until.After(now.Add(wake))
+			atExpiry := !until.IsZero() && !until.After(now.Add(wake))
 			if atExpiry {
 				wake = until.Sub(now)
 			}
@@ -621,7 +703,7 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 			}
 			if !atExpiry {
 				if err := peek(); err != nil {
-					return AcquireResult{}, err
+					return fairOutcome{}, err
 				}
 				continue
 			}
@@ -629,38 +711,105 @@ func (s *Service) waitFair(ctx context.Context, req AcquireRequest, b Budget, he
 		if !s.now().Before(end) {
 			break // a slow read or a late wake-up took the last moments: no write now
 		}
-		r, nv, err := s.headGrant(ctx, req, b, ticket, gid)
-		if err != nil || r.Acquired {
-			return r, err
+		granted, err := take(ticket)
+		if err != nil || granted {
+			out.granted = granted
+			return out, err
 		}
-		refused++
-		if nv == nil {
-			if nv, err = s.readView(ctx, req.Resource, b); err != nil {
+		if v == nil {
+			out.reads++
+			if v, err = s.readView(ctx, w.key, b); err != nil {
 				if !transient(err) {
-					return AcquireResult{}, storeErr("acquire", req.Resource, err)
+					return fairOutcome{}, storeErr(w.op, w.name, err)
 				}
-				nv = nil
+				v = nil
 			}
 		}
-		if nv != nil {
-			// An SDK retry of this very grant, whose first attempt landed,
-			// finds the entry gone and the grant in place.
-			if lock, ok := ownGrant(req.Resource, nv.item, req.Caller, gid, s.now()); ok {
-				return AcquireResult{Acquired: true, Lock: lock}, nil
-			}
+		// An SDK retry of this very grant, whose first attempt landed,
+		// finds the entry gone and the grant in place.
+		if v != nil && t.own(v.item, s.now()) {
+			out.granted = true
+			return out, nil
 		}
-		v = nv
 	}
-	return s.heldAnswer(held, ticket, reports, exp), nil
+	return s.fairHeld(out, ticket, reports, exp), nil
 }
 
-// heldAnswer is a wait's "held" answer: with the waiter's place, and the
-// holder's expiry where the store reports holders (as for one attempt).
-func (s *Service) heldAnswer(held AcquireResult, ticket string, reports bool, exp time.Time) AcquireResult {
-	held.HolderExpiresAt = time.Time{}
+// fairHeld is a wait's outcome when not granted: the waiter's place, and
+// when the item comes free where the answer may tell it (as for one
+// attempt).
+func (s *Service) fairHeld(out fairOutcome, ticket string, reports bool, exp time.Time) fairOutcome {
+	out.ticket = ticket
 	if reports && exp.After(s.now()) {
-		held.HolderExpiresAt = exp
+		out.freeAt = exp
 	}
-	held.QueueTicket = ticket
-	return held
+	return out
+}
+
+// lockTarget is a lock's item as waitFair queues on it.
+type lockTarget struct {
+	s   *Service
+	req AcquireRequest
+	gid string
+	res AcquireResult // the grant, once granted
+}
+
+func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, error) {
+	until, blocked := blockedUntil(item, now)
+	return until, blocked, nil
+}
+
+func (l *lockTarget) take(ctx context.Context, b Budget, _ *view, ticket string) (bool, *view, error) {
+	if ticket != "" {
+		r, nv, err := l.s.headGrant(ctx, l.req, b, ticket, l.gid)
+		l.res = r
+		return r.Acquired, nv, err
+	}
+	cctx, cancel := b.Context(ctx)
+	defer cancel()
+	r, item, err := l.s.acquireWrite(cctx, l.req, l.req.Arrived, l.gid)
+	if err != nil || r.Acquired {
+		l.res = r
+		return r.Acquired, nil, err
+	}
+	if l.s.oldItem {
+		return false, newView(item, true), nil
+	}
+	return false, nil, nil
+}
+
+func (l *lockTarget) own(item map[string]types.AttributeValue, now time.Time) bool {
+	lock, ok := ownGrant(l.req.Resource, item, l.req.Caller, l.gid, now)
+	if ok {
+		l.res = AcquireResult{Acquired: true, Lock: lock}
+	}
+	return ok
+}
+
+func (l *lockTarget) peek(ctx context.Context, b Budget) (*view, error) {
+	return l.s.queuePeek(ctx, l.req.Resource, b)
+}
+
+// waitFairLock is the wait of AcquireWait with FairWaiting, after a first
+// attempt answered held; old is the item that attempt met, when the store
+// returned it.
+func (s *Service) waitFairLock(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, old map[string]types.AttributeValue, end time.Time, gid string) (AcquireResult, error) {
+	w := &waiter{key: s.key(req.Resource), op: "acquire", name: req.Resource, caller: req.Caller, arrived: req.Arrived,
+		waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
+	t := &lockTarget{s: s, req: req, gid: gid}
+	var v *view
+	if s.oldItem {
+		v = newView(old, true)
+	}
+	exp := held.HolderExpiresAt
+	out, err := s.waitFair(ctx, w, t, b, v, exp, s.oldItem || !exp.IsZero(), end)
+	if err != nil {
+		return AcquireResult{}, err
+	}
+	if out.granted {
+		t.res.Waited = out.waited
+		return t.res, nil
+	}
+	held.HolderExpiresAt, held.QueueTicket, held.Waited = out.freeAt, out.ticket, out.waited
+	return held, nil
 }

@@ -13,22 +13,33 @@ import (
 	"github.com/ft288/locks/locklogic/dynamofake"
 )
 
-// queueStore is a lock item held for good, with a queue, over the fake
-// clock: a join appends (unless refuseJoins), a keep moves the entry's
-// until; the lock is never granted. Failed writes return the old item
-// when oldItem is set (DynamoDB). The integration tests run the real
+// queueStore is a lock item (or, with sem, a semaphore of one permit)
+// held for good, with a queue, over the fake clock: a join appends (unless
+// refuseJoins), a keep moves the entry's until; the item is never granted.
+// From promoteAt on (when set) the entries ahead of the last are gone, as
+// if their waiters had been served. Failed writes return the old item when
+// oldItem is set (DynamoDB). The integration tests run the real
 // expressions on dynalite; this one counts and paces.
 type queueStore struct {
 	clock       *fakeClock
 	oldItem     bool
 	refuseJoins bool
+	sem         bool
+	promoteAt   time.Time
 
-	mu    sync.Mutex
-	queue []map[string]types.AttributeValue
+	mu       sync.Mutex
+	queue    []map[string]types.AttributeValue
+	getTimes []time.Time // when each read was made
 }
 
 func (q *queueStore) item() map[string]types.AttributeValue {
+	if !q.promoteAt.IsZero() && !q.clock.Now().Before(q.promoteAt) && len(q.queue) > 1 {
+		q.queue = q.queue[len(q.queue)-1:]
+	}
 	it := item("holder", "", 7, t0.Add(time.Hour))
+	if q.sem {
+		it = semItem(1, 7, map[int]permitSpec{0: {owner: "holder", token: 7, exp: t0.Add(time.Hour)}})
+	}
 	l := make([]types.AttributeValue, len(q.queue))
 	for i, e := range q.queue {
 		l[i] = &types.AttributeValueMemberM{Value: e}
@@ -67,6 +78,7 @@ func (q *queueStore) db() *dynamofake.DB {
 	db.Get = func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
 		q.mu.Lock()
 		defer q.mu.Unlock()
+		q.getTimes = append(q.getTimes, q.clock.Now())
 		return &dynamodb.GetItemOutput{Item: q.item()}, nil
 	}
 	return db
@@ -84,10 +96,11 @@ func others(n int) []map[string]types.AttributeValue {
 	return out
 }
 
-// TestFairWaitPace: over a 20 s round on a lock that stays held, a waiter
-// makes two writes (its first attempt and its join) and reads at the pace
-// of its place: the head every HeadPollInterval, the next in line every
-// NextPollInterval, the others every QueuePollInterval; on a store that
+// TestFairWaitPace: over a 20 s round on a lock (or a semaphore) that
+// stays held, a waiter makes two writes (its first attempt and its join)
+// and reads at the pace of its place (PlacePollInterval): the head every
+// HeadPollInterval, the second every NextPollInterval, the third every
+// ThirdPollInterval, the others every QueuePollInterval; on a store that
 // returns no old item, one consistent read before the join.
 func TestFairWaitPace(t *testing.T) {
 	t.Parallel()
@@ -95,24 +108,54 @@ func TestFairWaitPace(t *testing.T) {
 		name    string
 		ahead   int
 		oldItem bool
+		sem     bool
 		perSec  [2]float64
 	}{
-		{"Head", 0, true, [2]float64{28, 40}},
-		{"HeadDynalite", 0, false, [2]float64{28, 40}},
-		{"Next", 1, true, [2]float64{3, 5}},
-		{"Third", 2, true, [2]float64{0.7, 1.4}},
+		{"Head", 0, true, false, [2]float64{22, 28}},
+		{"HeadDynalite", 0, false, false, [2]float64{22, 28}},
+		{"Second", 1, true, false, [2]float64{8.5, 11.5}},
+		{"Third", 2, true, false, [2]float64{3.3, 4.7}},
+		{"Fourth", 3, true, false, [2]float64{0.7, 1.4}},
+		{"Tenth", 9, true, false, [2]float64{0.7, 1.4}},
+		{"SemaphoreHead", 0, true, true, [2]float64{22, 28}},
+		{"SemaphoreHeadDynalite", 0, false, true, [2]float64{22, 28}},
+		{"SemaphoreSecond", 1, false, true, [2]float64{8.5, 11.5}},
+		{"SemaphoreThird", 2, true, true, [2]float64{3.3, 4.7}},
+		{"SemaphoreFifth", 4, false, true, [2]float64{0.7, 1.4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &fakeClock{t: t0}
-			st := &queueStore{clock: clock, oldItem: tc.oldItem, queue: others(tc.ahead)}
+			st := &queueStore{clock: clock, oldItem: tc.oldItem, sem: tc.sem, queue: others(tc.ahead)}
 			db := st.db()
-			res, err := newWaitService(db, clock, Config{OldItemOnFailure: tc.oldItem, FairWaiting: true}).AcquireWait(context.Background(), waitReq(20), Budget{})
-			if err != nil || res.Acquired {
-				t.Fatalf("got %+v, %v; want held", res, err)
+			svc := newWaitService(db, clock, Config{OldItemOnFailure: tc.oldItem, FairWaiting: true})
+			var ticket string
+			var acquired bool
+			if tc.sem {
+				res, err := svc.AcquireSemaphore(context.Background(), SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w2"},
+					TTLSeconds: 30, Permits: 1, WaitSeconds: 20}, Budget{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ticket, acquired = res.QueueTicket, res.Acquired
+				if res.Writes != len(db.Updates()) || res.Reads != db.Gets() {
+					t.Errorf("the answer counts %d writes and %d reads, the store saw %d and %d", res.Writes, res.Reads, len(db.Updates()), db.Gets())
+				}
+				if want := t0.Add(time.Hour); !res.FreeAt.Equal(want) {
+					t.Errorf("free_at %v, want the holder's expiry %v", res.FreeAt, want)
+				}
+			} else {
+				res, err := svc.AcquireWait(context.Background(), waitReq(20), Budget{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ticket, acquired = res.QueueTicket, res.Acquired
 			}
-			if len(st.queue) != tc.ahead+1 || res.QueueTicket == "" || str(st.queue[tc.ahead], entryID) != res.QueueTicket {
-				t.Fatalf("queue %v, answer's ticket %q: want the waiter's entry last, and its ticket answered", st.queue, res.QueueTicket)
+			if acquired {
+				t.Fatal("acquired, want held")
+			}
+			if len(st.queue) != tc.ahead+1 || ticket == "" || str(st.queue[tc.ahead], entryID) != ticket {
+				t.Fatalf("queue %v, answer's ticket %q: want the waiter's entry last, and its ticket answered", st.queue, ticket)
 			}
 			if want := t0.Add(20*time.Second + QueueGrace).UnixMilli(); mustN(t, st.queue[tc.ahead], entryUntil) != want {
 				t.Errorf("the place lapses at %v, want the round's end plus QueueGrace", st.queue[tc.ahead][entryUntil])
@@ -122,9 +165,71 @@ func TestFairWaitPace(t *testing.T) {
 			}
 			waited := clock.Now().Sub(t0).Seconds()
 			perSec := float64(db.Gets()) / waited
-			t.Logf("%s: %d writes, %d reads in %.1f s: %.1f reads/s", tc.name, len(db.Updates()), db.Gets(), waited, perSec)
+			t.Logf("%s: %d writes, %d reads in %.1f s: %.1f reads/s (mean interval %s at place %d)", tc.name, len(db.Updates()), db.Gets(),
+				waited, perSec, PlacePollInterval(tc.ahead), tc.ahead)
 			if perSec < tc.perSec[0] || perSec > tc.perSec[1] {
 				t.Errorf("got %d reads in %.1f s (%.1f/s), want %v a second", db.Gets(), waited, perSec, tc.perSec)
+			}
+		})
+	}
+}
+
+// TestQueueReadBound: the reads a waited-on item costs a second, summed
+// over the places of its waiters, stay within 40 + 1 × (waiters − 1), and
+// the waiter behind the head reads often enough to notice its promotion
+// within 1.5 × NextPollInterval: 150 ms.
+func TestQueueReadBound(t *testing.T) {
+	t.Parallel()
+	sum := 0.0
+	for w := 1; w <= MaxQueue; w++ {
+		sum += float64(time.Second) / float64(PlacePollInterval(w-1))
+		if bound := 40 + float64(w-1); sum > bound {
+			t.Errorf("%d waiters read %.1f times a second, over %.0f", w, sum, bound)
+		}
+	}
+	if d := NextPollInterval * 3 / 2; d > 150*time.Millisecond {
+		t.Errorf("the second in line may read %s apart, want at most 150 ms", d)
+	}
+	if !(HeadPollInterval < NextPollInterval && NextPollInterval < ThirdPollInterval && ThirdPollInterval < QueuePollInterval) {
+		t.Error("the tiers must slow down with the place")
+	}
+}
+
+// TestFairWaitPromotion: the second in line, whose head is served (the
+// head's entry gone from the item at promoteAt), reads within 1.5 ×
+// NextPollInterval of it and then watches at the head's pace: after a
+// short hold it is watching closely when the hold ends.
+func TestFairWaitPromotion(t *testing.T) {
+	t.Parallel()
+	for _, sem := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Lock", true: "Semaphore"}[sem], func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			promote := t0.Add(3*time.Second + 17*time.Millisecond)
+			st := &queueStore{clock: clock, oldItem: true, sem: sem, queue: others(1), promoteAt: promote}
+			svc := newWaitService(st.db(), clock, Config{OldItemOnFailure: true, FairWaiting: true})
+			if sem {
+				_, _ = svc.AcquireSemaphore(context.Background(), SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w2"},
+					TTLSeconds: 30, Permits: 1, WaitSeconds: 6}, Budget{})
+			} else {
+				_, _ = svc.AcquireWait(context.Background(), waitReq(6), Budget{})
+			}
+			var after []time.Time
+			for _, at := range st.getTimes {
+				if !at.Before(promote) {
+					after = append(after, at)
+				}
+			}
+			if len(after) < 2 {
+				t.Fatalf("%d reads after the promotion, want many", len(after))
+			}
+			if d := after[0].Sub(promote); d > NextPollInterval*3/2 {
+				t.Errorf("the promoted waiter read %s after it became the head, want within %s", d, NextPollInterval*3/2)
+			}
+			rate := float64(len(after)-1) / after[len(after)-1].Sub(after[0]).Seconds()
+			t.Logf("first read %s after the promotion, then %.1f reads/s", after[0].Sub(promote), rate)
+			if want := float64(time.Second / HeadPollInterval); rate < 0.85*want || rate > 1.15*want {
+				t.Errorf("the new head reads %.1f times a second, want about %.0f", rate, want)
 			}
 		})
 	}

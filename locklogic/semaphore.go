@@ -264,9 +264,10 @@ func isMarker(name string) bool {
 }
 
 // SemaphoreAcquireRequest asks for a permit of semaphore Name, which has
-// Permits permits, for TTLSeconds. LockDelaySeconds and Arrived are as for
-// AcquireRequest. WaitSeconds must be 0: waiting for a permit is not
-// served yet.
+// Permits permits, for TTLSeconds. LockDelaySeconds, WaitSeconds, Arrived
+// and QueueTicket are as for AcquireRequest: with WaitSeconds above zero a
+// full semaphore is waited for in the semaphore's queue (whatever
+// Config.FairWaiting says: semaphores have no other way of waiting).
 type SemaphoreAcquireRequest struct {
 	Name             string
 	Caller           Caller
@@ -275,6 +276,7 @@ type SemaphoreAcquireRequest struct {
 	LockDelaySeconds int64
 	WaitSeconds      int64
 	Arrived          time.Time
+	QueueTicket      string
 }
 
 // SemaphoreAcquireResult is the outcome of AcquireSemaphore. A full
@@ -287,7 +289,14 @@ type SemaphoreAcquireResult struct {
 	// as the request last saw the item; zero when the permits it saw free
 	// were taken by others between its writes (retry at once).
 	FreeAt time.Time
-	// Writes and Reads are the store calls the acquire made.
+	// QueueTicket is, for a waiting acquire that ended without a permit,
+	// its place in the semaphore's queue (AcquireResult.QueueTicket).
+	QueueTicket string
+	// Waited is how long a waiting acquire spent waiting after its first
+	// attempt found no permit for it.
+	Waited time.Duration
+	// Writes and Reads are the store calls the acquire made, its wait's
+	// included.
 	Writes, Reads int
 }
 
@@ -332,8 +341,11 @@ func (s *Service) ValidateSemaphoreAcquire(req *SemaphoreAcquireRequest, v *Vali
 	if !v.Has("lock_delay_seconds") {
 		ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, v)
 	}
-	if !v.Has("wait_seconds") && req.WaitSeconds != 0 {
-		v.Add("wait_seconds", "must be 0: waiting for a semaphore permit is not served yet")
+	if !v.Has("wait_seconds") {
+		ValidateWait(req.WaitSeconds, s.maxWait, v)
+	}
+	if !v.Has("queue_ticket") {
+		ValidateQueueTicket(req.QueueTicket, v)
 	}
 }
 
@@ -382,7 +394,15 @@ type semReset struct {
 // semaphore answers Acquired false with the earliest time a permit comes
 // free. Another N than the semaphore's is a *PermitsMismatchError while a
 // permit is live or inside its lock-delay; otherwise the acquire sets the
-// new N. Each store call runs under b.
+// new N. No acquire takes a free slot while a live waiter is queued (its
+// own live permit aside). Each store call runs under b.
+//
+// With req.WaitSeconds above zero, a semaphore found full (or with
+// waiters queued) is waited for in the semaphore's queue, as AcquireWait
+// waits for a lock with FairWaiting: the head of the queue takes any free
+// slot with the removal of its entry in one write, under the same clock
+// rules (no write in the last GrantGuard of the wait counted from
+// req.Arrived, nor past the deadline's budget).
 func (s *Service) AcquireSemaphore(ctx context.Context, req SemaphoreAcquireRequest, b Budget) (SemaphoreAcquireResult, error) {
 	var v ValidationError
 	if s.ValidateSemaphoreAcquire(&req, &v); v.Err() != nil {
@@ -394,34 +414,142 @@ func (s *Service) AcquireSemaphore(ctx context.Context, req SemaphoreAcquireRequ
 	}
 	id := identityOf(req.Caller)
 	gid := newGrantID()
+	var end time.Time
+	if req.WaitSeconds > 0 {
+		end = req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second - GrantGuard)
+		if !now.Before(end) {
+			return SemaphoreAcquireResult{}, fmt.Errorf("acquire-semaphore %q: %w", req.Name, ErrWaitElapsed)
+		}
+		end = deadlineEnd(ctx, b, now, end)
+	}
+	res, item, err := s.semAttempt(ctx, req, b, id, gid, end)
+	if err != nil || res.Acquired || req.WaitSeconds == 0 {
+		return res, err
+	}
+	w := &waiter{key: s.semKey(req.Name), op: "acquire-semaphore", name: req.Name, caller: req.Caller, arrived: req.Arrived,
+		waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
+	t := &semTarget{s: s, req: req, id: id, gid: gid}
+	// The attempt's last view is the item as a failed write met it, or a
+	// consistent read: a view a join may rely on.
+	out, err := s.waitFair(ctx, w, t, b, newView(item, true), res.FreeAt, true, end)
+	res.Writes += out.writes
+	res.Reads += out.reads
+	res.Waited = out.waited
+	if err != nil {
+		return res, err
+	}
+	if out.granted {
+		res.Acquired, res.Permit, res.FreeAt = true, t.permit, time.Time{}
+		return res, nil
+	}
+	res.FreeAt, res.QueueTicket = out.freeAt, out.ticket
+	return res, nil
+}
+
+// semAttempt is one acquire of a permit, as a plain acquire: the guess,
+// then up to MaxSemaphoreWrites writes in all from the views of the item
+// its failed writes give it, no write but the first at or after end (when
+// not zero). Not granted, it returns the last view of the item (the old
+// item of a failed write, or a consistent read).
+func (s *Service) semAttempt(ctx context.Context, req SemaphoreAcquireRequest, b Budget, id identity, gid string, end time.Time) (SemaphoreAcquireResult, map[string]types.AttributeValue, error) {
 	w := semWrite{slot: id.home(req.Permits), home: id.home(req.Permits), guess: true}
 	var res SemaphoreAcquireResult
 	for {
-		permit, old, err := s.semAcquireWrite(ctx, req, b, id, gid, &w)
+		permit, old, err := s.semAcquireWrite(ctx, req, b, id, gid, &w, "")
 		res.Writes++
 		if err != nil {
-			return SemaphoreAcquireResult{}, err
+			return SemaphoreAcquireResult{}, nil, err
 		}
 		if permit != nil {
 			res.Acquired, res.Permit = true, *permit
-			return res, nil
+			return res, nil, nil
 		}
 		if old == nil && !s.oldItem {
 			if old, err = s.semRead(ctx, req.Name, b); err != nil {
-				return SemaphoreAcquireResult{}, storeErr("acquire-semaphore", req.Name, err)
+				return SemaphoreAcquireResult{}, nil, storeErr("acquire-semaphore", req.Name, err)
 			}
 			res.Reads++
 		}
-		next, freeAt, err := planSemaphore(req, old, s.now(), id, gid)
+		next, freeAt, err := planSemaphore(req, old, s.now(), id, gid, false)
 		if err != nil {
-			return SemaphoreAcquireResult{}, err
+			return SemaphoreAcquireResult{}, nil, err
 		}
-		if next == nil || res.Writes >= MaxSemaphoreWrites {
+		if next == nil || res.Writes >= MaxSemaphoreWrites || !end.IsZero() && !s.now().Before(end) {
 			res.FreeAt = freeAt
-			return res, nil
+			return res, old, nil
 		}
 		w = *next
 	}
+}
+
+// semTarget is a semaphore's item as waitFair queues on it: free when
+// planSemaphore finds a slot for the caller, and taken by the write it
+// plans (the head's with its place, a plain acquire's behind no live
+// waiter).
+type semTarget struct {
+	s      *Service
+	req    SemaphoreAcquireRequest
+	id     identity
+	gid    string
+	permit Permit // the grant, once granted
+}
+
+func (t *semTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, error) {
+	next, freeAt, err := planSemaphore(t.req, item, now, t.id, t.gid, true)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return freeAt, next == nil, nil
+}
+
+func (t *semTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
+	next, _, err := planSemaphore(t.req, v.item, t.s.now(), t.id, t.gid, true)
+	if err != nil || next == nil {
+		// Nothing to write (judge is monotone in time: not after it found
+		// the item free): read it again.
+		return false, nil, err
+	}
+	permit, old, err := t.s.semAcquireWrite(ctx, t.req, b, t.id, t.gid, next, ticket)
+	if err != nil {
+		return false, nil, err
+	}
+	if permit != nil {
+		t.permit = *permit
+		return true, nil, nil
+	}
+	if t.s.oldItem {
+		return false, newView(old, true), nil
+	}
+	return false, nil, nil
+}
+
+// own finds the permit this request's grant id wrote for the caller, live
+// at now, in any slot below N.
+func (t *semTarget) own(item map[string]types.AttributeValue, now time.Time) bool {
+	permits, _ := permitsOf(item)
+	for k := range int(permits) {
+		view := slotView(item, k)
+		if str(view, AttrGrantID) != t.gid || !live(view, now) || str(view, AttrOwner) != t.req.Caller.Owner ||
+			str(view, AttrPrincipal) != t.req.Caller.Principal {
+			continue
+		}
+		if p, ok := decodePermit(t.req.Name, item, k); ok {
+			p.Permits = permits
+			t.permit = p
+			return true
+		}
+	}
+	return false
+}
+
+// peek reads the whole item (a read is billed by the item's size whatever
+// it projects, and the head plans its write from every slot).
+func (t *semTarget) peek(ctx context.Context, b Budget) (*view, error) {
+	item, err := t.s.semPeek(ctx, t.req.Name, b)
+	if err != nil {
+		return nil, err
+	}
+	return newView(item, false), nil
 }
 
 // semRead reads semaphore name with one strongly consistent GetItem under
@@ -443,15 +571,22 @@ func (s *Service) semRead(ctx context.Context, name string, b Budget) (map[strin
 // planSemaphore decides the next write of an acquire from a view of the
 // item at now (nil: the item is absent): the caller's own permit, a free
 // slot, a change of N, or none (full, with the earliest time a permit
-// comes free; or a mismatch of N).
-func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, now time.Time, id identity, gid string) (*semWrite, time.Time, error) {
+// comes free; waiters queued for the free slots, without a time; or a
+// mismatch of N). A plain acquire (head false) takes no free slot while a
+// live waiter is queued, nor its own permit unless live; the head of the
+// queue (head) is the one waiter that may.
+func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, now time.Time, id identity, gid string, head bool) (*semWrite, time.Time, error) {
 	w := &semWrite{home: id.home(req.Permits)}
+	open := head || itemOpen(item, now.UnixMilli())
 	if v, ok := item[id.marker].(*types.AttributeValueMemberS); ok {
 		w.markerSeen, w.markerValue = true, v.Value
 	}
 	if permits, ok := permitsOf(item); ok && permits != req.Permits {
 		if anySlot(item, permits, func(view map[string]types.AttributeValue) bool { _, b := blockedUntil(view, now); return b }) {
 			return nil, time.Time{}, &PermitsMismatchError{Name: req.Name, Permits: permits}
+		}
+		if !open {
+			return nil, time.Time{}, nil // the queue's first
 		}
 		// No permit blocks: this acquire sets the new N, on condition
 		// that nothing was granted since the view.
@@ -489,6 +624,11 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 			// late-write rule keeps it, and the caller holds it.
 			return nil, until, nil
 		}
+		if !open && !live(view, now) {
+			// Its permit is in its lock-delay: the queue comes first, as
+			// for a lock's owner.
+			return nil, time.Time{}, nil
+		}
 		w.slot = k
 		w.cleanup = staleMarkers(item, n, now, id.marker)
 		return w, time.Time{}, nil
@@ -505,6 +645,9 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	}
 	if len(free) == 0 {
 		return nil, earliest, nil
+	}
+	if !open {
+		return nil, time.Time{}, nil // the free slots are the queued waiters'
 	}
 	// Home when free; else any free slot, at random, so that acquirers
 	// that saw the same item spread out.
@@ -594,11 +737,12 @@ func (x *expr) v(ph string, val types.AttributeValue) string { x.values[ph] = va
 // s gives placeholder ph the string val and returns ph.
 func (x *expr) s(ph, val string) string { return x.v(ph, &types.AttributeValueMemberS{Value: val}) }
 
-// semAcquireWrite makes one acquire write w under b. It returns the new
+// semAcquireWrite makes one acquire write w under b: a plain acquire's
+// (ticket ""), or the head's of the queue with ticket. It returns the new
 // permit, or the old item of a failed condition (nil when the store did
 // not return it).
-func (s *Service) semAcquireWrite(ctx context.Context, req SemaphoreAcquireRequest, b Budget, id identity, gid string, w *semWrite) (*Permit, map[string]types.AttributeValue, error) {
-	in := s.semAcquireInput(req, s.now(), id, gid, w)
+func (s *Service) semAcquireWrite(ctx context.Context, req SemaphoreAcquireRequest, b Budget, id identity, gid string, w *semWrite, ticket string) (*Permit, map[string]types.AttributeValue, error) {
+	in := s.semAcquireInput(req, s.now(), id, gid, w, ticket)
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
 	out, err := s.db.UpdateItem(cctx, in)
@@ -617,8 +761,11 @@ func (s *Service) semAcquireWrite(ctx context.Context, req SemaphoreAcquireReque
 	return &p, nil, nil
 }
 
-// semAcquireInput builds the UpdateItem of acquire write w at now.
-func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id identity, gid string, w *semWrite) *dynamodb.UpdateItemInput {
+// semAcquireInput builds the UpdateItem of acquire write w at now: a plain
+// acquire's (ticket ""), which takes a free slot only while no live waiter
+// is queued, or the head's of the queue with ticket, which requires its
+// place at the head and removes it.
+func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id identity, gid string, w *semWrite, ticket string) *dynamodb.UpdateItemInput {
 	a := &slotNames[w.slot]
 	x := newExpr()
 	nowMs := now.UnixMilli()
@@ -637,23 +784,40 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 			cond += " AND " + x.n("#c", AttrCounter) + " = " + x.v(":c0", &types.AttributeValueMemberN{Value: r.counter})
 		}
 		for i, k := range r.expired {
-			cond += " AND " + x.n("#q"+strconv.Itoa(i), slotNames[k].expires) + " <= :now"
+			cond += " AND " + x.n("#rx"+strconv.Itoa(i), slotNames[k].expires) + " <= :now"
 		}
 	} else {
 		cond = "(attribute_not_exists(" + x.n("#pm", AttrPermits) + ") OR #pm = " + x.v(":n", num(req.Permits)) + ")"
 	}
 	// The slot: free (never taken, released, or expired with its
 	// lock-delay passed), or the caller's own lease not newer than the
-	// request (or written by this very request: an SDK retry).
+	// request (or written by this very request: an SDK retry). A plain
+	// acquire takes a free slot only while no live waiter is queued, and
+	// its own permit then only when live (queueOpen, as for a lock); the
+	// head of the queue takes it when its place is the head.
 	pc := "attribute_not_exists(" + x.n("#p", a.principal) + ")"
 	if c.Principal != "" {
 		pc = "#p = " + x.s(":p", c.Principal)
 	}
-	cond += " AND (attribute_not_exists(" + x.n("#e", a.expires) + ") OR attribute_exists(" + x.n("#x", a.released) +
-		") OR (#e <= " + x.v(":now", num(nowMs)) + " AND (attribute_not_exists(" + x.n("#f", a.free) + ") OR #f <= :now))" +
-		" OR (" + x.n("#o", a.owner) + " = " + x.s(":o", c.Owner) + " AND " + pc + " AND attribute_not_exists(" + x.n("#z", a.forced) +
+	free := "(attribute_not_exists(" + x.n("#e", a.expires) + ") OR attribute_exists(" + x.n("#x", a.released) +
+		") OR (#e <= " + x.v(":now", num(nowMs)) + " AND (attribute_not_exists(" + x.n("#f", a.free) + ") OR #f <= :now)))"
+	own := "(" + x.n("#o", a.owner) + " = " + x.s(":o", c.Owner) + " AND " + pc + " AND attribute_not_exists(" + x.n("#z", a.forced) +
 		") AND ((" + x.n("#a", a.acquired) + " <= " + x.v(":iss", num(min(req.Arrived.UnixMilli(), nowMs))) +
-		" AND (attribute_not_exists(" + x.n("#n", a.renewed) + ") OR #n <= :iss)) OR " + x.n("#g", a.grant) + " = " + x.s(":gid", gid) + ")))"
+		" AND (attribute_not_exists(" + x.n("#n", a.renewed) + ") OR #n <= :iss)) OR " + x.n("#g", a.grant) + " = " + x.s(":gid", gid) + "))"
+	var remove []string
+	if ticket == "" {
+		x.n("#q", AttrQueue)
+		x.n("#qu", AttrQueueUntil)
+		cond += " AND ((" + free + " AND " + queueOpen + ") OR (" + own + " AND (" + queueOpen + " OR (#e > :now AND attribute_not_exists(#x)))))"
+	} else {
+		x.n("#q", AttrQueue)
+		x.n("#qi", entryID)
+		x.n("#qt", entryUntil)
+		x.n("#qo", AttrOwner)
+		x.n("#qp", AttrPrincipal)
+		cond += " AND " + entryCond(0, c, ticket, x.values, "#qo", "#qp") + " AND (" + free + " OR " + own + ")"
+		remove = append(remove, "#q[0]")
+	}
 	// One permit per owner. The guess needs no marker of the caller (a
 	// caller whose permit is not in its home slot has one); later writes
 	// need the marker as they saw it and, away from home, home not the
@@ -677,7 +841,6 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 	}
 	// Other callers' stale markers: unchanged, and their grant still not
 	// live (a late renewal may have revived it).
-	var remove []string
 	for i, m := range w.cleanup {
 		ph, vph := "#m"+strconv.Itoa(i), ":m"+strconv.Itoa(i)
 		cond += " AND (attribute_not_exists(" + x.n(ph, m.name) + ") OR " + ph + " = " + x.s(vph, m.value) + ")"

@@ -115,24 +115,37 @@ func TestSemaphoreExpressionsUseEveryPlaceholder(t *testing.T) {
 	other := identityOf(Caller{Owner: "w9"})
 	s := newSemService(&dynamofake.DB{}, true)
 	for _, tc := range []struct {
-		name string
-		req  SemaphoreAcquireRequest
-		w    semWrite
+		name   string
+		req    SemaphoreAcquireRequest
+		w      semWrite
+		ticket string
 	}{
-		{"Guess", semReq("w1", 3), semWrite{guess: true, slot: 1, home: 1}},
+		{"Guess", semReq("w1", 3), semWrite{guess: true, slot: 1, home: 1}, ""},
 		{"GuessPrincipalDelay", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30,
-			Permits: 3, LockDelaySeconds: 5}, semWrite{guess: true, slot: 1, home: 1}},
+			Permits: 3, LockDelaySeconds: 5}, semWrite{guess: true, slot: 1, home: 1}, ""},
 		{"AwayWithCleanup", semReq("w1", 3), semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g",
-			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}, {name: "w0000000000000000", value: "y", slot: -1}}}},
+			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}, {name: "w0000000000000000", value: "y", slot: -1}}}, ""},
 		{"AwayPrincipal", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30, Permits: 3},
-			semWrite{slot: 2, home: 1}},
-		{"HomeAgain", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g"}},
+			semWrite{slot: 2, home: 1}, ""},
+		{"HomeAgain", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g"}, ""},
 		{"Reset", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4, counter: "17", expired: []int{2, 3},
-			markers: []string{other.marker}}}},
-		{"ResetNoCounter", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4}}},
+			markers: []string{other.marker}}}, ""},
+		{"ResetNoCounter", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4}}, ""},
+		{"Head", semReq("w1", 3), semWrite{slot: 1, home: 1}, "tk"},
+		{"HeadAwayPrincipalDelay", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30,
+			Permits: 3, LockDelaySeconds: 5}, semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g",
+			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}}}, "tk"},
+		{"HeadReset", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4, counter: "17", expired: []int{2, 3}}}, "tk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkPlaceholders(t, s.semAcquireInput(tc.req, t0, id, "gid", &tc.w))
+			in := s.semAcquireInput(tc.req, t0, id, "gid", &tc.w, tc.ticket)
+			checkPlaceholders(t, in)
+			head := strings.Contains(*in.ConditionExpression, "#q[0].#qi = :tk") && strings.Contains(*in.UpdateExpression, "#q[0]")
+			open := strings.Contains(*in.ConditionExpression, queueOpen)
+			if head != (tc.ticket != "") || open == (tc.ticket != "") {
+				t.Errorf("ticket %q: the head's place checked and removed %v, the queue open required %v: %s / %s", tc.ticket, head, open,
+					*in.ConditionExpression, *in.UpdateExpression)
+			}
 		})
 	}
 	var got []*dynamodb.UpdateItemInput
@@ -208,7 +221,7 @@ func TestSemaphoreAcquireOutcomes(t *testing.T) {
 		{name: "ChangeOfPermits", req: semReq("w1", 1), wantWrites: 2,
 			old: semItem(n, 9, map[int]permitSpec{2: {owner: "c", token: 9, exp: t0.Add(-time.Second)}}),
 			check: func(t *testing.T, in *dynamodb.UpdateItemInput) {
-				for _, want := range []string{"#pm = :pm0", "#c = :c0", "#q0 <= :now"} {
+				for _, want := range []string{"#pm = :pm0", "#c = :c0", "#rx0 <= :now"} {
 					if !strings.Contains(*in.ConditionExpression, want) {
 						t.Errorf("change of N: condition lacks %q: %s", want, *in.ConditionExpression)
 					}

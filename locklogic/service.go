@@ -99,8 +99,9 @@ type Config struct {
 	// may take a free lock (docs/design.md#fair-waiting-a-queue-on-the-item).
 	// Off, waiters watch the item at random and the first write after a
 	// release wins, as before the queue existed. Whichever it is, an
-	// acquire never takes a free lock past a live queued waiter. The
-	// service's own setups (api.Config) turn it on.
+	// acquire never takes a free lock past a live queued waiter, and a
+	// waiting semaphore acquire always queues (semaphores never had the
+	// random watch). The service's own setups (api.Config) turn it on.
 	FairWaiting bool
 }
 

@@ -126,7 +126,7 @@ func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget)
 		if err != nil || res.Acquired {
 			return res, err
 		}
-		return s.waitFair(ctx, req, b, res, old, deadlineEnd(ctx, b, now, end), gid)
+		return s.waitFairLock(ctx, req, b, res, old, deadlineEnd(ctx, b, now, end), gid)
 	}
 	res, err := s.attempt(ctx, req, b, gid)
 	if err != nil || res.Acquired {

@@ -726,7 +726,7 @@ func TestSemaphorePrincipalBinding(t *testing.T) {
 }
 
 // TestSemaphoreValidation: the semaphore routes' bodies and names, every
-// invalid field in one 422; wait_seconds above 0 is refused for now.
+// invalid field in one 422.
 func TestSemaphoreValidation(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Start(t, testenv.Options{})
@@ -735,7 +735,7 @@ func TestSemaphoreValidation(t *testing.T) {
 		method, path, body string
 		fields             []string
 	}{
-		{"POST", semPath(name), `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":5}`, []string{"wait_seconds"}},
+		{"POST", semPath(name), `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":21,"queue_ticket":"a b"}`, []string{"wait_seconds", "queue_ticket"}},
 		{"POST", semPath(name), `{"owner":" ","ttl_seconds":0,"permits":101}`, []string{"owner", "ttl_seconds", "permits"}},
 		{"POST", semPath(name), `{"owner":"w1","ttl_seconds":30}`, []string{"permits"}},
 		{"POST", semPath(name) + "/renew", `{"owner":"w1","slot":100,"ttl_seconds":30,"fencing_token":0}`, []string{"slot", "fencing_token"}},

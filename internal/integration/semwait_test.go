@@ -1,0 +1,376 @@
+package integration_test
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/locklogic"
+)
+
+// Waiting for a semaphore's permit on dynalite: the lock's queue on the
+// semaphore's item. Waiters are granted in arrival order, a plain acquire
+// does not pass a queued waiter, a departed waiter's place lapses, a slot's
+// lock-delay holds for the head, and an SDK retry of the head's landed
+// grant answers that grant. Tests wait on events (an entry in the item, an
+// answer), not sleeps.
+
+// semWaitFor sends a waiting acquire of a permit of name (of permits) in
+// the background, with ticket when not ""; the answer arrives on the
+// channel.
+func semWaitFor(t *testing.T, srv *testenv.Server, name, owner string, permits, wait int, ticket string) <-chan timedReply {
+	t.Helper()
+	m := map[string]any{"owner": owner, "ttl_seconds": 30, "permits": permits, "wait_seconds": wait}
+	if ticket != "" {
+		m["queue_ticket"] = ticket
+	}
+	body := semBody(m)
+	out := make(chan timedReply, 1)
+	go func() {
+		r := call(t, srv, "POST", semPath(name), body)
+		out <- timedReply{r, time.Now()}
+	}()
+	return out
+}
+
+// semGranted returns the permit of a granted answer, and fails the test
+// otherwise.
+func semGranted(tb testing.TB, who string, r timedReply) map[string]any {
+	tb.Helper()
+	if r.status != 200 || r.json["acquired"] != true {
+		tb.Fatalf("%s: got %d %s, want a permit", who, r.status, r.raw)
+	}
+	return r.json["permit"].(map[string]any)
+}
+
+// semRelease releases owner's permit p of name.
+func semRelease(tb testing.TB, srv *testenv.Server, name, owner string, p map[string]any) {
+	tb.Helper()
+	if r := call(tb, srv, "DELETE", semPath(name), slotBody(owner, slotOf(tb, p), "fencing_token", token(tb, p))); r.status != 204 {
+		tb.Fatalf("release of %q's permit of %q: got %d %s", owner, name, r.status, r.raw)
+	}
+}
+
+// TestSemaphoreWaitArrivalOrder: a semaphore of 2 permits, both held; six
+// waiters arrive in a known order (each starts once the one before it is
+// in the queue). The holders release, and every waiter releases its permit
+// as soon as it is answered: the grants' tokens (one counter) come in
+// arrival order, whichever answer comes first. It also counts what the
+// waiters' rounds cost.
+func TestSemaphoreWaitArrivalOrder(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	key := locklogic.SemaphorePrefix + name
+	const permits, n = 2, 6
+	h0 := semAcquire(t, srv, name, "h0", 30, permits)
+	h1 := semAcquire(t, srv, name, "h1", 30, permits)
+	answers := make([]<-chan timedReply, n)
+	srv.Ops.Take()
+	for i := range n {
+		owner := "w" + strconv.Itoa(i)
+		answers[i] = semWaitFor(t, srv, name, owner, permits, 20, "")
+		awaitJoin(t, srv, key, owner, i+1)
+	}
+	joined := srv.Ops.Take()
+	semRelease(t, srv, name, "h0", h0)
+	semRelease(t, srv, name, "h1", h1)
+	tokens := make([]int64, n)
+	pending := map[int]bool{}
+	for i := range n {
+		pending[i] = true
+	}
+	var order []int
+	for len(pending) > 0 {
+		got, answer := -1, timedReply{}
+		for got < 0 {
+			for j := range pending {
+				select {
+				case answer = <-answers[j]:
+					got = j
+				default:
+				}
+				if got >= 0 {
+					break
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		delete(pending, got)
+		order = append(order, got)
+		owner := "w" + strconv.Itoa(got)
+		p := semGranted(t, owner, answer)
+		tokens[got] = token(t, p)
+		semRelease(t, srv, name, owner, p)
+	}
+	for i := 1; i < n; i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens by arrival %v (answers in the order %v): want them increasing, the grants in arrival order", tokens, order)
+		}
+	}
+	if q := queueOf(t, srv, key); len(q) != 0 {
+		t.Errorf("queue after every waiter was served: %+v, want empty", q)
+	}
+	all := srv.Ops.Take()
+	// Before the releases: each waiter's first attempt (its guess, refused:
+	// the semaphore is full), the consistent read that explains it
+	// (dynalite returns no old item) and its join, plus the watch reads;
+	// after them: the holders' releases, a grant and a release each, and
+	// the watch.
+	t.Logf("requests while %d waiters joined: %v; from the releases to the last waiter's release: %v", n, joined, all)
+	if joined["UpdateItem"] != 2*n || joined["GetItem"] < n {
+		t.Errorf("while joining: got %v, want %d UpdateItem (a first attempt and a join each) and at least %d GetItem", joined, 2*n, n)
+	}
+	if all["UpdateItem"] != 2+2*n {
+		t.Errorf("writes from the releases on: got %d, want %d (2 releases, then a grant and a release each)", all["UpdateItem"], 2+2*n)
+	}
+}
+
+// TestSemaphoreWaitNoBarging: while a waiter is queued, a plain acquire of
+// a semaphore with a free slot does not take it, not even in the moment
+// between the release and the head's grant (the head's reads are held
+// back so that the moment lasts): it is answered full, without free_at,
+// in one write and the read that explains it. A holder's re-acquire of its
+// own live permit is no barge. Once the queue is empty, the plain acquire
+// takes the slot in one request.
+func TestSemaphoreWaitNoBarging(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	const permits = 2
+	a := semOwner(t, "a", permits, 0, false)
+	b := semOwner(t, "b", permits, 1, false)
+	barger := semOwner(t, "barger", permits, 0, false) // a's slot is its guess
+	pa := semAcquire(t, srv, name, a, 30, permits)
+	pb := semAcquire(t, srv, name, b, 30, permits)
+	if slotOf(t, pa) != 0 || slotOf(t, pb) != 1 {
+		t.Fatalf("got slots %d and %d, want 0 and 1", slotOf(t, pa), slotOf(t, pb))
+	}
+	answer := semWaitFor(t, slow, name, "waiter", permits, 10, "")
+	awaitJoin(t, srv, locklogic.SemaphorePrefix+name, "waiter", 1)
+	// b re-acquires its own live permit: no barge.
+	if again := semAcquire(t, srv, name, b, 30, permits); slotOf(t, again) != 1 || token(t, again) <= token(t, pb) {
+		t.Fatalf("b's re-acquire while a waiter is queued: got %v, want its slot 1 with a new token", again)
+	}
+	var delayed atomic.Int32
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "GetItem" {
+			delayed.Add(1)
+			return faultproxy.Action{Fault: faultproxy.Delay, Delay: 1500 * time.Millisecond}
+		}
+		return faultproxy.Action{}
+	})
+	for delayed.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	semRelease(t, srv, name, a, pa)
+	srv.Ops.Take()
+	r := call(t, srv, "POST", semPath(name), semAcquireBody(barger, 30, permits))
+	if r.status != 200 || r.json["acquired"] != false || r.json["free_at"] != nil || r.header.Get("Retry-After") != "" {
+		t.Fatalf("plain acquire of a free slot while a waiter is queued: got %d %s, want acquired:false without free_at", r.status, r.raw)
+	}
+	if ops := srv.Ops.Take(); ops["UpdateItem"] != 1 || ops["GetItem"] != 1 || len(ops) != 2 {
+		t.Errorf("the refused acquire sent %v, want 1 UpdateItem and 1 GetItem (dynalite returns no old item)", ops)
+	}
+	p := semGranted(t, "waiter", <-answer)
+	if slotOf(t, p) != 0 {
+		t.Errorf("the waiter got slot %d, want the freed 0", slotOf(t, p))
+	}
+	semRelease(t, srv, name, "waiter", p)
+	srv.Ops.Take()
+	if r := call(t, srv, "POST", semPath(name), semAcquireBody(barger, 30, permits)); r.json["acquired"] != true {
+		t.Fatalf("plain acquire once the queue is empty: got %d %s, want a permit", r.status, r.raw)
+	}
+	if ops := srv.Ops.Take(); ops["UpdateItem"] != 1 || len(ops) != 1 {
+		t.Errorf("the acquire sent %v, want 1 UpdateItem", ops)
+	}
+}
+
+// TestSemaphoreWaitDepartedWaiter: a semaphore waiter whose round ends
+// without a permit, and that never comes back, keeps its place only until
+// its until (the round's end plus QueueGrace); then the waiter behind it
+// is served. A plain acquire is not kept out by lapsed entries alone.
+func TestSemaphoreWaitDepartedWaiter(t *testing.T) {
+	t.Parallel()
+	t.Run("NextIsServed", func(t *testing.T) {
+		t.Parallel()
+		srv := testenv.Start(t, testenv.Options{})
+		name := res(t)
+		key := locklogic.SemaphorePrefix + name
+		held := semAcquire(t, srv, name, "holder", 30, 1)
+		gone := semWaitFor(t, srv, name, "gone", 1, 2, "")
+		q := awaitJoin(t, srv, key, "gone", 1)
+		next := semWaitFor(t, srv, name, "next", 1, 20, "")
+		awaitJoin(t, srv, key, "next", 2)
+		g := <-gone
+		if g.status != 200 || g.json["acquired"] != false || g.json["queue_ticket"] != q[0].id || g.json["free_at"] == nil {
+			t.Fatalf("the departing waiter's round: got %d %s, want full with free_at and its ticket %q", g.status, g.raw, q[0].id)
+		}
+		semRelease(t, srv, name, "holder", held)
+		at := msOf(t, semGranted(t, "next", <-next), "acquired_at")
+		if at < q[0].until {
+			t.Errorf("next was granted %d ms before the departed waiter's place lapsed: it must wait for it", q[0].until-at)
+		}
+		// The second in line reads every 100 ms on average (150 ms at
+		// most); slack for a loaded machine.
+		if at > q[0].until+1500 {
+			t.Errorf("next was granted %d ms after the departed waiter's place lapsed, want within 1.5 s", at-q[0].until)
+		}
+		if q := queueOf(t, srv, key); len(q) != 0 {
+			t.Errorf("queue after the grant: %+v, want the lapsed entry removed", q)
+		}
+	})
+	t.Run("PlainAcquireOverLapsedEntries", func(t *testing.T) {
+		t.Parallel()
+		srv := testenv.Start(t, testenv.Options{}) // its own: the requests it counts are its own
+		name := res(t)
+		held := semAcquire(t, srv, name, "holder", 30, 1)
+		gone := semWaitFor(t, srv, name, "gone", 1, 1, "")
+		q := awaitJoin(t, srv, locklogic.SemaphorePrefix+name, "gone", 1)
+		<-gone
+		semRelease(t, srv, name, "holder", held)
+		if r := call(t, srv, "POST", semPath(name), semAcquireBody("plain", 30, 1)); r.json["acquired"] != false {
+			t.Fatalf("plain acquire while the waiter's place is live: got %s, want full", r.raw)
+		}
+		time.Sleep(time.Until(time.UnixMilli(q[0].until + 10)))
+		srv.Ops.Take()
+		if r := call(t, srv, "POST", semPath(name), semAcquireBody("plain", 30, 1)); r.json["acquired"] != true {
+			t.Fatalf("plain acquire once every queued place lapsed: got %s, want a permit", r.raw)
+		}
+		if ops := srv.Ops.Take(); ops["UpdateItem"] != 1 || len(ops) != 1 {
+			t.Errorf("the acquire sent %v, want 1 UpdateItem", ops)
+		}
+	})
+}
+
+// TestSemaphoreWaitForceRelease: a force release of a slot whose permit
+// has a lock-delay, while the head waits, keeps the slot's lock-delay (the
+// head takes it at the slot's free_at, not before); an immediate one frees
+// it for the head at once.
+func TestSemaphoreWaitForceRelease(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	for _, immediate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "LockDelay", true: "Immediate"}[immediate], func(t *testing.T) {
+			t.Parallel()
+			name := res(t)
+			key := locklogic.SemaphorePrefix + name
+			r := call(t, srv, "POST", semPath(name), semBody(map[string]any{"owner": "holder", "ttl_seconds": 30, "permits": 1,
+				"lock_delay_seconds": 2}))
+			if r.json["acquired"] != true {
+				t.Fatalf("holder: %s", r.raw)
+			}
+			answer := semWaitFor(t, srv, name, "waiter", 1, 10, "")
+			awaitJoin(t, srv, key, "waiter", 1)
+			b, _ := json.Marshal(map[string]any{"slot": 0, "reason": "host gone", "immediate": immediate})
+			if r := call(t, srv, "DELETE", "/admin/semaphores/"+url.PathEscape(name), string(b)); r.status != 200 {
+				t.Fatalf("force release: got %d %s", r.status, r.raw)
+			}
+			freeAt, _ := strconv.ParseInt(lockItem(t, srv, key)["f0"].(*types.AttributeValueMemberN).Value, 10, 64)
+			at := msOf(t, semGranted(t, "waiter", <-answer), "acquired_at")
+			if at < freeAt {
+				t.Errorf("the head took the slot %d ms before its free_at", freeAt-at)
+			}
+			if at > freeAt+1500 {
+				t.Errorf("the head took the slot %d ms after its free_at, want at once (within 1.5 s on a loaded machine)", at-freeAt)
+			}
+		})
+	}
+}
+
+// TestSemaphoreWaitHeadGrantSDKRetry: the head's grant of a permit lands
+// but its answer is lost; the SDK's retry finds the head's entry gone and
+// is refused. The waiter must find its own grant (its grant id, in some
+// slot) on the item and answer it, not wait on behind its own permit.
+func TestSemaphoreWaitHeadGrantSDKRetry(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []faultproxy.Fault{faultproxy.AppliedThen500, faultproxy.AppliedThenReset} {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			proxy := newProxy(t)
+			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+			direct := testenv.Start(t, testenv.Options{})
+			name := res(t)
+			key := locklogic.SemaphorePrefix + name
+			var n atomic.Int32
+			proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+				// The head's grant: the only write conditioned on the
+				// head's place that takes a slot (a keep of place 0 sets
+				// no token).
+				body := string(r.Body)
+				if r.Op == "UpdateItem" && strings.Contains(body, "#q[0].#qi = :tk") && strings.Contains(body, "if_not_exists") && n.Add(1) == 1 {
+					return faultproxy.Action{Fault: fault}
+				}
+				return faultproxy.Action{}
+			})
+			held := semAcquire(t, direct, name, "holder", 30, 2)
+			other := semAcquire(t, direct, name, "other", 30, 2)
+			answer := semWaitFor(t, srv, name, "waiter", 2, 3, "")
+			awaitJoin(t, direct, key, "waiter", 1)
+			semRelease(t, direct, name, "holder", held)
+			got := <-answer
+			if n.Load() == 0 {
+				t.Fatal("the head's grant was never sent")
+			}
+			p := semGranted(t, "waiter whose grant's answer was lost", got)
+			holders, st := semHolders(t, direct, name)
+			if k, ok := holders["waiter"]; !ok || k != slotOf(t, p) || len(holders) != 2 {
+				t.Errorf("the store holds %s; want the waiter's permit in the slot it was answered, beside other's", st.raw)
+			}
+			if q := queueOf(t, direct, key); len(q) != 0 {
+				t.Errorf("queue: %+v, want empty (the grant removed the head's entry)", q)
+			}
+			semRelease(t, direct, name, "other", other)
+		})
+	}
+}
+
+// TestSemaphoreWaitGrantGuard: with a waiter queued, a slot freed in the
+// last half second of its wait is not taken: the head writes no grant its
+// caller may no longer be waiting for.
+func TestSemaphoreWaitGrantGuard(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	held := semAcquire(t, srv, name, "holder", 30, 1)
+	start := time.Now()
+	answer := semWaitFor(t, srv, name, "waiter", 1, 2, "")
+	awaitJoin(t, srv, locklogic.SemaphorePrefix+name, "waiter", 1)
+	time.Sleep(time.Until(start.Add(2*time.Second - locklogic.GrantGuard/2)))
+	semRelease(t, srv, name, "holder", held)
+	if got := <-answer; got.json["acquired"] != false || got.json["queue_ticket"] == nil {
+		t.Fatalf("waiter: got %d %s, want full with its place: the slot came free in the last %s of its wait", got.status, got.raw,
+			locklogic.GrantGuard)
+	}
+	if holders, st := semHolders(t, srv, name); len(holders) != 0 {
+		t.Errorf("status: %s, want no holder", st.raw)
+	}
+}
+
+// TestSemaphoreWaitPermitsMismatch: a waiting acquire with another N than
+// the held semaphore's is 409 permits-mismatch at once, not a wait.
+func TestSemaphoreWaitPermitsMismatch(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	semAcquire(t, srv, name, "holder", 30, 1)
+	start := time.Now()
+	r := <-semWaitFor(t, srv, name, "waiter", 2, 10, "")
+	wantProblem(t, r.reply, 409, "permits-mismatch")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("answered after %s, want at once", d)
+	}
+	if q := queueOf(t, srv, locklogic.SemaphorePrefix+name); len(q) != 0 {
+		t.Errorf("queue %+v, want none: a mismatch does not queue", q)
+	}
+}
