@@ -24,23 +24,25 @@ const (
 	// QueueGrace is how long after its round's end (arrival plus
 	// wait_seconds) a waiter's place is kept for its next round.
 	QueueGrace = 2 * time.Second
-	// HeadPollInterval, NextPollInterval, ThirdPollInterval and
-	// QueuePollInterval are the mean times between the reads of a queued
-	// waiter by its place (each read uniformly random within ±50 %, so
-	// waiters spread out): the head watches closely, and takes the item
-	// within about half of HeadPollInterval after a release; the second
-	// learns that it became the head within NextPollInterval (at most 1.5
-	// times it), well within a short hold, so it watches closely when that
-	// hold ends; the third moves up to second as fast; the others, and a
-	// waiter without a place, learn slowly that they moved up, or that the
-	// entries ahead have lapsed. A waited-on item costs 1/40 ms + 1/100 ms
-	// + 1/250 ms = 25 + 10 + 4 reads a second for its first three waiters,
+	// LoneHeadPollInterval, HeadPollInterval, NextPollInterval,
+	// ThirdPollInterval and QueuePollInterval are the mean times between
+	// the reads of a queued waiter by its place (each read uniformly random
+	// within ±50 %, so waiters spread out): the head watches closely — the
+	// closest when it waits alone — and takes the item within about half
+	// its interval after a release; the second learns that it became the
+	// head within 1.5 × NextPollInterval, well within a hold of half a
+	// second, so it watches closely when that hold ends; the third moves up
+	// to second as fast; the others, and a waiter without a place, learn
+	// slowly that they moved up, or that the entries ahead have lapsed. A
+	// waited-on item costs 1/25 ms = 40 reads a second with one waiter,
+	// 1/30 ms + 1/200 ms + 1/300 ms = 33.3 + 5 + 3.3 for its first three,
 	// and 1 more for each further one: at most 40 + 1 × (waiters − 1)
 	// (docs/design.md#what-the-queue-costs).
-	HeadPollInterval  = 40 * time.Millisecond
-	NextPollInterval  = 100 * time.Millisecond
-	ThirdPollInterval = 250 * time.Millisecond
-	QueuePollInterval = time.Second
+	LoneHeadPollInterval = 25 * time.Millisecond
+	HeadPollInterval     = 30 * time.Millisecond
+	NextPollInterval     = 200 * time.Millisecond
+	ThirdPollInterval    = 300 * time.Millisecond
+	QueuePollInterval    = time.Second
 	// maxPrune bounds the lapsed entries one write removes (the
 	// expressions stay far below DynamoDB's 4 KB).
 	maxPrune = 16
@@ -70,10 +72,13 @@ func ValidateQueueTicket(ticket string, v *ValidationError) {
 }
 
 // PlacePollInterval returns the mean time between the reads of the waiter
-// at place i of a queue (0: the head).
-func PlacePollInterval(i int) time.Duration {
+// at place i of a queue of n waiters (0: the head).
+func PlacePollInterval(i, n int) time.Duration {
 	switch i {
 	case 0:
+		if n <= 1 {
+			return LoneHeadPollInterval
+		}
 		return HeadPollInterval
 	case 1:
 		return NextPollInterval
@@ -506,7 +511,8 @@ type fairOutcome struct {
 //     its place (the round's ticket) and moves its until to this round's
 //     end plus QueueGrace, or joins at the back (a new ticket); a full
 //     queue leaves it without a place, watching slowly.
-//   - The head watches closely (HeadPollInterval), waking when the item
+//   - The head watches closely (LoneHeadPollInterval alone,
+//     HeadPollInterval with others behind it), waking when the item
 //     comes free when it knows that time, and takes it with the removal of
 //     its entry in one write as soon as it is free; the others watch at
 //     the pace of their place (PlacePollInterval).
@@ -683,7 +689,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		}
 		extended = true
 		if i > 0 {
-			if !pause(jitter(PlacePollInterval(i))) {
+			if !pause(jitter(PlacePollInterval(i, len(v.queue)))) {
 				break
 			}
 			if err := peek(); err != nil {
@@ -693,7 +699,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		}
 		// The head: take the item once it is free.
 		if blocked {
-			wake := jitter(HeadPollInterval)
+			wake := jitter(PlacePollInterval(0, len(v.queue)))
 			atExpiry := !until.IsZero() && !until.After(now.Add(wake))
 			if atExpiry {
 				wake = until.Sub(now)
