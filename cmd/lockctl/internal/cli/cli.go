@@ -82,7 +82,7 @@ func init() {
 			summary: "print the lock's state, then each change, as JSON lines until Ctrl-C", help: watchHelp, run: watchCmd},
 		{name: "ls", synopsis: "[PREFIX] [-s] [--json] [--limit N]",
 			summary: "list the held locks (-s: the semaphores' permits) (admin)", help: lsHelp, run: lsCmd},
-		{name: "force-release", synopsis: "RESOURCE [--slot K] --reason TEXT [--immediate] [--token N]",
+		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--slot K] [--immediate] [--token N]",
 			summary: "end the lease whoever holds it (admin, audited)", help: forceReleaseHelp, run: forceReleaseCmd},
 		{name: "version", synopsis: "",
 			summary: "print lockctl's version", help: versionHelp, run: versionCmd},
