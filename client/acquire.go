@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,7 +43,7 @@ func (c *Client) TryAcquire(ctx context.Context, resource, owner string, ttl tim
 func (a *acquisition) try(ctx context.Context) (*Lease, error) {
 	r, abandoned := a.attempt(ctx, 0)
 	if abandoned {
-		return nil, fmt.Errorf("acquire %q: %w", a.resource, context.Cause(ctx))
+		return nil, fmt.Errorf("%s: %w", a.label(), context.Cause(ctx))
 	}
 	a.note(r)
 	if r.out == granted {
@@ -85,7 +86,7 @@ func (a *acquisition) waitBound(ctx context.Context) (d time.Duration, ok bool) 
 
 // wait is Acquire's loop.
 func (a *acquisition) wait(caller context.Context) (*Lease, error) {
-	c, resource, ttl := a.c, a.resource, a.ttl
+	c, ttl := a.c, a.ttl
 	ctx := caller
 	bound, bounded := a.waitBound(caller)
 	if bounded {
@@ -100,12 +101,12 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 	// bound's.
 	gaveUp := func(last error) error {
 		if caller.Err() != nil || !bounded {
-			return waitErr(caller, resource, last)
+			return waitErr(caller, a.label(), last)
 		}
 		if last == nil {
-			return fmt.Errorf("acquire %q: no answer within the wait of %s: %w", resource, bound, context.DeadlineExceeded)
+			return fmt.Errorf("%s: no answer within the wait of %s: %w", a.label(), bound, context.DeadlineExceeded)
 		}
-		return fmt.Errorf("acquire %q: gave up after waiting %s: %w", resource, bound, last)
+		return fmt.Errorf("%s: gave up after waiting %s: %w", a.label(), bound, last)
 	}
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -113,7 +114,7 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 			a.abandon(ctx)
 			return nil, gaveUp(last)
 		}
-		wait := c.serverWait(ctx, ttl)
+		wait := c.serverWait(ctx, ttl, a.pollOnly())
 		sent := time.Now()
 		r, abandoned := a.attempt(ctx, wait)
 		if abandoned {
@@ -121,8 +122,9 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 		}
 		if wait > 0 && refusesWait(r.err) {
 			// A service without server-side waiting (or with a lower
-			// maximum): poll from now on.
-			c.pollOnly.Store(true)
+			// maximum; for semaphores, one that does not wait for
+			// permits yet): poll from now on.
+			a.pollOnly().Store(true)
 			attempt--
 			continue
 		}
@@ -162,9 +164,9 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 // serverWait is the wait_seconds of Acquire's next request: at most
 // MaxServerWait, no later than ctx's deadline, within the HTTP client's
 // timeout, and at most roundLimit, in whole seconds; 0 (one plain attempt)
-// when that is under a second or the client polls.
-func (c *Client) serverWait(ctx context.Context, ttl time.Duration) time.Duration {
-	if c.pollOnly.Load() {
+// when that is under a second or the client polls (pollOnly).
+func (c *Client) serverWait(ctx context.Context, ttl time.Duration, pollOnly *atomic.Bool) time.Duration {
+	if pollOnly.Load() {
 		return 0
 	}
 	w := min(MaxServerWait, roundLimit(ttl, c.leaseMargin(ttl)))
@@ -221,10 +223,13 @@ const (
 )
 
 // grant is a granted acquire: the service's lease and when the request was
-// sent.
+// sent; for a semaphore's permit also the permit and the semaphore's
+// number of permits.
 type grant struct {
-	lock Lock
-	t0   time.Time
+	lock    Lock
+	t0      time.Time
+	permit  *PermitInfo
+	permits int
 }
 
 // attemptResult is the answer to one acquire request.
@@ -253,16 +258,53 @@ type acquisition struct {
 	// ticket is the place in the lock's queue that the last round
 	// answered: the next waiting round sends it back to keep it.
 	ticket string
+	// permits is the semaphore's number of permits when the acquisition
+	// is of a semaphore's permit (resource is then its name); 0 for a lock.
+	permits int
+}
+
+// label names the acquisition in errors: acquire "name", or acquire
+// semaphore "name".
+func (a *acquisition) label() string {
+	if a.permits > 0 {
+		return fmt.Sprintf("acquire semaphore %q", a.resource)
+	}
+	return fmt.Sprintf("acquire %q", a.resource)
+}
+
+// key is the acquisition's key in latestAcquisitions: a semaphore's is
+// "sem/NAME", which no lock name can be (locks have no "/").
+func (a *acquisition) key() string {
+	if a.permits > 0 {
+		return "sem/" + a.resource
+	}
+	return a.resource
+}
+
+// pollOnly is the client's "poll instead of waiting at the service" flag
+// for this kind of acquire: a service may wait for locks and not yet for
+// permits.
+func (a *acquisition) pollOnly() *atomic.Bool {
+	if a.permits > 0 {
+		return &a.c.semPollOnly
+	}
+	return &a.c.pollOnly
 }
 
 // newAcquisition checks an acquire's arguments and options; a ttl of 0 and
 // an owner of "" take WithTTL's and WithOwner's, else DefaultTTL and a new
 // unique owner.
 func (c *Client) newAcquisition(resource, owner string, ttl time.Duration, opts []AcquireOption) (*acquisition, error) {
-	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl}
+	return c.newAcquisitionOf(resource, 0, owner, ttl, opts)
+}
+
+// newAcquisitionOf is newAcquisition of a lock (permits 0) or of a permit
+// of the semaphore resource of permits.
+func (c *Client) newAcquisitionOf(resource string, permits int, owner string, ttl time.Duration, opts []AcquireOption) (*acquisition, error) {
+	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl, permits: permits}
 	for _, o := range opts {
 		if err := o(&a.opt); err != nil {
-			return nil, fmt.Errorf("acquire %q: %w", resource, err)
+			return nil, fmt.Errorf("%s: %w", a.label(), err)
 		}
 	}
 	if a.ttl == 0 {
@@ -275,10 +317,10 @@ func (c *Client) newAcquisition(resource, owner string, ttl time.Duration, opts 
 		a.owner, a.generated = newOwner(), true
 	}
 	if err := checkArgs(resource, a.owner, a.ttl); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", resource, err)
+		return nil, fmt.Errorf("%s: %w", a.label(), err)
 	}
 	if !a.generated {
-		a.gen = c.latest.next(resource, a.owner)
+		a.gen = c.latest.next(a.key(), a.owner)
 	}
 	return a, nil
 }
@@ -341,9 +383,24 @@ func (a *acquisition) note(r attemptResult) {
 // left alone: releasing it without a token could end a lease the caller
 // took meanwhile, and the caller can repeat the acquire or release it.
 func (a *acquisition) abandon(ctx context.Context) {
-	if a.unsure && a.generated {
-		a.c.releaseLater(ctx, a.resource, a.owner, 0)
+	if !a.unsure || !a.generated {
+		return
 	}
+	if a.permits > 0 {
+		// A permit is released by slot: find the owner's, if any.
+		a.c.releaseLater(ctx, a.c.ownerPermitRelease(a.resource, a.owner))
+		return
+	}
+	a.c.releaseLater(ctx, a.c.lockRelease(a.resource, a.owner, 0))
+}
+
+// releaseGrant releases g, a grant nobody will use, with its fencing token.
+func (a *acquisition) releaseGrant(ctx context.Context, g grant) {
+	if g.permit != nil {
+		a.c.release(ctx, a.c.permitRelease(a.resource, g.permit.Owner, g.permit.Slot, g.permit.FencingToken))
+		return
+	}
+	a.c.release(ctx, a.c.lockRelease(a.resource, g.lock.Owner, g.lock.FencingToken))
 }
 
 // attempt sends one acquire request, asking the service to wait up to
@@ -380,8 +437,8 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 			// may have been acquired again meanwhile; then this grant may
 			// have replaced that lease, so it is left to lapse at its TTL
 			// (a repeated acquire of the owner takes it over anyway).
-			if a.generated || a.c.latest.isLatest(a.resource, a.owner, a.gen) {
-				a.c.release(ctx, a.resource, r.grant.lock.Owner, r.grant.lock.FencingToken)
+			if a.generated || a.c.latest.isLatest(a.key(), a.owner, a.gen) {
+				a.releaseGrant(ctx, r.grant)
 			}
 			return
 		}
@@ -395,9 +452,14 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Duration) attemptResult {
 	resource := a.resource
 	fail := func(out outcome, err error) attemptResult {
-		return attemptResult{out: out, err: fmt.Errorf("acquire %q: %w", resource, err)}
+		return attemptResult{out: out, err: fmt.Errorf("%s: %w", a.label(), err)}
 	}
 	req := map[string]any{"owner": a.owner, "ttl_seconds": int64(a.ttl / time.Second)}
+	path := lockPath(resource)
+	if a.permits > 0 {
+		req["permits"] = a.permits
+		path = semaphorePath(resource)
+	}
 	if wait >= time.Second {
 		req["wait_seconds"] = int64(wait / time.Second)
 	}
@@ -411,9 +473,12 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 	// After a wait at the service it is older than it need be, which only
 	// makes the lease's local deadline earlier (safe, see serverWait).
 	t0 := time.Now()
-	resp, err := c.send(ctx, http.MethodPost, lockPath(resource), req)
+	resp, err := c.send(ctx, http.MethodPost, path, req)
 	if err != nil {
 		return fail(outcomeOf(err), err)
+	}
+	if a.permits > 0 {
+		return a.permitAnswer(resp, t0, fail)
 	}
 	var body struct {
 		Acquired    bool   `json:"acquired"`
@@ -454,12 +519,12 @@ func outcomeOf(err error) outcome {
 	return unknown
 }
 
-func waitErr(ctx context.Context, resource string, last error) error {
+func waitErr(ctx context.Context, label string, last error) error {
 	cause := context.Cause(ctx)
 	if last == nil {
-		return fmt.Errorf("acquire %q: %w", resource, cause)
+		return fmt.Errorf("%s: %w", label, cause)
 	}
-	return fmt.Errorf("acquire %q: gave up waiting: %w (last attempt: %w)", resource, cause, last)
+	return fmt.Errorf("%s: gave up waiting: %w (last attempt: %w)", label, cause, last)
 }
 
 // hint is the earliest the service suggested trying again after err.
@@ -471,6 +536,15 @@ func hint(err error) time.Duration {
 		}
 		if !held.ExpiresAt.IsZero() {
 			return time.Until(held.ExpiresAt)
+		}
+	}
+	var full *FullError
+	if errors.As(err, &full) {
+		if full.RetryAfter > 0 {
+			return full.RetryAfter
+		}
+		if !full.FreeAt.IsZero() {
+			return time.Until(full.FreeAt)
 		}
 	}
 	var p *ProblemError

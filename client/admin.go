@@ -44,25 +44,9 @@ type LockPage struct {
 // (live, or expired but in their lock-delay) whose name starts with prefix.
 // A page may be short, even empty, and still have a Cursor: follow it.
 func (c *Client) List(ctx context.Context, prefix string, opt ListOptions) (LockPage, error) {
-	if strings.Contains(prefix, "/") {
-		return LockPage{}, fmt.Errorf("list %q: %w: prefix must not contain \"/\"", prefix, ErrValidation)
-	}
-	if opt.Limit < 0 || opt.Limit > 1000 {
-		return LockPage{}, fmt.Errorf("list %q: %w: limit %d: want 1 to 1000 (0: the default)", prefix, ErrValidation, opt.Limit)
-	}
-	q := url.Values{}
-	if prefix != "" {
-		q.Set("prefix", prefix)
-	}
-	if opt.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opt.Limit))
-	}
-	if opt.Cursor != "" {
-		q.Set("cursor", opt.Cursor)
-	}
-	path := "/admin/locks"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	path, err := listPath("/admin/locks", prefix, opt)
+	if err != nil {
+		return LockPage{}, fmt.Errorf("list %q: %w", prefix, err)
 	}
 	resp, err := c.send(ctx, http.MethodGet, path, nil)
 	if err != nil {
@@ -81,6 +65,30 @@ func (c *Client) List(ctx context.Context, prefix string, opt ListOptions) (Lock
 		page.Locks = []AdminLock{}
 	}
 	return page, nil
+}
+
+// listPath is the path of a listing's page at route.
+func listPath(route, prefix string, opt ListOptions) (string, error) {
+	if strings.Contains(prefix, "/") {
+		return "", fmt.Errorf("%w: prefix must not contain \"/\"", ErrValidation)
+	}
+	if opt.Limit < 0 || opt.Limit > 1000 {
+		return "", fmt.Errorf("%w: limit %d: want 1 to 1000 (0: the default)", ErrValidation, opt.Limit)
+	}
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	if opt.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opt.Limit))
+	}
+	if opt.Cursor != "" {
+		q.Set("cursor", opt.Cursor)
+	}
+	if len(q) > 0 {
+		route += "?" + q.Encode()
+	}
+	return route, nil
 }
 
 // ListAll returns every lease List finds under prefix, following the
@@ -141,21 +149,9 @@ func (c *Client) ForceRelease(ctx context.Context, resource, reason string, opts
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(reason) == "" {
 		return ForceReleased{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrValidation)
 	}
-	if len(opts) > 1 {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w: at most one ForceReleaseOptions", resource, ErrValidation)
-	}
-	req := map[string]any{"reason": reason}
-	if len(opts) == 1 {
-		opt := opts[0]
-		if opt.FencingToken < 0 {
-			return ForceReleased{}, fmt.Errorf("force-release %q: %w: fencing token %d: want a positive token, or 0 for any", resource, ErrValidation, opt.FencingToken)
-		}
-		if opt.Immediate {
-			req["immediate"] = true
-		}
-		if opt.FencingToken > 0 {
-			req["fencing_token"] = opt.FencingToken
-		}
+	req, err := forceReleaseBody(reason, opts)
+	if err != nil {
+		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
 	}
 	resp, err := c.send(ctx, http.MethodDelete, "/admin/locks/"+url.PathEscape(resource), req)
 	if err != nil {
@@ -174,4 +170,25 @@ func (c *Client) ForceRelease(ctx context.Context, resource, reason string, opts
 		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
 	}
 	return ForceReleased{AdminLock: body.Ended, Reason: body.Reason, Immediate: body.Immediate, FreeAt: body.FreeAt}, nil
+}
+
+// forceReleaseBody is the body of a force release with reason and opts.
+func forceReleaseBody(reason string, opts []ForceReleaseOptions) (map[string]any, error) {
+	if len(opts) > 1 {
+		return nil, fmt.Errorf("%w: at most one ForceReleaseOptions", ErrValidation)
+	}
+	req := map[string]any{"reason": reason}
+	if len(opts) == 1 {
+		opt := opts[0]
+		if opt.FencingToken < 0 {
+			return nil, fmt.Errorf("%w: fencing token %d: want a positive token, or 0 for any", ErrValidation, opt.FencingToken)
+		}
+		if opt.Immediate {
+			req["immediate"] = true
+		}
+		if opt.FencingToken > 0 {
+			req["fencing_token"] = opt.FencingToken
+		}
+	}
+	return req, nil
 }

@@ -16,25 +16,30 @@ func (c *Client) Drain(ctx context.Context) error {
 	return c.cleanups.wait(ctx)
 }
 
-// releaseLater releases owner's lease on resource (token 0: whichever is
-// live) in the background, retrying temporary failures for up to
-// ReleaseRetryTimeout. Drain waits for it.
-func (c *Client) releaseLater(ctx context.Context, resource, owner string, token int64) {
+// releaseLater runs the clean-up release do (see release) in the
+// background. Drain waits for it.
+func (c *Client) releaseLater(ctx context.Context, do func(context.Context) error) {
 	c.cleanups.add()
 	go func() {
 		defer c.cleanups.done()
-		c.release(ctx, resource, owner, token)
+		c.release(ctx, do)
 	}()
 }
 
-// release is the clean-up release: ctx only lends its values; temporary
-// failures are retried for up to ReleaseRetryTimeout; the rest are ignored
-// (the lease runs out by itself).
-func (c *Client) release(ctx context.Context, resource, owner string, token int64) {
-	_ = c.releaseRetrying(context.WithoutCancel(ctx), resource, owner, token, time.Time{}, new(atomic.Bool))
+// release is the clean-up release: do is one release request; ctx only
+// lends its values; temporary failures are retried for up to
+// ReleaseRetryTimeout; the rest are ignored (the lease runs out by itself).
+func (c *Client) release(ctx context.Context, do func(context.Context) error) {
+	_ = c.releaseRetrying(context.WithoutCancel(ctx), do, time.Time{}, new(atomic.Bool))
 }
 
-// releaseRetrying releases owner's lease on resource, retrying temporary
+// lockRelease is the release request of owner's lease on resource (token
+// 0: whichever is live), for release and releaseRetrying.
+func (c *Client) lockRelease(resource, owner string, token int64) func(context.Context) error {
+	return func(ctx context.Context) error { return c.Release(ctx, resource, owner, token) }
+}
+
+// releaseRetrying sends the release request do, retrying temporary
 // failures (503, throttling, network) with backoff until ctx ends,
 // ReleaseRetryTimeout has passed, or (when it is not zero) until, when the
 // lease has run out anyway; it returns the last attempt's error. unsure
@@ -42,11 +47,11 @@ func (c *Client) release(ctx context.Context, resource, owner string, token int6
 // released the lease unheard): a later 404 then counts as released, unless
 // the service says an operator force released the lease. It lives as long
 // as the lease, so that a Release called again keeps it.
-func (c *Client) releaseRetrying(ctx context.Context, resource, owner string, token int64, until time.Time, unsure *atomic.Bool) error {
+func (c *Client) releaseRetrying(ctx context.Context, do func(context.Context) error, until time.Time, unsure *atomic.Bool) error {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseRetryTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		err := c.Release(ctx, resource, owner, token)
+		err := do(ctx)
 		switch {
 		case err == nil:
 			return nil

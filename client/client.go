@@ -62,6 +62,9 @@ type Client struct {
 	// choice (WithoutServerWait) or because the service refused
 	// wait_seconds once.
 	pollOnly atomic.Bool
+	// semPollOnly is pollOnly for semaphore acquires: a service may wait
+	// for locks and not (yet) for permits.
+	semPollOnly atomic.Bool
 
 	cleanups cleanups           // releases of grants nobody waited for
 	latest   latestAcquisitions // acquisitions per (resource, chosen owner)

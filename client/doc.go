@@ -159,6 +159,25 @@
 // Terms that began and ended between two answers are not seen; each
 // Observation counts them in Skipped.
 //
+// # Semaphores
+//
+// A semaphore of N permits lets at most N holders in at once.
+// TryAcquireSemaphore and AcquireSemaphore take one of its permits (every
+// acquirer gives the same N, else ErrPermitsMismatch), with the options,
+// owners, waiting and clean-up of TryAcquire and Acquire; WithSemaphore is
+// WithLock for a permit. A *Permit is a Lease in a slot of its own (Slot):
+// it renews itself by slot, its Context ends the moment it is lost, and
+// Release frees the slot at once. A full semaphore is a *FullError
+// (ErrFull, which matches ErrHeld too). Each permit's fencing token is
+// larger than every token of the semaphore before it, so a protected
+// resource fences per slot, with one attribute per slot (fence_0, fence_1,
+// …: see package fence): one "largest token" would refuse the other live
+// permits. SemaphoreStatus lists the live permits, WatchSemaphore waits for
+// a change, and ListSemaphores and ForceReleasePermit are the admin calls.
+// Until the service waits for permits (it answers 422 to wait_seconds),
+// AcquireSemaphore polls, and switches to rounds at the service without
+// a change of code once it does.
+//
 // # Operators
 //
 // List, ListAll and ForceRelease call the admin routes. In AWS only

@@ -55,6 +55,16 @@ var (
 	// ErrNoLeader means an election has no leader: nobody holds its lock.
 	// Election.Leader's error matches ErrNotFound too.
 	ErrNoLeader = errors.New("no leader")
+	// ErrFull means every permit of a semaphore is held by other owners;
+	// see *FullError for when one may come free. A *FullError matches
+	// ErrHeld too: it is the semaphore's "held".
+	ErrFull = errors.New("semaphore full: every permit is held by another owner")
+	// ErrPermitsMismatch means a semaphore acquire asked for another number
+	// of permits than the semaphore has while some permit is held (409
+	// permits-mismatch; ProblemError.Permits is the semaphore's number).
+	// Every acquirer of a semaphore must give the same number; retrying does
+	// not help.
+	ErrPermitsMismatch = errors.New("semaphore has another number of permits")
 )
 
 // FieldError is one invalid field of a validation-failed problem.
@@ -91,6 +101,13 @@ type ProblemError struct {
 	// answer to a force release whose fencing token was not the live
 	// lease's (the current member); nil otherwise.
 	Current *AdminLock `json:"current,omitempty"`
+	// CurrentPermit is the permit that now blocks the slot, on the
+	// stale-token answer to ForceReleasePermit with a fencing token that
+	// was not the permit's (the current member); nil otherwise.
+	CurrentPermit *AdminPermit `json:"-"`
+	// Permits is the semaphore's number of permits on the permits-mismatch
+	// answer (the permits member); 0 otherwise.
+	Permits int `json:"permits,omitempty"`
 	// RetryAfter is the Retry-After header's delay; zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -142,6 +159,8 @@ func (e *ProblemError) Is(target error) bool {
 		return slug == "forbidden"
 	case ErrStaleToken:
 		return slug == "stale-token"
+	case ErrPermitsMismatch:
+		return slug == "permits-mismatch"
 	case ErrValidation:
 		switch slug {
 		case "validation-failed", "invalid-json", "payload-too-large":
@@ -200,13 +219,49 @@ func (e *HeldError) Error() string {
 // Is reports whether target is ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// FullError is a semaphore acquire's answer when every permit is held by
+// another owner (TryAcquireSemaphore, or AcquireSemaphore whose wait ran
+// out). It matches ErrFull and ErrHeld; a semaphore that has another number
+// of permits is not full but ErrPermitsMismatch.
+type FullError struct {
+	// Name is the semaphore's name.
+	Name string
+	// FreeAt is the earliest time a permit comes free by the service's
+	// clock (an expiry, or the end of a lock-delay); zero when the service
+	// did not say: then the permits it saw free were taken meanwhile, and
+	// trying again at once may succeed. Holders may renew.
+	FreeAt time.Time
+	// RetryAfter is the service's advice on when to try again (the
+	// Retry-After header); zero when absent.
+	RetryAfter time.Duration
+}
+
+// Error says that the semaphore is full and, when known, until when.
+func (e *FullError) Error() string {
+	msg := fmt.Sprintf("semaphore %q is full: every permit is held by another owner", e.Name)
+	if !e.FreeAt.IsZero() {
+		msg += " until " + e.FreeAt.UTC().Format(time.RFC3339Nano)
+	}
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return msg
+}
+
+// Is reports whether target is ErrFull or ErrHeld.
+func (e *FullError) Is(target error) bool { return target == ErrFull || target == ErrHeld }
+
 // LeaseLostError is the cause of a lost lease's context (see Lease.Err). It
 // matches ErrLeaseLost and unwraps to the reason: a renewal answered with
 // ErrNotFound, ErrForbidden or ErrStaleToken, ErrLeaseExpired, or another
 // error the service gave that renewing cannot get past.
 type LeaseLostError struct {
-	// Resource is the lock's name.
+	// Resource is the lock's name (the semaphore's, for a permit).
 	Resource string
+	// Permit is set when the lease was a semaphore's permit; Slot is then
+	// its slot.
+	Permit bool
+	Slot   int
 	// FencingToken is the lost lease's token.
 	FencingToken int64
 	// ForceReleased is set when the service said that an operator force
@@ -219,10 +274,14 @@ type LeaseLostError struct {
 // Error names the lease and the reason, and says so when an operator
 // force released it.
 func (e *LeaseLostError) Error() string {
-	if e.ForceReleased {
-		return fmt.Sprintf("lease on %q (fencing token %d) lost: it was force released by an operator (%v)", e.Resource, e.FencingToken, e.Reason)
+	what := fmt.Sprintf("lease on %q", e.Resource)
+	if e.Permit {
+		what = fmt.Sprintf("permit in slot %d of semaphore %q", e.Slot, e.Resource)
 	}
-	return fmt.Sprintf("lease on %q (fencing token %d) lost: %v", e.Resource, e.FencingToken, e.Reason)
+	if e.ForceReleased {
+		return fmt.Sprintf("%s (fencing token %d) lost: it was force released by an operator (%v)", what, e.FencingToken, e.Reason)
+	}
+	return fmt.Sprintf("%s (fencing token %d) lost: %v", what, e.FencingToken, e.Reason)
 }
 
 // Is reports whether target is ErrLeaseLost.

@@ -35,6 +35,17 @@ type Lease struct {
 	// releaseUnsure: a release attempt's outcome is unknown, so a later
 	// 404 counts as released (see Release).
 	releaseUnsure atomic.Bool
+
+	// permit is set when the lease is a semaphore's permit (resource is
+	// then the semaphore's name): its slot and the semaphore's number of
+	// permits, and (under mu) the service's latest view of it.
+	permit *permitState
+}
+
+// permitState is what a permit's lease knows beyond a lock's.
+type permitState struct {
+	slot, permits int
+	info          PermitInfo // under the lease's mu
 }
 
 // newLease starts the lease's watchdog and, unless the client says
@@ -46,6 +57,9 @@ func newLease(c *Client, g grant, ttl time.Duration) *Lease {
 		c: c, resource: g.lock.Resource, owner: g.lock.Owner, token: g.lock.FencingToken,
 		ttl: ttl, margin: margin, ctx: ctx, cancel: cancel,
 		lock: g.lock, start: g.t0, deadline: g.t0.Add(ttl - margin),
+	}
+	if g.permit != nil {
+		l.permit = &permitState{slot: g.permit.Slot, permits: g.permits, info: *g.permit}
 	}
 	l.mu.Lock()
 	l.watchdog = time.AfterFunc(time.Until(l.deadline), l.expire)
@@ -139,12 +153,22 @@ func (l *Lease) lose(reason error) {
 	l.ended = true
 	l.watchdog.Stop()
 	l.mu.Unlock()
-	l.cancel(&LeaseLostError{Resource: l.resource, FencingToken: l.token, ForceReleased: forceReleased(reason), Reason: reason})
+	l.cancel(l.lostError(reason))
 }
 
-// extend records a successful renewal sent at t0. It returns false when the
-// lease ended before the answer came.
-func (l *Lease) extend(t0 time.Time, lock Lock) bool {
+// lostError is the *LeaseLostError of this lease lost for reason.
+func (l *Lease) lostError(reason error) *LeaseLostError {
+	e := &LeaseLostError{Resource: l.resource, FencingToken: l.token, ForceReleased: forceReleased(reason), Reason: reason}
+	if l.permit != nil {
+		e.Permit, e.Slot = true, l.permit.slot
+	}
+	return e
+}
+
+// extend records a successful renewal sent at t0 (info: the permit's view,
+// for a permit). It returns false when the lease ended before the answer
+// came.
+func (l *Lease) extend(t0 time.Time, lock Lock, info *PermitInfo) bool {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
@@ -158,6 +182,9 @@ func (l *Lease) extend(t0 time.Time, lock Lock) bool {
 		return false
 	}
 	l.lock = lock
+	if info != nil && l.permit != nil {
+		l.permit.info = *info
+	}
 	if t0.After(l.start) {
 		l.start = t0
 	}
@@ -177,7 +204,18 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("renew %q: %w", l.resource, err)
 	}
 	t0 := time.Now()
-	lock, err := l.c.Renew(ctx, l.resource, l.owner, l.ttl, l.token)
+	var (
+		lock Lock
+		info *PermitInfo
+		err  error
+	)
+	if l.permit != nil {
+		var p PermitInfo
+		p, err = l.c.RenewPermit(ctx, l.resource, l.owner, l.permit.slot, l.ttl, l.token)
+		lock, info = p.lock(), &p
+	} else {
+		lock, err = l.c.Renew(ctx, l.resource, l.owner, l.ttl, l.token)
+	}
 	if err != nil {
 		if definitive(err) || !retryable(err) {
 			l.lose(err)
@@ -185,7 +223,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		return err
 	}
-	if !l.extend(t0, lock) {
+	if !l.extend(t0, lock, info) {
 		return fmt.Errorf("renew %q: %w", l.resource, l.Err())
 	}
 	return nil
@@ -207,5 +245,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if !wasEnded {
 		l.cancel(ErrReleased)
 	}
-	return l.c.releaseRetrying(ctx, l.resource, l.owner, l.token, end, &l.releaseUnsure)
+	do := l.c.lockRelease(l.resource, l.owner, l.token)
+	if l.permit != nil {
+		do = l.c.permitRelease(l.resource, l.owner, l.permit.slot, l.token)
+	}
+	return l.c.releaseRetrying(ctx, do, end, &l.releaseUnsure)
 }

@@ -76,6 +76,7 @@ func WithoutKeepAlive() Option {
 func WithoutServerWait() Option {
 	return func(c *Client) error {
 		c.pollOnly.Store(true)
+		c.semPollOnly.Store(true)
 		return nil
 	}
 }
@@ -100,7 +101,8 @@ func WithSigV4(region string, creds aws.CredentialsProvider) Option {
 	}
 }
 
-// AcquireOption shapes one acquire (TryAcquire, Acquire or WithLock).
+// AcquireOption shapes one acquire (TryAcquire, Acquire or WithLock, and
+// their semaphore counterparts).
 type AcquireOption func(*acquireOptions) error
 
 type acquireOptions struct {

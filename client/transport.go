@@ -119,6 +119,21 @@ func problem(resp *http.Response, data []byte) *ProblemError {
 	}
 	p.Status = resp.StatusCode
 	p.RetryAfter = parseRetryAfter(resp.Header)
+	// current is a lock's lease, or a semaphore's permit (it has a slot).
+	var cur struct {
+		Current *struct {
+			Slot *int `json:"slot"`
+		} `json:"current"`
+	}
+	if p.Current != nil && json.Unmarshal(data, &cur) == nil && cur.Current != nil && cur.Current.Slot != nil {
+		var permit struct {
+			Current AdminPermit `json:"current"`
+		}
+		p.Current = nil
+		if json.Unmarshal(data, &permit) == nil {
+			p.CurrentPermit = &permit.Current
+		}
+	}
 	return p
 }
 

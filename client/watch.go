@@ -40,32 +40,50 @@ func (c *Client) Watch(ctx context.Context, resource string, index int64, wait t
 	if err := checkWatch(resource, index, wait); err != nil {
 		return WatchResult{}, fmt.Errorf("watch %q: %w", resource, err)
 	}
-	if c.hc.Timeout > 0 {
-		// The answer comes after the wait: leave it time to arrive.
-		wait = max(0, min(wait, (c.hc.Timeout-answerMargin).Truncate(time.Second)))
-	}
+	wait = c.watchWait(wait)
 	path := lockPath(resource) + "/watch?index=" + strconv.FormatInt(index, 10) +
 		"&wait_seconds=" + strconv.FormatInt(int64(wait/time.Second), 10)
+	var r WatchResult
+	err := c.watchRetrying(ctx, fmt.Sprintf("watch %q", resource), path, func(resp *response) (err error) {
+		r, err = watchResult(resp, resource)
+		return err
+	})
+	return r, err
+}
+
+// watchWait shortens a watch's wait to leave the answer time to arrive
+// within the HTTP client's timeout.
+func (c *Client) watchWait(wait time.Duration) time.Duration {
+	if c.hc.Timeout > 0 {
+		wait = max(0, min(wait, (c.hc.Timeout-answerMargin).Truncate(time.Second)))
+	}
+	return wait
+}
+
+// watchRetrying sends the watch request of path until it gets an answer,
+// which decode reads, retrying ErrUnavailable answers with backoff until
+// ctx ends; label names the call in errors.
+func (c *Client) watchRetrying(ctx context.Context, label, path string, decode func(*response) error) error {
 	var last error // the latest answer retried
 	gaveUp := func() error {
 		if last == nil {
-			return fmt.Errorf("watch %q: %w", resource, context.Cause(ctx))
+			return fmt.Errorf("%s: %w", label, context.Cause(ctx))
 		}
-		return fmt.Errorf("watch %q: gave up: %w (last attempt: %w)", resource, context.Cause(ctx), last)
+		return fmt.Errorf("%s: gave up: %w (last attempt: %w)", label, context.Cause(ctx), last)
 	}
 	for attempt := 0; ; attempt++ {
 		resp, err := c.send(ctx, http.MethodGet, path, nil)
 		switch {
 		case err == nil:
-			return watchResult(resp, resource)
+			return decode(resp)
 		case ctx.Err() != nil:
-			return WatchResult{}, gaveUp()
+			return gaveUp()
 		case !errors.Is(err, ErrUnavailable):
-			return WatchResult{}, fmt.Errorf("watch %q: %w", resource, err)
+			return fmt.Errorf("%s: %w", label, err)
 		}
 		last = err
 		if !sleepCtx(ctx, c.backoff.delay(attempt, hint(err))) {
-			return WatchResult{}, gaveUp()
+			return gaveUp()
 		}
 	}
 }

@@ -22,6 +22,12 @@ func (c *Client) WithLock(ctx context.Context, resource string, fn func(ctx cont
 	if err != nil {
 		return err
 	}
+	return runUnder(ctx, lease, fmt.Sprintf("with lock %q", resource), func(ctx context.Context) error { return fn(ctx, lease) })
+}
+
+// runUnder runs fn under lease and releases it, also when fn panics: the
+// body of WithLock and WithSemaphore (label names the call in errors).
+func runUnder(ctx context.Context, lease *Lease, label string, fn func(ctx context.Context) error) error {
 	fctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })
 	released := false
@@ -44,10 +50,9 @@ func (c *Client) WithLock(ctx context.Context, resource string, fn func(ctx cont
 		case definitive(rerr):
 			// Taken over or ended by the service's clock between two
 			// renewals: the lease was gone before fn was done.
-			return errors.Join(ferr, &LeaseLostError{Resource: lease.Resource(), FencingToken: lease.FencingToken(),
-				ForceReleased: forceReleased(rerr), Reason: rerr})
+			return errors.Join(ferr, lease.lostError(rerr))
 		default:
-			return errors.Join(ferr, fmt.Errorf("with lock %q: %w", resource, rerr))
+			return errors.Join(ferr, fmt.Errorf("%s: %w", label, rerr))
 		}
 	}
 	defer func() {
@@ -55,5 +60,5 @@ func (c *Client) WithLock(ctx context.Context, resource string, fn func(ctx cont
 			_ = finish(nil)
 		}
 	}()
-	return finish(fn(fctx, lease))
+	return finish(fn(fctx))
 }

@@ -48,8 +48,11 @@
 //
 // The token is stored in an attribute (or column) named "fence"
 // (DefaultAttribute) unless DynamoDB.WithAttribute names another (in SQL,
-// your statement names the column): one per independently fenced lock. A semaphore's slots, each with its own
-// sequence of tokens, will need one each (fence_0, fence_1, …): merging
+// your statement names the column): one per independently fenced lock. A
+// semaphore's permits need one per slot (fence_0, fence_1, …: use
+// WithAttribute(fmt.Sprintf("fence_%d", permit.Slot()))): every grant's
+// token is larger than all of the semaphore's before it, so one fence for
+// all slots would refuse the live permits with older tokens. Merging
 // several fences into one write keeps their placeholders apart.
 package fence
 

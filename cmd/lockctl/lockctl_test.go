@@ -40,6 +40,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestProcess(t *testing.T) {
 	bin := buildLockctl(t)
 	t.Run("NoOverlap", func(t *testing.T) { t.Parallel(); testNoOverlap(t, bin) })
+	t.Run("SemaphoreAtMostN", func(t *testing.T) { t.Parallel(); testSemaphoreAtMostN(t, bin) })
 	t.Run("LeaseLost", func(t *testing.T) { t.Parallel(); testLeaseLost(t, bin) })
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run("Forwards"+strings.ToUpper(unix(sig)), func(t *testing.T) { t.Parallel(); testForwardsSignal(t, bin, sig) })

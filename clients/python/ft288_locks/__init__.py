@@ -7,6 +7,8 @@ HTTP with fencing tokens.
     with client.lock("nightly-report") as lease:  # waits up to 30 s, always released
         write_report(fencing_token=lease.fencing_token)
 
+Semaphores: ``with client.semaphore("exports", 3) as permit:`` holds one of
+3 permits (``permit.slot``, ``permit.fencing_token``; fence per slot).
 Leader election on a lock: ``client.election(name)`` (campaign, leader,
 observe, resign), built on ``client.watch``. Fences that let the protected
 resource refuse a holder whose lease ran out: ``ft288_locks.fence``
@@ -21,7 +23,7 @@ work, as deprecated aliases of the same classes.
 from typing import Any
 
 from ._admin import MAX_LIST_LIMIT
-from ._args import default_owner
+from ._args import MAX_PERMITS, default_owner
 from ._defaults import (
     DEFAULT_ACQUIRE_WAIT,
     DEFAULT_BACKOFF,
@@ -35,7 +37,19 @@ from ._defaults import (
     RELEASE_RETRY_TIMEOUT,
 )
 from ._http import NotSent, PooledTransport, Response, UrllibTransport
-from ._model import AdminLock, ForceReleased, Lock, LockPage, WatchResult
+from ._model import (
+    AdminLock,
+    AdminPermit,
+    ForceReleased,
+    Lock,
+    LockPage,
+    PermitForceReleased,
+    PermitInfo,
+    PermitPage,
+    SemaphoreStatus,
+    SemaphoreWatchResult,
+    WatchResult,
+)
 from .client import Client
 from .election import Election, Leader, Observation
 from .errors import (
@@ -44,6 +58,7 @@ from .errors import (
     FieldError,
     FencedError,
     ForbiddenError,
+    FullError,
     GatewayError,
     GatewayRejected,
     GatewayUnavailable,
@@ -57,6 +72,7 @@ from .errors import (
     LockError,
     NotFoundError,
     PayloadTooLarge,
+    PermitsMismatchError,
     ProblemError,
     SigningError,
     SigV4Unavailable,
@@ -66,13 +82,14 @@ from .errors import (
     ValidationError,
     deprecated_alias,
 )
-from .lease import Lease
+from .lease import Lease, Permit
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AcquireTimeout",
     "AdminLock",
+    "AdminPermit",
     "Client",
     "DEFAULT_ACQUIRE_WAIT",
     "DEFAULT_BACKOFF",
@@ -87,6 +104,7 @@ __all__ = [
     "FieldError",
     "ForbiddenError",
     "ForceReleased",
+    "FullError",
     "GatewayError",
     "GatewayRejected",
     "GatewayUnavailable",
@@ -103,16 +121,24 @@ __all__ = [
     "LockError",
     "LockPage",
     "MAX_LIST_LIMIT",
+    "MAX_PERMITS",
     "MAX_SERVER_WAIT",
     "NotFoundError",
     "NotSent",
     "Observation",
     "PROBLEM_TYPE_BASE",
     "PayloadTooLarge",
+    "Permit",
+    "PermitForceReleased",
+    "PermitInfo",
+    "PermitPage",
+    "PermitsMismatchError",
     "PooledTransport",
     "ProblemError",
     "RELEASE_RETRY_TIMEOUT",
     "Response",
+    "SemaphoreStatus",
+    "SemaphoreWatchResult",
     "SigV4Unavailable",
     "SigningError",
     "StaleTokenError",

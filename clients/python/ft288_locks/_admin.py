@@ -7,9 +7,9 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any, List, Optional, Tuple
 
-from ._args import check_resource, check_token, escape
+from ._args import check_resource, check_slot, check_token, escape
 from ._http import Response, parse_time
-from ._model import AdminLock, ForceReleased, LockPage, parse_lock
+from ._model import AdminLock, AdminPermit, ForceReleased, LockPage, PermitForceReleased, PermitPage, parse_lock, parse_permit
 from .errors import InvalidRequest, TransportError
 
 MAX_LIST_LIMIT = 1000
@@ -31,14 +31,7 @@ class AdminCalls:
         100). A page may be short, even empty, and still have a ``cursor``:
         pass it back for the next page, until it is None."""
         what = f"list {prefix!r}"
-        if not isinstance(prefix, str) or "/" in prefix:
-            raise InvalidRequest(f"{what}: prefix must be a string without '/'")
-        if limit is not None and (type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT):
-            raise InvalidRequest(f"{what}: limit {limit!r}: want 1 to {MAX_LIST_LIMIT}, or None")
-        if cursor is not None and (not isinstance(cursor, str) or not cursor):
-            raise InvalidRequest(f"{what}: cursor {cursor!r}: want the cursor of the previous page, or None")
-        query = {k: v for k, v in (("prefix", prefix), ("limit", limit), ("cursor", cursor)) if v}
-        path = "/admin/locks" + ("?" + urllib.parse.urlencode(query) if query else "")
+        path = _list_path(what, "/admin/locks", prefix, limit, cursor)
         _, doc = self._send("GET", path, None, self.timeout, what)
         if not isinstance(doc, dict) or not isinstance(doc.get("locks", []), list):
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
@@ -83,16 +76,7 @@ class AdminCalls:
         whose outcome is unknown is better looked at (list()) than repeated."""
         what = f"force-release {resource!r}"
         resource = check_resource(resource)
-        if not isinstance(reason, str) or not reason.strip():
-            raise InvalidRequest(f"{what}: reason {reason!r}: want a non-blank string")
-        if not isinstance(immediate, bool):
-            raise InvalidRequest(f"{what}: immediate {immediate!r}: want True or False")
-        token = check_token(fencing_token)
-        payload: dict = {"reason": reason}
-        if immediate:
-            payload["immediate"] = True
-        if token is not None:
-            payload["fencing_token"] = token
+        payload = _force_release_body(what, reason, immediate, fencing_token)
         _, doc = self._send("DELETE", "/admin/locks/" + escape(resource), payload, self.timeout, what)
         if not isinstance(doc, dict):
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
@@ -103,3 +87,88 @@ class AdminCalls:
         if not isinstance(got_reason, str) or not isinstance(got_immediate, bool):
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
         return ForceReleased(ended, got_reason, got_immediate, parse_time(doc.get("free_at")))
+
+    def list_semaphores(self, prefix: str = "", *, limit: Optional[int] = None, cursor: Optional[str] = None) -> PermitPage:
+        """One page of the permits that keep their slot (live, or inside their
+        lock-delay) of the semaphores whose name starts with ``prefix``.
+        ``limit`` counts permits, but a page ends after the semaphore that
+        reaches it. Follow ``cursor`` until it is None, or use
+        list_all_semaphores()."""
+        what = f"list semaphores {prefix!r}"
+        _, doc = self._send("GET", _list_path(what, "/admin/semaphores", prefix, limit, cursor), None, self.timeout, what)
+        if not isinstance(doc, dict) or not isinstance(doc.get("holders", []), list):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        holders = [parse_permit(AdminPermit, d, what) for d in doc.get("holders") or []]
+        for p in holders:
+            if not p.name.startswith(prefix):
+                raise TransportError(f"{what}: the response lists {p.name!r}, outside the prefix")
+        next_cursor = doc.get("cursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise TransportError(f"{what}: malformed cursor: {next_cursor!r:.200}")
+        return PermitPage(holders, next_cursor or None)
+
+    def list_all_semaphores(self, prefix: str = "") -> List[AdminPermit]:
+        """Every permit list_semaphores() finds under ``prefix``, following the
+        cursors."""
+        out: List[AdminPermit] = []
+        cursor = None
+        while True:
+            page = self.list_semaphores(prefix, limit=MAX_LIST_LIMIT, cursor=cursor)
+            out.extend(page.holders)
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+    def force_release_permit(
+        self,
+        name: str,
+        slot: int,
+        reason: str,
+        *,
+        immediate: bool = False,
+        fencing_token: Optional[int] = None,
+    ) -> PermitForceReleased:
+        """force_release() for the permit in ``slot`` of the semaphore
+        ``name``: returns the permit it ended and ``free_at``. With
+        ``fencing_token`` that is not the permit's it raises StaleTokenError
+        whose ``current_permit`` is the permit that keeps the slot;
+        NotFoundError when no permit keeps it. Sent once."""
+        what = f"force-release semaphore {name!r} slot {slot!r}"
+        name, slot = check_resource(name), check_slot(slot)
+        payload = _force_release_body(what, reason, immediate, fencing_token)
+        payload["slot"] = slot
+        _, doc = self._send("DELETE", "/admin/semaphores/" + escape(name), payload, self.timeout, what)
+        if not isinstance(doc, dict):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        ended = parse_permit(AdminPermit, doc.get("ended"), what, name)
+        got_reason, got_immediate = doc.get("reason", reason), doc.get("immediate", immediate)
+        if ended.slot != slot or not isinstance(got_reason, str) or not isinstance(got_immediate, bool):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        return PermitForceReleased(ended, got_reason, got_immediate, parse_time(doc.get("free_at")))
+
+
+def _list_path(what: str, route: str, prefix: str, limit: Optional[int], cursor: Optional[str]) -> str:
+    """The path of one page of a listing at route."""
+    if not isinstance(prefix, str) or "/" in prefix:
+        raise InvalidRequest(f"{what}: prefix must be a string without '/'")
+    if limit is not None and (type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT):
+        raise InvalidRequest(f"{what}: limit {limit!r}: want 1 to {MAX_LIST_LIMIT}, or None")
+    if cursor is not None and (not isinstance(cursor, str) or not cursor):
+        raise InvalidRequest(f"{what}: cursor {cursor!r}: want the cursor of the previous page, or None")
+    query = {k: v for k, v in (("prefix", prefix), ("limit", limit), ("cursor", cursor)) if v}
+    return route + ("?" + urllib.parse.urlencode(query) if query else "")
+
+
+def _force_release_body(what: str, reason: Any, immediate: Any, fencing_token: Any) -> dict:
+    """The body of a force release, checked."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidRequest(f"{what}: reason {reason!r}: want a non-blank string")
+    if not isinstance(immediate, bool):
+        raise InvalidRequest(f"{what}: immediate {immediate!r}: want True or False")
+    token = check_token(fencing_token)
+    payload: dict = {"reason": reason}
+    if immediate:
+        payload["immediate"] = True
+    if token is not None:
+        payload["fencing_token"] = token
+    return payload

@@ -44,6 +44,26 @@ def lock_path(resource: str) -> str:
     return "/locks/" + escape(resource)
 
 
+def semaphore_path(name: str) -> str:
+    return "/semaphores/" + escape(name)
+
+
+MAX_PERMITS = 100
+"""The largest number of permits a semaphore may have (the service's bound)."""
+
+
+def check_permits(permits: Any) -> int:
+    if type(permits) is not int or not 1 <= permits <= MAX_PERMITS:
+        raise InvalidRequest(f"permits {permits!r}: want a whole number from 1 to {MAX_PERMITS}")
+    return permits
+
+
+def check_slot(slot: Any) -> int:
+    if type(slot) is not int or not 0 <= slot < MAX_PERMITS:
+        raise InvalidRequest(f"slot {slot!r}: want a whole number from 0 to {MAX_PERMITS - 1}")
+    return slot
+
+
 def check_resource(resource: Any) -> str:
     if not isinstance(resource, str) or not resource:
         raise InvalidRequest(f"resource {resource!r}: want a non-empty string")

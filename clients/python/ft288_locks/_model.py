@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from ._http import parse_time
 from .errors import TransportError
@@ -135,3 +135,131 @@ def parse_lock(cls: Any, doc: Any, what: str) -> Any:
         return cls._parse(doc)
     except ValueError:
         raise TransportError(f"{what}: malformed lock in response: {doc!r:.200}") from None
+
+
+@dataclass(frozen=True)
+class PermitInfo:
+    """A live permit of a semaphore as the service reports it: its ``slot``
+    (0 to N−1), owner and fencing token, strictly greater than every token
+    issued before for any permit of the semaphore. Its times are the
+    service's clock: informational only."""
+
+    name: str
+    slot: int
+    owner: str
+    fencing_token: int
+    acquired_at: _dt.datetime
+    expires_at: _dt.datetime
+    lock_delay_seconds: int = 0
+
+    @classmethod
+    def _parse(cls, doc: Any) -> "PermitInfo":
+        return cls(**_permit_fields(doc))
+
+    def _as_lock(self) -> Lock:
+        """The permit as the Lock of its Lease (``resource`` is the name)."""
+        return Lock(self.name, self.owner, self.fencing_token, self.acquired_at, self.expires_at, self.lock_delay_seconds)
+
+
+@dataclass(frozen=True)
+class AdminPermit(PermitInfo):
+    """A permit as the admin routes show it: the permit, the semaphore's
+    number of ``permits``, the IAM ``principal`` bound to it ("" without IAM
+    auth) and ``force_released`` (an operator ended it; listed while its
+    lock-delay keeps the slot). A permit inside its lock-delay has an
+    ``expires_at`` in the past."""
+
+    permits: int = 0
+    principal: str = ""
+    force_released: bool = False
+
+    @classmethod
+    def _parse(cls, doc: Any) -> "AdminPermit":
+        fields = _permit_fields(doc)
+        permits, principal = doc.get("permits"), doc.get("principal", "")
+        if type(permits) is not int or permits < 1 or not isinstance(principal, str):
+            raise ValueError(f"malformed permit: {doc!r:.200}")
+        return cls(**fields, permits=permits, principal=principal, force_released=doc.get("force_released") is True)
+
+
+@dataclass(frozen=True)
+class SemaphoreStatus:
+    """Client.semaphore_status(): the semaphore's number of permits (None
+    when it has no record: never taken, or garbage collected) and its live
+    permits, by slot (none is not an error)."""
+
+    name: str
+    permits: Optional[int]
+    holders: List[PermitInfo] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SemaphoreWatchResult:
+    """One answer of Client.watch_semaphore(). ``index`` is 0 for a semaphore
+    never taken, else 2 × the latest token + 1 − the number of live permits:
+    it grows at every grant and every end of a permit (a renewal is no
+    change); pass it to the next watch. ``fencing_token`` is the latest
+    permit's, live or not (None: never taken)."""
+
+    name: str
+    index: int
+    changed: bool
+    permits: Optional[int] = None
+    fencing_token: Optional[int] = None
+    holders: List[PermitInfo] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PermitPage:
+    """One page of Client.list_semaphores(): its permits (a semaphore's are
+    never split over two pages) and the cursor of the next page (None at
+    the end)."""
+
+    holders: List[AdminPermit] = field(default_factory=list)
+    cursor: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PermitForceReleased:
+    """What Client.force_release_permit() did: the permit it ended (as it
+    was), the reason recorded, whether the slot was freed at once, and
+    ``free_at``, when others may take the slot."""
+
+    ended: AdminPermit
+    reason: str
+    immediate: bool
+    free_at: Optional[_dt.datetime]
+
+
+def _permit_fields(doc: Any) -> dict:
+    if isinstance(doc, dict):
+        slot = doc.get("slot")
+        try:
+            lock = _lock_fields({**doc, "resource": doc.get("name")})
+        except ValueError:
+            lock = None
+        if lock is not None and type(slot) is int and slot >= 0:
+            return dict(name=lock.pop("resource"), slot=slot, **lock)
+    raise ValueError(f"malformed permit: {doc!r:.200}")
+
+
+def parse_permit(cls: Any, doc: Any, what: str, name: Optional[str] = None) -> Any:
+    """doc parsed as cls (PermitInfo or AdminPermit) of the semaphore name
+    (any when None); a TransportError when malformed."""
+    try:
+        p = cls._parse(doc)
+    except ValueError:
+        raise TransportError(f"{what}: malformed permit in response: {doc!r:.200}") from None
+    if name is not None and p.name != name:
+        raise TransportError(f"{what}: the response is about semaphore {p.name!r}")
+    return p
+
+
+def parse_semaphore(doc: Any, name: str, what: str) -> Tuple[Optional[int], List[PermitInfo]]:
+    """The permits and holders of a status or watch answer of name."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("holders"), list):
+        raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+    permits = doc.get("permits")
+    if permits is not None and (type(permits) is not int or permits < 1):
+        raise TransportError(f"{what}: malformed permits: {permits!r:.200}")
+    return permits, [parse_permit(PermitInfo, h, what, name) for h in doc["holders"]]

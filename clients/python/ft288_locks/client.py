@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 import urllib.error
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ._admin import AdminCalls
 from ._args import (
@@ -24,8 +24,11 @@ from ._args import (
     check_wait,
     check_watch_wait,
     env_flag,
+    check_permits,
+    check_slot,
     lock_path,
     owner_or_default,
+    semaphore_path,
 )
 from ._defaults import (
     DEFAULT_ACQUIRE_WAIT,
@@ -37,10 +40,23 @@ from ._defaults import (
     MAX_SERVER_WAIT,
 )
 from ._http import NotSent, PooledTransport, Response, Transport, parse_retry_after, parse_time
-from ._model import AdminLock, Lock, WatchResult, parse_lock, parse_watch
+from ._model import (
+    AdminLock,
+    AdminPermit,
+    Lock,
+    PermitInfo,
+    SemaphoreStatus,
+    SemaphoreWatchResult,
+    WatchResult,
+    parse_lock,
+    parse_permit,
+    parse_semaphore,
+    parse_watch,
+)
 from ._retry import Backoff, hint, maybe_granted, retryable
 from .errors import (
     AcquireTimeout,
+    FullError,
     HeldError,
     LockError,
     TransportError,
@@ -48,7 +64,7 @@ from .errors import (
     problem_from_answer,
 )
 from .election import Election
-from .lease import Lease, lease_margin, round_limit
+from .lease import Lease, Permit, lease_margin, round_limit
 
 # A server-side wait ends this long before acquire's own deadline, so that a
 # grant at the very end of it still arrives in time.
@@ -126,6 +142,7 @@ class Client(AdminCalls):
         self._server_wait = server_wait
         self.server_wait_supported: Optional[bool] = None
         """Whether the service holds waiting acquires; None until known."""
+        self._semaphore_server_wait: Optional[bool] = None  # the same for semaphores
         self._transport: Transport = transport or PooledTransport()
         self._cleanups = 0  # clean-up releases running, for drain()
         self._cleanups_done = threading.Condition()
@@ -213,14 +230,20 @@ class Client(AdminCalls):
         generated default, the lease that request may have created is
         released before the error is raised, so it blocks nobody for a TTL.
         """
+        return self._try_acquire(resource, 0, ttl, owner, keepalive, lock_delay)
+
+    def _try_acquire(self, resource: str, permits: int, ttl: Number, owner: Optional[str], keepalive: bool,
+                     lock_delay: Optional[Number]) -> Lease:
+        """try_acquire of a lock (permits 0) or of a permit of the semaphore
+        resource."""
         resource, ttl = check_resource(resource), check_ttl(ttl)
         delay = check_lock_delay(lock_delay)
         owner, generated = owner_or_default(owner)
         try:
-            return self._attempt(resource, owner, ttl, 0, None, keepalive, delay)
+            return self._attempt(resource, owner, ttl, 0, None, keepalive, delay, permits=permits)
         except BaseException as e:
             if generated and maybe_granted(e):
-                self._release_unheard(resource, owner)
+                self._release_unheard(resource, owner, permits)
             raise
 
     def acquire(
@@ -259,9 +282,15 @@ class Client(AdminCalls):
         when the owner is the generated default. ``wait=0`` asks once,
         exactly like try_acquire.
         """
+        return self._acquire(resource, 0, wait, ttl, owner, keepalive, lock_delay)
+
+    def _acquire(self, resource: str, permits: int, wait: Optional[Number], ttl: Number, owner: Optional[str],
+                 keepalive: bool, lock_delay: Optional[Number]) -> Lease:
+        """acquire of a lock (permits 0) or of a permit of the semaphore
+        resource."""
         wait = check_wait(wait)
         if wait == 0:
-            return self.try_acquire(resource, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
+            return self._try_acquire(resource, permits, ttl, owner, keepalive, lock_delay)
         resource, ttl = check_resource(resource), check_ttl(ttl)
         delay = check_lock_delay(lock_delay)
         owner, generated = owner_or_default(owner)
@@ -272,14 +301,18 @@ class Client(AdminCalls):
         ticket: Optional[str] = None  # the place in the lock's queue the last round answered
         try:
             while True:
-                ws = self._server_wait_seconds(give_up, ttl)
+                ws = self._server_wait_seconds(give_up, ttl, permits)
                 sent = time.monotonic()
                 try:
                     return self._attempt(
-                        resource, owner, ttl, ws, give_up, keepalive, delay, start, queue_ticket=ticket if ws else None
+                        resource, owner, ttl, ws, give_up, keepalive, delay, start, queue_ticket=ticket if ws else None,
+                        permits=permits,
                     )
                 except _NoServerWait:
-                    self.server_wait_supported = False
+                    if permits:
+                        self._semaphore_server_wait = False
+                    else:
+                        self.server_wait_supported = False
                     continue
                 except AcquireTimeout:
                     raise
@@ -308,13 +341,15 @@ class Client(AdminCalls):
             # An interrupt, a bug, or a permanent answer. Only the first two
             # can have struck with a request in flight (a 4xx never grants).
             if generated and maybe_granted(e):
-                self._release_unheard(resource, owner)
+                self._release_unheard(resource, owner, permits)
             raise
+        if isinstance(last, FullError):
+            raise FullError(resource, last.free_at, last.retry_after, waited=time.monotonic() - start) from None
         if isinstance(last, HeldError):
             raise HeldError(resource, last.expires_at, last.retry_after, waited=time.monotonic() - start) from None
         assert last is not None
         if generated and maybe_granted(last):
-            self._release_unheard(resource, owner)
+            self._release_unheard(resource, owner, permits)
         raise last
 
     @contextlib.contextmanager
@@ -343,11 +378,13 @@ class Client(AdminCalls):
         with lease:
             yield lease
 
-    def _server_wait_seconds(self, give_up: Optional[float], ttl: int) -> int:
+    def _server_wait_seconds(self, give_up: Optional[float], ttl: int, permits: int = 0) -> int:
         """The wait_seconds of the next request: at most MAX_SERVER_WAIT, the
         time left, and ⅔ × (ttl − margin), whole seconds; 0 (poll) when that
-        is under a second."""
-        if not self._server_wait or self.server_wait_supported is False:
+        is under a second, or when the service does not wait (for permits:
+        a service may wait for locks and not yet for permits)."""
+        supported = self._semaphore_server_wait if permits else self.server_wait_supported
+        if not self._server_wait or supported is False:
             return 0
         ws = min(MAX_SERVER_WAIT, int(round_limit(ttl, lease_margin(ttl, self.lease_margin))))
         if give_up is not None:
@@ -365,12 +402,16 @@ class Client(AdminCalls):
         lock_delay: int = 0,
         start: Optional[float] = None,
         queue_ticket: Optional[str] = None,
+        permits: int = 0,
     ) -> Lease:
-        """One acquire request. A grant that arrives after give_up is released.
+        """One acquire request (of a permit of the semaphore resource when
+        permits is not 0). A grant that arrives after give_up is released.
         A held answer of a waiting round carries its place in the lock's queue
-        as the HeldError's ``_queue_ticket`` (None: no place)."""
+        as the HeldError's (FullError's) ``_queue_ticket`` (None: no place)."""
         t0 = time.monotonic()  # before sending: the lease cannot have started earlier
         payload: Dict[str, Any] = {"owner": owner, "ttl_seconds": ttl}
+        if permits:
+            payload["permits"] = permits
         if wait_seconds:
             payload["wait_seconds"] = wait_seconds
         if lock_delay:
@@ -380,48 +421,66 @@ class Client(AdminCalls):
         timeout = self.timeout + wait_seconds
         if give_up is not None:
             timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
-        what = f"acquire {resource!r}"
+        what = f"acquire semaphore {resource!r}" if permits else f"acquire {resource!r}"
+        path = semaphore_path(resource) if permits else lock_path(resource)
         try:
-            resp, doc = self._send("POST", lock_path(resource), payload, timeout, what)
+            resp, doc = self._send("POST", path, payload, timeout, what)
         except ValidationError as e:
             if wait_seconds and any(f.field == "wait_seconds" for f in e.errors):
                 raise _NoServerWait() from e
             raise
         if not isinstance(doc, dict) or not isinstance(doc.get("acquired"), bool):
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
-        if wait_seconds:
+        if wait_seconds and permits:
+            self._semaphore_server_wait = True
+        elif wait_seconds:
             self.server_wait_supported = True
         if not doc["acquired"]:
-            held = HeldError(
-                resource,
-                expires_at=parse_time(doc.get("expires_at")),
-                retry_after=parse_retry_after(resp.headers.get("retry-after")),
-            )
+            retry_after = parse_retry_after(resp.headers.get("retry-after"))
+            if permits:
+                held: HeldError = FullError(resource, parse_time(doc.get("free_at")), retry_after)
+            else:
+                held = HeldError(resource, expires_at=parse_time(doc.get("expires_at")), retry_after=retry_after)
             ticket = doc.get("queue_ticket")
             held._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
             raise held
-        lock = parse_lock(Lock, doc.get("lock"), what)
+        grant: Any = parse_permit(PermitInfo, doc.get("permit"), what, resource) if permits else parse_lock(Lock, doc.get("lock"), what)
         if give_up is not None and time.monotonic() >= give_up:
-            self._discard(lock)
-            raise AcquireTimeout(resource, lock.fencing_token, time.monotonic() - (start or t0))
+            self._discard(grant)
+            raise AcquireTimeout(resource, grant.fencing_token, time.monotonic() - (start or t0))
         try:
-            return Lease(self, lock, ttl, t0, keepalive)
+            if permits:
+                return Permit(self, grant, permits, ttl, t0, keepalive)
+            return Lease(self, grant, ttl, t0, keepalive)
         except BaseException:
-            self._discard(lock)
+            self._discard(grant)
             raise
 
-    def _discard(self, lock: Lock) -> None:
-        """Releases a grant nobody will use; failures are ignored (the lease
-        would run out by itself)."""
-        self._clean_up(lock.resource, lock.owner, lock.fencing_token)
+    def _discard(self, grant: Any) -> None:
+        """Releases a grant nobody will use (a Lock, or a PermitInfo: by
+        slot); failures are ignored (the lease would run out by itself)."""
+        if isinstance(grant, PermitInfo):
+            self._clean_up(grant.name, grant.owner, grant.fencing_token, grant.slot)
+        else:
+            self._clean_up(grant.resource, grant.owner, grant.fencing_token)
 
-    def _release_unheard(self, resource: str, owner: str) -> None:
-        """Releases owner's lease on resource, if a request whose answer was
-        lost created one. Only for generated owners, unique to one acquire
-        call, so it can only end a lease of that call."""
-        self._clean_up(resource, owner, None)
+    def _release_unheard(self, resource: str, owner: str, permits: int = 0) -> None:
+        """Releases owner's lease on resource (for a semaphore: the permit a
+        status read finds owner holding), if a request whose answer was lost
+        created one. Only for generated owners, unique to one acquire call,
+        so it can only end a lease of that call."""
+        if not permits:
+            self._clean_up(resource, owner, None)
+            return
+        try:
+            _, holders = self._semaphore(resource, max(min(self.timeout, _CLEANUP_TIMEOUT), 0.001))
+        except LockError:
+            return  # the permit, if any, runs out by itself
+        for h in holders:
+            if h.owner == owner:
+                self._clean_up(resource, owner, h.fencing_token, h.slot)
 
-    def _clean_up(self, resource: str, owner: str, token: Optional[int]) -> None:
+    def _clean_up(self, resource: str, owner: str, token: Optional[int], slot: Optional[int] = None) -> None:
         """The clean-up release: temporary failures (503, throttling, no
         answer) are retried with backoff for up to _CLEANUP_TIMEOUT in all;
         the rest are ignored (the lease runs out by itself)."""
@@ -432,7 +491,11 @@ class Client(AdminCalls):
             attempt = 0
             while True:
                 try:
-                    self._release(resource, owner, token, max(min(self.timeout, give_up - time.monotonic()), 0.001))
+                    timeout = max(min(self.timeout, give_up - time.monotonic()), 0.001)
+                    if slot is None:
+                        self._release(resource, owner, token, timeout)
+                    else:
+                        self._release_permit(resource, owner, slot, token, timeout)
                     return
                 except LockError as e:
                     if not retryable(e):
@@ -517,6 +580,136 @@ class Client(AdminCalls):
             payload["fencing_token"] = token
         self._send("DELETE", lock_path(resource), payload, timeout, f"release {resource!r}")
 
+    # -- semaphores ------------------------------------------------------------
+
+    def try_acquire_semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        ttl: Number = DEFAULT_TTL,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
+    ) -> Permit:
+        """Asks once for one of the ``permits`` permits (1 to 100; every
+        acquirer gives the same number) of the semaphore ``name``, with
+        try_acquire's arguments. Returns the Permit (a Lease in a slot of its
+        own, its keep-alive running), or raises FullError (a HeldError) when
+        every permit is held by others, or PermitsMismatchError when the
+        semaphore has another number of permits. An owner that holds a permit
+        gets its slot again, with a new token: one permit per owner."""
+        return self._try_acquire(name, check_permits(permits), ttl, owner, keepalive, lock_delay)  # type: ignore[return-value]
+
+    def acquire_semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+        ttl: Number = DEFAULT_TTL,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
+    ) -> Permit:
+        """Waits up to ``wait`` seconds (default 30; None: without limit; 0:
+        once) for one of the ``permits`` permits of the semaphore ``name``, as
+        acquire() waits for a lock: in rounds at the service that send back
+        their place in the queue, or polling a service that does not wait for
+        permits (it answers 422 to wait_seconds; remembered). Raises
+        FullError when the wait runs out while the semaphore stays full;
+        otherwise as try_acquire_semaphore."""
+        return self._acquire(name, check_permits(permits), wait, ttl, owner, keepalive, lock_delay)  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        ttl: Number = DEFAULT_TTL,
+        wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
+    ) -> Iterator[Permit]:
+        """``with client.semaphore("exports", 3) as permit: ...``
+
+        client.lock() for a semaphore: takes one of its permits as
+        acquire_semaphore() does, keeps it alive while the block runs, and
+        always releases it; LeaseLostError (with the permit's ``slot``) on
+        exit when the permit was lost meanwhile."""
+        permit = self.acquire_semaphore(name, permits, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive,
+                                        lock_delay=lock_delay)
+        with permit:
+            yield permit
+
+    def semaphore_status(self, name: str) -> SemaphoreStatus:
+        """The semaphore's number of permits (None when it has no record) and
+        its live permits, by slot: one strongly consistent read. A semaphore
+        nobody holds has no holders (not an error)."""
+        name = check_resource(name)
+        permits, holders = self._semaphore(name, self.timeout)
+        return SemaphoreStatus(name, permits, holders)
+
+    def _semaphore(self, name: str, timeout: float) -> Tuple[Optional[int], List[PermitInfo]]:
+        what = f"status of semaphore {name!r}"
+        _, doc = self._send("GET", semaphore_path(name), None, timeout, what)
+        return parse_semaphore(doc, name, what)
+
+    def watch_semaphore(self, name: str, index: int = 0, wait: Number = MAX_SERVER_WAIT) -> SemaphoreWatchResult:
+        """watch() for a semaphore: its state once it differs from ``index``
+        (a grant, or the end of a permit; a renewal is no change), or when
+        ``wait`` whole seconds (0 to 20) have passed. One request; errors are
+        raised as they come."""
+        name = check_resource(name)
+        index, wait = check_index(index), check_watch_wait(wait, MAX_SERVER_WAIT)
+        what = f"watch semaphore {name!r}"
+        _, doc = self._send("GET", f"{semaphore_path(name)}/watch?index={index}&wait_seconds={wait}", None,
+                            self.timeout + wait, what)
+        permits, holders = parse_semaphore(doc, name, what)
+        new_index, changed, token = doc.get("index"), doc.get("changed"), doc.get("fencing_token")
+        if type(new_index) is not int or new_index < 0 or not isinstance(changed, bool) or \
+                (token is not None and (type(token) is not int or token < 1)):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        return SemaphoreWatchResult(name, new_index, changed, permits, token, holders)
+
+    def renew_permit(self, name: str, owner: str, slot: int, *, ttl: Number = DEFAULT_TTL,
+                     fencing_token: Optional[int] = None) -> PermitInfo:
+        """Extends owner's live permit in ``slot`` of the semaphore ``name`` to
+        ttl from now; errors as for renew(). Most callers use Permit.renew or
+        the keep-alive instead."""
+        name, ttl = check_resource(name), check_ttl(ttl)
+        owner, _ = owner_or_default(owner, required=True)
+        return self._renew_permit(name, owner, check_slot(slot), ttl, check_token(fencing_token), self.timeout)
+
+    def release_permit(self, name: str, owner: str, slot: int, *, fencing_token: Optional[int] = None) -> None:
+        """Ends owner's live permit in ``slot`` of the semaphore ``name``; the
+        slot is free at once. Errors as for release(). Most callers use
+        Permit.release instead."""
+        name = check_resource(name)
+        owner, _ = owner_or_default(owner, required=True)
+        self._release_permit(name, owner, check_slot(slot), check_token(fencing_token), self.timeout)
+
+    def _renew_permit(self, name: str, owner: str, slot: int, ttl: int, token: Optional[int], timeout: float) -> PermitInfo:
+        payload: Dict[str, Any] = {"owner": owner, "slot": slot, "ttl_seconds": ttl}
+        if token is not None:
+            payload["fencing_token"] = token
+        what = f"renew semaphore {name!r}"
+        _, doc = self._send("POST", semaphore_path(name) + "/renew", payload, timeout, what)
+        if not isinstance(doc, dict) or doc.get("renewed") is not True:
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        permit = parse_permit(PermitInfo, doc.get("permit"), what, name)
+        if permit.slot != slot:
+            raise TransportError(f"{what}: the response renewed slot {permit.slot}, not {slot}")
+        return permit
+
+    def _release_permit(self, name: str, owner: str, slot: int, token: Optional[int], timeout: float) -> None:
+        payload: Dict[str, Any] = {"owner": owner, "slot": slot}
+        if token is not None:
+            payload["fencing_token"] = token
+        self._send("DELETE", semaphore_path(name), payload, timeout, f"release semaphore {name!r}")
+
     # -- HTTP ----------------------------------------------------------------
 
     def _send(self, method: str, path: str, payload: Any, timeout: float, what: str) -> Tuple[Response, Any]:
@@ -550,7 +743,10 @@ class Client(AdminCalls):
         err.args = (f"{what}: {err.args[0]}",)
         if isinstance(doc, dict) and doc.get("current") is not None:
             try:
-                err.current = AdminLock._parse(doc["current"])
+                if isinstance(doc["current"], dict) and "slot" in doc["current"]:
+                    err.current_permit = AdminPermit._parse(doc["current"])
+                else:
+                    err.current = AdminLock._parse(doc["current"])
             except ValueError:
                 pass  # the error stands without it
         raise err

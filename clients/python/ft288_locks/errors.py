@@ -104,6 +104,10 @@ class ProblemError(LockError):
         """On the 409 answer to a force release of a lease that is not the
         one meant: the lease that blocks the lock (the problem's ``current``,
         an AdminLock); None otherwise."""
+        self.current_permit: Any = None
+        """On the 409 answer to force_release_permit() of a permit that is
+        not the one meant: the permit that keeps the slot (an AdminPermit);
+        None otherwise."""
         super().__init__(self._message())
 
     @property
@@ -152,6 +156,15 @@ class StaleTokenError(ProblemError):
     meant: ``current`` is that lease (an AdminLock)."""
 
 
+class PermitsMismatchError(ProblemError):
+    """409 permits-mismatch: a semaphore acquire asked for another number of
+    permits than the semaphore has while some permit is held; ``permits`` is
+    the semaphore's. Every acquirer must give the same number. Not
+    FullError: the semaphore may have free permits. Not retried."""
+
+    permits: Optional[int] = None
+
+
 class ValidationError(ProblemError, InvalidRequest):
     """422 validation-failed; ``errors`` lists the invalid fields."""
 
@@ -195,6 +208,7 @@ _BY_SLUG = {
     "not-found": NotFoundError,
     "forbidden": ForbiddenError,
     "stale-token": StaleTokenError,
+    "permits-mismatch": PermitsMismatchError,
     "validation-failed": ValidationError,
     "invalid-json": InvalidJSON,
     "payload-too-large": PayloadTooLarge,
@@ -218,7 +232,7 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
             for e in raw:
                 if isinstance(e, Mapping):
                     errors.append(FieldError(_str(e.get("field")), _str(e.get("detail"))))
-        return cls(
+        err = cls(
             status,
             type=typ,
             title=_str(doc.get("title")),
@@ -228,6 +242,9 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
             retry_after=retry_after,
             force_released=doc.get("force_released") is True,
         )
+        if isinstance(err, PermitsMismatchError) and type(doc.get("permits")) is int:
+            err.permits = doc["permits"]
+        return err
     title = _str(doc.get("message")) if isinstance(doc, Mapping) else ""
     cls = GatewayError
     if status in (429, 500, 502, 503, 504):
@@ -271,6 +288,33 @@ class HeldError(LockError):
             if waited > 0:
                 message += f"; gave up after waiting {waited:.3g} s"
         super().__init__(message)
+
+
+class FullError(HeldError):
+    """Every permit of the semaphore is held by another owner (``acquired:
+    false``), also when acquire_semaphore()'s wait ran out: the semaphore's
+    HeldError (``resource`` is its name). ``free_at`` (also ``expires_at``)
+    is the earliest time a permit comes free by the service's clock; None
+    when the service did not say: the permits it saw free were taken
+    meanwhile, and trying again at once may succeed. A semaphore with another
+    number of permits is PermitsMismatchError instead."""
+
+    def __init__(
+        self,
+        name: str,
+        free_at: Optional[_dt.datetime] = None,
+        retry_after: Optional[float] = None,
+        waited: float = 0.0,
+    ) -> None:
+        message = f"semaphore {name!r} is full: every permit is held by another owner"
+        if free_at is not None:
+            message += " until " + free_at.isoformat()
+        if retry_after is not None:
+            message += f" (retry after {retry_after:g} s)"
+        if waited > 0:
+            message += f"; gave up after waiting {waited:.3g} s"
+        super().__init__(name, free_at, retry_after, waited, message)
+        self.free_at = free_at
 
 
 class AcquireTimeout(HeldError, TimeoutError):
@@ -317,13 +361,17 @@ class LeaseLostError(LockError):
     answer renewing cannot get past). ``force_released`` is True, and the message says so,
     when the service said an operator force released the lease."""
 
-    def __init__(self, resource: str, fencing_token: int, reason: BaseException) -> None:
+    def __init__(self, resource: str, fencing_token: int, reason: BaseException, slot: Optional[int] = None) -> None:
         self.resource = resource
         self.fencing_token = fencing_token
         self.reason = reason
+        self.slot = slot
+        """The permit's slot when the lease was a semaphore's permit (``resource``
+        is then its name); None for a lock."""
         self.force_released = isinstance(reason, ProblemError) and reason.force_released
         why = f"it was force released by an operator ({reason})" if self.force_released else str(reason)
-        super().__init__(f"lease on {resource!r} (fencing token {fencing_token}) lost: {why}")
+        what = f"lease on {resource!r}" if slot is None else f"permit in slot {slot} of semaphore {resource!r}"
+        super().__init__(f"{what} (fencing token {fencing_token}) lost: {why}")
 
 
 class LeaseReleased(LockError):

@@ -9,7 +9,7 @@ import time
 from typing import Optional, Protocol
 
 from ._defaults import RELEASE_RETRY_TIMEOUT
-from ._model import Lock
+from ._model import Lock, PermitInfo
 from ._retry import Backoff, definitive, hint, maybe_granted, retryable
 from .errors import LeaseExpired, LeaseLostError, LeaseReleased, LockError, NotFoundError
 
@@ -71,6 +71,8 @@ class Lease:
     reason) once it is set. A Lease is safe for use from several threads and
     is a context manager that releases it (see Client.lock).
     """
+
+    _slot: Optional[int] = None  # a Permit's slot, for its LeaseLostError
 
     def __init__(self, client: LeaseHost, lock: Lock, ttl: int, t0: float, keepalive: bool = True) -> None:
         self._client = client
@@ -222,7 +224,7 @@ class Lease:
         with self._mu:
             ended, reason, released = self._ended, self._reason, self._released
         if reason is not None:
-            raise LeaseLostError(self._resource, self._token, reason) from (cause or reason)
+            raise LeaseLostError(self._resource, self._token, reason, self._slot) from (cause or reason)
         if released:
             raise LeaseReleased(f"lease on {self._resource!r} (fencing token {self._token}) was released")
         assert not ended
@@ -364,5 +366,91 @@ class Lease:
         if exc_type is None:
             reason = self.reason
             if reason is not None:
-                raise LeaseLostError(self._resource, self._token, reason) from reason
+                raise LeaseLostError(self._resource, self._token, reason, self._slot) from reason
         return False
+
+
+class _PermitHost:
+    """A permit's LeaseHost: its client's settings, and the renew and release
+    of the permit's slot."""
+
+    def __init__(self, client: "PermitHost", slot: int) -> None:
+        self._client = client
+        self._slot = slot
+
+    @property
+    def timeout(self) -> float:
+        return self._client.timeout
+
+    @property
+    def backoff(self) -> Backoff:
+        return self._client.backoff
+
+    @property
+    def lease_margin(self) -> Optional[float]:
+        return self._client.lease_margin
+
+    def _renew(self, resource: str, owner: str, ttl: int, token: Optional[int], timeout: float) -> Lock:
+        return self._client._renew_permit(resource, owner, self._slot, ttl, token, timeout)._as_lock()
+
+    def _release(self, resource: str, owner: str, token: Optional[int], timeout: float) -> None:
+        self._client._release_permit(resource, owner, self._slot, token, timeout)
+
+
+class PermitHost(Protocol):
+    """What a permit needs of its client (Client is one)."""
+
+    timeout: float
+    backoff: Backoff
+    lease_margin: Optional[float]
+
+    def _renew_permit(self, name: str, owner: str, slot: int, ttl: int, token: Optional[int], timeout: float) -> PermitInfo: ...
+
+    def _release_permit(self, name: str, owner: str, slot: int, token: Optional[int], timeout: float) -> None: ...
+
+
+class Permit(Lease):
+    """A permit of a semaphore held by this client; made by
+    Client.try_acquire_semaphore/acquire_semaphore/semaphore.
+
+    A Lease (keep-alive thread, ``lost``, ``check()``, ``release()``, a
+    context manager) in a slot of its own, renewed and released by slot.
+    ``resource`` and ``name`` are the semaphore's name. Its fencing token is
+    larger than every token of the semaphore before it, so a protected
+    resource fences per slot: it keeps the largest token seen for each slot
+    (``fence_<slot>``) and refuses a smaller one, which a permit that lost
+    its slot has; one "largest token" would refuse the other live permits.
+    """
+
+    def __init__(self, client: PermitHost, info: PermitInfo, permits: int, ttl: int, t0: float, keepalive: bool = True) -> None:
+        self._slot = info.slot
+        self._permits = permits
+        super().__init__(_PermitHost(client, info.slot), info._as_lock(), ttl, t0, keepalive)
+
+    @property
+    def name(self) -> str:
+        """The semaphore's name (as ``resource``)."""
+        return self.resource
+
+    @property
+    def slot(self) -> int:
+        """The permit's slot, 0 to ``permits`` − 1."""
+        return self._slot  # type: ignore[return-value]
+
+    @property
+    def permits(self) -> int:
+        """The semaphore's number of permits, as acquired."""
+        return self._permits
+
+    @property
+    def info(self) -> PermitInfo:
+        """The permit as the service last reported it (grant or latest renewal)."""
+        lock = self.lock
+        return PermitInfo(lock.resource, self.slot, lock.owner, lock.fencing_token, lock.acquired_at,
+                          lock.expires_at, lock.lock_delay_seconds)
+
+    def __repr__(self) -> str:
+        return (
+            f"Permit(name={self.name!r}, slot={self.slot}, owner={self.owner!r}, "
+            f"fencing_token={self.fencing_token}, held={self.held})"
+        )

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import {
   CredentialsError,
+  FullError,
   HeldError,
   LeaseLostError,
   LocksError,
@@ -13,10 +14,29 @@ import {
   problemFromAnswer,
   retryable,
 } from "./errors.js";
-import { Lease, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
+import { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
 import { RequestSigner, SigningUnavailableError, resolveRegion, type SigV4Options } from "./sigv4.js";
 import { Election } from "./election.js";
-import { decodeAdminLock, decodeWatch, type AdminLock, type ForceReleased, type LockInfo, type LockPage, type WatchResult } from "./types.js";
+import {
+  decodeAdminLock,
+  decodeAdminPermit,
+  decodePermit,
+  decodeSemaphoreStatus,
+  decodeSemaphoreWatch,
+  decodeWatch,
+  type AdminLock,
+  type AdminPermit,
+  type ForceReleased,
+  type LeaseCalls,
+  type LockInfo,
+  type LockPage,
+  type PermitForceReleased,
+  type PermitInfo,
+  type PermitPage,
+  type SemaphoreStatus,
+  type SemaphoreWatchResult,
+  type WatchResult,
+} from "./types.js";
 import { Backoff, parseRetryAfter, settle, sleep } from "./util.js";
 import {
   checkLockDelay,
@@ -28,6 +48,7 @@ import {
   encode,
   errorText,
   lockPath,
+  semaphorePath,
   parseJSON,
   parseLock,
   readLimited,
@@ -145,6 +166,12 @@ export type WithLockOptions = AcquireOptions;
 /** The work {@link Client.withLock} runs: `signal` aborts when the lease is lost (or the caller's signal aborts). */
 export type LockedFunction<T> = (signal: AbortSignal, fencingToken: number, lease: Lease) => Promise<T> | T;
 
+/** The work {@link Client.withSemaphore} runs: `signal` aborts when the permit is lost (or the caller's signal aborts). */
+export type PermitFunction<T> = (signal: AbortSignal, fencingToken: number, permit: Permit) => Promise<T> | T;
+
+/** The largest number of permits a semaphore may have (the service's bound). */
+export const MAX_PERMITS = 100;
+
 /** {@link Client.list}'s options. */
 export interface ListOptions {
   /** The most leases in the page, 1 to 1000. Default: the service's (100). */
@@ -190,7 +217,9 @@ interface RequestOptions {
   timeoutMs?: number;
 }
 
-type AttemptResult = { granted: true; lock: LockInfo; t0: number } | { granted: false; held: HeldError; queueTicket?: string };
+type AttemptResult =
+  | { granted: true; lock: LockInfo; t0: number; permit?: PermitInfo }
+  | { granted: false; held: HeldError; queueTicket?: string };
 
 /**
  * Talks to one lock service. Build one per process and share it.
@@ -212,6 +241,8 @@ export class Client {
   readonly #signer: RequestSigner | undefined;
   /** Whether the service holds an acquire for `wait_seconds`: undefined until known. */
   #serverWait: boolean | undefined;
+  /** The same for semaphore acquires: a service may wait for locks and not (yet) for permits. */
+  #semServerWait: boolean | undefined;
   readonly #pending = new Set<Promise<void>>();
 
   /**
@@ -377,12 +408,7 @@ export class Client {
     checkResource(op, resource);
     checkOptions(op, options);
     const { index = 0, waitSeconds = MAX_SERVER_WAIT_SECONDS, signal } = options;
-    if (!(typeof index === "number" && Number.isSafeInteger(index) && index >= 0)) {
-      throw new RangeError(`${op}: index ${String(index)}: want a whole number ≥ 0 (the index of the last answer)`);
-    }
-    if (!(typeof waitSeconds === "number" && Number.isSafeInteger(waitSeconds) && waitSeconds >= 0 && waitSeconds <= MAX_SERVER_WAIT_SECONDS)) {
-      throw new RangeError(`${op}: waitSeconds ${String(waitSeconds)}: want a whole number from 0 to ${MAX_SERVER_WAIT_SECONDS}`);
-    }
+    checkWatchArgs(op, index, waitSeconds);
     const path = `${lockPath(resource)}/watch?index=${index}&wait_seconds=${waitSeconds}`;
     const ans = await this.#send(op, "GET", path, undefined, { signal, timeoutMs: this.#timeoutMs + waitSeconds * 1000 });
     const w = decodeWatch(parseJSON(op, ans.text));
@@ -463,17 +489,7 @@ export class Client {
    */
   async list(prefix = "", options: ListOptions = {}): Promise<LockPage> {
     const op = `list ${JSON.stringify(prefix)}`;
-    checkOptions(op, options);
-    if (typeof prefix !== "string" || prefix.includes("/")) throw new TypeError(`${op}: prefix must be a string without "/"`);
-    const { limit, cursor } = options;
-    if (limit !== undefined && !(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1000)) {
-      throw new RangeError(`${op}: limit ${String(limit)}: want a whole number from 1 to 1000`);
-    }
-    const q: string[] = [];
-    if (prefix) q.push(`prefix=${encode(prefix)}`);
-    if (limit !== undefined) q.push(`limit=${limit}`);
-    if (cursor) q.push(`cursor=${encode(cursor)}`);
-    const ans = await this.#send(op, "GET", `/admin/locks${q.length ? `?${q.join("&")}` : ""}`, undefined, options);
+    const ans = await this.#send(op, "GET", listPath(op, "/admin/locks", prefix, options), undefined, options);
     const body = parseJSON(op, ans.text);
     if (!Array.isArray(body.locks)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "locks"`);
     const locks = body.locks.map((v: unknown) => {
@@ -527,8 +543,208 @@ export class Client {
     };
   }
 
-  async #acquire(op: string, resource: string, options: TryAcquireOptions, waitMs: number): Promise<Lease> {
+  /**
+   * Asks once for one of the `permits` permits of the semaphore `name`
+   * (every acquirer gives the same number, 1 to {@link MAX_PERMITS}), with
+   * {@link Client.tryAcquire}'s options. Resolves to the {@link Permit} (a
+   * lease in a slot of its own, renewing itself), or rejects with
+   * {@link FullError} (a {@link HeldError}) when every permit is held by
+   * others, or {@link PermitsMismatchError} when the semaphore has another
+   * number of permits. An owner that holds a permit gets its slot again,
+   * with a new token: one permit per owner.
+   */
+  tryAcquireSemaphore(name: string, permits: number, options: TryAcquireOptions = {}): Promise<Permit> {
+    const op = `acquire semaphore ${JSON.stringify(name)}`;
+    try {
+      checkOptions(op, options);
+      checkPermits(op, permits);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#acquire(op, name, options, 0, permits) as Promise<Permit>;
+  }
+
+  /**
+   * Waits for one of the `permits` permits of the semaphore `name` as
+   * {@link Client.acquire} waits for a lock (`waitMs`, default 30 s;
+   * `signal`): in rounds at the service that send back their place in the
+   * queue, or polling a service that does not wait for permits (it answers
+   * 422 to `wait_seconds`; remembered). Rejects with {@link FullError} when
+   * the wait runs out while the semaphore stays full; otherwise as
+   * {@link Client.tryAcquireSemaphore}.
+   */
+  acquireSemaphore(name: string, permits: number, options: AcquireOptions = {}): Promise<Permit> {
+    const op = `acquire semaphore ${JSON.stringify(name)}`;
+    let waitMs: number;
+    try {
+      checkOptions(op, options);
+      checkPermits(op, permits);
+      waitMs = waitBudgetMs(op, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#acquire(op, name, options, waitMs, permits) as Promise<Permit>;
+  }
+
+  /**
+   * {@link Client.withLock} for a semaphore: runs `fn(signal, fencingToken,
+   * permit)` under one of the `permits` permits of `name`, taken as
+   * {@link Client.acquireSemaphore} takes it, and always releases it;
+   * `signal` aborts when the permit is lost, and a loss is reported with a
+   * {@link LeaseLostError} (whose `slot` is the permit's).
+   */
+  async withSemaphore<T>(name: string, permits: number, fn: PermitFunction<T>, options: WithLockOptions = {}): Promise<T> {
+    const permit = await this.acquireSemaphore(name, permits, options);
+    const signal = options.signal ? AbortSignal.any([permit.signal, options.signal]) : permit.signal;
+    let result: T;
+    try {
+      result = await fn(signal, permit.fencingToken, permit);
+    } catch (err) {
+      await permit.release().catch(() => {});
+      throw err;
+    }
+    await permit[Symbol.asyncDispose]();
+    return result;
+  }
+
+  /** The semaphore `name`'s number of permits and live permits (none is not an error). A strongly consistent read. */
+  async semaphoreStatus(name: string, options: { signal?: AbortSignal } = {}): Promise<SemaphoreStatus> {
+    const op = `status of semaphore ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    const ans = await this.#send(op, "GET", semaphorePath(name), undefined, options);
+    const st = decodeSemaphoreStatus(name, parseJSON(op, ans.text));
+    if (!st) throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    return st;
+  }
+
+  /**
+   * {@link Client.watch} for a semaphore: its state as soon as it differs
+   * from the one of `index` (a grant, or the end of a permit), or once
+   * `waitSeconds` (default 20) have passed. One request, not retried.
+   */
+  async watchSemaphore(name: string, options: WatchOptions = {}): Promise<SemaphoreWatchResult> {
+    const op = `watch semaphore ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    const { index = 0, waitSeconds = MAX_SERVER_WAIT_SECONDS, signal } = options;
+    checkWatchArgs(op, index, waitSeconds);
+    const path = `${semaphorePath(name)}/watch?index=${index}&wait_seconds=${waitSeconds}`;
+    const ans = await this.#send(op, "GET", path, undefined, { signal, timeoutMs: this.#timeoutMs + waitSeconds * 1000 });
+    const w = decodeSemaphoreWatch(name, parseJSON(op, ans.text));
+    if (!w) throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    return w;
+  }
+
+  /**
+   * Extends `owner`'s live permit in `slot` of the semaphore `name` to
+   * `ttlSeconds` from now (with `fencingToken`: only that permit). Errors as
+   * for {@link Client.renew}. Most callers use {@link Permit.renew} or the
+   * keep-alive instead.
+   */
+  async renewPermit(name: string, options: { owner: string; slot: number; ttlSeconds: number; fencingToken?: number; signal?: AbortSignal }): Promise<PermitInfo> {
+    const op = `renew semaphore ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    checkOwner(op, options.owner);
+    checkSlot(op, options.slot);
+    checkTtl(op, options.ttlSeconds);
+    checkToken(op, options.fencingToken);
+    const payload: Record<string, unknown> = { owner: options.owner, slot: options.slot, ttl_seconds: options.ttlSeconds };
+    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
+    const ans = await this.#send(op, "POST", `${semaphorePath(name)}/renew`, payload, options);
+    const body = parseJSON(op, ans.text);
+    const permit = decodePermit(body.permit);
+    if (body.renewed !== true || !permit || permit.name !== name || permit.slot !== options.slot) {
+      throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    }
+    return permit;
+  }
+
+  /**
+   * Ends `owner`'s live permit in `slot` of the semaphore `name` (with
+   * `fencingToken`: only that permit); the slot is free at once. Errors as
+   * for {@link Client.release}.
+   */
+  async releasePermit(name: string, options: { owner: string; slot: number; fencingToken?: number; signal?: AbortSignal }): Promise<void> {
+    const op = `release semaphore ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    checkOwner(op, options.owner);
+    checkSlot(op, options.slot);
+    checkToken(op, options.fencingToken);
+    const payload: Record<string, unknown> = { owner: options.owner, slot: options.slot };
+    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
+    await this.#send(op, "DELETE", semaphorePath(name), payload, options);
+  }
+
+  /**
+   * Admin: one page of the permits that keep their slot (live, or inside
+   * their lock-delay) of the semaphores whose name starts with `prefix`.
+   * `limit` counts permits, but a page ends after the semaphore that reaches
+   * it. Follow `cursor`, or use {@link Client.listAllSemaphores}.
+   */
+  async listSemaphores(prefix = "", options: ListOptions = {}): Promise<PermitPage> {
+    const op = `list semaphores ${JSON.stringify(prefix)}`;
+    const ans = await this.#send(op, "GET", listPath(op, "/admin/semaphores", prefix, options), undefined, options);
+    const body = parseJSON(op, ans.text);
+    if (!Array.isArray(body.holders)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "holders"`);
+    const holders = body.holders.map((v: unknown) => {
+      const p = decodeAdminPermit(v);
+      if (!p || !p.name.startsWith(prefix)) throw new UnexpectedAnswerError(`${op}: malformed permit in answer`);
+      return p;
+    });
+    return { holders, cursor: typeof body.cursor === "string" && body.cursor !== "" ? body.cursor : undefined };
+  }
+
+  /** Admin: every permit {@link Client.listSemaphores} finds under `prefix`, following the cursor page by page. */
+  async listAllSemaphores(prefix = "", options: { signal?: AbortSignal } = {}): Promise<AdminPermit[]> {
+    const all: AdminPermit[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.listSemaphores(prefix, { limit: 1000, cursor, signal: options.signal });
+      all.push(...page.holders);
+      cursor = page.cursor;
+    } while (cursor);
+    return all;
+  }
+
+  /**
+   * Admin: {@link Client.forceRelease} for the permit in `slot` of the
+   * semaphore `name`: resolves to the permit it ended and `freeAt`; with
+   * `fencingToken` that is not the permit's, rejects with
+   * {@link StaleTokenError} whose `currentPermit` is the permit that keeps
+   * the slot. Not retried.
+   */
+  async forceReleasePermit(name: string, slot: number, reason: string, options: ForceReleaseOptions = {}): Promise<PermitForceReleased> {
+    const op = `force-release semaphore ${JSON.stringify(name)} slot ${slot}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    checkSlot(op, slot);
+    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
+    checkToken(op, options.fencingToken);
+    const payload: Record<string, unknown> = { slot, reason };
+    if (options.immediate) payload.immediate = true;
+    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
+    const ans = await this.#send(op, "DELETE", `/admin${semaphorePath(name)}`, payload, options);
+    const body = parseJSON(op, ans.text);
+    const ended = decodeAdminPermit(body.ended);
+    if (!ended || ended.name !== name || ended.slot !== slot) throw new UnexpectedAnswerError(`${op}: malformed answer: no permit ended`);
+    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+    return {
+      ...ended,
+      reason: typeof body.reason === "string" ? body.reason : reason,
+      immediate: body.immediate === true,
+      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
+    };
+  }
+
+  async #acquire(op: string, resource: string, options: TryAcquireOptions, waitMs: number, permits = 0): Promise<Lease> {
     checkResource(op, resource);
+    const serverWaitKnown = () => (permits ? this.#semServerWait : this.#serverWait);
+    const setServerWait = (v: boolean) => {
+      if (permits) this.#semServerWait = v;
+      else this.#serverWait = v;
+    };
     if (options.owner !== undefined) checkOwner(op, options.owner);
     const { signal, ttlSeconds = DEFAULT_TTL_SECONDS } = options;
     checkTtl(op, ttlSeconds);
@@ -552,7 +768,7 @@ export class Client {
     try {
       for (let attempt = 0; !stop.aborted; ) {
         let wait = 0;
-        if (waitMs > 0 && this.#serverWait !== false) {
+        if (waitMs > 0 && serverWaitKnown() !== false) {
           // Leave time for the answer to come back within the budget, and a
           // third of the lease's local validity after a grant at the end.
           wait = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), roundLimit);
@@ -560,25 +776,28 @@ export class Client {
         const serverWaits = wait >= 1;
         const started = performance.now();
         const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds,
-          serverWaits ? queueTicket : undefined);
+          serverWaits ? queueTicket : undefined, permits);
         const r = await settle(p, stop);
         if (r.status === "aborted") {
-          this.#releaseLate(p, resource, owner, generated);
+          this.#releaseLate(p, resource, owner, generated, permits);
           lastUnknown = false;
           break;
         }
         if (r.status === "ok") {
           lastUnknown = false;
-          if (serverWaits) this.#serverWait = true;
+          if (serverWaits) setServerWait(true);
           const a = r.value;
           if (a.granted) {
-            const lease = new Lease({
-              client: this, lock: a.lock, ttlSeconds, t0: a.t0,
+            const setup = {
+              client: this as LeaseCalls, lock: a.lock, ttlSeconds, t0: a.t0,
               marginMs: this.#marginMs, backoff: this.#backoff, keepAlive: options.keepAlive ?? true,
-            });
+            };
+            const lease = a.permit
+              ? new Permit({ ...setup, client: this.#permitCalls(a.permit.slot), slot: a.permit.slot, permits })
+              : new Lease(setup);
             if (lease.held) return lease;
             // The answer came after the lease's local deadline: give it back and try again.
-            this.#background(this.#cleanUp(resource, owner, a.lock.fencingToken));
+            this.#background(this.#cleanUp(resource, owner, a));
             last = (lease.signal.reason as LeaseLostError).reason;
           } else {
             last = a.held;
@@ -593,7 +812,7 @@ export class Client {
         } else {
           const err = r.error;
           if (serverWaits && err instanceof ValidationError && err.errors.some((f) => f.field === "wait_seconds")) {
-            this.#serverWait = false; // an older service: poll from now on
+            setServerWait(false); // an older service (for permits: one that does not wait for them yet): poll from now on
             continue;
           }
           if (!retryable(err)) throw err;
@@ -606,7 +825,7 @@ export class Client {
       }
       if (lastUnknown && generated) {
         // Nobody else uses this owner: end whatever lease it may have.
-        this.#background(this.#cleanUp(resource, owner));
+        this.#background(this.#cleanUp(resource, owner, undefined, permits));
       }
       if (signal?.aborted) throw signal.reason;
       throw last ?? budget.signal.reason;
@@ -618,15 +837,28 @@ export class Client {
   /** One acquire request. It is deliberately not cancelled by the caller's signal, so that a late grant is heard and released. */
   async #attempt(
     op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined,
-    queueTicket?: string,
+    queueTicket: string | undefined, permits: number,
   ): Promise<AttemptResult> {
     const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds };
+    if (permits) payload.permits = permits;
     if (waitSeconds !== undefined) payload.wait_seconds = waitSeconds;
     if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
     if (queueTicket !== undefined) payload.queue_ticket = queueTicket;
     const t0 = performance.now(); // before sending: the lease cannot have started earlier
-    const ans = await this.#send(op, "POST", lockPath(resource), payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
+    const path = permits ? semaphorePath(resource) : lockPath(resource);
+    const ans = await this.#send(op, "POST", path, payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
     const body = parseJSON(op, ans.text);
+    if (permits && body.acquired === true) {
+      const permit = decodePermit(body.permit);
+      if (!permit || permit.name !== resource) throw new UnexpectedAnswerError(`${op}: malformed permit in answer`);
+      return { granted: true, lock: permitAsLock(permit), t0, permit };
+    }
+    if (permits && body.acquired === false) {
+      const at = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+      const full = new FullError(resource, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")));
+      const queueTicket = typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
+      return { granted: false, held: full, queueTicket };
+    }
     if (body.acquired === true) return { granted: true, lock: parseLock(op, body.lock), t0 };
     if (body.acquired === false) {
       const exp = typeof body.expires_at === "string" ? new Date(body.expires_at) : undefined;
@@ -640,18 +872,40 @@ export class Client {
   }
 
   /** Releases what an abandoned attempt turns out to have been granted. A clean acquired:false needs nothing. */
-  #releaseLate(p: Promise<AttemptResult>, resource: string, owner: string, generated: boolean): void {
+  #releaseLate(p: Promise<AttemptResult>, resource: string, owner: string, generated: boolean, permits: number): void {
     this.#background(
       p.then(
-        (a) => (a.granted ? this.#cleanUp(resource, owner, a.lock.fencingToken) : undefined),
-        (err: unknown) => (generated && outcomeUnknown(err) ? this.#cleanUp(resource, owner) : undefined),
+        (a) => (a.granted ? this.#cleanUp(resource, owner, a) : undefined),
+        (err: unknown) => (generated && outcomeUnknown(err) ? this.#cleanUp(resource, owner, undefined, permits) : undefined),
       ),
     );
   }
 
-  /** The clean-up release of a grant nobody will use: temporary failures are retried for up to {@link RELEASE_RETRY_TIMEOUT_MS}. */
-  #cleanUp(resource: string, owner: string, fencingToken?: number): Promise<void> {
-    return releaseRetrying(this, resource, { owner, fencingToken, backoff: this.#backoff });
+  /**
+   * The clean-up release of a grant nobody will use (with its token, and its
+   * slot for a permit), or of whatever lease `owner` may hold (a lock's by
+   * owner; a permit's found by a status read): temporary failures are retried
+   * for up to {@link RELEASE_RETRY_TIMEOUT_MS}.
+   */
+  async #cleanUp(resource: string, owner: string, grant?: { lock: LockInfo; permit?: PermitInfo }, permits = 0): Promise<void> {
+    if (grant?.permit) {
+      return releaseRetrying(this.#permitCalls(grant.permit.slot), resource, { owner, fencingToken: grant.lock.fencingToken, backoff: this.#backoff });
+    }
+    if (!grant && permits) {
+      const st = await this.semaphoreStatus(resource, { signal: AbortSignal.timeout(RELEASE_RETRY_TIMEOUT_MS) });
+      const mine = st.holders.find((h) => h.owner === owner);
+      if (!mine) return;
+      return releaseRetrying(this.#permitCalls(mine.slot), resource, { owner, fencingToken: mine.fencingToken, backoff: this.#backoff });
+    }
+    return releaseRetrying(this, resource, { owner, fencingToken: grant?.lock.fencingToken, backoff: this.#backoff });
+  }
+
+  /** The renew and release of a permit in `slot`, as a {@link Lease} calls them. */
+  #permitCalls(slot: number): LeaseCalls {
+    return {
+      renew: async (name, o) => permitAsLock(await this.renewPermit(name, { ...o, slot })),
+      release: (name, o) => this.releasePermit(name, { ...o, slot }),
+    };
   }
 
   #background(p: Promise<unknown>): void {
@@ -721,6 +975,14 @@ export function withLock<T>(resource: string, fn: LockedFunction<T>, options: Wi
   return (client ?? (envClient ??= Client.fromEnv())).withLock(resource, fn, rest);
 }
 
+/** {@link Client.withSemaphore} on `options.client`, or on a client from the environment (see {@link withLock}). */
+export function withSemaphore<T>(
+  name: string, permits: number, fn: PermitFunction<T>, options: WithLockOptions & { client?: Client } = {},
+): Promise<T> {
+  const { client, ...rest } = options;
+  return (client ?? (envClient ??= Client.fromEnv())).withSemaphore(name, permits, fn, rest);
+}
+
 /** {@link Client.fromEnv} as a function: a client from `LOCKS_ENDPOINT`, `LOCKS_SIGV4` and `AWS_REGION`. */
 export function fromEnv(options?: FromEnvOptions): Client {
   return Client.fromEnv(options);
@@ -734,6 +996,47 @@ export type LockClient = Client;
 /** A fresh owner: `${hostname}:${pid}:${random}`. */
 export function defaultOwner(): string {
   return `${hostname()}:${process.pid}:${randomBytes(6).toString("hex")}`;
+}
+
+/** A permit as the {@link LockInfo} of its {@link Lease} (`resource` is the semaphore's name). */
+function permitAsLock(p: PermitInfo): LockInfo {
+  return { resource: p.name, owner: p.owner, fencingToken: p.fencingToken, acquiredAt: p.acquiredAt, expiresAt: p.expiresAt, lockDelaySeconds: p.lockDelaySeconds };
+}
+
+function checkPermits(op: string, permits: unknown): void {
+  if (typeof permits !== "number" || !Number.isSafeInteger(permits) || permits < 1 || permits > MAX_PERMITS) {
+    throw new RangeError(`${op}: permits ${String(permits)}: want a whole number from 1 to ${MAX_PERMITS}`);
+  }
+}
+
+function checkSlot(op: string, slot: unknown): void {
+  if (typeof slot !== "number" || !Number.isSafeInteger(slot) || slot < 0 || slot >= MAX_PERMITS) {
+    throw new RangeError(`${op}: slot ${String(slot)}: want a whole number from 0 to ${MAX_PERMITS - 1}`);
+  }
+}
+
+function checkWatchArgs(op: string, index: unknown, waitSeconds: unknown): void {
+  if (!(typeof index === "number" && Number.isSafeInteger(index) && index >= 0)) {
+    throw new RangeError(`${op}: index ${String(index)}: want a whole number ≥ 0 (the index of the last answer)`);
+  }
+  if (!(typeof waitSeconds === "number" && Number.isSafeInteger(waitSeconds) && waitSeconds >= 0 && waitSeconds <= MAX_SERVER_WAIT_SECONDS)) {
+    throw new RangeError(`${op}: waitSeconds ${String(waitSeconds)}: want a whole number from 0 to ${MAX_SERVER_WAIT_SECONDS}`);
+  }
+}
+
+/** The path of one page of a listing at `route`. */
+function listPath(op: string, route: string, prefix: unknown, options: ListOptions): string {
+  checkOptions(op, options);
+  if (typeof prefix !== "string" || prefix.includes("/")) throw new TypeError(`${op}: prefix must be a string without "/"`);
+  const { limit, cursor } = options;
+  if (limit !== undefined && !(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1000)) {
+    throw new RangeError(`${op}: limit ${String(limit)}: want a whole number from 1 to 1000`);
+  }
+  const q: string[] = [];
+  if (prefix) q.push(`prefix=${encode(prefix)}`);
+  if (limit !== undefined) q.push(`limit=${limit}`);
+  if (cursor) q.push(`cursor=${encode(cursor)}`);
+  return `${route}${q.length ? `?${q.join("&")}` : ""}`;
 }
 
 /** The earliest the service suggested trying again after err, in ms. */

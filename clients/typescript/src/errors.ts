@@ -1,4 +1,4 @@
-import { decodeAdminLock, type AdminLock } from "./types.js";
+import { decodeAdminLock, decodeAdminPermit, type AdminLock, type AdminPermit } from "./types.js";
 
 /** Prefix of the `type` URI of every problem the lock service answers with; the slug follows it. */
 export const PROBLEM_TYPE_BASE = "https://ft288.dev/problems/";
@@ -30,6 +30,8 @@ export interface ProblemInit {
   retryAfterMs?: number;
   forceReleased?: boolean;
   current?: AdminLock;
+  currentPermit?: AdminPermit;
+  permits?: number;
 }
 
 /**
@@ -65,6 +67,12 @@ export class ProblemError extends LocksError {
    * problem's `current` member); undefined otherwise.
    */
   readonly current: AdminLock | undefined;
+  /**
+   * The permit that now keeps the slot, on the 409 `stale-token` answer to
+   * {@link Client.forceReleasePermit} with a fencing token that was not the
+   * permit's; undefined otherwise.
+   */
+  readonly currentPermit: AdminPermit | undefined;
 
   constructor(operation: string, init: ProblemInit) {
     super(`${operation}: ${describe(init)}`);
@@ -77,6 +85,7 @@ export class ProblemError extends LocksError {
     this.retryAfterMs = init.retryAfterMs;
     this.forceReleased = init.forceReleased ?? false;
     this.current = init.current;
+    this.currentPermit = init.currentPermit;
   }
 
   /** The slug of `type` ("not-found", "stale-token", ...), or "" when it is not one of the lock service's types. */
@@ -113,6 +122,20 @@ export class ForbiddenError extends ProblemError {}
  * another lease blocks the lock, and `current` is that lease.
  */
 export class StaleTokenError extends ProblemError {}
+/**
+ * 409 `permits-mismatch`: a semaphore acquire asked for another number of
+ * permits than the semaphore has while some permit is held; `permits` is the
+ * semaphore's. Every acquirer must give the same number. Not "full": the
+ * semaphore may have free permits. Not retried.
+ */
+export class PermitsMismatchError extends ProblemError {
+  /** The semaphore's number of permits, when the service said. */
+  readonly permits: number | undefined;
+  constructor(operation: string, init: ProblemInit) {
+    super(operation, init);
+    this.permits = init.permits;
+  }
+}
 /** The service refused the request as invalid (400, 413, 422). Sending it again will not help. */
 export class InvalidRequestError extends ProblemError {}
 /** 422 `validation-failed`: a field is missing, of the wrong type, out of range or unknown; see `errors`. */
@@ -141,6 +164,7 @@ const bySlug: Record<string, new (operation: string, init: ProblemInit) => Probl
   "not-found": NotFoundError,
   forbidden: ForbiddenError,
   "stale-token": StaleTokenError,
+  "permits-mismatch": PermitsMismatchError,
   "validation-failed": ValidationError,
   "invalid-json": InvalidJsonError,
   "payload-too-large": PayloadTooLargeError,
@@ -175,6 +199,8 @@ export function problemFromAnswer(operation: string, status: number, body: strin
     const init: ProblemInit = {
       status, type, title, detail: str(o.detail), instance: str(o.instance), errors, retryAfterMs, forceReleased: o.force_released === true,
       current: decodeAdminLock(o.current),
+      currentPermit: decodeAdminPermit(o.current),
+      permits: typeof o.permits === "number" ? o.permits : undefined,
     };
     const slug = type?.startsWith(PROBLEM_TYPE_BASE) ? type.slice(PROBLEM_TYPE_BASE.length) : "";
     const Cls = Object.hasOwn(bySlug, slug) ? bySlug[slug]! : ProblemError;
@@ -204,14 +230,36 @@ export class HeldError extends LocksError {
   /** The service's advice on when to try again (Retry-After), in milliseconds, when given. */
   readonly retryAfterMs: number | undefined;
 
-  constructor(resource: string, expiresAt?: Date, retryAfterMs?: number) {
-    let msg = `lock ${JSON.stringify(resource)} is held by another owner`;
+  constructor(resource: string, expiresAt?: Date, retryAfterMs?: number, what?: string) {
+    let msg = what ?? `lock ${JSON.stringify(resource)} is held by another owner`;
     if (expiresAt) msg += ` until ${expiresAt.toISOString()}`;
     if (retryAfterMs !== undefined) msg += ` (retry after ${retryAfterMs} ms)`;
     super(msg);
     this.resource = resource;
     this.expiresAt = expiresAt;
     this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * The answer of {@link Client.tryAcquireSemaphore} (and of an
+ * `acquireSemaphore` whose wait ran out) when every permit is held by
+ * another owner: a {@link HeldError} (the semaphore's "held"), whose
+ * `resource` is the semaphore's name. A semaphore with another number of
+ * permits is a {@link PermitsMismatchError} instead.
+ */
+export class FullError extends HeldError {
+  /**
+   * The earliest time a permit comes free by the service's clock (an
+   * expiry, or the end of a lock-delay); undefined when the service did not
+   * say: the permits it saw free were taken meanwhile, and trying again at
+   * once may succeed. (`expiresAt` is the same date.)
+   */
+  readonly freeAt: Date | undefined;
+
+  constructor(name: string, freeAt?: Date, retryAfterMs?: number) {
+    super(name, freeAt, retryAfterMs, `semaphore ${JSON.stringify(name)} is full: every permit is held by another owner`);
+    this.freeAt = freeAt;
   }
 }
 
@@ -242,15 +290,19 @@ export class LeaseLostError extends LocksError {
   readonly reason: Error;
   /** True when an operator force released the lease (a 404 with `force_released`). */
   readonly forceReleased: boolean;
+  /** The permit's slot when the lease was a semaphore's permit (`resource` is then the semaphore's name); undefined for a lock. */
+  readonly slot: number | undefined;
 
-  constructor(resource: string, fencingToken: number, reason: Error) {
+  constructor(resource: string, fencingToken: number, reason: Error, slot?: number) {
     const forced = reason instanceof ProblemError && reason.forceReleased;
     const why = forced ? `it was force released by an operator (${reason.message})` : reason.message;
-    super(`lease on ${JSON.stringify(resource)} (fencing token ${fencingToken}) lost: ${why}`, { cause: reason });
+    const what = slot === undefined ? `lease on ${JSON.stringify(resource)}` : `permit in slot ${slot} of semaphore ${JSON.stringify(resource)}`;
+    super(`${what} (fencing token ${fencingToken}) lost: ${why}`, { cause: reason });
     this.resource = resource;
     this.fencingToken = fencingToken;
     this.reason = reason;
     this.forceReleased = forced;
+    this.slot = slot;
   }
 }
 

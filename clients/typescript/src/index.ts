@@ -2,6 +2,7 @@ export {
   Client,
   LockClient,
   withLock,
+  withSemaphore,
   fromEnv,
   defaultOwner,
   DEFAULT_ENDPOINT,
@@ -12,6 +13,7 @@ export {
   DEFAULT_BACKOFF_BASE_MS,
   DEFAULT_BACKOFF_MAX_MS,
   MAX_SERVER_WAIT_SECONDS,
+  MAX_PERMITS,
   type ClientOptions,
   type WatchOptions,
   type LockClientOptions,
@@ -20,12 +22,25 @@ export {
   type AcquireOptions,
   type WithLockOptions,
   type LockedFunction,
+  type PermitFunction,
   type ListOptions,
   type ForceReleaseOptions,
 } from "./client.js";
-export type { LockInfo, AdminLock, LockPage, ForceReleased, WatchResult } from "./types.js";
+export type {
+  LockInfo,
+  AdminLock,
+  LockPage,
+  ForceReleased,
+  WatchResult,
+  PermitInfo,
+  AdminPermit,
+  PermitPage,
+  PermitForceReleased,
+  SemaphoreStatus,
+  SemaphoreWatchResult,
+} from "./types.js";
 export { Election, type Leader, type Observation, type CampaignOptions, type ObserveOptions } from "./election.js";
-export { Lease, RELEASE_RETRY_TIMEOUT_MS } from "./lease.js";
+export { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS } from "./lease.js";
 export {
   SIGV4_SERVICE,
   SIGV4_INSTALL,
@@ -49,6 +64,8 @@ export {
   ServiceUnavailableError,
   InternalError,
   HeldError,
+  FullError,
+  PermitsMismatchError,
   LeaseLostError,
   LeaseExpiredError,
   LeaseReleasedError,

@@ -9,7 +9,7 @@ import {
   outcomeUnknown,
   retryable,
 } from "./errors.js";
-import type { LeaseCalls, LockInfo } from "./types.js";
+import type { LeaseCalls, LockInfo, PermitInfo } from "./types.js";
 import { Backoff, sleep } from "./util.js";
 
 /**
@@ -85,6 +85,8 @@ export interface LeaseSetup {
   marginMs: number | undefined;
   backoff: Backoff;
   keepAlive: boolean;
+  /** A semaphore's permit: its slot (`lock.resource` is the semaphore's name, `client` renews and releases by slot). */
+  slot?: number;
 }
 
 /**
@@ -133,6 +135,8 @@ export class Lease implements AsyncDisposable {
   #keepAlive: { stop: AbortController; done: Promise<void> } | undefined;
   /** Whether a release has settled the lease at the service: it succeeded, or was refused for good. */
   #settled = false;
+  /** A permit's slot, for its lost-lease error; undefined for a lock. */
+  readonly #slot: number | undefined;
 
   /** Leases are made by {@link Client.acquire} and {@link Client.tryAcquire}, not directly. */
   constructor(setup: LeaseSetup) {
@@ -146,6 +150,7 @@ export class Lease implements AsyncDisposable {
     this.#ttlMs = ttlSeconds * 1000;
     this.#marginMs = leaseMarginMs(this.#ttlMs, setup.marginMs);
     this.#lock = lock;
+    this.#slot = setup.slot;
     this.#lastT0 = t0;
     this.#deadline = t0 + this.#ttlMs - this.#marginMs;
     if (performance.now() >= this.#deadline) {
@@ -287,7 +292,7 @@ export class Lease implements AsyncDisposable {
     } catch (err) {
       if (lost) throw lost;
       if (err instanceof NotFoundError || err instanceof ForbiddenError || err instanceof StaleTokenError) {
-        throw new LeaseLostError(this.resource, this.fencingToken, err);
+        throw new LeaseLostError(this.resource, this.fencingToken, err, this.#slot);
       }
       return; // a temporary failure: the lease runs out by itself
     }
@@ -314,7 +319,7 @@ export class Lease implements AsyncDisposable {
     this.#ended = true;
     clearTimeout(this.#watchdog);
     this.#keepAlive?.stop.abort();
-    this.#ac.abort(new LeaseLostError(this.resource, this.fencingToken, reason));
+    this.#ac.abort(new LeaseLostError(this.resource, this.fencingToken, reason, this.#slot));
   }
 
   /** Records a renewal sent at t0; false when the lease had ended before its answer came. */
@@ -361,5 +366,40 @@ export class Lease implements AsyncDisposable {
       }
       if (!(await sleep(Math.min(b.delay(attempt), deadline - performance.now()), stop, true))) return false;
     }
+  }
+}
+
+/**
+ * A permit of a semaphore held by this client, as
+ * {@link Client.acquireSemaphore} and {@link Client.tryAcquireSemaphore}
+ * return it: a {@link Lease} (keep-alive, `signal` aborting on loss,
+ * `release()`, `await using`) in a slot of its own, renewed and released by
+ * slot. Its `fencingToken` is larger than every token of the semaphore
+ * before it, so a protected resource fences per slot: it keeps the largest
+ * token seen for each slot (`fence_${slot}`) and refuses a smaller one,
+ * which a permit that lost its slot has; one "largest token" would refuse
+ * the other live permits. `resource` is the semaphore's name.
+ */
+export class Permit extends Lease {
+  /** The semaphore's name (as `resource`). */
+  readonly name: string;
+  /** The permit's slot, 0 to `permits` − 1. */
+  readonly slot: number;
+  /** The semaphore's number of permits, as acquired. */
+  readonly permits: number;
+
+  /** Permits are made by {@link Client.acquireSemaphore} and {@link Client.tryAcquireSemaphore}, not directly. */
+  constructor(setup: LeaseSetup & { slot: number; permits: number }) {
+    super(setup);
+    this.name = this.resource;
+    this.slot = setup.slot;
+    this.permits = setup.permits;
+  }
+
+  /** The permit as the service last reported it (at the grant or the latest renewal). */
+  get info(): PermitInfo {
+    const l = this.lock;
+    return { name: l.resource, slot: this.slot, owner: l.owner, fencingToken: l.fencingToken, acquiredAt: l.acquiredAt,
+      expiresAt: l.expiresAt, lockDelaySeconds: l.lockDelaySeconds };
   }
 }

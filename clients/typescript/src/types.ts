@@ -71,6 +71,72 @@ export interface WatchResult {
   lock: LockInfo | undefined;
 }
 
+/**
+ * A live permit of a semaphore as the service reports it. Its times are the
+ * service's clock: informational only.
+ */
+export interface PermitInfo {
+  /** The semaphore's name. */
+  name: string;
+  /** The permit's slot, 0 to N − 1: fence per slot (`fence_${slot}`). */
+  slot: number;
+  owner: string;
+  /** Strictly greater than every token issued before for any permit of the semaphore. */
+  fencingToken: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  /** The permit's lock-delay in seconds, 0 when it has none. */
+  lockDelaySeconds: number;
+}
+
+/**
+ * A permit as the admin routes show it: the permit, the semaphore's number
+ * of permits and the IAM principal bound to it ("" without IAM auth). A
+ * permit inside its lock-delay has an `expiresAt` in the past.
+ */
+export interface AdminPermit extends PermitInfo {
+  permits: number;
+  principal: string;
+  /** An operator force released it; listed while its lock-delay still keeps the slot. */
+  forceReleased: boolean;
+}
+
+/** {@link Client.semaphoreStatus}: the semaphore's number of permits (undefined when it has no record) and its live permits. */
+export interface SemaphoreStatus {
+  name: string;
+  permits: number | undefined;
+  holders: PermitInfo[];
+}
+
+/**
+ * One answer of {@link Client.watchSemaphore}. `index` is 0 for a semaphore
+ * never taken, else 2 × the latest token + 1 − the number of live permits:
+ * it grows at every grant and every end of a permit (a renewal is no change).
+ */
+export interface SemaphoreWatchResult {
+  name: string;
+  index: number;
+  changed: boolean;
+  permits: number | undefined;
+  /** The latest permit's token, live or not; undefined for a semaphore never taken. */
+  fencingToken: number | undefined;
+  holders: PermitInfo[];
+}
+
+/** One page of {@link Client.listSemaphores}: follow `cursor` until it is undefined. */
+export interface PermitPage {
+  /** The page's permits; a semaphore's permits are never split over two pages. */
+  holders: AdminPermit[];
+  cursor: string | undefined;
+}
+
+/** What {@link Client.forceReleasePermit} did: the permit it ended, as it was, and when others may take the slot. */
+export interface PermitForceReleased extends AdminPermit {
+  reason: string;
+  immediate: boolean;
+  freeAt: Date | undefined;
+}
+
 /** The two calls a {@link Lease} makes on its client: {@link Client} has them. */
 export interface LeaseCalls {
   renew(resource: string, options: { owner: string; ttlSeconds: number; fencingToken?: number; signal?: AbortSignal }): Promise<LockInfo>;
@@ -121,4 +187,62 @@ export function decodeWatch(v: unknown): WatchResult | undefined {
     return undefined;
   }
   return { resource: o.resource, index, changed, fencingToken: token, lock };
+}
+
+/** A permit document of the service as a {@link PermitInfo}; undefined when malformed. */
+export function decodePermit(v: unknown): PermitInfo | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const lock = decodeLock({ ...o, resource: o.name });
+  const slot = o.slot;
+  if (!lock || typeof slot !== "number" || !Number.isSafeInteger(slot) || slot < 0) return undefined;
+  return { name: lock.resource, slot, owner: lock.owner, fencingToken: lock.fencingToken, acquiredAt: lock.acquiredAt,
+    expiresAt: lock.expiresAt, lockDelaySeconds: lock.lockDelaySeconds };
+}
+
+/** A permit document of the admin routes; undefined when malformed. */
+export function decodeAdminPermit(v: unknown): AdminPermit | undefined {
+  const p = decodePermit(v);
+  if (!p) return undefined;
+  const o = v as Record<string, unknown>;
+  if (typeof o.permits !== "number" || !Number.isSafeInteger(o.permits) || o.permits < 1) return undefined;
+  if (o.principal !== undefined && typeof o.principal !== "string") return undefined;
+  return { ...p, permits: o.permits, principal: o.principal ?? "", forceReleased: o.force_released === true };
+}
+
+/** The permits of a status or watch answer of `name`; undefined when malformed. */
+function decodeHolders(name: string, v: unknown): PermitInfo[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  const holders = v.map(decodePermit);
+  return holders.every((h): h is PermitInfo => h !== undefined && h.name === name) ? holders : undefined;
+}
+
+function decodePermits(v: unknown): number | undefined | null {
+  if (v === undefined) return undefined;
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 1 ? v : null;
+}
+
+/** A semaphore status answer; undefined when malformed. */
+export function decodeSemaphoreStatus(name: string, v: unknown): SemaphoreStatus | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const holders = decodeHolders(name, o.holders);
+  const permits = decodePermits(o.permits);
+  if (!holders || permits === null || (o.name !== undefined && o.name !== name)) return undefined;
+  return { name, permits, holders };
+}
+
+/** A semaphore watch answer; undefined when malformed. */
+export function decodeSemaphoreWatch(name: string, v: unknown): SemaphoreWatchResult | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const st = decodeSemaphoreStatus(name, v);
+  const { index, changed } = o;
+  const token = o.fencing_token ?? undefined;
+  if (
+    !st ||
+    typeof index !== "number" || !Number.isSafeInteger(index) || index < 0 ||
+    typeof changed !== "boolean" ||
+    (token !== undefined && (typeof token !== "number" || !Number.isSafeInteger(token) || token < 1))
+  ) {
+    return undefined;
+  }
+  return { name, index, changed, permits: st.permits, fencingToken: token, holders: st.holders };
 }

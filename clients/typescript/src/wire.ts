@@ -49,6 +49,11 @@ export function lockPath(resource: string): string {
   return `/locks/${encode(resource)}`;
 }
 
+/** The path of a semaphore. */
+export function semaphorePath(name: string): string {
+  return `/semaphores/${encode(name)}`;
+}
+
 export function parseJSON(op: string, text: string): Record<string, unknown> {
   let v: unknown;
   try {

@@ -5,7 +5,9 @@ import { hostname } from "node:os";
 import { after, before, describe, test } from "node:test";
 import {
   ForbiddenError,
+  FullError,
   HeldError,
+  PermitsMismatchError,
   InvalidRequestError,
   LeaseExpiredError,
   LeaseLostError,
@@ -426,5 +428,55 @@ describe("against the local runner", { concurrency: true }, () => {
     } finally {
       await db("DeleteTable", {});
     }
+  });
+});
+
+describe("semaphores against the local runner", { concurrency: true }, () => {
+  test("withSemaphore from six callers: never more than N at once, N reached, a token each", async () => {
+    const name = uniqueName("sem-at-most-n");
+    let running = 0;
+    let most = 0;
+    const tokens = new Set<number>();
+    await Promise.all(
+      Array.from({ length: 6 }, () =>
+        locks.withSemaphore(name, 2, async (signal, token) => {
+          most = Math.max(most, ++running);
+          tokens.add(token);
+          await delay(200);
+          running--;
+          signal.throwIfAborted();
+        }, { ttlSeconds: 5, waitMs: 20_000 }),
+      ),
+    );
+    assert.equal(most, 2);
+    assert.equal(tokens.size, 6);
+  });
+
+  test("full and permits mismatch; renew and release by slot; the keep-alive; a force release ends the permit", async () => {
+    const name = uniqueName("sem-slots");
+    const a = await locks.tryAcquireSemaphore(name, 2, { ttlSeconds: 2 });
+    const b = await locks.tryAcquireSemaphore(name, 2, { ttlSeconds: 30, keepAlive: false });
+    assert.notEqual(a.slot, b.slot);
+    assert.ok(b.fencingToken > a.fencingToken);
+    const full = await locks.tryAcquireSemaphore(name, 2).catch((e: unknown) => e);
+    assert.ok(full instanceof FullError && full instanceof HeldError, String(full));
+    const mismatch = await locks.tryAcquireSemaphore(name, 3).catch((e: unknown) => e);
+    assert.ok(mismatch instanceof PermitsMismatchError && mismatch.permits === 2, String(mismatch));
+
+    await delay(2500); // past a's TTL: its keep-alive renewed it by slot
+    const st = await locks.semaphoreStatus(name);
+    assert.equal(st.permits, 2);
+    assert.deepEqual(st.holders.map((h) => h.slot).sort(), [0, 1]);
+    assert.ok(a.held);
+    await b.renew();
+    await assert.rejects(locks.releasePermit(name, { owner: b.owner, slot: a.slot }), ForbiddenError);
+    await b.release();
+    assert.deepEqual((await locks.semaphoreStatus(name)).holders.map((h) => h.owner), [a.owner]);
+
+    const listed = await locks.listAllSemaphores(name);
+    assert.deepEqual(listed.map((p) => [p.slot, p.fencingToken, p.permits]), [[a.slot, a.fencingToken, 2]]);
+    await locks.forceReleasePermit(name, a.slot, "test: holder is gone", { immediate: true });
+    const reason = await aborted(a.signal, 5000);
+    assert.ok(reason instanceof LeaseLostError && reason.forceReleased && reason.slot === a.slot, String(reason));
   });
 });

@@ -16,6 +16,11 @@ until its TTL runs out unless renewed ('lockctl renew') or released
 owner is HOST:PID:RANDOM, unique to this call. With --lock-delay, a lease
 that expires unreleased keeps others from the lock that much longer.
 
+With -n N (--permits N) RESOURCE is a semaphore of N permits: lockctl takes
+one of them and prints the permit, with its "slot" (renew and release it
+with --slot). Every acquirer must give the same N; another is refused
+(exit 4). A full semaphore exits 75 as a held lock does.
+
 If --wait runs out while a request is in flight and the service grants it
 after all, lockctl releases that lease before it exits.`
 
@@ -26,10 +31,14 @@ func acquireCmd(args []string, env Env) int {
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
 	lockDelay := fs.lockDelayFlag()
+	permits := fs.permitsFlag()
 	held := fs.heldFlags()
 	resource, err := parseOnly(fs, args)
 	if err == nil {
 		err = checkTTL(*ttl)
+	}
+	if err == nil {
+		err = checkPermits(*permits)
 	}
 	var opts []client.AcquireOption
 	if err == nil {
@@ -42,6 +51,20 @@ func acquireCmd(args []string, env Env) int {
 		return parseFailed(fs, env, err)
 	}
 	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
+		if *permits > 0 {
+			p, err := takePermit(ctx, c, resource, *permits, *owner, *ttl, *wait, opts)
+			if errors.Is(err, client.ErrFull) {
+				h := &heldError{err: err, opt: held}
+				if *wait > 0 {
+					h.msg = fmt.Sprintf("semaphore %q is full: its %d permits are held by other owners; gave up after waiting %s (--wait)", resource, *permits, *wait)
+				}
+				return nil, h
+			}
+			if err != nil {
+				return nil, err
+			}
+			return p.Info(), nil
+		}
 		lease, err := take(ctx, c, resource, *owner, *ttl, *wait, opts)
 		if errors.Is(err, client.ErrHeld) {
 			h := &heldError{err: err, opt: held}

@@ -112,6 +112,17 @@ func take(ctx context.Context, c *client.Client, resource, owner string, ttl, wa
 	return c.Acquire(ctx, resource, owner, ttl, append(opts, client.WithWait(wait))...)
 }
 
+// takePermit takes one of the permits of the semaphore name, as take
+// takes a lock.
+func takePermit(ctx context.Context, c *client.Client, name string, permits int, owner string, ttl, wait time.Duration, opts []client.AcquireOption) (*client.Permit, error) {
+	if wait <= 0 {
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		return c.TryAcquireSemaphore(ctx, name, permits, owner, ttl, opts...)
+	}
+	return c.AcquireSemaphore(ctx, name, permits, owner, ttl, append(opts, client.WithWait(wait))...)
+}
+
 // failed reports err and returns its exit code.
 func failed(env Env, err error) int {
 	var held *heldError
@@ -132,7 +143,7 @@ func exitCode(err error) int {
 		return ExitHeld
 	case errors.Is(err, client.ErrNotFound):
 		return ExitNotFound
-	case errors.Is(err, client.ErrForbidden), errors.Is(err, client.ErrStaleToken):
+	case errors.Is(err, client.ErrForbidden), errors.Is(err, client.ErrStaleToken), errors.Is(err, client.ErrPermitsMismatch):
 		return ExitConflict
 	case errors.Is(err, client.ErrValidation):
 		return ExitUsage

@@ -26,7 +26,8 @@ const (
 	// ExitNotFound means there is no live lease (status, renew, release).
 	ExitNotFound = 3
 	// ExitConflict means the lease belongs to another owner, or to a newer
-	// lease of the same owner (renew, release).
+	// lease of the same owner (renew, release), or that a semaphore has
+	// another number of permits (acquire -n, run -n).
 	ExitConflict = 4
 	// ExitHeld means the lock was held by another owner and could not be
 	// had within --wait (acquire, run); EX_TEMPFAIL: try again later.
@@ -65,23 +66,23 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{name: "acquire", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--lock-delay 0] [-E CODE] [-q]",
-			summary: "take the lock and print the lease as JSON", help: acquireHelp, run: acquireCmd},
-		{name: "status", synopsis: "RESOURCE",
-			summary: "print the live lease as JSON", help: statusHelp, run: statusCmd},
-		{name: "renew", synopsis: "RESOURCE --owner X [--ttl 30] [--token N]",
-			summary: "extend the live lease and print it as JSON", help: renewHelp, run: renewCmd},
-		{name: "release", synopsis: "RESOURCE --owner X [--token N]",
-			summary: "end the live lease", help: releaseHelp, run: releaseCmd},
-		{name: "run", synopsis: "RESOURCE [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
-			summary: "run CMD while holding the lock", help: runHelp, run: runCmd},
+		{name: "acquire", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--lock-delay 0] [-E CODE] [-q]",
+			summary: "take the lock (-n: one of N permits) and print the lease as JSON", help: acquireHelp, run: acquireCmd},
+		{name: "status", synopsis: "RESOURCE [-s]",
+			summary: "print the live lease (-s: the semaphore's permits) as JSON", help: statusHelp, run: statusCmd},
+		{name: "renew", synopsis: "RESOURCE --owner X [--slot K] [--ttl 30] [--token N]",
+			summary: "extend the live lease (--slot: the permit) and print it as JSON", help: renewHelp, run: renewCmd},
+		{name: "release", synopsis: "RESOURCE --owner X [--slot K] [--token N]",
+			summary: "end the live lease (--slot: the permit)", help: releaseHelp, run: releaseCmd},
+		{name: "run", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
+			summary: "run CMD while holding the lock (-n: one of N permits)", help: runHelp, run: runCmd},
 		{name: "elect", synopsis: "NAME [--once] [--ttl 30] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] -- CMD [ARGS...]",
 			summary: "run CMD only while leading the election NAME; campaign again after a loss", help: electHelp, run: electCmd},
 		{name: "watch", synopsis: "NAME",
 			summary: "print the lock's state, then each change, as JSON lines until Ctrl-C", help: watchHelp, run: watchCmd},
-		{name: "ls", synopsis: "[PREFIX] [--json] [--limit N]",
-			summary: "list the held locks (admin)", help: lsHelp, run: lsCmd},
-		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--immediate] [--token N]",
+		{name: "ls", synopsis: "[PREFIX] [-s] [--json] [--limit N]",
+			summary: "list the held locks (-s: the semaphores' permits) (admin)", help: lsHelp, run: lsCmd},
+		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--slot K] [--immediate] [--token N]",
 			summary: "end the lease whoever holds it (admin, audited)", help: forceReleaseHelp, run: forceReleaseCmd},
 		{name: "version", synopsis: "",
 			summary: "print lockctl's version", help: versionHelp, run: versionCmd},
@@ -191,6 +192,51 @@ func (h *heldOptions) check() error {
 		return &usageError{fmt.Sprintf("--held-exit %d: want a code from 0 to 255", h.code)}
 	}
 	return nil
+}
+
+// permitsFlag defines -n/--permits: the number of permits of the
+// semaphore RESOURCE names (0: RESOURCE is a lock).
+func (fs *flagSet) permitsFlag() *int {
+	n := new(int)
+	fs.IntVar(n, "permits", 0, "RESOURCE is a semaphore of `N` permits: take one of them (every caller gives the same N)")
+	fs.IntVar(n, "n", 0, "")
+	fs.short["permits"] = "n"
+	return n
+}
+
+// checkPermits checks -n.
+func checkPermits(n int) error {
+	if n < 0 || n > client.MaxPermits {
+		return &usageError{fmt.Sprintf("-n %d: want 1 to %d permits", n, client.MaxPermits)}
+	}
+	return nil
+}
+
+// slotFlag defines --slot: the slot of a semaphore's permit (-1: RESOURCE
+// is a lock).
+func (fs *flagSet) slotFlag(usage string) *int {
+	return fs.Int("slot", -1, usage)
+}
+
+// checkSlot checks --slot.
+func checkSlot(fs *flagSet, slot int) error {
+	if isSet(fs.FlagSet, "slot") && (slot < 0 || slot >= client.MaxPermits) {
+		return &usageError{fmt.Sprintf("--slot %d: want 0 to %d", slot, client.MaxPermits-1)}
+	}
+	return nil
+}
+
+// semaphoreFlag defines -s/--semaphore (ls: --semaphores).
+func (fs *flagSet) semaphoreFlag(usage string) *bool {
+	name := "semaphore"
+	if fs.cmd.name == "ls" {
+		name = "semaphores"
+	}
+	b := new(bool)
+	fs.BoolVar(b, name, false, usage)
+	fs.BoolVar(b, "s", false, "")
+	fs.short[name] = "s"
+	return b
 }
 
 // lockDelayFlag defines --lock-delay.

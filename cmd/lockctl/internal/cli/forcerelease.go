@@ -28,6 +28,10 @@ lock at once: for a holder you know is dead. --token N ends only the lease
 with fencing token N (the one you saw in 'lockctl ls'); when another lease
 holds the lock by then, lockctl shows it, suggests its --token, and exits 4.
 
+With --slot K RESOURCE is a semaphore, and the permit ended is the one in
+slot K (as 'lockctl ls --semaphores' showed it): the same rules, for that
+slot.
+
 An admin command: against the IAM-authorized API it needs an identity
 allowed to call the /admin routes (see docs/api.md, Admin API).`
 
@@ -37,7 +41,11 @@ func forceReleaseCmd(args []string, env Env) int {
 	reason := fs.String("reason", "", "why, for the audit log: `TEXT` of 1 to 500 bytes (required)")
 	immediate := fs.Bool("immediate", false, "free the lock at once, ignoring the lease's lock-delay (the holder is dead)")
 	token := fs.Int64("token", 0, "end only the lease with this fencing `token` (as 'lockctl ls' showed it)")
+	slot := fs.slotFlag("RESOURCE is a semaphore: end the permit in slot `K`")
 	resource, err := parseOnly(fs, args)
+	if err == nil {
+		err = checkSlot(fs, *slot)
+	}
 	if err == nil && strings.TrimSpace(*reason) == "" {
 		err = &usageError{"--reason is required"}
 	}
@@ -48,10 +56,18 @@ func forceReleaseCmd(args []string, env Env) int {
 		return parseFailed(fs, env, err)
 	}
 	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		if isSet(fs.FlagSet, "slot") {
+			ended, err := c.ForceReleasePermit(ctx, resource, *slot, *reason, client.ForceReleaseOptions{Immediate: *immediate, FencingToken: *token})
+			var p *client.ProblemError
+			if errors.Is(err, client.ErrStaleToken) && errors.As(err, &p) && p.CurrentPermit != nil {
+				return nil, &staleForceRelease{err: err, current: *p.CurrentPermit, token: p.CurrentPermit.FencingToken, flags: args, what: "slot"}
+			}
+			return ended, err
+		}
 		ended, err := c.ForceRelease(ctx, resource, *reason, client.ForceReleaseOptions{Immediate: *immediate, FencingToken: *token})
 		var p *client.ProblemError
 		if errors.Is(err, client.ErrStaleToken) && errors.As(err, &p) && p.Current != nil {
-			return nil, &staleForceRelease{err: err, current: *p.Current, flags: args}
+			return nil, &staleForceRelease{err: err, current: *p.Current, token: p.Current.FencingToken, flags: args, what: "lock"}
 		}
 		return ended, err
 	})
@@ -61,7 +77,9 @@ func forceReleaseCmd(args []string, env Env) int {
 // the one asked for holds the lock; it shows that lease and how to end it.
 type staleForceRelease struct {
 	err     error
-	current client.AdminLock
+	current any      // client.AdminLock, or client.AdminPermit
+	token   int64    // current's
+	what    string   // "lock", or "slot"
 	flags   []string // the command line, for the suggestion
 }
 
@@ -82,8 +100,8 @@ func (e *staleForceRelease) Error() string {
 		}
 		args = append(args, shellQuote(a))
 	}
-	args = append(args, "--token", strconv.FormatInt(e.current.FencingToken, 10))
-	return fmt.Sprintf("%v\nthe lock is held by another lease now: %s\nto end that one, check it and run: %s", e.err, cur, strings.Join(args, " "))
+	args = append(args, "--token", strconv.FormatInt(e.token, 10))
+	return fmt.Sprintf("%v\nthe %s is held by another lease now: %s\nto end that one, check it and run: %s", e.err, e.what, cur, strings.Join(args, " "))
 }
 
 func (e *staleForceRelease) Unwrap() error { return e.err }

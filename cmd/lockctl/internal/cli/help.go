@@ -31,6 +31,11 @@ leaves room for the first renewal) and gets the lock right after its
 release, or polls a service that does not wait (and when a round would be
 under a second). 'lockctl COMMAND --help' tells more about a command.
 
+Semaphores: -n N makes RESOURCE a semaphore of N permits for acquire and
+run (at most N holders at once, each in a slot of its own; run gives the
+command LOCK_SLOT); --slot K names a permit for renew, release and
+force-release; -s shows a semaphore for status, and ls -s lists permits.
+
 Exit codes:
   0   success (run, elect: the command's own status; watch: stopped by
       Ctrl-C or SIGTERM)
@@ -38,9 +43,10 @@ Exit codes:
   2   usage error
   3   no live lease (status, renew, release, force-release)
   4   the lease belongs to another owner or to a newer lease (renew, release;
-      force-release --token)
-  75  the lock is held by another owner and --wait ran out (acquire, run;
-      --held-exit changes it)
+      force-release --token); the semaphore has another number of permits
+      (acquire -n, run -n)
+  75  the lock is held by another owner, or the semaphore is full, and --wait
+      ran out (acquire, run; --held-exit changes it)
   76  run, elect --once: the lease was lost while the command ran; the
       command was stopped
   126, 127  run, elect: the command could not be executed or was not found
@@ -78,7 +84,7 @@ func (fs *flagSet) help() string {
 			name += " " + strings.ToUpper(kind)
 		}
 		fmt.Fprintf(w, "  %s\n        %s", name, usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "-1" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		w.WriteString("\n")

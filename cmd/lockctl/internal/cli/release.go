@@ -9,14 +9,20 @@ import (
 
 // releaseHelp is the help of `lockctl release`.
 const releaseHelp = `Ends the owner's live lease on RESOURCE. With --token the live lease must
-carry that fencing token.`
+carry that fencing token. With --slot K RESOURCE is a semaphore, and the
+permit released is the owner's in slot K (as 'lockctl acquire -n' printed
+it); the slot is free at once.`
 
 // releaseCmd is `lockctl release`.
 func releaseCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("release"), env)
 	owner := fs.String("owner", "", "the lease's `owner` (required)")
 	token := fs.Int64("token", 0, "the lease's fencing `token` (optional)")
+	slot := fs.slotFlag("RESOURCE is a semaphore: release the owner's permit in slot `K`")
 	resource, err := parseOnly(fs, args)
+	if err == nil {
+		err = checkSlot(fs, *slot)
+	}
 	if err == nil && strings.TrimSpace(*owner) == "" {
 		err = &usageError{"--owner is required"}
 	}
@@ -24,6 +30,12 @@ func releaseCmd(args []string, env Env) int {
 		return parseFailed(fs, env, err)
 	}
 	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		if isSet(fs.FlagSet, "slot") {
+			if err := c.ReleasePermit(ctx, resource, *owner, *slot, *token); err != nil {
+				return nil, err
+			}
+			return map[string]any{"name": resource, "slot": *slot, "released": true}, nil
+		}
 		if err := c.Release(ctx, resource, *owner, *token); err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -17,6 +18,12 @@ const runHelp = `Takes the lock on RESOURCE (trying once, or waiting up to --wai
 with LOCK_RESOURCE, LOCK_OWNER and LOCK_FENCING_TOKEN in its environment,
 renews the lease every ttl/3, and releases it when CMD is done, exiting with
 CMD's status.
+
+With -n N (--permits N) RESOURCE is a semaphore of N permits: CMD runs under
+one of them, so that at most N commands run at once, with LOCK_SLOT (the
+permit's slot, 0 to N-1) and LOCK_PERMITS in its environment too; fence per
+slot with LOCK_FENCING_TOKEN. Every run of the semaphore must give the same
+N (another is refused, exit 4). A full semaphore is "held" below.
 
 CMD runs in its own process group. SIGINT, SIGTERM and SIGHUP are forwarded
 to that group. Ctrl-C escalates: the first SIGINT is forwarded as SIGINT and,
@@ -54,6 +61,10 @@ type runOptions struct {
 	// again: lockctl campaigns again after a loss (elect), rather than
 	// exiting ExitLeaseLost; only what it says changes.
 	again bool
+	// env are more variables for the command and the hook, beyond the
+	// lease's LOCK_RESOURCE, LOCK_OWNER and LOCK_FENCING_TOKEN: a permit's
+	// LOCK_SLOT and LOCK_PERMITS.
+	env []string
 }
 
 // releaseTimeout bounds the release after the command ended.
@@ -123,6 +134,7 @@ func runCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("run"), env)
 	lf := fs.leaseFlags()
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
+	permits := fs.permitsFlag()
 	held := fs.heldFlags()
 	resource, argv, err := parse(fs, args)
 	var opts []client.AcquireOption
@@ -134,6 +146,9 @@ func runCmd(args []string, env Env) int {
 	}
 	if err == nil && *wait < 0 {
 		err = &usageError{"--wait must not be negative"}
+	}
+	if err == nil {
+		err = checkPermits(*permits)
 	}
 	if err != nil {
 		return parseFailed(fs, env, err)
@@ -150,12 +165,29 @@ func runCmd(args []string, env Env) int {
 	defer signal.Stop(sigc)
 
 	doing := fmt.Sprintf("waiting for lock %q", resource)
+	ropt := lf.runOptions()
+	var permit *client.Permit
+	if *permits > 0 {
+		doing = fmt.Sprintf("waiting for a permit of semaphore %q", resource)
+	}
 	lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (*client.Lease, error) {
+		if *permits > 0 {
+			p, err := takePermit(ctx, c, resource, *permits, *lf.owner, *lf.ttl, *wait, opts)
+			if err != nil {
+				return nil, err
+			}
+			permit = p
+			return p.Lease, nil
+		}
 		return take(ctx, c, resource, *lf.owner, *lf.ttl, *wait, opts)
 	}, sigc, env)
 	if errors.Is(err, client.ErrHeld) {
 		if !held.quiet {
-			fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, *wait)
+			if *permits > 0 {
+				fmt.Fprintf(env.Stderr, "lockctl: semaphore %q is full: its %d permits are held by other owners; not running the command (--wait %s)\n", resource, *permits, *wait)
+			} else {
+				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, *wait)
+			}
 		}
 		return held.code
 	}
@@ -170,8 +202,17 @@ func runCmd(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
 		return ExitLeaseLost
 	}
-	code, _ = runLocked(argv, lease, lf.runOptions(), sigc, env)
+	if permit != nil {
+		ropt.env = permitEnv(permit)
+	}
+	code, _ = runLocked(argv, lease, ropt, sigc, env)
 	return code
+}
+
+// permitEnv is a permit's variables beyond a lease's: LOCK_SLOT and
+// LOCK_PERMITS.
+func permitEnv(p *client.Permit) []string {
+	return []string{"LOCK_SLOT=" + strconv.Itoa(p.Slot()), "LOCK_PERMITS=" + strconv.Itoa(p.Permits())}
 }
 
 // waitForLock takes the lock with take, giving up on a signal; doing says

@@ -50,7 +50,7 @@ func runSupported() error { return nil }
 func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-	cmd.Env = append(append([]string(nil), env.Environ...), leaseEnv(lease)...)
+	cmd.Env = append(append(append([]string(nil), env.Environ...), leaseEnv(lease)...), opt.env...)
 	// Its own process group, so that signals reach everything it starts;
 	// and SIGKILL if lockctl dies without stopping it (OOM killer, kill -9),
 	// so no command runs on without a lease renewer.
@@ -87,10 +87,10 @@ func leaseEnv(lease *client.Lease) []string {
 
 // startHook starts the --on-lost hook in its own process group and returns
 // a channel that receives its end.
-func startHook(hook string, lease *client.Lease, env Env) (*exec.Cmd, <-chan error, error) {
+func startHook(hook string, lease *client.Lease, extra []string, env Env) (*exec.Cmd, <-chan error, error) {
 	cmd := exec.Command("/bin/sh", "-c", hook)
 	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
-	cmd.Env = append(append(append([]string(nil), env.Environ...), leaseEnv(lease)...),
+	cmd.Env = append(append(append(append([]string(nil), env.Environ...), leaseEnv(lease)...), extra...),
 		"LOCK_LOST_REASON="+lease.Err().Error())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -211,7 +211,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 			// period: SIGKILL stays due at its end.
 			fmt.Fprintf(env.Stderr, "lockctl: %v; running --on-lost, then stopping the command (SIGTERM within %s, SIGKILL after %s)\n", lease.Err(), opt.grace/2, opt.grace)
 			var err error
-			if hook, hookDone, err = startHook(opt.onLost, lease, env); err != nil {
+			if hook, hookDone, err = startHook(opt.onLost, lease, opt.env, env); err != nil {
 				fmt.Fprintf(env.Stderr, "lockctl: --on-lost: %v\n", err)
 				sendTerm()
 				break

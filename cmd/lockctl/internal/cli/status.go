@@ -7,16 +7,25 @@ import (
 )
 
 // statusHelp is the help of `lockctl status`.
-const statusHelp = `Prints the live lease on RESOURCE as JSON; exits 3 when there is none.`
+const statusHelp = `Prints the live lease on RESOURCE as JSON; exits 3 when there is none.
+
+With -s (--semaphore) RESOURCE is a semaphore: it prints its number of
+permits and its live permits, {"name", "permits", "holders": [...]}, each
+with its slot, owner and fencing token; a semaphore nobody holds has no
+holders (exit 0).`
 
 // statusCmd is `lockctl status`.
 func statusCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("status"), env)
+	sem := fs.semaphoreFlag("RESOURCE is a semaphore: print its permits")
 	resource, err := parseOnly(fs, args)
 	if err != nil {
 		return parseFailed(fs, env, err)
 	}
 	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		if *sem {
+			return c.SemaphoreStatus(ctx, resource)
+		}
 		return c.Status(ctx, resource)
 	})
 }
