@@ -50,7 +50,7 @@ func electCmd(args []string, env Env) int {
 		// ttl/3 (the next renewal, which learns of a force release) +
 		// grace (the kill sequence), in whole seconds, within the
 		// service's default bound.
-		d := min((*lf.ttl/3+*lf.grace+time.Second-1).Truncate(time.Second), 300*time.Second)
+		d := min((*lf.ttl/3 + *lf.grace + time.Second - 1).Truncate(time.Second), 300*time.Second)
 		opts = append(opts, client.WithLockDelay(d))
 	}
 	opts = append(opts, client.WithTTL(*lf.ttl))
