@@ -152,6 +152,9 @@ type Report struct {
 	// began first).
 	QueueJoins, QueueKeeps, QueuePrunes, HeadGrants int
 	ContestedGrants, LongestWaiterGrants            int
+	// ContestedReacquires counts the grants to waiting acquires, while
+	// others waited, that re-acquired the grantee owner's own lease.
+	ContestedReacquires int
 }
 
 // Total returns the number of violations of every rule.

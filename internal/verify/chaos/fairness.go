@@ -238,49 +238,96 @@ func (c *checker) fairGrant(r string, g *storeOp, ps map[string]*place, orders [
 }
 
 // longestWaiter counts, for the summary, the grants to waiting acquires
-// made while other waiting acquires of the lock were in flight, and how
-// many of those went to the longest waiter: the one whose wait began
-// first, a wait being a client's rounds that each sent back the previous
-// round's queue_ticket. A grant is dated by the store write that made it.
+// made while other waiters of the lock waited, and how many of them went
+// to the longest waiter. A waiter is a round of a waiting acquire in
+// flight at the grant that holds a place in the queue (the place it ended
+// with: its answer's queue_ticket, or the head's grant that granted it),
+// and the longest waiter is the one whose place joined the queue first
+// (a place lives across rounds that send back its ticket, and across a
+// round of its owner that takes it over). A round granted by a plain
+// acquire holds the place it brought (queue_ticket), if any: its owner's
+// re-acquire of its own live lease. Waiters whose place is unknown
+// (a round answered 503) are left out, and so are places whose client
+// left: nobody waits on them. A correct queue gives every such grant to
+// the longest waiter, but for a place that lapsed while its round was
+// slow to come; a grant by a plain acquire to a waiter while others wait
+// is not to the longest waiter. Its owner's re-acquire of its own lease
+// while others wait (which the queue lets pass: it takes nothing a waiter
+// could have had) is counted apart.
 func (c *checker) longestWaiter() {
-	start := make([]time.Time, len(c.h.Ops)) // each waiting round's wait start
-	last := map[int]*Op{}                    // each client's previous waiting round
-	for i := range c.h.Ops {
-		op := &c.h.Ops[i]
-		if op.Kind != Acquire || op.Wait == 0 {
-			continue
-		}
-		start[i] = op.Invoke
-		if p := last[op.Client]; p != nil && op.QueueTicket != "" && p.Ticket == op.QueueTicket && p.Resource == op.Resource {
-			start[i] = start[p.ID]
-		}
-		last[op.Client] = op
+	type round struct {
+		op    *Op
+		grant *storeOp // the write that granted it (granted rounds)
+		place *place
 	}
-	for i := range c.h.Ops {
-		w := &c.h.Ops[i]
-		if w.Kind != Acquire || w.Wait == 0 || !w.Granted || w.Lock == nil {
-			continue
-		}
-		t := w.Return
-		if rw, _ := c.requestWrites(w); rw != nil {
-			t = rw.rec.Sent
-		}
-		others, longest := 0, true
-		for j := range c.h.Ops {
-			o := &c.h.Ops[j]
-			if j == i || o.Kind != Acquire || o.Wait == 0 || o.Resource != w.Resource || !o.Invoke.Before(t) || !o.Return.After(t) {
+	byRes := map[string][]round{}
+	for r := range c.byRes {
+		ps, _ := c.places(r)
+		for i := range c.h.Ops {
+			op := &c.h.Ops[i]
+			if op.Kind != Acquire || op.Wait == 0 || op.Resource != r || op.Status != 200 {
 				continue
 			}
-			others++
-			if start[j].Before(start[i]) {
-				longest = false
+			rd := round{op: op}
+			switch {
+			case op.Granted && op.Lock != nil:
+				for _, s := range c.byRes[r] {
+					if s.kind == storeAcquire && s.outcome == applied && s.item != nil && s.owner == op.Owner && s.item.shows(op.Lock) &&
+						!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) {
+						// A plain grant to a round that brought its place:
+						// that place is the round's.
+						rd.grant, rd.place = s, ps[s.ticket]
+						if s.ticket == "" {
+							rd.place = ps[op.QueueTicket]
+						}
+						break
+					}
+				}
+			case op.Ticket != "":
+				rd.place = ps[op.Ticket]
 			}
+			byRes[r] = append(byRes[r], rd)
 		}
-		if others > 0 {
-			c.rep.ContestedGrants++
-			if longest {
-				c.rep.LongestWaiterGrants++
+	}
+	for r, rounds := range byRes {
+		_, orders := c.places(r)
+		for _, w := range rounds {
+			g := w.grant
+			if g == nil {
+				continue
+			}
+			others, longest := 0, true
+			seen := map[*place]bool{w.place: true}
+			for _, o := range rounds {
+				if o.op == w.op || o.place == nil || seen[o.place] || !o.op.Invoke.Before(g.rec.Sent) || !o.op.Return.After(g.rec.Answered) ||
+					!o.place.join.rec.Answered.Before(g.rec.Sent) {
+					continue
+				}
+				seen[o.place] = true
+				others++
+				if w.place == nil || ahead(o.place, w.place, orders) {
+					longest = false
+				}
+			}
+			switch {
+			case others == 0:
+			case g.ticket == "" && c.reacquire(r, g):
+				// Its owner's re-acquire of its own lease, which the queue
+				// lets pass (no barge): a holder that keeps its lock.
+				c.rep.ContestedReacquires++
+			default:
+				c.rep.ContestedGrants++
+				if longest {
+					c.rep.LongestWaiterGrants++
+				}
 			}
 		}
 	}
+}
+
+// reacquire reports whether the grant g replaced a lease of its own owner.
+func (c *checker) reacquire(r string, g *storeOp) bool {
+	h := c.history(r)
+	i := h.byToken(g.item.token - 1)
+	return i >= 0 && h.leases[i].owner == g.owner
 }

@@ -61,8 +61,8 @@ func (r *Result) Summary() string {
 			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped)
 	}
 	if rep.QueueJoins+rep.HeadGrants > 0 {
-		fmt.Fprintf(&b, " queue: joins=%d keeps=%d prunes=%d head-grants=%d longest-waiter=%d/%d", rep.QueueJoins, rep.QueueKeeps, rep.QueuePrunes,
-			rep.HeadGrants, rep.LongestWaiterGrants, rep.ContestedGrants)
+		fmt.Fprintf(&b, " queue: joins=%d keeps=%d prunes=%d head-grants=%d longest-waiter=%d/%d (own-lease re-acquires %d)", rep.QueueJoins, rep.QueueKeeps,
+			rep.QueuePrunes, rep.HeadGrants, rep.LongestWaiterGrants, rep.ContestedGrants, rep.ContestedReacquires)
 	}
 	fmt.Fprintf(&b, " linearizable=%s", verdict(rep.Linearizable))
 	fmt.Fprintf(&b, " violations=%d", rep.Total())
