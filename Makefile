@@ -25,7 +25,7 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # FUZZTIME per target, and `make test` for FUZZSMOKE (empty skips that step):
 # a count of executions, not a duration, so it cannot meet the Go fuzzing
 # race the fuzz target explains.
-FUZZ_TARGETS := ./api:FuzzHandlers ./api:FuzzParseBody ./api:FuzzAppendJSONString ./api:FuzzInvoke \
+FUZZ_TARGETS := ./api:FuzzHandlers ./api:FuzzSemaphoreHandlers ./api:FuzzParseBody ./api:FuzzAppendJSONString ./api:FuzzInvoke \
 	./locklogic:FuzzValidateResource ./locklogic:FuzzNormalizeOwner ./local:FuzzRunner
 FUZZTIME     ?= 30s
 FUZZSMOKE    ?= 10000x

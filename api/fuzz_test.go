@@ -39,6 +39,11 @@ const (
 	storeFree   = iota // writes succeed; a read finds a live lease of "holder"
 	storeHeld          // writes fail their condition; the old item is a live lease of "holder"
 	storeAbsent        // writes fail their condition; there is no item
+	// storeQueued: the lock is held by "holder" and the queue's writes
+	// succeed (a waiter joins and keeps its place, and answers its
+	// queue_ticket); every other write fails its condition without the
+	// old item (as dynalite), and a read finds the lease and the queue.
+	storeQueued
 	storeStates
 )
 
@@ -92,8 +97,29 @@ func heldItem(key map[string]types.AttributeValue) map[string]types.AttributeVal
 // DynamoDB would for it, and the keys of the items read.
 func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
 	var reads []map[string]types.AttributeValue
+	var queue []types.AttributeValue // storeQueued: the waiters' entries
+	queued := func(key types.AttributeValue) map[string]types.AttributeValue {
+		item := holderItem(key)
+		if queue != nil {
+			item[locklogic.AttrQueue] = &types.AttributeValueMemberL{Value: slices.Clone(queue)}
+			item[locklogic.AttrQueueUntil] = &types.AttributeValueMemberN{Value: strconv.FormatInt(fuzzT0.Add(time.Minute).UnixMilli(), 10)}
+		}
+		return item
+	}
 	db := &dynamofake.DB{
 		Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			if state == storeQueued {
+				v := in.ExpressionAttributeValues
+				if qe, ok := v[":qe"].(*types.AttributeValueMemberL); ok {
+					queue = append(queue, qe.Value...) // a join
+				}
+				_, keep := v[":qt"]
+				_, prune := v[":q0"]
+				if v[":qe"] == nil && !keep && !prune {
+					return nil, &types.ConditionalCheckFailedException{}
+				}
+				return &dynamodb.UpdateItemOutput{Attributes: queued(in.Key[locklogic.AttrResource])}, nil
+			}
 			switch state {
 			case storeHeld:
 				return nil, &types.ConditionalCheckFailedException{Item: heldItem(in.Key)}
@@ -127,8 +153,11 @@ func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
 		},
 		Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
 			reads = append(reads, in.Key)
-			if state == storeAbsent {
+			switch state {
+			case storeAbsent:
 				return &dynamodb.GetItemOutput{}, nil
+			case storeQueued:
+				return &dynamodb.GetItemOutput{Item: queued(in.Key[locklogic.AttrResource])}, nil
 			}
 			return &dynamodb.GetItemOutput{Item: heldItem(in.Key)}, nil
 		},
@@ -196,6 +225,12 @@ func FuzzHandlers(f *testing.F) {
 		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":21,"queue_ticket":"#q[0]"}`, 0, false, ""},
 		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":"5","queue_ticket":""}`, 0, false, ""},
 		{4, storeHeld, "a/b", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":1}`, 0, true, ""},
+		{0, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":3}`, 0, false, ""},
+		{0, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, "arn:aws:iam::123456789012:user/alice"},
+		{0, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30}`, 0, false, ""},
+		{1, storeQueued, "payment:42", ``, 0, false, ""},
+		{2, storeQueued, "payment:42", `{"owner":"holder"}`, 0, false, ""},
+		{3, storeQueued, "payment:42", `{"owner":"w1","ttl_seconds":5}`, 0, false, ""},
 	} {
 		f.Add(s.route, s.store, s.resource, []byte(s.body), s.encoding, s.decodedPath, s.arn)
 	}
@@ -345,14 +380,23 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 			checkLock(tb, route, resource, jsonObject(tb, route, string(m["lock"])))
 			return
 		}
+		keys := []string{"acquired", "resource"}
+		if t, ok := m["queue_ticket"]; ok {
+			// A waiter's place: only where the queue's writes succeed.
+			var v locklogic.ValidationError
+			if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" || state != storeQueued {
+				tb.Fatalf("%s: got queue_ticket %s with the store %d, want a ticket of a queued waiter", route, t, state)
+			}
+			keys = append(keys, "queue_ticket")
+		}
 		if state == storeHeld {
-			wantKeys(tb, route, m, "acquired", "resource", "expires_at")
+			wantKeys(tb, route, m, append(keys, "expires_at")...)
 			checkTime(tb, route, "expires_at", m["expires_at"])
 			if resp.Headers["retry-after"] == "" {
 				tb.Errorf("%s: held with a known expiry but no Retry-After", route)
 			}
 		} else {
-			wantKeys(tb, route, m, "acquired", "resource")
+			wantKeys(tb, route, m, keys...)
 		}
 		if got := jsonString(tb, route, m["resource"]); got != resource {
 			tb.Fatalf("%s: got resource %q, want %q", route, got, resource)

@@ -4,9 +4,10 @@
 // By default it starts an in-memory dynalite, a fault proxy in front of it
 // (internal/verify/faultproxy, with a seeded random schedule of every fault) and
 // service instances over the proxy (the real handlers behind the local
-// runner), runs concurrent clients for -duration (and, with -candidates,
-// a leader election on a lock of its own, watched by -observers), then
-// stops the faults
+// runner, serving waiters in arrival order unless -random-waiting), runs
+// concurrent clients for -duration on locks and semaphores (-semaphores)
+// (and, with -candidates, a leader election on a lock of its own, watched
+// by -observers), then stops the faults
 // and checks recovery, and checks the whole history (internal/verify/chaos). It
 // prints the violations with their history excerpts to stderr and one
 // summary line to stdout, and exits 1 on any violation.
@@ -49,6 +50,9 @@ func main() {
 		resources = flag.Int("resources", 3, "locks they share")
 		ttls      = flag.String("ttls", "1,2,3", "lease lengths in seconds the clients ask for")
 		abandon   = flag.Float64("abandon", 0.1, "chance that a holder stalls past its lease instead of renewing or releasing")
+		sems      = flag.String("semaphores", "2", "semaphores the workers also take permits of, by their N (comma-separated; \"\": none)")
+		semWaits  = flag.Float64("semaphore-waits", 0, "chance that a permit's acquire waits at the service (0: the service does not wait for permits yet)")
+		random    = flag.Bool("random-waiting", false, "waiters poll at random instead of queueing in arrival order (locklogic.Config.FairWaiting off)")
 		cands     = flag.Int("candidates", 3, "election workload: candidates campaigning for a leadership lock of its own (0: no election workload)")
 		observers = flag.Int("observers", 2, "election workload: observers long-polling the leadership lock's watch route")
 		instances = flag.Int("instances", 2, "service instances over the one store")
@@ -85,12 +89,24 @@ func main() {
 		}
 		ts = append(ts, n)
 	}
+	ns := []int64{}
+	for _, s := range strings.Split(*sems, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || n < 1 {
+			fail(fmt.Errorf("-semaphores %q: want permits, comma-separated", *sems))
+		}
+		ns = append(ns, n)
+	}
 	if *instances < 1 {
 		fail(errors.New("-instances: want at least 1"))
 	}
 	cfg := chaos.Config{
 		Seed: *seed, Rates: r, MaxDelay: *maxDelay, Duration: *duration,
 		Clients: *clients, SharedOwners: *shared, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
+		Semaphores: ns, SemaphoreWaits: *semWaits, RandomWaiting: *random,
 		Election: chaos.Election{Candidates: *cands, Observers: *observers},
 		Check:    chaos.Options{Slack: *slack, MaxPerRule: 3},
 	}

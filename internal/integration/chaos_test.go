@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -106,7 +107,11 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// same-owner re-acquire no longer check that the lease is not
 		// newer than the request (acquired_at, renewed_at <= :now). Held
 		// writes (late=0.3) land on the newer lease of their own owner
-		// on the one resource and end or shorten it.
+		// on the one resource and end or shorten it. No semaphore, and
+		// waiters poll at random: a queue keeps a released lock for its
+		// head, so an owner takes the lock back soon after its release
+		// less often, and its held writes meet its newer lease less often
+		// in the 4 s.
 		{name: "LateWriteRuleReverted", rates: faultproxy.Rates{faultproxy.Late: 0.3}, in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI {
 			return rewriteAllDB{db, func(in *dynamodb.UpdateItemInput) {
 				c := *in.ConditionExpression
@@ -119,7 +124,9 @@ func TestChaosFindsBrokenService(t *testing.T) {
 				}
 				in.ConditionExpression = &c
 			}}
-		}), cfg: func(c *chaos.Config) { c.Resources, c.MaxDelay, c.Duration = 1, time.Second, 4*time.Second },
+		}), cfg: func(c *chaos.Config) {
+			c.Resources, c.MaxDelay, c.Duration, c.Semaphores, c.RandomWaiting = 1, time.Second, 4*time.Second, []int64{}, true
+		},
 			want: []string{chaos.RuleLinearizable}},
 		// Acquire compares the holder's expiry with the new lease's end
 		// instead of now: a live lease no longer keeps others out.
@@ -158,11 +165,42 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// clients each, one lock, half the acquires of a lock not held
 		// wait (2 s for 4 s leases), and a waiter's peek never sees the
 		// lock held, so it writes at every poll: a grant of its own owner
-		// during the wait is replaced at the next one.
+		// during the wait is replaced at the next one. Waiters poll at
+		// random, as before the queue: a queued waiter's writes take only
+		// a free lock (the head's grant has no same-owner branch), which
+		// leaves the issue time no write of a wait to matter in but the
+		// first.
 		{name: "IssueTimeIsWriteTime", in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return issIsNowDB{db} }),
 			cfg: func(c *chaos.Config) {
 				c.Resources, c.SharedOwners, c.TTLs, c.Waits, c.Duration = 1, 3, []int64{1, 4}, 0.5, 6*time.Second
+				c.RandomWaiting, c.Semaphores = true, []int64{}
 			}, want: []string{chaos.RuleLateWrite}},
+		// A plain acquire's free branch ignores the queue (no "no live
+		// waiter queued"): a non-waiting acquire, or a waiter's first
+		// attempt, takes a free lock while waiters are queued, so whoever
+		// polls luckiest wins. One lock, half the acquires wait (1 s
+		// rounds for 2-3 s leases), and waiters come back with their
+		// place. The model knows the queue too.
+		{name: "BargingAcquire", in: rewrite(func(in *dynamodb.UpdateItemInput) {
+			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "(attribute_not_exists(#q[0]) OR #qu <= :now)", "attribute_exists(#r)", 1)
+		}), cfg: func(c *chaos.Config) {
+			c.Resources, c.TTLs, c.Waits, c.Duration = 1, []int64{2, 3}, 0.5, 5*time.Second
+		}, want: []string{chaos.RuleFairness, chaos.RuleLinearizable}},
+		// Semaphores. A permit's acquire compares a slot's expiry with the
+		// new permit's end instead of now: a live permit no longer keeps
+		// its slot. The clients then hold more than N permits, and the
+		// store has two owners' live permits in one slot.
+		{name: "SemaphoreIgnoresExpiry", in: rewriteSem(func(in *dynamodb.UpdateItemInput) {
+			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "#e <= :now", "#e <= :exp", 1)
+		}), cfg: semaphores(2), want: []string{chaos.RuleSemaphoreLimit, chaos.RuleSemaphoreHolders, chaos.RuleLinearizable}},
+		// A permit's token comes from its slot's own last token instead of
+		// the semaphore's one counter: slots repeat each other's tokens.
+		{name: "SemaphoreTokenPerSlot", in: rewriteSem(func(in *dynamodb.UpdateItemInput) {
+			*in.UpdateExpression = strings.Replace(*in.UpdateExpression, "#t = if_not_exists(#c, :base)", "#t = if_not_exists(#t, :base)", 1)
+		}), cfg: semaphores(3), want: []string{chaos.RuleFencing, chaos.RuleSemaphoreSlots, chaos.RuleLinearizable}},
+		// A front end that answers a granted permit with the other slot.
+		{name: "SemaphoreWrongSlot", in: func() chaos.Instance { return chaos.Instance{WrapHTTP: otherSlot} }, cfg: semaphores(2),
+			want: []string{chaos.RuleSemaphoreSlots}},
 		// Acquire keeps the token instead of bumping it.
 		{name: "TokenNotBumped", in: rewrite(func(in *dynamodb.UpdateItemInput) {
 			in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "0"}
@@ -226,6 +264,47 @@ func TestChaosFindsBrokenService(t *testing.T) {
 			}
 		})
 	}
+}
+
+// semaphores adjusts a run of TestChaosFindsBrokenService to one
+// semaphore of n permits beside one lock, most acquires of a permit.
+func semaphores(n int64) func(*chaos.Config) {
+	return func(c *chaos.Config) {
+		c.Resources, c.Semaphores, c.TTLs, c.Duration = 1, []int64{n}, []int64{1, 2, 3}, 5*time.Second
+	}
+}
+
+// rewriteSem returns an instance whose semaphore acquire writes are
+// rewritten by f before they are sent.
+func rewriteSem(f func(*dynamodb.UpdateItemInput)) func() chaos.Instance {
+	return rewrite(func(in *dynamodb.UpdateItemInput) {
+		if k, _ := in.Key[locklogic.AttrResource].(*types.AttributeValueMemberS); k != nil && strings.HasPrefix(k.Value, locklogic.SemaphorePrefix) {
+			f(in)
+		}
+	})
+}
+
+// otherSlot answers a granted semaphore acquire with the slot next to
+// the one granted (0 and 1 swapped).
+func otherSlot(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		var b map[string]any
+		if r.Method == "POST" && strings.HasPrefix(r.URL.Path, "/semaphores/") && !strings.HasSuffix(r.URL.Path, "/renew") &&
+			rec.Code == 200 && json.Unmarshal(body, &b) == nil && b["acquired"] == true {
+			p := b["permit"].(map[string]any)
+			p["slot"] = float64(int(p["slot"].(float64)) ^ 1)
+			body, _ = json.Marshal(b)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	})
 }
 
 // election adjusts a run of TestChaosFindsBrokenService to the election

@@ -53,6 +53,14 @@ const (
 	// asked with, and the leases it skipped are exactly those the history
 	// has between two answers (leaders.go).
 	RuleWatchOrder = "watch-order"
+	// RuleFairness: waiters are served in arrival order. In the store's
+	// history of each lock — the queue's writes and the grants, from the
+	// proxy's records — no grant passes a place that joined the queue
+	// before it and was still queued and live: a head's grant goes to the
+	// earliest live place, and a plain acquire takes a free lock only
+	// while no live place is queued, its owner's re-acquire of its own
+	// live lease aside (fairness.go).
+	RuleFairness = "fairness"
 )
 
 // Options configures Check. Zero values are the defaults.
@@ -111,8 +119,9 @@ type Report struct {
 	Outcomes map[string]int
 	// Waiting counts the acquires that asked the service to wait.
 	Waiting int
-	// Holds is how many leases clients believed they held.
-	Holds int
+	// Holds is how many leases clients believed they held, PermitHolds
+	// how many semaphore permits.
+	Holds, PermitHolds int
 	// UnheardGrants counts committed acquires whose caller was not told
 	// it was granted (a late write, a lost answer): not violations, but
 	// each keeps the lock from others until its ttl.
@@ -135,6 +144,17 @@ type Report struct {
 	// live lease granted to another client of the same owner, as the rule
 	// allows (that lease was granted before the request arrived).
 	CoOwnerWaits, CoOwnerReplaced int
+	// QueueJoins, QueueKeeps, QueuePrunes and HeadGrants count the
+	// queue's committed writes (fair waiting). ContestedGrants counts the
+	// grants to waiting acquires made while other waiting acquires of the
+	// lock were in flight, LongestWaiterGrants those of them that went to
+	// the longest waiter (whose rounds, each sending back its place,
+	// began first).
+	QueueJoins, QueueKeeps, QueuePrunes, HeadGrants int
+	ContestedGrants, LongestWaiterGrants            int
+	// ContestedReacquires counts the grants to waiting acquires, while
+	// others waited, that re-acquired the grantee owner's own lease.
+	ContestedReacquires int
 }
 
 // Total returns the number of violations of every rule.
@@ -155,6 +175,14 @@ type checker struct {
 	opt   Options
 	store []*storeOp
 	byRes map[string][]*storeOp
+	// bySem holds each semaphore's store requests, by its name; sems
+	// says which names are semaphores'.
+	bySem map[string][]*storeOp
+	sems  map[string]bool
+	// holdsByRes caches the clients' holds; slotLeases each semaphore
+	// slot's leases (semcheck.go).
+	holdsByRes map[string][]Hold
+	slotLeases map[string]*leaseHistory
 	// leases caches each resource's leases (leaders.go).
 	leases map[string]*leaseHistory
 	rep    Report
@@ -174,7 +202,7 @@ func Check(h *History, opt Options) Report {
 	if opt.MaxPerRule <= 0 {
 		opt.MaxPerRule = 5
 	}
-	c := &checker{h: h, opt: opt, byRes: map[string][]*storeOp{}, leases: map[string]*leaseHistory{}, rep: Report{
+	c := &checker{h: h, opt: opt, byRes: map[string][]*storeOp{}, leases: map[string]*leaseHistory{}, slotLeases: map[string]*leaseHistory{}, rep: Report{
 		Counts: map[string]int{}, Ops: map[Kind]int{}, Outcomes: map[string]int{}, Linearizable: map[string]string{},
 	}}
 	store, err := decodeRecords(h.Records)
@@ -182,13 +210,19 @@ func Check(h *History, opt Options) Report {
 		c.report(RuleNoFalseGrant, "", "a store request or answer could not be decoded: "+err.Error())
 	}
 	c.store = store
+	c.bySem = map[string][]*storeOp{}
 	for _, s := range store {
-		c.byRes[s.resource] = append(c.byRes[s.resource], s)
+		if s.sem == nil {
+			c.byRes[s.resource] = append(c.byRes[s.resource], s)
+		} else {
+			name := strings.TrimPrefix(s.resource, locklogic.SemaphorePrefix)
+			c.bySem[name] = append(c.bySem[name], s)
+		}
 	}
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		c.rep.Ops[op.Kind]++
-		if op.Kind == Acquire && op.Wait > 0 {
+		if op.Kind.Lock() == Acquire && op.Wait > 0 {
 			c.rep.Waiting++
 		}
 		c.rep.Outcomes[outcomeName(op)]++
@@ -201,6 +235,9 @@ func Check(h *History, opt Options) Report {
 	c.lateWrite()
 	c.oneHolder()
 	c.watchOrder()
+	c.fairness()
+	c.longestWaiter()
+	c.semaphores()
 	c.linearizable()
 	c.lateWrites()
 	return c.rep
@@ -214,6 +251,10 @@ func outcomeName(op *Op) string {
 		return "granted"
 	case op.Kind == Acquire && op.Status == 200:
 		return "held"
+	case op.Kind == SemAcquire && op.Status == 200 && op.Granted:
+		return "permit"
+	case op.Kind == SemAcquire && op.Status == 200:
+		return "full"
 	}
 	return fmt.Sprint(op.Status)
 }
@@ -234,7 +275,11 @@ func (c *checker) opLine(op *Op) string { return op.format(c.h.Start) }
 // late write is listed by when it landed, not when it was issued.
 func (c *checker) storeLines(resource string, from, to time.Time, committedOnly bool, max int) []string {
 	var lines []string
-	for _, s := range c.byRes[resource] {
+	ops := c.byRes[resource]
+	if c.isSem(resource) {
+		ops = c.bySem[resource]
+	}
+	for _, s := range ops {
 		t := s.rec.Received
 		if s.rec.Forwarded {
 			t = s.rec.Sent
@@ -255,15 +300,28 @@ func (c *checker) storeLines(resource string, from, to time.Time, committedOnly 
 
 // documented lists, per call, the statuses a well-formed request may get.
 var documented = map[Kind][]int{
-	Acquire: {200, 503},
-	Renew:   {200, 403, 404, 409, 503},
-	Release: {204, 403, 404, 409, 503},
-	Status:  {200, 404, 503},
-	Watch:   {200, 503},
+	Acquire:    {200, 503},
+	Renew:      {200, 403, 404, 409, 503},
+	Release:    {204, 403, 404, 409, 503},
+	Status:     {200, 404, 503},
+	Watch:      {200, 503},
+	SemAcquire: {200, 409, 503},
+	SemRenew:   {200, 403, 404, 409, 503},
+	SemRelease: {204, 403, 404, 409, 503},
+	SemStatus:  {200, 503},
 }
 
 // slugs are the problem types of the error statuses.
 var slugs = map[int]string{403: "forbidden", 404: "not-found", 409: "stale-token", 503: "service-unavailable"}
+
+// slug is the problem type of status answering a call of kind k: a
+// semaphore acquire's 409 is another N's.
+func slug(k Kind, status int) string {
+	if k == SemAcquire && status == 409 {
+		return "permits-mismatch"
+	}
+	return slugs[status]
+}
 
 // answers checks every answer's status, shape and latency.
 func (c *checker) answers() {
@@ -279,6 +337,14 @@ func (c *checker) answers() {
 			// (locklogic.Service.Watch).
 			limit = time.Duration(op.Wait)*time.Second + 2*c.opt.StoreBudget + c.opt.Slack
 			what = fmt.Sprintf("its %d s wait plus two %v store budgets plus %v", op.Wait, c.opt.StoreBudget, c.opt.Slack)
+		case op.Kind == SemAcquire && op.Wait == 0:
+			// A permit's acquire: up to MaxSemaphoreWrites writes, each
+			// refused one explained by a read where the store returns no
+			// old item (dynalite), every store call with its own budget
+			// (locklogic.AcquireSemaphore).
+			calls := time.Duration(2 * locklogic.MaxSemaphoreWrites)
+			limit = calls*c.opt.StoreBudget + c.opt.Slack
+			what = fmt.Sprintf("%d %v store budgets (its writes and reads) plus %v", calls, c.opt.StoreBudget, c.opt.Slack)
 		case op.Wait > 0:
 			// A waiting acquire: a first write, the wait (which stops
 			// GrantGuard early), and at its end a read and a write,
@@ -300,19 +366,19 @@ func (c *checker) answers() {
 		switch {
 		case !ok:
 			bad(fmt.Sprintf("%d is not a documented answer to a valid %s", op.Status, op.Kind))
-		case op.Status >= 400 && (!op.ProblemOK || op.Slug != slugs[op.Status]):
-			bad(fmt.Sprintf("%d without a %s problem+json body", op.Status, slugs[op.Status]))
+		case op.Status >= 400 && (!op.ProblemOK || op.Slug != slug(op.Kind, op.Status)):
+			bad(fmt.Sprintf("%d without a %s problem+json body", op.Status, slug(op.Kind, op.Status)))
 		case op.Status == 503 && op.RetryAfter == "":
 			bad("503 without Retry-After")
 		case op.DecodeErr != "":
 			bad("malformed answer: " + op.DecodeErr)
 		case op.Lock != nil && op.Lock.Resource != op.Resource:
 			bad(fmt.Sprintf("the lock names resource %q", op.Lock.Resource))
-		case op.Lock != nil && op.Kind != Status && op.Kind != Watch && op.Lock.Owner != op.Owner:
+		case op.Lock != nil && op.Kind.Lock() != Status && op.Kind != Watch && op.Lock.Owner != op.Owner:
 			bad(fmt.Sprintf("the lock names owner %q", op.Lock.Owner))
 		case op.Granted && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000:
 			bad(fmt.Sprintf("a grant of %d s lasts %d ms", op.TTL, op.Lock.ExpiresAt-op.Lock.AcquiredAt))
-		case op.Kind == Renew && op.Lock != nil && op.Token != 0 && op.Lock.Token != op.Token:
+		case op.Kind.Lock() == Renew && op.Lock != nil && op.Token != 0 && op.Lock.Token != op.Token:
 			bad(fmt.Sprintf("renewed with token %d, answered token %d", op.Token, op.Lock.Token))
 		}
 	}
@@ -333,7 +399,7 @@ func (c *checker) recovery() {
 		if (op.Err != "" || op.Status >= 500) && !c.retryAfterSkew(op) {
 			c.report(RuleRecovery, op.Resource, fmt.Sprintf("failed %v after the faults stopped", op.Invoke.Sub(c.h.RecoveryFrom).Round(time.Millisecond)), c.opLine(op))
 		}
-		if op.Phase == PhaseFinal && op.Kind == Acquire {
+		if op.Phase == PhaseFinal && op.Kind.Lock() == Acquire {
 			finals[op.Resource] = true
 			if !op.Granted {
 				ex := append([]string{c.opLine(op), "the last committed writes:"}, c.storeLines(op.Resource, c.h.Start, op.Return, true, 6)...)
@@ -346,6 +412,11 @@ func (c *checker) recovery() {
 			c.report(RuleRecovery, r, "no final acquire was made (the run was cut short)")
 		}
 	}
+	for r := range c.bySem {
+		if !finals[r] {
+			c.report(RuleRecovery, r, "no final acquire of a permit was made (the run was cut short)")
+		}
+	}
 }
 
 // retryAfterSkew reports whether op is a renew answered 503 because the
@@ -356,6 +427,9 @@ func (c *checker) recovery() {
 // it: the refused write with its :now, then the consistent read that
 // explained it.
 func (c *checker) retryAfterSkew(op *Op) bool {
+	if op.Kind == SemRenew && op.Status == 503 {
+		return c.semRetryAfterSkew(op)
+	}
 	if op.Kind != Renew || op.Status != 503 {
 		return false
 	}
@@ -385,7 +459,11 @@ func (c *checker) retryAfterSkew(op *Op) bool {
 // mutualExclusion checks that no two owners' holds overlap.
 func (c *checker) mutualExclusion() {
 	byID := func(id int) *Op { return &c.h.Ops[id] }
-	for r, hs := range holds(c.h.Ops, c.opt.margin(), c.h.Offsets) {
+	for r, hs := range c.holds() {
+		if c.isSem(r) {
+			c.rep.PermitHolds += len(hs)
+			continue // semaphoreLimit
+		}
 		c.rep.Holds += len(hs)
 		sort.Slice(hs, func(i, j int) bool { return hs[i].Start.Before(hs[j].Start) })
 		var active []Hold

@@ -3,11 +3,15 @@
 //
 // Run starts a fault proxy (internal/verify/faultproxy) in front of a DynamoDB-
 // compatible store, one or more service instances over it (the real
-// handlers behind the local runner, each with its own clock offset), and N
-// concurrent clients that acquire, renew, release and read a few resources
-// with short leases over HTTP, some of them waiting at the service for a
-// held lock (Config.Waits). Each client is sequential and has its own owner
-// name, or (Config.SharedOwners) shares one with one other client, as two
+// handlers behind the local runner, each with its own clock offset, serving
+// waiting acquires in arrival order as the service's own setups do:
+// locklogic.Config.FairWaiting), and N concurrent clients that acquire,
+// renew, release and read a few resources with short leases over HTTP,
+// some of them waiting at the service for a held lock (Config.Waits) in
+// rounds that send back their place in the queue (queue_ticket), and the
+// same with the permits of a semaphore or two (Config.Semaphores). Each
+// client is sequential and has its own owner name, or
+// (Config.SharedOwners) shares one with one other client, as two
 // processes of one worker share a chosen owner: then one client's wait can
 // be in flight while the other acquires, renews or releases the owner's
 // lease. With Config.Election, candidates also campaign for a leadership
@@ -19,10 +23,14 @@
 // proxy records every store request with its fault and the store's real
 // answer. After the fault phase the faults stop, every held-back write
 // lands, the clients go on for a moment, and once every lease the store
-// recorded has expired a fresh owner takes each resource.
+// recorded has expired (and every waiter's place has lapsed) a fresh owner
+// takes each resource and a permit of each semaphore.
 //
-// Check then enforces nine rules, each reported with the excerpt of the
-// history (client operations and store requests) that reproduces it:
+// Check then enforces thirteen rules, each reported with the excerpt of the
+// history (client operations and store requests) that reproduces it (a
+// semaphore's permits share the rules of leases where they apply: answers,
+// no false grant, recovery, fencing across all its permits, linearizable
+// against a model of one semaphore):
 //
 //   - mutual exclusion: no two owners' holds overlap, a hold being what a
 //     client may rely on by the documented rules: from a grant's answer to
@@ -62,7 +70,24 @@
 //     committed lease with its owner and expiry, or its end), the index
 //     never below the one asked with, and the leases a watcher reports
 //     skipped (token difference − 1) exactly those the history has
-//     between its two answers (leaders.go).
+//     between its two answers (leaders.go);
+//   - fairness: in the store's history of each lock — the queue's joins,
+//     keeps and prunes and the grants, from the proxy's records — no grant
+//     passes a waiter's place that joined the queue before it and was
+//     still queued and live: the head's grant goes to the earliest live
+//     place, and a plain acquire takes a free lock only while no live
+//     place is queued (its owner's re-acquire of its own live lease
+//     aside) (fairness.go). The report counts, of the grants to waiting
+//     acquires made while others waited, those that went to the longest
+//     waiter;
+//   - semaphore limit: the clients' holds of a semaphore's permits never
+//     belong to more than N owners at once;
+//   - semaphore holders: in the store's committed writes, no slot holds
+//     two owners' live permits at once, and never more than N are live;
+//   - semaphore slots: a grant's slot is the slot the store wrote its
+//     token into, below N; a renewal answers its slot; every token is the
+//     one counter's; no grant gives an owner a second live permit
+//     (semcheck.go, semmodel.go).
 //
 // A grant whose write landed after its caller was answered 503 (an
 // "unheard grant") is not a violation: nobody relies on it, and it keeps

@@ -86,7 +86,9 @@ func (c *client) campaign(ctx context.Context, phase Phase, until time.Time) {
 			lease := time.Duration(ttl) * time.Second
 			c.wait = int64((lease - margin(lease)) * 2 / 3 / time.Second)
 			op := c.call(ctx, phase, Acquire, r, ttl, 0)
-			c.wait = 0
+			// The next round keeps the place this one was given, as the
+			// clients' elections do.
+			c.wait, c.ticket = 0, op.Ticket
 			switch {
 			case op.Granted:
 				c.leaseTTL, c.renewFrom = ttl, op.Invoke

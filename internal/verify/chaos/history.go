@@ -21,10 +21,43 @@ const (
 	Status
 	// Watch is GET /locks/{resource}/watch?index=I&wait_seconds=N.
 	Watch
+	// The semaphore calls (/semaphores/{name}): a permit's acquire,
+	// renew, release, and the semaphore's status.
+	SemAcquire
+	SemRenew
+	SemRelease
+	SemStatus
 )
+
+// Sem reports whether k is a semaphore call.
+func (k Kind) Sem() bool { return k >= SemAcquire }
+
+// Lock returns the lock call a semaphore call mirrors (k itself for a
+// lock call): a permit is held, renewed and released as a lease is.
+func (k Kind) Lock() Kind {
+	switch k {
+	case SemAcquire:
+		return Acquire
+	case SemRenew:
+		return Renew
+	case SemRelease:
+		return Release
+	case SemStatus:
+		return Status
+	}
+	return k
+}
 
 func (k Kind) String() string {
 	switch k {
+	case SemAcquire:
+		return "semaphore-acquire"
+	case SemRenew:
+		return "semaphore-renew"
+	case SemRelease:
+		return "semaphore-release"
+	case SemStatus:
+		return "semaphore-status"
 	case Acquire:
 		return "acquire"
 	case Renew:
@@ -54,14 +87,16 @@ const (
 	PhaseFinal
 )
 
-// Lock is a lease as an answer shows it; times are epoch milliseconds of
-// the serving instance's clock.
+// Lock is a lease as an answer shows it, or a semaphore's permit (its
+// Resource the semaphore's name, in slot Slot); times are epoch
+// milliseconds of the serving instance's clock.
 type Lock struct {
 	Resource   string
 	Owner      string
 	Token      int64
 	AcquiredAt int64
 	ExpiresAt  int64
+	Slot       int
 }
 
 // Op is one request of a history: what a client sent, when (invoke and
@@ -82,7 +117,14 @@ type Op struct {
 	// watcher's last answer (0: none).
 	Index int64
 	// Token is the fencing_token sent (renew, release); 0 for none.
-	Token    int64
+	Token int64
+	// QueueTicket is the queue_ticket a waiting acquire sent back: its
+	// place in the lock's queue, from its previous round's answer.
+	QueueTicket string
+	// Permits is the N a semaphore acquire sent; Slot the slot a
+	// semaphore renew or release named.
+	Permits  int64
+	Slot     int64
 	Instance int
 	Phase    Phase
 
@@ -100,7 +142,14 @@ type Op struct {
 	// lease of a grant, a renew 200, a status 200 or a watch 200 (its live
 	// lease); Watched is a watch 200's state; DecodeErr says the body did
 	// not have the documented shape.
-	Granted   bool
+	Granted bool
+	// Holders are a semaphore status's permits, SemPermits its N (0:
+	// absent, the semaphore has no record).
+	Holders    []Lock
+	SemPermits int64
+	// Ticket is a waiting acquire's queue_ticket when it ended held: its
+	// place, for its next round.
+	Ticket    string
 	Lock      *Lock
 	Watched   *WatchAnswer
 	ProblemOK bool // a problem+json body with this status and a type
@@ -163,9 +212,13 @@ func (op *Op) decode() {
 			Acquired *bool
 			Lock     *lockJSON
 			Resource string
+			Ticket   string `json:"queue_ticket"`
 		}
 		if err = strictJSON(op.Body, &b); err == nil {
+			op.Ticket = b.Ticket
 			switch {
+			case b.Ticket != "" && (op.Wait == 0 || (b.Acquired != nil && *b.Acquired)):
+				err = fmt.Errorf("a queue_ticket in the answer to a grant or to an acquire that did not wait")
 			case b.Acquired == nil:
 				err = fmt.Errorf("no \"acquired\"")
 			case *b.Acquired && b.Lock == nil:
@@ -196,6 +249,8 @@ func (op *Op) decode() {
 		}
 	case op.Kind == Watch:
 		err = op.decodeWatch()
+	case op.Kind.Sem():
+		err = op.decodeSemaphore()
 	}
 	if err != nil {
 		op.DecodeErr = err.Error()
@@ -252,6 +307,96 @@ func (op *Op) decodeWatch() error {
 	return nil
 }
 
+// decodeSemaphore decodes a semaphore call's 200 answer (api.md,
+// "Semaphores").
+func (op *Op) decodeSemaphore() error {
+	switch op.Kind {
+	case SemAcquire:
+		var b struct {
+			Acquired *bool
+			Permit   *permitJSON
+			Name     string
+			FreeAt   string `json:"free_at"`
+			Ticket   string `json:"queue_ticket"`
+		}
+		if err := strictJSON(op.Body, &b); err != nil {
+			return err
+		}
+		op.Ticket = b.Ticket
+		switch {
+		case b.Acquired == nil:
+			return fmt.Errorf("no \"acquired\"")
+		case *b.Acquired && b.Permit == nil:
+			return fmt.Errorf("acquired without a permit")
+		case *b.Acquired:
+			op.Granted = true
+			var err error
+			op.Lock, err = b.Permit.lock()
+			return err
+		case b.Name != op.Resource:
+			return fmt.Errorf("refusal names semaphore %q", b.Name)
+		case b.FreeAt != "":
+			if _, err := time.Parse(time.RFC3339Nano, b.FreeAt); err != nil {
+				return fmt.Errorf("free_at %q", b.FreeAt)
+			}
+		}
+	case SemRenew:
+		var b struct {
+			Renewed bool
+			Permit  *permitJSON
+		}
+		if err := strictJSON(op.Body, &b); err != nil {
+			return err
+		}
+		if !b.Renewed || b.Permit == nil {
+			return fmt.Errorf("200 without renewed:true and a permit")
+		}
+		var err error
+		op.Lock, err = b.Permit.lock()
+		return err
+	case SemStatus:
+		var b struct {
+			Name    string
+			Permits int64
+			Holders *[]permitJSON
+		}
+		if err := strictJSON(op.Body, &b); err != nil {
+			return err
+		}
+		if b.Name != op.Resource || b.Holders == nil {
+			return fmt.Errorf("a status of %q without holders", b.Name)
+		}
+		op.SemPermits = b.Permits
+		op.Holders = []Lock{}
+		for _, h := range *b.Holders {
+			l, err := h.lock()
+			if err != nil {
+				return err
+			}
+			op.Holders = append(op.Holders, *l)
+		}
+	}
+	return nil
+}
+
+type permitJSON struct {
+	Name string `json:"name"`
+	Slot *int   `json:"slot"`
+	lockJSON
+}
+
+func (p *permitJSON) lock() (*Lock, error) {
+	if p.Slot == nil || *p.Slot < 0 {
+		return nil, fmt.Errorf("a permit without a slot: %+v", *p)
+	}
+	l, err := p.lockJSON.lock()
+	if err != nil {
+		return nil, err
+	}
+	l.Resource, l.Slot = p.Name, *p.Slot
+	return l, nil
+}
+
 type lockJSON struct {
 	Resource     string `json:"resource"`
 	Owner        string `json:"owner"`
@@ -292,6 +437,9 @@ func (op Op) format(start time.Time) string {
 		if op.Wait > 0 {
 			req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d wait:%d}", op.Resource, op.Owner, op.TTL, op.Wait)
 		}
+		if op.QueueTicket != "" {
+			req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d wait:%d ticket:%s}", op.Resource, op.Owner, op.TTL, op.Wait, op.QueueTicket)
+		}
 	case Renew:
 		req = fmt.Sprintf("POST /locks/%s/renew {owner:%s ttl:%d%s}", op.Resource, op.Owner, op.TTL, tokenArg(op.Token))
 	case Release:
@@ -300,6 +448,18 @@ func (op Op) format(start time.Time) string {
 		req = fmt.Sprintf("GET /locks/%s", op.Resource)
 	case Watch:
 		req = fmt.Sprintf("GET /locks/%s/watch?index=%d&wait_seconds=%d", op.Resource, op.Index, op.Wait)
+	case SemAcquire:
+		req = fmt.Sprintf("POST /semaphores/%s {owner:%s ttl:%d permits:%d}", op.Resource, op.Owner, op.TTL, op.Permits)
+		if op.Wait > 0 {
+			req = fmt.Sprintf("POST /semaphores/%s {owner:%s ttl:%d permits:%d wait:%d%s}", op.Resource, op.Owner, op.TTL, op.Permits, op.Wait,
+				map[bool]string{true: " ticket:" + op.QueueTicket}[op.QueueTicket != ""])
+		}
+	case SemRenew:
+		req = fmt.Sprintf("POST /semaphores/%s/renew {owner:%s slot:%d ttl:%d%s}", op.Resource, op.Owner, op.Slot, op.TTL, tokenArg(op.Token))
+	case SemRelease:
+		req = fmt.Sprintf("DELETE /semaphores/%s {owner:%s slot:%d%s}", op.Resource, op.Owner, op.Slot, tokenArg(op.Token))
+	case SemStatus:
+		req = fmt.Sprintf("GET /semaphores/%s", op.Resource)
 	}
 	var ans string
 	switch {

@@ -57,10 +57,17 @@ func (c *checker) history(r string) *leaseHistory {
 	if h, ok := c.leases[r]; ok {
 		return h
 	}
-	h := &leaseHistory{}
+	h := buildHistory(c.byRes[r])
 	c.leases[r] = h
+	return h
+}
+
+// buildHistory returns the leases that the store requests ops (of one
+// lock, or of one slot of a semaphore) show.
+func buildHistory(ops []*storeOp) *leaseHistory {
+	h := &leaseHistory{}
 	byToken := map[int64]*lease{}
-	for _, s := range c.byRes[r] {
+	for _, s := range ops {
 		switch {
 		case s.kind == storeAcquire && s.outcome == applied && s.item != nil:
 			l := &lease{token: s.item.token, owner: s.item.owner, acquire: s, acquired: s.item.acquiredAt, last: *s.item, exps: []int64{s.item.expiresAt}}
@@ -79,7 +86,7 @@ func (c *checker) history(r string) *leaseHistory {
 		}
 		return a.acquire.rec.Sent.Before(b.acquire.rec.Sent)
 	})
-	for _, s := range c.byRes[r] {
+	for _, s := range ops {
 		switch {
 		case s.kind == storeRenew && s.outcome == applied && s.item != nil:
 			if l := byToken[s.item.token]; l != nil {

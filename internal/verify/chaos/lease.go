@@ -54,6 +54,8 @@ type view struct {
 	token    int64
 	deadline time.Time
 	cur      Hold
+	// slot is a permit's slot (a semaphore's view), from its grant.
+	slot int
 }
 
 // live reports whether the client believes it holds the lease at t.
@@ -91,7 +93,7 @@ func (v *view) before(op *Op) []Hold {
 	if h, ok := v.lapse(op.Invoke); ok {
 		out = append(out, h)
 	}
-	switch op.Kind {
+	switch op.Kind.Lock() {
 	case Acquire, Release:
 		if h, ok := v.end(op.Invoke, op.ID); ok {
 			out = append(out, h)
@@ -113,7 +115,7 @@ func (v *view) after(op *Op) []Hold {
 	}
 	ttl := time.Duration(op.TTL) * time.Second
 	deadline := op.Invoke.Add(ttl - v.margin(ttl))
-	switch op.Kind {
+	switch op.Kind.Lock() {
 	case Acquire:
 		// An acquire left without an answer may have been granted all
 		// the same (an unheard grant): nobody relies on that lease.
@@ -145,7 +147,7 @@ func (v *view) after(op *Op) []Hold {
 }
 
 func (v *view) start(op *Op, deadline time.Time) {
-	v.held, v.token, v.deadline = true, op.Lock.Token, deadline
+	v.held, v.token, v.deadline, v.slot = true, op.Lock.Token, deadline, op.Lock.Slot
 	v.cur = Hold{Client: op.Client, Owner: op.Owner, Resource: op.Resource, Token: op.Lock.Token, Start: op.Return, Ops: []int{op.ID}}
 }
 
@@ -228,7 +230,7 @@ func coOwnerCuts(ops []Op, byRes map[string][]Hold, margin func(time.Duration) t
 				first := &ops[h.Ops[0]]
 				for i := range ops {
 					x := &ops[i]
-					if x.Owner != h.Owner || x.Client == h.Client || x.Resource != r || x.Kind == Status || !x.Invoke.Before(h.End) {
+					if x.Owner != h.Owner || x.Client == h.Client || x.Resource != r || x.Kind.Lock() == Status || x.Kind == Watch || !x.Invoke.Before(h.End) {
 						continue
 					}
 					if first.Lock != nil && x.Return.Add(off(x)).UnixMilli() < first.Lock.AcquiredAt {
@@ -238,7 +240,7 @@ func coOwnerCuts(ops []Op, byRes map[string][]Hold, margin func(time.Duration) t
 						continue // landed before the lease was written
 					}
 					cut := x.Invoke
-					if x.Kind != Release {
+					if x.Kind.Lock() != Release {
 						ttl := time.Duration(x.TTL) * time.Second
 						cut = x.Invoke.Add(ttl - margin(ttl))
 					}

@@ -28,18 +28,27 @@ import (
 //     its window [invoke, return] on the client's clock.
 //
 // The state is the lock item: whether it exists, owner, fencing token,
-// acquired_at, renewed_at, expires_at and released. The model is the
-// documented lock rules (README "One write decides every outcome",
-// locklogic/doc.go "Late writes"), written independently of DynamoDB's
-// condition language: an acquire takes a lock that is absent, released,
-// expired, or held by the same owner under a grant and a renewal not newer
-// than the request's issue time (:iss, the request's arrival: every write
-// of a wait carries the same one), or by the lease this very request wrote
-// (its grant id :gid: an SDK retry of a write that landed); it sets the
-// lease and bumps the token by exactly one (from :base when the item is
-// absent). A renew and a release need the owner, a live lease, a grant not
-// newer than the request (and for a renew a renewal not newer either), and
-// the token when one is given.
+// acquired_at, renewed_at, expires_at and released, and the queue of
+// waiters (fair waiting: each entry's ticket, owner and until) with
+// queue_until. The model is the documented lock rules (README "One write
+// decides every outcome", locklogic/doc.go "Late writes", docs/design.md
+// "Fair waiting"), written independently of DynamoDB's condition language:
+// an acquire takes a lock that is absent, or released or expired while no
+// live waiter is queued (the queue empty, or queue_until passed), or held
+// by the same owner under a grant and a renewal not newer than the
+// request's issue time (:iss, the request's arrival: every write of a wait
+// carries the same one), or by the lease this very request wrote (its
+// grant id :gid: an SDK retry of a write that landed) — while live waiters
+// are queued, only its own live lease; it sets the lease and bumps the
+// token by exactly one (from :base when the item is absent). The head of
+// the queue's grant (an acquire with a ticket) takes a released or expired
+// lock when the first entry is its live place, and removes that entry. A
+// join appends an entry to the queue of the size the waiter saw, a keep
+// moves the until of the caller's own live entry, a prune removes lapsed
+// entries at the front by their tickets; none of them touches the lease.
+// A renew and a release need the owner, a live lease, a grant not newer
+// than the request (and for a renew a renewal not newer either), and the
+// token when one is given.
 //
 // The model believes the :iss and :gid each write carries: a service that
 // sent a wrong issue time (a wait's :now, say) would be linearizable with
@@ -66,16 +75,19 @@ import (
 // one of these store requests), a linearizable store history means the
 // clients saw the lock behave as one lock with the documented rules.
 
-// lockState is the model's state: one lock item.
+// lockState is the model's state: one lock item, with its queue (fair
+// waiting: encoded as in storeItem) and queue_until (0: none).
 type lockState struct {
-	exists   bool
-	owner    string
-	token    int64
-	acquired int64
-	gid      string // the grant id of the acquire request that wrote the lease
-	renewed  int64
-	expires  int64
-	released bool
+	exists     bool
+	owner      string
+	token      int64
+	acquired   int64
+	gid        string // the grant id of the acquire request that wrote the lease
+	renewed    int64
+	expires    int64
+	released   bool
+	queue      string
+	queueUntil int64
 }
 
 func (s lockState) String() string {
@@ -86,12 +98,29 @@ func (s lockState) String() string {
 	if s.released {
 		r = " released"
 	}
+	if s.queue != "" {
+		r += fmt.Sprintf(" queue:%s queue_until:%d", queueString(s.queue), s.queueUntil)
+	}
 	return fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d grant:%s%s}", s.owner, s.token, s.acquired, s.renewed, s.expires, s.gid, r)
 }
 
 func (s lockState) item() storeItem {
-	return storeItem{owner: s.owner, token: s.token, acquiredAt: s.acquired, renewedAt: s.renewed, expiresAt: s.expires, released: s.released}
+	return storeItem{owner: s.owner, token: s.token, acquiredAt: s.acquired, renewedAt: s.renewed, expiresAt: s.expires, released: s.released,
+		queue: s.queue, queueUntil: s.queueUntil}
 }
+
+// open reports whether no live waiter is queued at now: the queue is
+// empty, or every place has lapsed by queue_until (which is at least every
+// entry's until). A lapsed place still in the list does not keep a plain
+// acquire out.
+func (s lockState) open(now int64) bool {
+	q, _ := parseQueue(s.queue)
+	return len(q) == 0 || (s.queueUntil != 0 && s.queueUntil <= now)
+}
+
+// free reports whether the lease keeps nobody out at now: absent,
+// released or expired (the workload uses no lock-delay).
+func (s lockState) free(now int64) bool { return !s.exists || s.released || s.expires <= now }
 
 // linInput is a porcupine operation's input: a store request, or a client's
 // status call.
@@ -133,16 +162,57 @@ func step(s lockState, in linInput) []lockState {
 		}
 		return nil
 	case storeAcquire:
-		// A same-owner acquire may replace only a lease granted and renewed
-		// no later than the request was issued (:iss; a wait's later write
-		// carries its request's arrival, not its own :now).
-		// Or the lease is this very request's (its grant id): an SDK
-		// retry of a write that landed.
-		ok = !s.exists || s.released || s.expires <= w.now ||
-			(s.owner == w.owner && ((s.acquired <= w.iss && s.renewed <= w.iss) || (w.gid != "" && s.gid == w.gid)))
-		next = lockState{exists: true, owner: w.owner, token: w.base + 1, acquired: w.now, renewed: w.now, expires: w.exp, gid: w.gid}
+		if w.ticket != "" {
+			// The head of the queue takes a free lock, its entry (its
+			// ticket, its owner) first and live, and leaves the queue.
+			q, _ := parseQueue(s.queue)
+			ok = s.exists && len(q) > 0 && q[0].id == w.ticket && q[0].owner == w.owner && q[0].until > w.now && (s.released || s.expires <= w.now)
+			if ok {
+				next.queue = encodeQueue(q[1:])
+			}
+		} else {
+			// A free lock only while no live waiter is queued (no
+			// barging). A same-owner acquire may replace only a lease
+			// granted and renewed no later than the request was issued
+			// (:iss; a wait's later write carries its request's arrival,
+			// not its own :now), or the lease this very request wrote (its
+			// grant id: an SDK retry of a write that landed); while live
+			// waiters are queued, only its own live lease.
+			ok = !s.exists || (s.free(w.now) && s.open(w.now)) ||
+				(s.owner == w.owner && ((s.acquired <= w.iss && s.renewed <= w.iss) || (w.gid != "" && s.gid == w.gid)) &&
+					(s.open(w.now) || (!s.released && s.expires > w.now)))
+		}
+		next.exists, next.owner, next.token, next.acquired, next.renewed, next.expires, next.gid, next.released =
+			true, w.owner, w.base+1, w.now, w.now, w.exp, w.gid, false
 		if s.exists {
 			next.token = s.token + 1
+		}
+	case storeJoin:
+		// A waiter joins at the back of the queue it saw (its size), the
+		// item there, and raises queue_until (never lowers it).
+		q, present := parseQueue(s.queue)
+		ok = s.exists && (!present || int64(len(q)) == w.qn) && (s.queueUntil == 0 || s.queueUntil <= w.qu)
+		next.queue, next.queueUntil = encodeQueue(append(q[:len(q):len(q)], w.entry)), w.qu
+	case storeKeep:
+		// A waiter's next round moves the until of its own live place.
+		q, _ := parseQueue(s.queue)
+		i := w.index
+		ok = s.exists && i >= 0 && i < len(q) && q[i].id == w.ticket && q[i].owner == w.owner && q[i].until > w.now &&
+			(s.queueUntil == 0 || s.queueUntil <= w.qu)
+		if ok {
+			q = append([]qentry(nil), q...)
+			q[i].until = w.qt
+			next.queue, next.queueUntil = encodeQueue(q), w.qu
+		}
+	case storePrune:
+		// The lapsed places at the front, each by its ticket, go.
+		q, _ := parseQueue(s.queue)
+		ok = s.exists && len(w.pruned) > 0 && len(w.pruned) <= len(q)
+		for j := 0; ok && j < len(w.pruned); j++ {
+			ok = q[j].id == w.pruned[j] && q[j].until <= w.now
+		}
+		if ok {
+			next.queue = encodeQueue(q[len(w.pruned):])
 		}
 	case storeRenew:
 		ok = s.exists && !s.released && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && s.renewed <= w.now && (w.tok == 0 || s.token == w.tok)
@@ -153,8 +223,8 @@ func step(s lockState, in linInput) []lockState {
 	}
 	switch w.outcome {
 	case applied:
-		// A committed acquire or renew returns the new item (ALL_NEW);
-		// it must be exactly the model's.
+		// A committed acquire, renew or queue write returns the new item
+		// (ALL_NEW); it must be exactly the model's.
 		if !ok || (w.item != nil && *w.item != next.item()) {
 			return nil
 		}
@@ -195,8 +265,8 @@ func (c *checker) linearizable() {
 	ns := func(t time.Time) int64 { return int64(t.Sub(c.h.Start)) }
 	parts := map[string][]porcupine.Operation{}
 	for _, s := range c.store {
-		if s.outcome == notSent || s.outcome == failedOther {
-			continue // the store never changed for it
+		if s.outcome == notSent || s.outcome == failedOther || s.sem != nil {
+			continue // the store never changed for it; semaphores: semmodel.go
 		}
 		if s.kind == storeRead && !s.full {
 			continue // a waiter's eventually consistent peek: a hint, no evidence
@@ -224,6 +294,7 @@ func (c *checker) linearizable() {
 		names = append(names, r)
 	}
 	sort.Strings(names)
+	defer c.semLinearizable()
 	for _, r := range names {
 		res, info := porcupine.CheckOperationsVerbose(lockModel, parts[r], c.opt.LinearizabilityTimeout)
 		c.rep.Linearizable[r] = verdicts[res]

@@ -38,8 +38,9 @@ type server struct {
 
 // startServer serves the lock API for one Instance on a free loopback port,
 // over the store at endpoint, table table, with the store budget budget
-// (api.StoreBudget when zero).
-func startServer(endpoint, table string, budget time.Duration, in Instance) (*server, error) {
+// (api.StoreBudget when zero); fair serves waiting acquires in arrival
+// order (locklogic.Config.FairWaiting), as the service's own setups do.
+func startServer(endpoint, table string, budget time.Duration, fair bool, in Instance) (*server, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	db, err := api.NewDynamoDB(context.Background(), endpoint, func(o *dynamodb.Options) {
@@ -63,7 +64,7 @@ func startServer(endpoint, table string, budget time.Duration, in Instance) (*se
 	// dynalite does not return the old item with a failed condition, so
 	// the service explains failed renewals and releases with a read, as
 	// locald does when its probe says so.
-	svc := locklogic.New(store, locklogic.Config{Table: table, Now: now})
+	svc := locklogic.New(store, locklogic.Config{Table: table, Now: now, FairWaiting: fair})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	h := api.NewHandler(svc, log, now)
 	if budget > 0 {

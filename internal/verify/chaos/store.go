@@ -10,19 +10,32 @@ import (
 	"github.com/ft288/locks/locklogic"
 )
 
-// storeKind is what a store request does to a lock.
+// storeKind is what a store request does to a lock (or to a semaphore's
+// slot: see semstore.go).
 type storeKind int
 
 const (
+	// storeAcquire is a grant's write: a plain acquire, or, with a queue
+	// ticket (storeOp.ticket), the head of the queue's grant, which also
+	// removes its entry.
 	storeAcquire storeKind = iota
 	storeRenew
 	storeRelease
 	storeRead
+	// The queue's own writes (fair waiting), which change no lease: a
+	// waiter joins at the back, keeps its place (moves its until), or
+	// removes the lapsed entries at the front.
+	storeJoin
+	storeKeep
+	storePrune
 )
 
 func (k storeKind) String() string {
-	return [...]string{"acquire-write", "renew-write", "release-write", "read"}[k]
+	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune"}[k]
 }
+
+// queueWrite reports whether k is one of the queue's own writes.
+func (k storeKind) queueWrite() bool { return k == storeJoin || k == storeKeep || k == storePrune }
 
 // outcome is what became of a store request.
 type outcome int
@@ -60,20 +73,105 @@ type storeOp struct {
 	// of expires_at and released_at only, never an answer's evidence.
 	full    bool
 	outcome outcome
-	// item is the store's item: what a committed acquire or renew wrote
-	// (ReturnValues ALL_NEW), what a read found (nil: absent).
+	// item is the store's item: what a committed acquire, renew or queue
+	// write wrote (ReturnValues ALL_NEW), what a read found (nil: absent).
 	item *storeItem
+
+	// Fair waiting. ticket is the queue ticket (:tk) of a head's grant or
+	// of a keep; entry is the entry a join appends (:qe), after a queue
+	// of qn entries (:qn); index is the entry a keep moves, to qt (:qt);
+	// qu is the queue_until a join or keep sets (:qu); pruned are the
+	// tickets of the entries a prune removes (:q0, :q1, …), front first.
+	ticket string
+	entry  qentry
+	qn     int64
+	index  int
+	qt, qu int64
+	pruned []string
+
+	// sem is set for a semaphore's request (its key starts with
+	// locklogic.SemaphorePrefix): what it does to which slot, and the
+	// semaphore item the store returned (semstore.go). Such a request has
+	// no item.
+	sem *semOp
 }
 
-// storeItem is a lock item as the store returned it.
+// storeItem is a lock item as the store returned it, with its queue
+// (encoded: see qentry) and queue_until (0: none).
 type storeItem struct {
 	owner                                   string
 	token, acquiredAt, renewedAt, expiresAt int64
 	released                                bool
+	queue                                   string
+	queueUntil                              int64
 }
 
-// decodeRecords reads every lock request among recs; requests the service
-// never makes (table setup) are skipped.
+// qentry is one waiter's place in a lock's queue.
+type qentry struct {
+	id, owner string
+	until     int64
+}
+
+// A queue is kept in the model's state and in storeItem as a string, so
+// that both stay comparable: "" for no queue attribute, else "[" and the
+// entries, each id, owner and until separated by \x1f, entries by \x1e,
+// then "]" (an empty list is "[]", which the join condition tells from no
+// attribute).
+func encodeQueue(q []qentry) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, e := range q {
+		if i > 0 {
+			b.WriteByte('\x1e')
+		}
+		b.WriteString(e.id)
+		b.WriteByte('\x1f')
+		b.WriteString(e.owner)
+		b.WriteByte('\x1f')
+		b.WriteString(strconv.FormatInt(e.until, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// parseQueue decodes encodeQueue's string; present is false for "".
+func parseQueue(s string) (q []qentry, present bool) {
+	if len(s) < 2 {
+		return nil, false
+	}
+	body := s[1 : len(s)-1]
+	if body == "" {
+		return nil, true
+	}
+	for _, e := range strings.Split(body, "\x1e") {
+		f := strings.Split(e, "\x1f")
+		if len(f) != 3 {
+			continue
+		}
+		q = append(q, qentry{id: f[0], owner: f[1], until: num(f[2])})
+	}
+	return q, true
+}
+
+// queueString renders an encoded queue for excerpts.
+func queueString(s string) string {
+	q, present := parseQueue(s)
+	if !present {
+		return ""
+	}
+	parts := make([]string, len(q))
+	for i, e := range q {
+		parts[i] = fmt.Sprintf("%s:%s<%d", e.id, e.owner, e.until)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func entryOf(m map[string]string) qentry {
+	return qentry{id: m["id"], owner: m[locklogic.AttrOwner], until: num(m["until"])}
+}
+
+// decodeRecords reads every lock and semaphore request among recs;
+// requests the service never makes (table setup) are skipped.
 func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 	var out []*storeOp
 	for i := range recs {
@@ -86,6 +184,25 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			return nil, err
 		}
 		op := &storeOp{rec: r, resource: c.Key[locklogic.AttrResource]}
+		switch {
+		case !r.Forwarded:
+			op.outcome = notSent
+		case r.ForwardErr != "":
+			op.outcome = unknownOutcome
+		case r.StoreStatus == 200:
+			op.outcome = applied
+		case c.ErrorType == "ConditionalCheckFailedException":
+			op.outcome = refused
+		default:
+			op.outcome = failedOther
+		}
+		if strings.HasPrefix(op.resource, locklogic.SemaphorePrefix) {
+			if err := op.decodeSemaphore(c); err != nil {
+				return nil, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			out = append(out, op)
+			continue
+		}
 		if r.Op == "GetItem" {
 			op.kind = storeRead
 			op.full = c.ConsistentRead && c.ProjectionExpression == ""
@@ -101,18 +218,27 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			op.exp = num(c.Values[":exp"])
 			op.base = num(c.Values[":base"])
 			op.tok = num(c.Values[":tok"])
-		}
-		switch {
-		case !r.Forwarded:
-			op.outcome = notSent
-		case r.ForwardErr != "":
-			op.outcome = unknownOutcome
-		case r.StoreStatus == 200:
-			op.outcome = applied
-		case c.ErrorType == "ConditionalCheckFailedException":
-			op.outcome = refused
-		default:
-			op.outcome = failedOther
+			op.ticket = c.Values[":tk"]
+			op.qu = num(c.Values[":qu"])
+			switch op.kind {
+			case storeJoin:
+				if qe := c.ValueLists[":qe"]; len(qe) == 1 {
+					op.entry = entryOf(qe[0])
+				}
+				op.owner = op.entry.owner
+				op.qn = num(c.Values[":qn"])
+			case storeKeep:
+				op.qt = num(c.Values[":qt"])
+				op.index = listIndex(c.UpdateExpression)
+			case storePrune:
+				for j := 0; ; j++ {
+					id, ok := c.Values[":q"+strconv.Itoa(j)]
+					if !ok {
+						break
+					}
+					op.pruned = append(op.pruned, id)
+				}
+			}
 		}
 		if c.Item != nil {
 			it := &storeItem{
@@ -121,8 +247,16 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 				acquiredAt: num(c.Item[locklogic.AttrAcquiredAt]),
 				renewedAt:  num(c.Item[locklogic.AttrRenewedAt]),
 				expiresAt:  num(c.Item[locklogic.AttrExpiresAt]),
+				queueUntil: num(c.Item[locklogic.AttrQueueUntil]),
 			}
 			_, it.released = c.Item[locklogic.AttrReleasedAt]
+			if l, ok := c.ItemLists[locklogic.AttrQueue]; ok {
+				q := make([]qentry, len(l))
+				for j, m := range l {
+					q[j] = entryOf(m)
+				}
+				it.queue = encodeQueue(q)
+			}
 			op.item = it
 		}
 		out = append(out, op)
@@ -130,8 +264,10 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 	return out, nil
 }
 
-// writeKind tells the three lock writes apart by what they set: only
-// acquire bumps the token, only release sets released_at.
+// writeKind tells the lock writes apart by what they set: only an
+// acquire (a head's grant too) bumps the token, only a release sets
+// released_at, only a join appends an entry (:qe), only a keep moves an
+// entry's until (:qt), and a prune only removes entries (:q0 …).
 func writeKind(c faultproxy.Call) storeKind {
 	placeholder := func(attr string) string {
 		for p, name := range c.Names {
@@ -142,13 +278,37 @@ func writeKind(c faultproxy.Call) storeKind {
 		return "\x00"
 	}
 	set, _, _ := strings.Cut(c.UpdateExpression, " REMOVE ")
+	_, join := c.ValueLists[":qe"]
+	_, keep := c.Values[":qt"]
+	_, prune := c.Values[":q0"]
 	switch {
 	case strings.Contains(set, placeholder(locklogic.AttrToken)+" = "):
 		return storeAcquire
 	case strings.Contains(set, placeholder(locklogic.AttrReleasedAt)+" = "):
 		return storeRelease
+	case join:
+		return storeJoin
+	case keep:
+		return storeKeep
+	case prune:
+		return storePrune
 	}
 	return storeRenew
+}
+
+// listIndex returns the first list index ([i]) of an expression, -1 for
+// none.
+func listIndex(expr string) int {
+	i := strings.IndexByte(expr, '[')
+	j := strings.IndexByte(expr, ']')
+	if i < 0 || j < i {
+		return -1
+	}
+	k, err := strconv.Atoi(expr[i+1 : j])
+	if err != nil {
+		return -1
+	}
+	return k
 }
 
 func num(s string) int64 {
@@ -166,6 +326,12 @@ func (s *storeOp) format(start time.Time) string {
 		if !s.full {
 			req = "GetItem (eventually consistent peek) " + s.resource
 		}
+	case storeJoin:
+		req = fmt.Sprintf("UpdateItem %s %s owner:%s ticket:%s until:%d after %d entries :qu=%d", s.kind, s.resource, s.owner, s.entry.id, s.entry.until, s.qn, s.qu)
+	case storeKeep:
+		req = fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d entry %d ticket:%s until:%d :qu=%d", s.kind, s.resource, s.owner, s.now, s.index, s.ticket, s.qt, s.qu)
+	case storePrune:
+		req = fmt.Sprintf("UpdateItem %s %s :now=%d tickets:%s", s.kind, s.resource, s.now, strings.Join(s.pruned, ","))
 	default:
 		req = fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d", s.kind, s.resource, s.owner, s.now)
 		if s.exp != 0 {
@@ -174,6 +340,12 @@ func (s *storeOp) format(start time.Time) string {
 		if s.tok != 0 {
 			req += fmt.Sprintf(" :tok=%d", s.tok)
 		}
+		if s.ticket != "" {
+			req += " (the head's grant, ticket " + s.ticket + ")"
+		}
+	}
+	if s.sem != nil {
+		req = s.sem.format(s)
 	}
 	var ans string
 	switch s.outcome {
@@ -187,6 +359,8 @@ func (s *storeOp) format(start time.Time) string {
 		ans = fmt.Sprintf("store: %d %s", r.StoreStatus, r.StoreBody)
 	case applied:
 		switch {
+		case s.sem != nil:
+			ans = "store: " + s.sem.answer(s)
 		case s.item == nil && s.kind == storeRead:
 			ans = "store: no item"
 		case s.item == nil:
@@ -207,6 +381,9 @@ func (it *storeItem) String() string {
 	s := fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d", it.owner, it.token, it.acquiredAt, it.renewedAt, it.expiresAt)
 	if it.released {
 		s += " released"
+	}
+	if it.queue != "" {
+		s += fmt.Sprintf(" queue:%s queue_until:%d", queueString(it.queue), it.queueUntil)
 	}
 	return s + "}"
 }

@@ -17,6 +17,9 @@ func (r *Result) Summary() string {
 	c, rep := r.Config, r.Report
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos seed=%d duration=%v clients=%d resources=%d instances=%d", c.Seed, c.Duration, c.Clients, c.Resources, len(c.Instances))
+	if c.RandomWaiting {
+		b.WriteString(" random-waiting")
+	}
 	if sk := skew(c.Instances); sk > 0 {
 		fmt.Fprintf(&b, " skew=%v", sk)
 	}
@@ -31,8 +34,12 @@ func (r *Result) Summary() string {
 	if n := rep.Ops[Watch]; n > 0 {
 		watch = fmt.Sprintf(" watch=%d", n)
 	}
-	fmt.Fprintf(&b, " ops=%d (acquire=%d of which waiting=%d, renew=%d release=%d status=%d%s; %s)", total,
-		rep.Ops[Acquire], rep.Waiting, rep.Ops[Renew], rep.Ops[Release], rep.Ops[Status], watch, counts(rep.Outcomes))
+	sem := ""
+	if n := rep.Ops[SemAcquire] + rep.Ops[SemRenew] + rep.Ops[SemRelease] + rep.Ops[SemStatus]; n > 0 {
+		sem = fmt.Sprintf(" semaphore: acquire=%d renew=%d release=%d status=%d", rep.Ops[SemAcquire], rep.Ops[SemRenew], rep.Ops[SemRelease], rep.Ops[SemStatus])
+	}
+	fmt.Fprintf(&b, " ops=%d (acquire=%d of which waiting=%d, renew=%d release=%d status=%d%s%s; %s)", total,
+		rep.Ops[Acquire], rep.Waiting, rep.Ops[Renew], rep.Ops[Release], rep.Ops[Status], watch, sem, counts(rep.Outcomes))
 	faults := 0
 	var parts []string
 	for _, f := range faultproxy.Faults() {
@@ -43,12 +50,19 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, " faults=%d (%s)", faults, strings.Join(parts, " "))
 	fmt.Fprintf(&b, " late-writes=%d (applied=%d) unheard-grants=%d holds=%d", rep.LateWrites, rep.LateApplied, rep.UnheardGrants, rep.Holds)
+	if len(c.Semaphores) > 0 {
+		fmt.Fprintf(&b, " semaphores=%v permit-holds=%d", c.Semaphores, rep.PermitHolds)
+	}
 	if c.SharedOwners > 0 || rep.CoOwnerWaits+rep.CoOwnerReplaced > 0 {
 		fmt.Fprintf(&b, " co-owner: grants-during-waits=%d replaced=%d", rep.CoOwnerWaits, rep.CoOwnerReplaced)
 	}
 	if e := c.Election; e.on() {
 		fmt.Fprintf(&b, " election: candidates=%d observers=%d leases=%d watch-answers=%d (changed=%d) skipped-reported=%d",
 			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped)
+	}
+	if rep.QueueJoins+rep.HeadGrants > 0 {
+		fmt.Fprintf(&b, " queue: joins=%d keeps=%d prunes=%d head-grants=%d longest-waiter=%d/%d (own-lease re-acquires %d)", rep.QueueJoins, rep.QueueKeeps,
+			rep.QueuePrunes, rep.HeadGrants, rep.LongestWaiterGrants, rep.ContestedGrants, rep.ContestedReacquires)
 	}
 	fmt.Fprintf(&b, " linearizable=%s", verdict(rep.Linearizable))
 	fmt.Fprintf(&b, " violations=%d", rep.Total())

@@ -56,6 +56,25 @@ type Config struct {
 	// acquire of a lock the client does not hold waits at the service,
 	// for a round as the clients make them (see client.run).
 	Waits float64
+	// RandomWaiting turns fair waiting off (locklogic.Config.FairWaiting,
+	// on in the service's own setups): waiters poll at random and the
+	// first write after a release wins, as before the queue.
+	RandomWaiting bool
+	// Rounds is the chance (0.75 by default; negative: none) that a waiter
+	// whose round ended held comes back at once with its queue_ticket for
+	// another round, as the clients do (at most three more); otherwise it
+	// leaves, and its place lapses 2 s after the round's end.
+	Rounds float64
+	// Semaphores are the permits (N) of the semaphores the workers take,
+	// renew, release and read beside the locks, one semaphore each ({2}:
+	// one semaphore of two permits; an empty, non-nil slice: none), every
+	// client with the semaphore's N (at most 8 permits: the checker follows
+	// 8 slots).
+	Semaphores []int64
+	// SemaphoreWaits is the chance that an acquire of a permit the client
+	// does not hold waits at the service, as Waits for locks (0 by
+	// default: none; the service does not wait for permits yet).
+	SemaphoreWaits float64
 	// Instances are the service instances the clients spread their
 	// requests over, all over the one proxy (one exact clock by default).
 	Instances []Instance
@@ -92,6 +111,12 @@ func (c *Config) defaults() {
 	}
 	if c.Waits == 0 {
 		c.Waits = 0.25
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 0.75
+	}
+	if c.Semaphores == nil {
+		c.Semaphores = []int64{2}
 	}
 	if len(c.Instances) == 0 {
 		c.Instances = []Instance{{}}
@@ -150,6 +175,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Waits >= 1 {
 		return nil, fmt.Errorf("chaos: Waits %g: want a chance below 1", cfg.Waits)
 	}
+	for _, n := range cfg.Semaphores {
+		if n < 1 || n > maxSlots {
+			return nil, fmt.Errorf("chaos: a semaphore of %d permits: want 1 to %d", n, maxSlots)
+		}
+	}
+	if cfg.SemaphoreWaits >= 1 {
+		return nil, fmt.Errorf("chaos: SemaphoreWaits %g: want a chance below 1", cfg.SemaphoreWaits)
+	}
 	if cfg.SharedOwners < 0 || 2*cfg.SharedOwners > cfg.Clients {
 		return nil, fmt.Errorf("chaos: SharedOwners %d: want 0 to Clients/2 (%d)", cfg.SharedOwners, cfg.Clients/2)
 	}
@@ -163,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		w.leader = cfg.LeaderResource()
 	}
 	for _, in := range cfg.Instances {
-		s, err := startServer(proxy.URL(), cfg.Table, cfg.StoreBudget, in)
+		s, err := startServer(proxy.URL(), cfg.Table, cfg.StoreBudget, !cfg.RandomWaiting, in)
 		if err != nil {
 			return nil, err
 		}
@@ -173,6 +206,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	for i := range cfg.Resources {
 		w.resources = append(w.resources, fmt.Sprintf("%s-r%d", cfg.Name, i))
+	}
+	w.permits = map[string]int64{}
+	for i, n := range cfg.Semaphores {
+		name := fmt.Sprintf("%s-s%d", cfg.Name, i)
+		w.sems = append(w.sems, name)
+		w.permits[name] = n
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
@@ -230,6 +269,9 @@ type workload struct {
 	urls      []string
 	offsets   []time.Duration
 	resources []string
+	// sems are the semaphores' names, permits their N.
+	sems    []string
+	permits map[string]int64
 	// leader is the election's lock ("" without the election workload).
 	leader string
 	http   *http.Client
@@ -253,10 +295,12 @@ func (w *workload) final(ctx context.Context, recs []faultproxy.Record) {
 	if err != nil {
 		return // the checker reports undecodable records
 	}
+	// The leases, and the waiters' places in the queues: a plain acquire
+	// does not pass a live place.
 	var last int64
 	for _, s := range ops {
-		if s.outcome == applied && s.kind != storeRead && s.kind != storeRelease && s.exp > last {
-			last = s.exp
+		if (s.outcome == applied || s.outcome == unknownOutcome) && s.kind != storeRead && s.kind != storeRelease {
+			last = max(last, s.exp, s.entry.until, s.qt)
 		}
 	}
 	minOff := slicesMin(w.offsets)
@@ -272,6 +316,14 @@ func (w *workload) final(ctx context.Context, recs []faultproxy.Record) {
 		op := p.call(ctx, PhaseFinal, Acquire, r, 1, 0)
 		if op.Granted {
 			p.call(ctx, PhaseFinal, Release, r, 0, op.Lock.Token)
+		}
+	}
+	for _, r := range w.sems {
+		p.owner = "final-" + r[strings.LastIndexByte(r, '-')+1:]
+		op := p.call(ctx, PhaseFinal, SemAcquire, r, 1, 0)
+		if op.Granted {
+			p.slot = int64(op.Lock.Slot)
+			p.call(ctx, PhaseFinal, SemRelease, r, 0, op.Lock.Token)
 		}
 	}
 }
@@ -320,8 +372,12 @@ type client struct {
 	role  role
 	rng   *rand.Rand
 	views map[string]*view
-	// wait is the wait_seconds of the next acquire.
-	wait int64
+	// wait is the wait_seconds of the next acquire, ticket its
+	// queue_ticket.
+	wait   int64
+	ticket string
+	// slot is the slot of the next semaphore renew or release.
+	slot int64
 	// A candidate's lease: its ttl and the invoke time of the request
 	// that last set its expiry (the grant or the latest renewal).
 	leaseTTL  int64
@@ -360,6 +416,17 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 		if c.rng.IntN(2) == 0 {
 			tok = v.token // the last token this client held, if any
 		}
+		// A semaphore's permit is taken, renewed, released and read as a
+		// lease is; renew and release name the slot of the client's last
+		// permit (a random one when it had none).
+		acquire, renew, release, status, waits := Acquire, Renew, Release, Status, cfg.Waits
+		if n, sem := c.w.permits[r]; sem {
+			acquire, renew, release, status, waits = SemAcquire, SemRenew, SemRelease, SemStatus, cfg.SemaphoreWaits
+			c.slot = int64(v.slot)
+			if v.token == 0 {
+				c.slot = c.rng.Int64N(n)
+			}
+		}
 		x := c.rng.Float64()
 		if v.live(time.Now()) {
 			switch {
@@ -372,18 +439,18 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 				// Work under the lease a little, within its deadline.
 				sleepUntil(ctx, minTime(v.deadline, time.Now().Add(time.Duration(c.rng.IntN(200))*time.Millisecond)))
 			case x < 0.5:
-				c.call(ctx, phase, Renew, r, ttl, tok)
+				c.call(ctx, phase, renew, r, ttl, tok)
 			case x < 0.82:
-				c.call(ctx, phase, Release, r, 0, tok)
+				c.call(ctx, phase, release, r, 0, tok)
 			case x < 0.92:
-				c.call(ctx, phase, Status, r, 0, 0)
+				c.call(ctx, phase, status, r, 0, 0)
 			default:
-				c.call(ctx, phase, Acquire, r, ttl, 0) // a re-acquire replaces the lease
+				c.call(ctx, phase, acquire, r, ttl, 0) // a re-acquire replaces the lease
 			}
 		} else {
 			// The other actions keep their proportions whatever share
 			// waits (y is x when Waits is 0.25).
-			w := max(cfg.Waits, 0)
+			w := max(waits, 0)
 			y := 0.25 + (x-w)/(1-w)*0.75
 			switch {
 			case x < w:
@@ -393,20 +460,29 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 				// still leaves a third of the lease (none under 1 s).
 				lease := time.Duration(ttl) * time.Second
 				c.wait = int64((lease - cfg.Check.margin()(lease)) * 2 / 3 / time.Second)
-				c.call(ctx, phase, Acquire, r, ttl, 0)
+				// A round that ends held with a place comes back with
+				// its ticket (most of the time), or leaves it to lapse.
+				for round := 0; ; round++ {
+					op := c.call(ctx, phase, acquire, r, ttl, 0)
+					c.ticket = ""
+					if op.Ticket == "" || round == 3 || c.rng.Float64() >= cfg.Rounds || !time.Now().Before(until) {
+						break
+					}
+					c.ticket = op.Ticket
+				}
 				c.wait = 0
 			case y < 0.7:
-				if op := c.call(ctx, phase, Acquire, r, ttl, 0); op.Status == 200 && !op.Granted {
-					// Held by someone else: back off a little, as a
-					// real client would.
+				if op := c.call(ctx, phase, acquire, r, ttl, 0); op.Status == 200 && !op.Granted {
+					// Held by someone else (or full): back off a little,
+					// as a real client would.
 					sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
 				}
 			case y < 0.85:
-				c.call(ctx, phase, Status, r, 0, 0)
+				c.call(ctx, phase, status, r, 0, 0)
 			case y < 0.93:
-				c.call(ctx, phase, Renew, r, ttl, tok) // of a lease it lost, or an unheard grant
+				c.call(ctx, phase, renew, r, ttl, tok) // of a lease it lost, or an unheard grant
 			default:
-				c.call(ctx, phase, Release, r, 0, tok)
+				c.call(ctx, phase, release, r, 0, tok)
 			}
 		}
 		sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(20))*time.Millisecond))
@@ -418,7 +494,8 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 func (c *client) pick() string {
 	var held []string
 	now := time.Now()
-	for _, r := range c.w.resources {
+	all := append(slices.Clone(c.w.resources), c.w.sems...)
+	for _, r := range all {
 		if c.view(r).live(now) {
 			held = append(held, r)
 		}
@@ -426,7 +503,7 @@ func (c *client) pick() string {
 	if len(held) > 0 && c.rng.Float64() < 0.7 {
 		return held[c.rng.IntN(len(held))]
 	}
-	return c.w.resources[c.rng.IntN(len(c.w.resources))]
+	return all[c.rng.IntN(len(all))]
 }
 
 // releaseAll releases every lease the client believes it holds.
@@ -434,6 +511,12 @@ func (c *client) releaseAll(ctx context.Context) {
 	for _, r := range c.w.all() {
 		if v := c.view(r); v.live(time.Now()) {
 			c.call(ctx, PhaseRecovery, Release, r, 0, v.token)
+		}
+	}
+	for _, r := range c.w.sems {
+		if v := c.view(r); v.live(time.Now()) {
+			c.slot = int64(v.slot)
+			c.call(ctx, PhaseRecovery, SemRelease, r, 0, v.token)
 		}
 	}
 }
@@ -462,6 +545,28 @@ func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource stri
 		method, body = "GET", nil
 		path += fmt.Sprintf("/watch?index=%d&wait_seconds=%d", c.index, c.wait)
 		op.Index, op.Wait = c.index, c.wait
+	case SemAcquire:
+		path = "/semaphores/" + url.PathEscape(resource)
+		op.Permits = c.w.permits[resource]
+		body["ttl_seconds"], body["permits"] = ttl, op.Permits
+		if c.wait > 0 {
+			body["wait_seconds"] = c.wait
+			op.Wait = c.wait
+		}
+	case SemRenew:
+		path = "/semaphores/" + url.PathEscape(resource) + "/renew"
+		body["ttl_seconds"], body["slot"] = ttl, c.slot
+		op.Slot = c.slot
+	case SemRelease:
+		method, path = "DELETE", "/semaphores/"+url.PathEscape(resource)
+		body["slot"] = c.slot
+		op.Slot = c.slot
+	case SemStatus:
+		method, path, body = "GET", "/semaphores/"+url.PathEscape(resource), nil
+	}
+	if op.Wait > 0 && c.ticket != "" {
+		body["queue_ticket"] = c.ticket
+		op.QueueTicket = c.ticket
 	}
 	if token != 0 {
 		body["fencing_token"] = token

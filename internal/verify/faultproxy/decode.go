@@ -28,6 +28,12 @@ type Call struct {
 	// (ReturnValues) or GetItem's Item; nil when it returned none (for
 	// GetItem: the item does not exist).
 	Item map[string]string
+	// ValueLists and ItemLists are the list attributes of Values and of
+	// Item (a lock's queue: a list of maps), each element a map flattened
+	// as above; an empty list is an empty, non-nil slice. Elements that
+	// are not maps are left out.
+	ValueLists map[string][]map[string]string
+	ItemLists  map[string][]map[string]string
 	// ErrorType is the store's error (the part of __type after '#', e.g.
 	// ConditionalCheckFailedException), empty for a 200 answer.
 	ErrorType string
@@ -54,6 +60,7 @@ func (r Record) Decode() (Call, error) {
 		ConditionExpression: req.ConditionExpression,
 		Names:               req.ExpressionAttributeNames,
 		Values:              flatten(req.ExpressionAttributeValues),
+		ValueLists:          lists(req.ExpressionAttributeValues),
 
 		ConsistentRead:       req.ConsistentRead,
 		ProjectionExpression: req.ProjectionExpression,
@@ -71,9 +78,9 @@ func (r Record) Decode() (Call, error) {
 	}
 	switch {
 	case ans.Attributes != nil:
-		c.Item = flatten(ans.Attributes)
+		c.Item, c.ItemLists = flatten(ans.Attributes), lists(ans.Attributes)
 	case ans.Item != nil:
-		c.Item = flatten(ans.Item)
+		c.Item, c.ItemLists = flatten(ans.Item), lists(ans.Item)
 	}
 	if r.StoreStatus != 200 {
 		c.ErrorType = ans.Type[strings.LastIndexByte(ans.Type, '#')+1:]
@@ -86,6 +93,8 @@ type attr struct {
 	S    *string
 	N    *string
 	BOOL *bool
+	L    []attr
+	M    map[string]attr
 }
 
 func flatten(m map[string]attr) map[string]string {
@@ -102,6 +111,28 @@ func flatten(m map[string]attr) map[string]string {
 		case v.BOOL != nil:
 			out[k] = strconv.FormatBool(*v.BOOL)
 		}
+	}
+	return out
+}
+
+// lists returns the list attributes of m, each element that is a map
+// flattened; nil when m has none.
+func lists(m map[string]attr) map[string][]map[string]string {
+	var out map[string][]map[string]string
+	for k, v := range m {
+		if v.L == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string][]map[string]string{}
+		}
+		l := make([]map[string]string, 0, len(v.L))
+		for _, e := range v.L {
+			if e.M != nil {
+				l = append(l, flatten(e.M))
+			}
+		}
+		out[k] = l
 	}
 	return out
 }

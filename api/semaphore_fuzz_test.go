@@ -1,0 +1,395 @@
+package api
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft288/locks/locklogic"
+	"github.com/ft288/locks/locklogic/dynamofake"
+)
+
+// The semaphore routes under fuzzing: FuzzSemaphoreHandlers holds them to
+// FuzzHandlers' promise (no panic, no 5xx, every 4xx an RFC 9457 problem,
+// every 2xx the documented shape) with a fake table in one of the states
+// a semaphore can be in.
+
+// Semaphore store states. None of them is a store failure.
+const (
+	semFree   = iota // writes succeed; a read finds a semaphore of 3 with "holder" in slot 0
+	semFull          // writes fail their condition; a read finds a semaphore of 2, both slots held ("h0", "h1")
+	semAbsent        // writes fail their condition; there is no item
+	semStates
+)
+
+// fuzzSemRoutes are the semaphore routes with a body, and status.
+var fuzzSemRoutes = []string{"POST /semaphores/{name}", "GET /semaphores/{name}", "DELETE /semaphores/{name}", "POST /semaphores/{name}/renew"}
+
+func routeKeyed(tb testing.TB, key string) Route {
+	tb.Helper()
+	for _, r := range Routes {
+		if r.Key() == key {
+			return r
+		}
+	}
+	tb.Fatalf("no route %q", key)
+	return Route{}
+}
+
+// semItem is a semaphore item of permits permits, counter 7, with a live
+// permit of each owner in holders, slot by slot.
+func semItem(key types.AttributeValue, permits int, holders ...string) map[string]types.AttributeValue {
+	n := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
+	item := map[string]types.AttributeValue{locklogic.AttrResource: key, locklogic.AttrPermits: n(int64(permits)), locklogic.AttrCounter: n(7)}
+	for k, o := range holders {
+		i := strconv.Itoa(k)
+		item["o"+i] = &types.AttributeValueMemberS{Value: o}
+		item["t"+i] = n(int64(5 + k))
+		item["a"+i] = n(fuzzT0.Add(-time.Minute).UnixMilli())
+		item["n"+i] = n(fuzzT0.Add(-time.Minute).UnixMilli())
+		item["e"+i] = n(fuzzT0.Add(30 * time.Second).UnixMilli())
+		item["g"+i] = &types.AttributeValueMemberS{Value: "g" + i}
+	}
+	return item
+}
+
+// fuzzSemStore returns a fake table in state that answers the semaphore
+// calls as DynamoDB would for it (without the old item of a failed
+// condition, as dynalite), and the keys of the items read.
+func fuzzSemStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
+	var reads []map[string]types.AttributeValue
+	db := &dynamofake.DB{
+		Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			if state != semFree {
+				return nil, &types.ConditionalCheckFailedException{}
+			}
+			// The slot's attributes as written: an acquire's (its updated
+			// attributes), a renew's (the whole item), none for a release.
+			v := in.ExpressionAttributeValues
+			slot := strings.TrimPrefix(in.ExpressionAttributeNames["#o"], "o")
+			out := map[string]types.AttributeValue{}
+			switch {
+			case v[":base"] != nil:
+				out["o"+slot], out["a"+slot], out["n"+slot], out["e"+slot], out["g"+slot] = v[":o"], v[":now"], v[":now"], v[":exp"], v[":gid"]
+				out["t"+slot] = &types.AttributeValueMemberN{Value: "8"}
+				out[locklogic.AttrCounter], out[locklogic.AttrPermits] = out["t"+slot], v[":n"]
+			case v[":k"] != nil:
+				out = semItem(in.Key[locklogic.AttrResource], 3)
+				out["o"+slot], out["n"+slot], out["e"+slot] = v[":o"], v[":now"], v[":exp"]
+				out["a"+slot] = &types.AttributeValueMemberN{Value: strconv.FormatInt(fuzzT0.Add(-time.Minute).UnixMilli(), 10)}
+				out["t"+slot] = &types.AttributeValueMemberN{Value: "7"}
+				if tok, ok := v[":tok"]; ok {
+					out["t"+slot] = tok
+				}
+			}
+			return &dynamodb.UpdateItemOutput{Attributes: out}, nil
+		},
+		Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			reads = append(reads, in.Key)
+			switch state {
+			case semFree:
+				return &dynamodb.GetItemOutput{Item: semItem(in.Key[locklogic.AttrResource], 3, "holder")}, nil
+			case semFull:
+				return &dynamodb.GetItemOutput{Item: semItem(in.Key[locklogic.AttrResource], 2, "h0", "h1")}, nil
+			}
+			return &dynamodb.GetItemOutput{}, nil
+		},
+	}
+	return db, &reads
+}
+
+// FuzzSemaphoreHandlers sends one API Gateway v2 event to one of the
+// semaphore routes (acquire, status, release, renew): route × name (the
+// decoded path parameter) × body × body encoding (as FuzzHandlers) × raw
+// path delivered decoded or encoded × store state × IAM user ARN.
+func FuzzSemaphoreHandlers(f *testing.F) {
+	for _, s := range []struct {
+		route, store uint8
+		name         string
+		body         string
+		encoding     uint8
+		decodedPath  bool
+		arn          string
+	}{
+		{0, semFree, "api-quota", `{"owner":"w1","ttl_seconds":30,"permits":3}`, 0, false, ""},
+		{0, semFull, "api-quota", `{"owner":"w2","ttl_seconds":30,"permits":2}`, 0, false, ""},
+		{0, semFull, "api-quota", `{"owner":"w2","ttl_seconds":30,"permits":3}`, 0, false, ""},
+		{0, semAbsent, "api quota", `{"owner":"w1","ttl_seconds":1,"permits":1}`, 1, true, "arn:aws:sts::123456789012:assumed-role/worker/i-0abc"},
+		{0, semFree, "q", `{"owner":"w1","ttl_seconds":30,"permits":100,"lock_delay_seconds":5}`, 0, false, ""},
+		{0, semFree, "q", `{"owner":"w1","ttl_seconds":30,"permits":101}`, 0, false, ""},
+		{0, semFree, "q", `{"owner":"w1","ttl_seconds":30,"permits":0}`, 0, false, ""},
+		{0, semFree, "q", `{"owner":"w1","ttl_seconds":30,"permits":"3"}`, 0, false, ""},
+		{0, semFree, "q", `{"owner":"w1","ttl_seconds":30}`, 0, false, ""},
+		{0, semFull, "q", `{"owner":"w1","ttl_seconds":30,"permits":2,"wait_seconds":5}`, 0, false, ""},
+		{0, semFull, "q", `{"owner":"w1","ttl_seconds":30,"permits":2,"wait_seconds":0,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{0, semFree, "a/b", `{"owner":"w1","ttl_seconds":30,"permits":2}`, 0, true, ""},
+		{1, semFree, "api-quota", ``, 0, false, ""},
+		{1, semFull, "api-quota", ``, 0, false, ""},
+		{1, semAbsent, "api-quota", ``, 0, false, ""},
+		{2, semFree, "api-quota", `{"owner":"w1","slot":0}`, 0, false, ""},
+		{2, semFull, "api-quota", `{"owner":"h0","slot":0,"fencing_token":5}`, 0, false, ""},
+		{2, semFull, "api-quota", `{"owner":"h0","slot":0,"fencing_token":6}`, 0, false, ""},
+		{2, semFull, "api-quota", `{"owner":"w1","slot":1}`, 2, false, ""},
+		{2, semAbsent, "api-quota", `{"owner":"w1","slot":0}`, 0, false, ""},
+		{2, semFree, "api-quota", `{"owner":"w1","slot":100}`, 0, false, ""},
+		{2, semFree, "api-quota", `{"owner":"w1","slot":-1}`, 0, false, ""},
+		{2, semFree, "api-quota", `{"owner":"w1"}`, 0, false, ""},
+		{3, semFree, "api-quota", `{"owner":"w1","slot":2,"ttl_seconds":60,"fencing_token":9}`, 0, false, ""},
+		{3, semFull, "api-quota", `{"owner":"h1","slot":1,"ttl_seconds":60}`, 0, false, "arn:aws:iam::123456789012:user/alice"},
+		{3, semFull, "api-quota", `{"owner":"h1","slot":3,"ttl_seconds":60}`, 0, false, ""},
+		{3, semAbsent, "api-quota", `{"owner":"w1","slot":0,"ttl_seconds":60}`, 0, false, ""},
+		{3, semFree, "api-quota", `{"owner":"w1","slot":0}`, 0, false, ""},
+	} {
+		f.Add(s.route, s.store, s.name, []byte(s.body), s.encoding, s.decodedPath, s.arn)
+	}
+	f.Fuzz(func(t *testing.T, route, store uint8, name string, body []byte, encoding uint8, decodedPath bool, arn string) {
+		rt := routeKeyed(t, fuzzSemRoutes[int(route)%len(fuzzSemRoutes)])
+		state := int(store) % semStates
+		path := url.PathEscape(name)
+		if decodedPath {
+			path = name
+		}
+		req := events.APIGatewayV2HTTPRequest{
+			Version:        "2.0",
+			RouteKey:       rt.Key(),
+			RawPath:        strings.Replace(rt.Path, "{name}", path, 1),
+			PathParameters: map[string]string{"name": name},
+			Headers:        map[string]string{"content-type": "application/json"},
+			RequestContext: events.APIGatewayV2HTTPRequestContext{
+				RouteKey:  rt.Key(),
+				RequestID: "fuzz",
+				HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: rt.Method},
+			},
+		}
+		if len(body) > 0 {
+			switch encoding % 3 {
+			case 0:
+				req.Body = string(body)
+			case 1:
+				req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+			case 2:
+				req.Body, req.IsBase64Encoded = string(body), true
+			}
+		}
+		if arn != "" {
+			req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn},
+			}
+		}
+		db, reads := fuzzSemStore(state)
+		now := func() time.Time { return fuzzT0 }
+		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, FairWaiting: true}), slog.New(slog.DiscardHandler), now)
+
+		resp, err := rt.Handle(h, context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
+		}
+		checkSemAnswer(t, rt.Key(), name, state, resp)
+
+		// A request answered 400, 413 or 422 never reached the store, and
+		// every key and owner that did reach it is valid.
+		reached := len(db.Updates()) > 0 || db.Gets() > 0
+		if c := resp.StatusCode; reached && (c == 400 || c == 413 || c == 422) {
+			t.Errorf("%s: got %d after %d writes and %d reads, want a client error to stay off the store", rt.Key(), c, len(db.Updates()), db.Gets())
+		}
+		keys := *reads
+		for _, in := range db.Updates() {
+			keys = append(keys, in.Key)
+			o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
+			if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil && len(qe.Value) == 1 {
+				// A queue join carries its owner inside the waiter's entry.
+				if m, ok := qe.Value[0].(*types.AttributeValueMemberM); ok {
+					o, _ = m.Value["owner"].(*types.AttributeValueMemberS)
+				}
+			}
+			if o == nil {
+				t.Fatalf("%s: write without an owner value: %s", rt.Key(), aws.ToString(in.UpdateExpression))
+			}
+			if !validOwner(o.Value) {
+				t.Errorf("%s: owner %q reached the store; it is not a valid trimmed owner", rt.Key(), o.Value)
+			}
+		}
+		for _, k := range keys {
+			r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
+			if r == nil || r.Value != locklogic.SemaphorePrefix+name {
+				t.Fatalf("%s: store key %v, want %q", rt.Key(), k, locklogic.SemaphorePrefix+name)
+			}
+			var v locklogic.ValidationError
+			if locklogic.ValidateSemaphoreName(name, &v); v.Err() != nil {
+				t.Errorf("%s: name %q reached the store: %v", rt.Key(), name, v.Err())
+			}
+		}
+	})
+}
+
+// okSemStatuses are the statuses each semaphore route may answer when the
+// store works.
+var okSemStatuses = map[string][]int{
+	"POST /semaphores/{name}":       {200, 400, 409, 413, 422},
+	"GET /semaphores/{name}":        {200, 422},
+	"DELETE /semaphores/{name}":     {204, 400, 403, 404, 409, 413, 422},
+	"POST /semaphores/{name}/renew": {200, 400, 403, 404, 409, 413, 422},
+}
+
+// checkSemAnswer checks resp, the answer of route to a request on
+// semaphore name with the fake store in state, against the documented
+// shapes (api.md, "Semaphores").
+func checkSemAnswer(tb testing.TB, route, name string, state int, resp events.APIGatewayV2HTTPResponse) {
+	tb.Helper()
+	c := resp.StatusCode
+	if !slices.Contains(okSemStatuses[route], c) {
+		tb.Fatalf("%s: got status %d (body %q), want one of %v", route, c, resp.Body, okSemStatuses[route])
+	}
+	if c >= 400 {
+		checkSemProblem(tb, route, resp)
+		return
+	}
+	if c == 204 {
+		if resp.Body != "" {
+			tb.Fatalf("%s: got 204 with body %q, want none", route, resp.Body)
+		}
+		return
+	}
+	if ct := resp.Headers["content-type"]; ct != "application/json" {
+		tb.Fatalf("%s: got 200 with content-type %q, want application/json", route, ct)
+	}
+	m := jsonObject(tb, route, resp.Body)
+	switch route {
+	case "GET /semaphores/{name}":
+		if state == semAbsent {
+			wantKeys(tb, route, m, "name", "holders")
+		} else {
+			wantKeys(tb, route, m, "name", "permits", "holders")
+		}
+		if got := jsonString(tb, route, m["name"]); got != name {
+			tb.Fatalf("%s: got name %q, want %q", route, got, name)
+		}
+		var holders []map[string]json.RawMessage
+		if err := json.Unmarshal(m["holders"], &holders); err != nil || holders == nil {
+			tb.Fatalf("%s: got holders %s, want a list", route, m["holders"])
+		}
+		for _, p := range holders {
+			checkPermit(tb, route, name, p)
+		}
+	case "POST /semaphores/{name}/renew":
+		wantKeys(tb, route, m, "renewed", "permit")
+		if string(m["renewed"]) != "true" {
+			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
+		}
+		checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
+	case "POST /semaphores/{name}":
+		acquired := string(m["acquired"])
+		if want := strconv.FormatBool(state == semFree); acquired != want {
+			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
+		}
+		if acquired == "true" {
+			wantKeys(tb, route, m, "acquired", "permit")
+			checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
+			return
+		}
+		if state == semFull {
+			// Full, with when a permit comes free.
+			wantKeys(tb, route, m, "acquired", "name", "free_at")
+			checkTime(tb, route, "free_at", m["free_at"])
+			if resp.Headers["retry-after"] == "" {
+				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
+			}
+		} else {
+			wantKeys(tb, route, m, "acquired", "name")
+		}
+		if got := jsonString(tb, route, m["name"]); got != name {
+			tb.Fatalf("%s: got name %q, want %q", route, got, name)
+		}
+	}
+}
+
+// checkPermit checks m is a PERMIT of semaphore name.
+func checkPermit(tb testing.TB, route, name string, m map[string]json.RawMessage) {
+	tb.Helper()
+	keys := []string{"name", "slot", "owner", "fencing_token", "acquired_at", "expires_at"}
+	if _, ok := m["lock_delay_seconds"]; ok {
+		keys = append(keys, "lock_delay_seconds")
+	}
+	wantKeys(tb, route, m, keys...)
+	if got := jsonString(tb, route, m["name"]); got != name {
+		tb.Fatalf("%s: got permit name %q, want %q", route, got, name)
+	}
+	if slot, err := strconv.Atoi(string(m["slot"])); err != nil || slot < 0 || slot >= locklogic.MaxPermits {
+		tb.Fatalf("%s: got slot %s, want 0 to %d", route, m["slot"], locklogic.MaxPermits-1)
+	}
+	if o := jsonString(tb, route, m["owner"]); !validOwner(o) {
+		tb.Fatalf("%s: got permit owner %q, want a valid trimmed owner", route, o)
+	}
+	if tok, err := strconv.ParseInt(string(m["fencing_token"]), 10, 64); err != nil || tok < 1 {
+		tb.Fatalf("%s: got fencing_token %s, want a positive integer", route, m["fencing_token"])
+	}
+	acq, exp := checkTime(tb, route, "acquired_at", m["acquired_at"]), checkTime(tb, route, "expires_at", m["expires_at"])
+	if !exp.After(acq) {
+		tb.Fatalf("%s: permit expires at %v, not after it was acquired at %v", route, exp, acq)
+	}
+}
+
+// checkSemProblem checks that resp is an RFC 9457 problem of this API
+// about a semaphore: as checkProblem, its instance under /semaphores/, and
+// a permits-mismatch with the semaphore's permits.
+func checkSemProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPResponse) {
+	tb.Helper()
+	if ct := resp.Headers["content-type"]; ct != "application/problem+json" {
+		tb.Fatalf("%s: got %d with content-type %q, want application/problem+json", route, resp.StatusCode, ct)
+	}
+	m := jsonObject(tb, route, resp.Body)
+	keys := []string{"type", "title", "status", "detail", "instance"}
+	typ := jsonString(tb, route, m["type"])
+	switch {
+	case resp.StatusCode == 422:
+		keys = append(keys, "errors")
+	case typ == ProblemTypeBase+"permits-mismatch":
+		keys = append(keys, "permits")
+		if p, err := strconv.Atoi(string(m["permits"])); err != nil || p < 1 || p > locklogic.MaxPermits {
+			tb.Fatalf("%s: got permits %s in a permits-mismatch, want 1 to %d", route, m["permits"], locklogic.MaxPermits)
+		}
+	case resp.StatusCode == 404:
+		if _, ok := m["force_released"]; ok {
+			keys = append(keys, "force_released")
+		}
+	}
+	wantKeys(tb, route, m, keys...)
+	if !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
+		tb.Fatalf("%s: got problem type %q, want %s<slug>", route, typ, ProblemTypeBase)
+	}
+	if jsonString(tb, route, m["title"]) == "" || jsonString(tb, route, m["detail"]) == "" {
+		tb.Fatalf("%s: problem with an empty title or detail: %s", route, resp.Body)
+	}
+	if s := string(m["status"]); s != strconv.Itoa(resp.StatusCode) {
+		tb.Fatalf("%s: got problem status %s in a %d answer", route, s, resp.StatusCode)
+	}
+	if inst := jsonString(tb, route, m["instance"]); !strings.HasPrefix(inst, "/semaphores/") || !isURIPath(inst) {
+		tb.Fatalf("%s: got instance %q, want a percent-encoded path under /semaphores/", route, inst)
+	}
+	if resp.StatusCode == 422 {
+		var errs []map[string]json.RawMessage
+		if err := json.Unmarshal(m["errors"], &errs); err != nil || len(errs) == 0 {
+			tb.Fatalf("%s: got 422 errors %s, want a non-empty list", route, m["errors"])
+		}
+		for _, e := range errs {
+			wantKeys(tb, route, e, "field", "detail")
+			if jsonString(tb, route, e["field"]); jsonString(tb, route, e["detail"]) == "" {
+				tb.Fatalf("%s: got field error %s, want a detail", route, m["errors"])
+			}
+		}
+	}
+}
