@@ -242,7 +242,7 @@ func TestObserve(t *testing.T) {
 			t.Fatalf("Observation after a renewal: %+v", summary(o))
 		default:
 		}
-		// The lease expires: no write marks it, the watch does.
+		// The lease expires: no client writes, the watch answers it.
 		time.Sleep(time.Minute)
 		next(t, observed{index: 2011})
 

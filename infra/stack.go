@@ -53,7 +53,9 @@ const (
 // release are one conditional UpdateItem each (against DynamoDB itself a
 // failed condition returns the old item, which tells 404 from 403/409, so
 // they never read: locklogic.Config.OldItemOnFailure); an acquire with
-// wait_seconds also watches a held lock with GetItem; status is a GetItem.
+// wait_seconds also watches a held lock with GetItem; status is a GetItem;
+// a watch reads with GetItem and records an expiry it answers with one
+// conditional UpdateItem (locklogic: a watched expiry is final).
 // The admin function (GET /admin/locks, DELETE /admin/locks/{resource})
 // lists with Scan and force-releases with one conditional UpdateItem; it is
 // the only role that may Scan. The semaphore rows run on the function of
@@ -64,7 +66,7 @@ var DynamoDBActions = map[string][]string{
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
-	"watch":   {"dynamodb:GetItem"},
+	"watch":   {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},
 }
 

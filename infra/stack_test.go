@@ -58,7 +58,7 @@ var wantDynamoDBActions = map[string][]string{
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
-	"watch":   {"dynamodb:GetItem"},
+	"watch":   {"dynamodb:GetItem", "dynamodb:UpdateItem"}, // UpdateItem: the record of an expiry it answers
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"}, // list (Scan), force release
 }
 

@@ -57,7 +57,7 @@ type ListResult struct {
 }
 
 // listNames are the attribute names of every listing's filter.
-var listNames = map[string]string{"#x": AttrReleasedAt, "#e": AttrExpiresAt, "#f": AttrFreeAt}
+var listNames = map[string]string{"#x": AttrReleasedAt, "#e": AttrExpiresAt, "#f": AttrFreeAt, "#xa": AttrExpiredAt}
 
 // List returns one page of the leases that block their lock (see
 // ListResult), with eventually consistent Scans filtered on the server
@@ -87,7 +87,7 @@ func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResu
 
 	now := s.now()
 	values := map[string]types.AttributeValue{":now": num(now.UnixMilli())}
-	filter := "attribute_not_exists(#x) AND (#e > :now OR #f > :now)"
+	filter := "attribute_not_exists(#x) AND ((#e > :now AND attribute_not_exists(#xa)) OR #f > :now)"
 	names := listNames
 	if req.Prefix != "" {
 		names = map[string]string{"#r": AttrResource}
@@ -270,9 +270,9 @@ func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (Fo
 		// renewed_at moves to now: a renewal issued before this write and
 		// landing after it would otherwise find expires_at (= now) after
 		// its own :now. forced_at refuses it anyway, on any clock.
-		cond += " AND #e > :now AND attribute_not_exists(#fa)"
+		cond += " AND #e > :now AND attribute_not_exists(#fa) AND attribute_not_exists(#xa)"
 		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc" + keep
-		names["#n"], names["#d"] = AttrRenewedAt, AttrLockDelay
+		names["#n"], names["#d"], names["#xa"] = AttrRenewedAt, AttrLockDelay, AttrExpiredAt
 		values[":zero"] = num(0)
 		values[":gc"] = num(s.gcAt(nowMs + max(s.maxDelay, 0)*1000))
 	}

@@ -46,7 +46,7 @@ var valueMeanings = map[string]string{
 	":base": "`:now` in microseconds: where a fresh fencing counter starts",
 	":one":  "1",
 	":gid":  "the acquire request's random grant id: an SDK retry of a write that landed finds its own lease",
-	":tok":  "the `fencing_token` the caller gave",
+	":tok":  "the `fencing_token` the caller gave (for the watch's record of an expiry: the token it read)",
 	":zero": "0",
 	":ri":   "the request's random release id: an SDK retry of a write that landed finds its own tombstone",
 	":pre":  "the listing's `prefix`",
@@ -154,6 +154,13 @@ var listingOps = []listingOp{
 	}},
 	23: {"fair waiting: a queued waiter's read of the item between writes", -1, func(s *Service) {
 		_, _ = s.queuePeek(context.Background(), listingResource, Budget{})
+	}},
+	24: {"watch: its read of the item between consistent reads", -1, func(s *Service) {
+		_, _ = s.watchPeek(context.Background(), listingResource, Budget{})
+	}},
+	25: {"watch: the record of an expiry no write has made, before a watch answers it", -1, func(s *Service) {
+		item := map[string]types.AttributeValue{AttrToken: num(7), AttrExpiresAt: num(s.now().Add(-time.Second).UnixMilli())}
+		_, _ = s.settleExpiry(context.Background(), listingResource, item, s.now(), Budget{})
 	}},
 }
 
@@ -356,7 +363,7 @@ func (r storeRequest) sections(tb testing.TB, used map[string]bool, compact bool
 		return namePlaceholder.ReplaceAllStringFunc(expr, func(p string) string {
 			name, ok := r.names[p]
 			if !ok {
-				tb.Errorf("%s: %s is not among the request's names", r.kind, p)
+				tb.Errorf("%s: %s is not among the request's names (%v)", r.kind, p, r.names)
 			}
 			return name
 		})

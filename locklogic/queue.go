@@ -364,7 +364,7 @@ func headGrantExpression(withPrincipal, withDelay bool) struct{ update, cond str
 var headGrantNames = map[string]string{
 	"#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken, "#a": AttrAcquiredAt, "#n": AttrRenewedAt,
 	"#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt, "#d": AttrLockDelay, "#f": AttrFreeAt,
-	"#fa": AttrForcedAt, "#gi": AttrGrantID, "#q": AttrQueue, "#qi": entryID, "#qt": entryUntil,
+	"#fa": AttrForcedAt, "#gi": AttrGrantID, "#xa": AttrExpiredAt, "#q": AttrQueue, "#qi": entryID, "#qt": entryUntil,
 }
 
 // headGrant is the head's grant write for ticket, with the request's grant

@@ -82,7 +82,7 @@ type Permit struct {
 // slotAttrs are the attribute names of one slot.
 type slotAttrs struct {
 	owner, principal, token, acquired, renewed, expires, delay, free, released, grant, release, forced,
-	forcedOwner, forcedToken, forcedAcquired string
+	forcedOwner, forcedToken, forcedAcquired, expired string
 }
 
 // slotNames are the attribute names of every slot, built once.
@@ -91,7 +91,7 @@ var slotNames = func() (s [MaxPermits]slotAttrs) {
 		i := strconv.Itoa(k)
 		s[k] = slotAttrs{owner: "o" + i, principal: "p" + i, token: "t" + i, acquired: "a" + i, renewed: "n" + i,
 			expires: "e" + i, delay: "d" + i, free: "f" + i, released: "x" + i, grant: "g" + i, release: "r" + i,
-			forced: "z" + i, forcedOwner: "zo" + i, forcedToken: "zt" + i, forcedAcquired: "za" + i}
+			forced: "z" + i, forcedOwner: "zo" + i, forcedToken: "zt" + i, forcedAcquired: "za" + i, expired: "y" + i}
 	}
 	return s
 }()
@@ -130,13 +130,15 @@ func (a *slotAttrs) lockAttr(name string) (string, bool) {
 		return a.forcedToken, true
 	case AttrForcedAcquired:
 		return a.forcedAcquired, true
+	case AttrExpiredAt:
+		return a.expired, true
 	}
 	return "", false
 }
 
 // lockAttrs lists the lock attributes a slot has.
 var lockAttrs = []string{AttrOwner, AttrPrincipal, AttrToken, AttrAcquiredAt, AttrRenewedAt, AttrExpiresAt, AttrLockDelay,
-	AttrFreeAt, AttrReleasedAt, AttrGrantID, AttrReleaseID, AttrForcedAt, AttrForcedOwner, AttrForcedToken, AttrForcedAcquired}
+	AttrFreeAt, AttrReleasedAt, AttrGrantID, AttrReleaseID, AttrForcedAt, AttrForcedOwner, AttrForcedToken, AttrForcedAcquired, AttrExpiredAt}
 
 // slotView returns slot k of a semaphore item as a lock item, for the
 // lock's helpers.
@@ -864,7 +866,7 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		x.n("#t", a.token) + " = if_not_exists(" + x.n("#c", AttrCounter) + ", " + x.v(":base", num(now.UnixMicro())) + ") + " +
 		x.v(":one", one) + ", #c = if_not_exists(#c, :base) + :one, #pm = " + x.v(":n", num(req.Permits)) +
 		", " + x.n("#ttl", AttrTTL) + " = " + x.v(":gc", num(s.semGC(nowMs)))
-	remove = append([]string{"#x", "#z"}, remove...)
+	remove = append([]string{"#x", "#z", x.n("#y", a.expired)}, remove...)
 	if delayMs > 0 {
 		update += ", " + x.n("#d", a.delay) + " = " + x.v(":d", num(delayMs)) + ", #f = " + x.v(":f", num(expMs+delayMs))
 	} else {

@@ -44,6 +44,7 @@ const (
 	AttrLockDelay  = "lock_delay"  // milliseconds: the lease's lock-delay (0 when it has none)
 	AttrFreeAt     = "free_at"     // epoch milliseconds: expires_at + lock_delay, or the release time
 	AttrForcedAt   = "forced_at"   // epoch milliseconds: the force release that ended the lease (removed by the next grant)
+	AttrExpiredAt  = "expired_at"  // epoch milliseconds: a watch answered this lease's expiry; no renew or release may touch it (removed by the next grant)
 	AttrGrantID    = "grant_id"    // random id of the acquire request that wrote the lease (an SDK retry finds its own)
 	// The lease a force release ended, kept so that an SDK retry of it can
 	// say what it ended after a newer lease was granted.
@@ -393,7 +394,7 @@ var one = num(1)
 var acquireNames = map[string]string{
 	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
 	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
-	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt, "#gi": AttrGrantID,
+	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt, "#gi": AttrGrantID, "#xa": AttrExpiredAt,
 	"#q": AttrQueue, "#qu": AttrQueueUntil,
 }
 
@@ -438,11 +439,14 @@ func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond strin
 	// takes it with its own write (headGrantExpression). A same-owner
 	// re-acquire of its own live lease is no barge: it takes nothing a
 	// waiter could have had.
-	remove += ", #fa"
+	//
+	// A lease a watch saw expire (expired_at) is not live for its owner's
+	// re-acquire either, whatever that request's clock says.
+	remove += ", #fa, #xa"
 	owner := "#o = :o AND " + principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa)"
 	cond := "attribute_not_exists(#r) OR ((attribute_exists(#x) OR " + freeCond + ") AND " + queueOpen + ") OR (" +
 		owner + " AND (" + notNewer(":iss", true) + " OR #gi = :gid) AND (" + queueOpen +
-		" OR (#e > :now AND attribute_not_exists(#x))))"
+		" OR (#e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#xa))))"
 	return struct{ update, cond string }{update + remove, cond}
 }
 
@@ -570,12 +574,15 @@ func (s *Service) Status(ctx context.Context, resource string) (Lock, error) {
 }
 
 // live reports whether item holds a lease that is live at now: not released,
-// not force released and not expired.
+// not force released, not answered expired by a watch and not expired.
 func live(item map[string]types.AttributeValue, now time.Time) bool {
 	if _, released := item[AttrReleasedAt]; released {
 		return false
 	}
 	if _, forced := item[AttrForcedAt]; forced {
+		return false
+	}
+	if _, ended := item[AttrExpiredAt]; ended {
 		return false
 	}
 	exp, ok := n(item, AttrExpiresAt)
@@ -613,7 +620,7 @@ func blockedUntil(item map[string]types.AttributeValue, now time.Time) (time.Tim
 // that a later renew extended.
 func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[string]string, map[string]types.AttributeValue, string) {
 	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#a": AttrAcquiredAt,
-		"#fa": AttrForcedAt}
+		"#fa": AttrForcedAt, "#xa": AttrExpiredAt}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: c.Owner},
 		":now": num(now.UnixMilli()),
@@ -624,8 +631,9 @@ func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[s
 	// attribute_not_exists(#x): a released lease stays released even for a
 	// renew whose :now was taken before the release (a late or retried
 	// request, or a Lambda whose clock lags); likewise a force-released one
-	// (#fa), whatever expires_at says.
-	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND " +
+	// (#fa), and one a watch answered expired (#xa): a late renew must not
+	// revive a lease watchers were told had ended.
+	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND attribute_not_exists(#xa) AND " +
 		notNewer(":now", extends)
 	if token != nil {
 		names["#t"] = AttrToken

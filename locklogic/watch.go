@@ -2,8 +2,11 @@ package locklogic
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -79,7 +82,7 @@ const WatchPollInterval = 150 * time.Millisecond
 
 // watchNames are the attributes a watcher's eventually consistent reads
 // project: enough to compute the index.
-var watchNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#fa": AttrForcedAt}
+var watchNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#fa": AttrForcedAt, "#xa": AttrExpiredAt}
 
 // Watch answers the state of req.Resource as soon as its index is later
 // than req.Index, or when req.WaitSeconds (counted from req.Arrived) have
@@ -88,9 +91,11 @@ var watchNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": A
 // consistent GetItem (half a read unit) every WatchPollInterval on average,
 // the first anywhere within the first interval (jittered; backing off to MaxPollInterval
 // while reads fail), waking at the live lease's expiry, which changes the
-// index without a write. A read that shows a later index is only a hint:
-// one strongly consistent read confirms it before the answer, and the last
-// answer of a wait that runs out comes from one too. A lease that begins
+// index by the clock alone. A read that shows a later index is only a
+// hint: one strongly consistent read confirms it before the answer, and
+// the last answer of a wait that runs out comes from one too; an expiry it
+// answers is recorded on the item first (settleExpiry), so no late renewal
+// undoes it. A lease that begins
 // and ends between two reads is missed; the index (and Token) tell the
 // watcher how many.
 func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchResult, error) {
@@ -162,15 +167,43 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 }
 
 // watchRead reads req.Resource strongly consistently and returns its state
-// and, for a live lease, when it expires (zero otherwise).
+// and, for a live lease, when it expires (zero otherwise). An expiry no
+// write has recorded is recorded before it is answered (settleExpiry), so
+// that no late renewal can undo an end a watcher was told of.
 func (s *Service) watchRead(ctx context.Context, req WatchRequest, b Budget) (WatchResult, time.Time, error) {
-	cctx, cancel := b.Context(ctx)
-	defer cancel()
-	item, err := s.get(cctx, req.Resource)
-	if err != nil {
-		return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, err)
+	var (
+		item map[string]types.AttributeValue
+		now  time.Time
+	)
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := b.Context(ctx)
+		var err error
+		item, err = s.get(cctx, req.Resource)
+		cancel()
+		if err != nil {
+			return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, err)
+		}
+		now = s.now()
+		if !unrecordedExpiry(item, now) || IndexOf(item, now) <= req.Index {
+			break
+		}
+		settled, err := s.settleExpiry(ctx, req.Resource, item, now, b)
+		if err != nil {
+			return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, err)
+		}
+		if settled != nil {
+			item = settled
+			break
+		}
+		if attempt == maxSettleAttempts-1 {
+			// A write landed between every read and its write: give up
+			// with a transient error (the caller retries) rather than
+			// answer a state that may already be gone.
+			return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, errSettleContended)
+		}
+		// The condition failed: the lease was renewed, released or
+		// replaced between the read and the write. Look again.
 	}
-	now := s.now()
 	res := WatchResult{Index: IndexOf(item, now)}
 	res.Changed = res.Index > req.Index
 	res.Token, _ = n(item, AttrToken)
@@ -198,10 +231,80 @@ func (s *Service) watchRead(ctx context.Context, req WatchRequest, b Budget) (Wa
 	return res, liveUntil(item, now), nil
 }
 
+// maxSettleAttempts bounds the reads and writes of one answer that meets
+// an unrecorded expiry: each failed write means a write landed between the
+// read and it, so a third is rare.
+const maxSettleAttempts = 3
+
+// errSettleContended is the cause of a watch answer given up after
+// maxSettleAttempts lost races with other writes (a transient error: the
+// caller retries).
+var errSettleContended = errors.New("the lease changed under every attempt to record its expiry")
+
+// unrecordedExpiry reports whether item's latest lease has ended at now by
+// the clock alone: expired, with no release, force release or recorded
+// expiry on the item.
+func unrecordedExpiry(item map[string]types.AttributeValue, now time.Time) bool {
+	if _, ok := n(item, AttrToken); !ok || live(item, now) {
+		return false
+	}
+	for _, a := range []string{AttrReleasedAt, AttrForcedAt, AttrExpiredAt} {
+		if _, ok := item[a]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// settleExpiry records that the lease on item (read at now) has expired,
+// with one conditional write of expired_at: the same lease (token), expired
+// by this clock, not ended by any write. A renewal (or release) issued
+// before the expiry may still land after it — the late-write rule lets a
+// renew revive its own lease within its retry window — and would bring
+// back a lease a watcher was told had ended; the renew and release
+// conditions refuse a lease with expired_at, so whichever of the two
+// writes lands first decides, and the watcher's answer agrees with it. It
+// returns the item as written, or nil when the condition failed (the
+// lease was renewed, released, replaced or recorded meanwhile).
+func (s *Service) settleExpiry(ctx context.Context, resource string, item map[string]types.AttributeValue, now time.Time, b Budget) (map[string]types.AttributeValue, error) {
+	cctx, cancel := b.Context(ctx)
+	defer cancel()
+	out, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(resource),
+		UpdateExpression:         aws.String("SET #xa = :now"),
+		ConditionExpression:      aws.String(settleCond),
+		ExpressionAttributeNames: settleNames,
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok": item[AttrToken],
+			":now": num(now.UnixMilli()),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+		// On failure the caller reads the item again, consistently:
+		// dynalite would not return it anyway.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out.Attributes, nil
+}
+
+// settleNames and settleCond are settleExpiry's attribute names and
+// condition: the lease read (its token) is still the item's, expired at
+// :now and ended by no write.
+var settleNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#fa": AttrForcedAt, "#xa": AttrExpiredAt}
+
+const settleCond = "#t = :tok AND #e <= :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND attribute_not_exists(#xa)"
+
 // watchPeek reads the attributes of the index with an eventually
 // consistent GetItem.
 func (s *Service) watchPeek(ctx context.Context, resource string, b Budget) (map[string]types.AttributeValue, error) {
-	return s.project(ctx, resource, b, "#t, #e, #x, #fa", watchNames)
+	return s.project(ctx, resource, b, "#t, #e, #x, #fa, #xa", watchNames)
 }
 
 // liveUntil returns the expiry of item's live lease at now, or zero.

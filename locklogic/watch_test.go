@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -16,20 +17,33 @@ import (
 // watchScript is the history of a lock item over the fake clock: the lease
 // of token 7 ends at exp, is renewed to renewTo at renewAt, released at
 // releaseAt, and token 8 is granted at grantAt (zero times: never).
+// lateRenewTo, when set, is a late renewal that lands just before the
+// watch's first write to record the expiry.
 type watchScript struct {
 	exp, renewAt, renewTo time.Time
 	releaseAt, grantAt    time.Time
+	lateRenewTo           time.Time
 }
 
-// watchStore serves a watchScript and counts the reads.
+// watchStore serves a watchScript, applies the watch's writes that record
+// an expiry (expired_at, under their condition) and counts the calls.
 type watchStore struct {
 	watchScript
-	clock            *fakeClock
-	mu               sync.Mutex
-	strong, eventual int
+	clock                    *fakeClock
+	mu                       sync.Mutex
+	strong, eventual, writes int
+	expiredAt                time.Time // the recorded expiry (zero: none)
 }
 
 func (w *watchStore) item(now time.Time) map[string]types.AttributeValue {
+	it := w.scripted(now)
+	if !w.expiredAt.IsZero() && str(it, AttrOwner) == "w1" {
+		it[AttrExpiredAt] = num(w.expiredAt.UnixMilli())
+	}
+	return it
+}
+
+func (w *watchStore) scripted(now time.Time) map[string]types.AttributeValue {
 	switch {
 	case !w.grantAt.IsZero() && !now.Before(w.grantAt):
 		return item("w2", "", 8, w.grantAt.Add(time.Minute))
@@ -44,7 +58,28 @@ func (w *watchStore) item(now time.Time) map[string]types.AttributeValue {
 }
 
 func (w *watchStore) db() *dynamofake.DB {
-	return &dynamofake.DB{Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+	return &dynamofake.DB{Update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.writes++
+		now := w.clock.Now()
+		if !w.lateRenewTo.IsZero() && w.writes == 1 {
+			w.renewAt, w.renewTo = now, w.lateRenewTo
+		}
+		it := w.item(now)
+		v := in.ExpressionAttributeValues
+		tok, _ := n(it, AttrToken)
+		exp, _ := n(it, AttrExpiresAt)
+		want, _ := n(map[string]types.AttributeValue{"v": v[":tok"]}, "v")
+		at, _ := n(map[string]types.AttributeValue{"v": v[":now"]}, "v")
+		_, released := it[AttrReleasedAt]
+		_, recorded := it[AttrExpiredAt]
+		if aws.ToString(in.ConditionExpression) != settleCond || want != tok || exp > at || released || recorded {
+			return nil, &types.ConditionalCheckFailedException{}
+		}
+		w.expiredAt = now
+		return &dynamodb.UpdateItemOutput{Attributes: w.item(now)}, nil
+	}, Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
 		w.mu.Lock()
 		if in.ConsistentRead != nil && *in.ConsistentRead {
 			w.strong++
@@ -58,11 +93,15 @@ func (w *watchStore) db() *dynamofake.DB {
 
 // TestWatch: a watch answers as soon as the index differs — at once when
 // it already does, at the first read after a release or a new grant, at
-// the lease's expiry without any write — and not for a renewal; a wait
-// that runs out answers the same index from a consistent read.
+// the lease's expiry without any write (recording it first, with one
+// write) — and not for a renewal, even one that lands after the expiry
+// before the watch records it; a wait that runs out answers the same
+// index from a consistent read.
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	live7 := 2 * int64(7)
+	// The longest pause between two reads: interval/2 + up to interval.
+	const maxPause = 3 * WatchPollInterval / 2
 	for _, tc := range []struct {
 		name    string
 		index   int64
@@ -72,6 +111,7 @@ func TestWatch(t *testing.T) {
 		changed bool
 		at      [2]time.Duration // answered within, on the service clock
 		held    bool
+		writes  int // the writes that record an expiry
 	}{
 		// Already changed: seen at the first read, within one interval.
 		{name: "DiffersAtOnce", index: 0, wait: 10, st: watchScript{exp: t0.Add(time.Minute)},
@@ -79,11 +119,15 @@ func TestWatch(t *testing.T) {
 		{name: "NoWait", index: live7, wait: 0, st: watchScript{exp: t0.Add(time.Minute)},
 			want: live7, held: true},
 		{name: "Release", index: live7, wait: 10, st: watchScript{exp: t0.Add(time.Minute), releaseAt: t0.Add(2 * time.Second)},
-			want: live7 + 1, changed: true, at: [2]time.Duration{2 * time.Second, 2*time.Second + 150*time.Millisecond}},
+			want: live7 + 1, changed: true, at: [2]time.Duration{2 * time.Second, 2*time.Second + maxPause}},
 		{name: "ExpiryWithoutWrite", index: live7, wait: 10, st: watchScript{exp: t0.Add(3 * time.Second)},
-			want: live7 + 1, changed: true, at: [2]time.Duration{3 * time.Second, 3 * time.Second}},
+			want: live7 + 1, changed: true, at: [2]time.Duration{3 * time.Second, 3 * time.Second}, writes: 1},
+		{name: "NoWaitExpiry", index: 0, wait: 0, st: watchScript{exp: t0.Add(-time.Second)},
+			want: live7 + 1, changed: true, writes: 1},
+		{name: "LateRenewalFirst", index: live7, wait: 5, st: watchScript{exp: t0.Add(3 * time.Second), lateRenewTo: t0.Add(time.Minute)},
+			want: live7, held: true, at: [2]time.Duration{5 * time.Second, 5 * time.Second}, writes: 1},
 		{name: "NewGrant", index: live7 + 1, wait: 10, st: watchScript{exp: t0.Add(-time.Second), grantAt: t0.Add(time.Second)},
-			want: 16, changed: true, held: true, at: [2]time.Duration{time.Second, time.Second + 150*time.Millisecond}},
+			want: 16, changed: true, held: true, at: [2]time.Duration{time.Second, time.Second + maxPause}},
 		// The caller saw the lease expired through an instance whose clock
 		// is ahead; this one still sees it live: no change, and the index
 		// answered is not the earlier one.
@@ -109,6 +153,9 @@ func TestWatch(t *testing.T) {
 			}
 			if res.Token != res.Index/2 {
 				t.Errorf("got token %d for index %d", res.Token, res.Index)
+			}
+			if st.writes != tc.writes {
+				t.Errorf("got %d writes, want %d", st.writes, tc.writes)
 			}
 		})
 	}

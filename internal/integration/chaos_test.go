@@ -380,6 +380,27 @@ func (d *laggingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts
 	return ss[i].out, nil
 }
 
+// UpdateItem of a watch request — its record of an expiry — is answered
+// as if it landed, on the stale item it read, and never sent: a watch
+// that records the expiries it answers would otherwise refuse each stale
+// one (its condition names the token read), and the replica's lag would
+// cost answers instead of ordering them.
+func (d *laggingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if ctx.Value(watchRequest{}) == nil {
+		return d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+	}
+	key := in.Key[locklogic.AttrResource].(*types.AttributeValueMemberS).Value
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ss := d.snaps[key]
+	if len(ss) == 0 || ss[0].out.Item == nil {
+		return nil, &types.ConditionalCheckFailedException{}
+	}
+	item := maps.Clone(ss[0].out.Item)
+	item[locklogic.AttrExpiredAt] = in.ExpressionAttributeValues[":now"]
+	return &dynamodb.UpdateItemOutput{Attributes: item}, nil
+}
+
 // longerWatch passes every watch on with four times the wait asked for.
 func longerWatch(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -393,7 +393,7 @@ func TestFairWaitingHeadGrantSDKRetry(t *testing.T) {
 			proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
 				// The head's grant: the only write that removes #q[0]
 				// along with the lease's attributes.
-				if r.Op == "UpdateItem" && strings.Contains(string(r.Body), "#fa, #q[0]") && n.Add(1) == 1 {
+				if b := string(r.Body); r.Op == "UpdateItem" && strings.Contains(b, ", #q[0]") && strings.Contains(b, "if_not_exists(#t") && n.Add(1) == 1 {
 					return faultproxy.Action{Fault: fault}
 				}
 				return faultproxy.Action{}

@@ -3,10 +3,12 @@ package integration_test
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/faultproxy"
 )
 
 // watch calls GET /locks/{resource}/watch and returns the answer's index
@@ -68,7 +70,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		t.Errorf("after the release: got %s %s later, want index %d without a lease, soon", r.raw, time.Since(released), 2*tok+1)
 	}
 
-	// A takeover by another owner, then an expiry that no write marks.
+	// A takeover by another owner, then an expiry that no client writes (the watch records it).
 	tok2 := token(t, acquire(t, srv, r0, "w2", 1))
 	if r := watch(t, srv, r0, 2*tok+1, 10); index(t, r) != 2*tok2 || tok2 != tok+1 {
 		t.Errorf("takeover: got %s, want index %d (token %d)", r.raw, 2*tok2, tok+1)
@@ -133,4 +135,50 @@ func TestWatchBlockedUntil(t *testing.T) {
 		t.Errorf("after the immediate force release: got %s, want index %d without blocked_until", r.raw, 2*tok+1)
 	}
 	wantAcquire(t, srv, r0, "w2", true)
+}
+
+// TestWatchExpiryStaysAnswered: a renewal issued just before its lease's
+// expiry lands after it (held in flight); meanwhile a watch answers the
+// expiry. The late-write rule lets a renew revive its own lease within its
+// retry window — but not one a watcher was told had ended: the watch
+// records the expiry before answering it, the late renew is refused (404),
+// and the lock stays ended for every later reader. Without the record the
+// renew lands 200 and the watcher's index goes back to a live lease.
+func TestWatchExpiryStaysAnswered(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	lock := acquire(t, srv, r0, "w1", 2)
+	tok, exp := token(t, lock), msOf(t, lock, "expires_at")
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "UpdateItem" {
+			once.Do(func() { close(held) })
+			<-release
+		}
+		return faultproxy.Action{}
+	})
+	time.Sleep(time.Until(time.UnixMilli(exp - 300)))
+	renewed := make(chan reply, 1)
+	go func() { renewed <- call(t, slow, "POST", lockPath(r0)+"/renew", renewBody("w1", 30, tok)) }()
+	<-held // the renew's write is in flight, issued before the expiry
+
+	ended := watch(t, srv, r0, 2*tok, 5)
+	if index(t, ended) != 2*tok+1 || ended.json["lock"] != nil {
+		t.Fatalf("watch across the expiry: got %s, want index %d without a lease", ended.raw, 2*tok+1)
+	}
+	close(release)
+	if r := <-renewed; r.status != 404 {
+		t.Errorf("the late renew, after a watch answered the expiry: got %d %s, want 404 (the lease ended)", r.status, r.raw)
+	}
+	if st := call(t, srv, "GET", lockPath(r0), ""); st.status != 404 {
+		t.Errorf("status after: got %d %s, want 404", st.status, st.raw)
+	}
+	if r := watch(t, srv, r0, 2*tok+1, 0); index(t, r) != 2*tok+1 || r.json["lock"] != nil {
+		t.Errorf("watch after: got %s, want index %d without a lease", r.raw, 2*tok+1)
+	}
 }

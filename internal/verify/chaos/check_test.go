@@ -100,6 +100,12 @@ var serviceWrites = sync.OnceValues(captureWrites)
 func captureWrites() (map[storeKind]map[string]any, error) {
 	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetItem") {
+			// A lease long expired, which no write ended: the watch
+			// records its expiry.
+			io.WriteString(w, `{"Item":{"resource":{"S":"x"},"owner":{"S":"o"},"fencing_token":{"N":"7"},"acquired_at":{"N":"1"},"expires_at":{"N":"2"}}}`)
+			return
+		}
 		io.WriteString(w, `{}`)
 	}))
 	defer store.Close()
@@ -120,8 +126,9 @@ func captureWrites() (map[storeKind]map[string]any, error) {
 	_, _ = svc.Acquire(ctx, locklogic.AcquireRequest{Resource: "x", Caller: caller, TTLSeconds: 1})
 	_, _ = svc.Renew(ctx, locklogic.RenewRequest{Resource: "x", Caller: caller, TTLSeconds: 1})
 	_ = svc.Release(ctx, locklogic.ReleaseRequest{Resource: "x", Caller: caller})
+	_, _ = svc.Watch(ctx, locklogic.WatchRequest{Resource: "x"}, locklogic.Budget{})
 	out := map[storeKind]map[string]any{}
-	kinds := []storeKind{storeAcquire, storeRenew, storeRelease}
+	kinds := []storeKind{storeAcquire, storeRenew, storeRelease, storeSettle}
 	for _, r := range proxy.Records() {
 		if r.Op != "UpdateItem" || len(out) == len(kinds) {
 			continue
@@ -172,6 +179,26 @@ func (f *fake) write(kind storeKind, owner string, nowMs, ttlMs int, recv, ans i
 		status, answer["__type"] = 400, "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"
 	}
 	f.rec("UpdateItem", req, recv, ans, status, answer, fault, callerStatus)
+}
+
+// settle records a watch's record of the expiry of lease token at nowMs,
+// as the service sends it; committed, the store returns the lease ended.
+func (f *fake) settle(token int64, nowMs, recv, ans int, result string) {
+	writes, err := serviceWrites()
+	if err != nil {
+		panic(err)
+	}
+	var req map[string]any
+	b, _ := json.Marshal(writes[storeSettle])
+	_ = json.Unmarshal(b, &req)
+	req["Key"] = map[string]any{"resource": s("r")}
+	vals := req["ExpressionAttributeValues"].(map[string]any)
+	vals[":tok"], vals[":now"] = n(token), n(f.now(nowMs))
+	status, answer := 200, map[string]any{}
+	if result == "refused" {
+		status, answer["__type"] = 400, "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"
+	}
+	f.rec("UpdateItem", req, recv, ans, status, answer, faultproxy.None, 200)
 }
 
 // setVals sets expression attribute values of the last record (a write).
@@ -566,6 +593,28 @@ func TestCheckLinearizable(t *testing.T) {
 	k := clean()
 	k.op(3, Status, 450, 460, 404, problem(404, "not-found"))
 	wantOnly(t, check(k), RuleLinearizable)
+}
+
+// TestCheckWatchedExpiry: a watch's record of an expiry ends the lease for
+// good. A renewal issued before the expiry (the late-write rule would let
+// it land after it) is refused once the record is there; a store that
+// applied it, or a record of a lease not yet expired, is not the model.
+func TestCheckWatchedExpiry(t *testing.T) {
+	late := func(result string) *fake {
+		f := clean() // c1 holds token 102 until 2301
+		f.settle(102, 2400, 2400, 2402, "committed")
+		f.write(storeRenew, "c1", 2250, 1000, 2450, 2452, result, 102, faultproxy.Late, 0)
+		return f
+	}
+	wantOnly(t, check(late("refused")))
+	wantOnly(t, check(late("committed")), RuleLinearizable)
+
+	early := clean()
+	early.settle(102, 2200, 2200, 2202, "committed")
+	wantOnly(t, check(early), RuleLinearizable)
+	refused := clean()
+	refused.settle(102, 2200, 2200, 2202, "refused")
+	wantOnly(t, check(refused))
 }
 
 func TestDecodeServiceWrites(t *testing.T) {

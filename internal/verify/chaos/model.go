@@ -46,9 +46,11 @@ import (
 // join appends an entry to the queue of the size the waiter saw, a keep
 // moves the until of the caller's own live entry, a prune removes lapsed
 // entries at the front by their tickets; none of them touches the lease.
-// A renew and a release need the owner, a live lease, a grant not newer
-// than the request (and for a renew a renewal not newer either), and the
-// token when one is given.
+// A watch's record of an expiry (expired_at) needs the lease it read (its
+// token) expired by its :now and ended by no write, and ends it for good.
+// A renew and a release need the owner, a live lease with no such record,
+// a grant not newer than the request (and for a renew a renewal not newer
+// either), and the token when one is given.
 //
 // The model believes the :iss and :gid each write carries: a service that
 // sent a wrong issue time (a wait's :now, say) would be linearizable with
@@ -86,6 +88,7 @@ type lockState struct {
 	renewed    int64
 	expires    int64
 	released   bool
+	ended      bool // a watch recorded the expiry (expired_at)
 	queue      string
 	queueUntil int64
 }
@@ -98,6 +101,9 @@ func (s lockState) String() string {
 	if s.released {
 		r = " released"
 	}
+	if s.ended {
+		r += " expiry-recorded"
+	}
 	if s.queue != "" {
 		r += fmt.Sprintf(" queue:%s queue_until:%d", queueString(s.queue), s.queueUntil)
 	}
@@ -106,7 +112,7 @@ func (s lockState) String() string {
 
 func (s lockState) item() storeItem {
 	return storeItem{owner: s.owner, token: s.token, acquiredAt: s.acquired, renewedAt: s.renewed, expiresAt: s.expires, released: s.released,
-		queue: s.queue, queueUntil: s.queueUntil}
+		ended: s.ended, queue: s.queue, queueUntil: s.queueUntil}
 }
 
 // open reports whether no live waiter is queued at now: the queue is
@@ -139,10 +145,10 @@ func step(s lockState, in linInput) []lockState {
 		switch {
 		case op.Status == 200:
 			l := op.Lock
-			if s.exists && !s.released && s.owner == l.Owner && s.token == l.Token && s.acquired == l.AcquiredAt && s.expires == l.ExpiresAt && s.expires > in.nowLo {
+			if s.exists && !s.released && !s.ended && s.owner == l.Owner && s.token == l.Token && s.acquired == l.AcquiredAt && s.expires == l.ExpiresAt && s.expires > in.nowLo {
 				return []lockState{s}
 			}
-		case !s.exists || s.released || s.expires <= in.nowHi:
+		case !s.exists || s.released || s.ended || s.expires <= in.nowHi:
 			return []lockState{s}
 		}
 		return nil
@@ -180,10 +186,10 @@ func step(s lockState, in linInput) []lockState {
 			// waiters are queued, only its own live lease.
 			ok = !s.exists || (s.free(w.now) && s.open(w.now)) ||
 				(s.owner == w.owner && ((s.acquired <= w.iss && s.renewed <= w.iss) || (w.gid != "" && s.gid == w.gid)) &&
-					(s.open(w.now) || (!s.released && s.expires > w.now)))
+					(s.open(w.now) || (!s.released && !s.ended && s.expires > w.now)))
 		}
-		next.exists, next.owner, next.token, next.acquired, next.renewed, next.expires, next.gid, next.released =
-			true, w.owner, w.base+1, w.now, w.now, w.exp, w.gid, false
+		next.exists, next.owner, next.token, next.acquired, next.renewed, next.expires, next.gid, next.released, next.ended =
+			true, w.owner, w.base+1, w.now, w.now, w.exp, w.gid, false, false
 		if s.exists {
 			next.token = s.token + 1
 		}
@@ -214,11 +220,16 @@ func step(s lockState, in linInput) []lockState {
 		if ok {
 			next.queue = encodeQueue(q[len(w.pruned):])
 		}
+	case storeSettle:
+		// A watch records the expiry of the lease it read (its token),
+		// expired by its :now and ended by no write.
+		ok = s.exists && s.token == w.tok && s.expires <= w.now && !s.released && !s.ended
+		next.ended = true
 	case storeRenew:
-		ok = s.exists && !s.released && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && s.renewed <= w.now && (w.tok == 0 || s.token == w.tok)
+		ok = s.exists && !s.released && !s.ended && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && s.renewed <= w.now && (w.tok == 0 || s.token == w.tok)
 		next.expires, next.renewed = w.exp, w.now
 	case storeRelease:
-		ok = s.exists && !s.released && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && (w.tok == 0 || s.token == w.tok)
+		ok = s.exists && !s.released && !s.ended && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && (w.tok == 0 || s.token == w.tok)
 		next.expires, next.released = w.now, true
 	}
 	switch w.outcome {

@@ -28,10 +28,14 @@ const (
 	storeJoin
 	storeKeep
 	storePrune
+	// storeSettle is a watch's record of an expiry it answers
+	// (expired_at): the lease's token, expired by the watch's :now, ended
+	// by no write. No renew or release touches the lease after it.
+	storeSettle
 )
 
 func (k storeKind) String() string {
-	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune"}[k]
+	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune", "expiry-record"}[k]
 }
 
 // queueWrite reports whether k is one of the queue's own writes.
@@ -102,6 +106,7 @@ type storeItem struct {
 	owner                                   string
 	token, acquiredAt, renewedAt, expiresAt int64
 	released                                bool
+	ended                                   bool // expired_at: a watch recorded the expiry
 	queue                                   string
 	queueUntil                              int64
 }
@@ -250,6 +255,7 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 				queueUntil: num(c.Item[locklogic.AttrQueueUntil]),
 			}
 			_, it.released = c.Item[locklogic.AttrReleasedAt]
+			_, it.ended = c.Item[locklogic.AttrExpiredAt]
 			if l, ok := c.ItemLists[locklogic.AttrQueue]; ok {
 				q := make([]qentry, len(l))
 				for j, m := range l {
@@ -266,8 +272,9 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 
 // writeKind tells the lock writes apart by what they set: only an
 // acquire (a head's grant too) bumps the token, only a release sets
-// released_at, only a join appends an entry (:qe), only a keep moves an
-// entry's until (:qt), and a prune only removes entries (:q0 …).
+// released_at, only a watch's record of an expiry sets expired_at, only a
+// join appends an entry (:qe), only a keep moves an entry's until (:qt),
+// and a prune only removes entries (:q0 …).
 func writeKind(c faultproxy.Call) storeKind {
 	placeholder := func(attr string) string {
 		for p, name := range c.Names {
@@ -286,6 +293,8 @@ func writeKind(c faultproxy.Call) storeKind {
 		return storeAcquire
 	case strings.Contains(set, placeholder(locklogic.AttrReleasedAt)+" = "):
 		return storeRelease
+	case strings.Contains(set, placeholder(locklogic.AttrExpiredAt)+" = "):
+		return storeSettle
 	case join:
 		return storeJoin
 	case keep:
