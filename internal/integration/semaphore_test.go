@@ -612,6 +612,44 @@ func TestSemaphoreWatch(t *testing.T) {
 	}
 }
 
+// TestSemaphoreWatchNeverGoesBack (found by review): two instances 300 ms
+// apart. The watcher's last answer came from the instance ahead, which saw
+// the permit expire; the instance behind still sees it live. Its answer
+// keeps to the watcher's index, unchanged and without the permit, with or
+// without a wait — it used to answer at once "changed" with an index one
+// lower, the ended permit live again. An index above every state the
+// semaphore's counter allows is 422.
+func TestSemaphoreWatchNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	clock := testenv.NewClock()
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+	ahead := testenv.Start(t, testenv.Options{Now: func() time.Time { return clock.Now().Add(300 * time.Millisecond) }})
+	name := res(t)
+	semAcquire(t, srv, name, "A", 1, 2)
+	semAcquire(t, srv, name, "B", 30, 2)
+	clock.Advance(850 * time.Millisecond) // A's permit: 150 ms left behind, ended 150 ms ago ahead
+	seen := call(t, ahead, "GET", semPath(name)+"/watch", "")
+	i1 := index(t, seen)
+	if n := len(seen.json["holders"].([]any)); n != 1 {
+		t.Fatalf("the instance ahead: got %s, want B's permit alone", seen.raw)
+	}
+	for _, wait := range []int{0, 1} {
+		r := call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d&wait_seconds=%d", semPath(name), i1, wait), "")
+		if r.status != 200 || index(t, r) != i1 || r.json["changed"] != false || len(r.json["holders"].([]any)) != 1 {
+			t.Errorf("wait %d s from the index ahead, %d: got %d %s, want index %d unchanged with B's permit alone", wait, i1, r.status, r.raw, i1)
+		}
+	}
+	if st := call(t, srv, "GET", semPath(name), ""); len(st.json["holders"].([]any)) != 2 {
+		t.Fatalf("status behind: got %s, want A's permit still live there (the history this test needs)", st.raw)
+	}
+	// Counter c: every state's index is at most 2c + 1 (no permit live).
+	c := token(t, seen.json)
+	wantProblem(t, call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", semPath(name), 2*c+2), ""), 422, "validation-failed")
+	if r := call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", semPath(name), 2*c+1), ""); r.status != 200 || index(t, r) != 2*c+1 {
+		t.Errorf("index %d (every permit ended): got %d %s, want it echoed", 2*c+1, r.status, r.raw)
+	}
+}
+
 // TestSemaphoreWatchWaits: a watch with wait_seconds answers as soon as a
 // permit is granted.
 func TestSemaphoreWatchWaits(t *testing.T) {
