@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,17 +126,18 @@ func TestSemaphoreExpressionsUseEveryPlaceholder(t *testing.T) {
 		{"Guess", semReq("w1", 3), semWrite{guess: true, slot: 1, home: 1}, ""},
 		{"GuessPrincipalDelay", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30,
 			Permits: 3, LockDelaySeconds: 5}, semWrite{guess: true, slot: 1, home: 1}, ""},
-		{"AwayWithCleanup", semReq("w1", 3), semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g",
+		{"AwayWithCleanup", semReq("w1", 3), semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g", markerSlot: 1,
 			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}, {name: "w0000000000000000", value: "y", slot: -1}}}, ""},
 		{"AwayPrincipal", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30, Permits: 3},
 			semWrite{slot: 2, home: 1}, ""},
-		{"HomeAgain", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g"}, ""},
+		{"HomeAgain", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g", markerSlot: 2}, ""},
+		{"MarkerGrantGone", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g", markerSlot: -1}, ""},
 		{"Reset", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4, counter: "17", expired: []int{2, 3},
 			markers: []string{other.marker}}}, ""},
 		{"ResetNoCounter", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4}}, ""},
 		{"Head", semReq("w1", 3), semWrite{slot: 1, home: 1}, "tk"},
 		{"HeadAwayPrincipalDelay", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30,
-			Permits: 3, LockDelaySeconds: 5}, semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g",
+			Permits: 3, LockDelaySeconds: 5}, semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g", markerSlot: -1,
 			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}}}, "tk"},
 		{"HeadReset", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4, counter: "17", expired: []int{2, 3}}}, "tk"},
 	} {
@@ -169,7 +171,7 @@ func TestSemaphoreExpressionsUseEveryPlaceholder(t *testing.T) {
 	for _, in := range got {
 		checkPlaceholders(t, in)
 		for ph, name := range in.ExpressionAttributeNames {
-			if ph != "#pm" && ph != "#g" && !strings.HasSuffix(name, "2") {
+			if ph != "#pm" && ph != "#g" && !strings.HasSuffix(name, "2") && !(ph == "#w" && isMarker(name)) {
 				t.Errorf("%s names %s, want slot 2's attribute", ph, name)
 			}
 		}
@@ -386,6 +388,70 @@ func TestSemaphoreRenewReleaseRefusals(t *testing.T) {
 		if err := newSemService(db, true).ReleaseSemaphore(context.Background(), SemaphoreReleaseRequest{Name: "s", Caller: Caller{Owner: "w1"},
 			Slot: 1}); err != nil {
 			t.Errorf("got %v, want nil: the release happened", err)
+		}
+	})
+}
+
+// TestSemaphoreRenewMarker: a renewal may extend or revive the caller's
+// permit only as markerCondition allows — at home without a marker, away
+// with the marker naming the permit's grant — and a refused renewal that
+// found its permit renewed by a later request is 404, not that lease,
+// when the marker no longer allows the permit (it was judged ended).
+func TestSemaphoreRenewMarker(t *testing.T) {
+	const permits = 3
+	w1 := Caller{Owner: "w1"}
+	id := identityOf(w1)
+	home := id.home(permits)
+	away := (home + 1) % permits
+	live := t0.Add(20 * time.Second)
+	marked := func(k int, marker string) map[string]types.AttributeValue {
+		it := semItem(permits, 9, map[int]permitSpec{k: {owner: "w1", token: 9, exp: live, grant: "g9"}})
+		if marker != "" {
+			it[id.marker] = &types.AttributeValueMemberS{Value: marker}
+		}
+		return it
+	}
+	for _, tc := range []struct {
+		name string
+		item map[string]types.AttributeValue
+		k    int
+		want bool
+	}{
+		{"HomeNoMarker", marked(home, ""), home, true},
+		{"HomeMarked", marked(home, "g1"), home, false},
+		{"AwayMarked", marked(away, "g9"), away, true},
+		{"AwayMarkerMoved", marked(away, "g1"), away, false},
+		{"AwayNoMarker", marked(away, ""), away, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := markerAllows(tc.item, id, tc.k); got != tc.want {
+				t.Errorf("markerAllows: got %v, want %v", got, tc.want)
+			}
+			// The condition's home branch lists exactly the Ns whose home
+			// for the caller is k.
+			values := map[string]types.AttributeValue{}
+			markerCondition(id, tc.k, map[string]string{}, values)
+			for n := int64(tc.k + 1); n <= MaxPermits; n++ {
+				if _, listed := values[":h"+strconv.FormatInt(n, 10)]; listed != (id.home(n) == tc.k) {
+					t.Errorf("N = %d: listed %v, home %d", n, listed, id.home(n))
+				}
+			}
+		})
+	}
+	t.Run("RenewedSinceWithoutMarker", func(t *testing.T) {
+		for _, marker := range []string{"g9", ""} {
+			old := marked(away, marker)
+			old[slotNames[away].renewed] = num(t0.Add(time.Second).UnixMilli()) // a renewal stamped after this one
+			old[slotNames[away].expires] = num(t0.Add(time.Hour).UnixMilli())
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(old) }}
+			p, err := newSemService(db, true).RenewSemaphore(context.Background(), SemaphoreRenewRequest{Name: "s", Caller: w1,
+				Slot: int64(away), TTLSeconds: 30})
+			switch {
+			case marker != "" && (err != nil || p.FencingToken != 9):
+				t.Errorf("marked: got %+v, %v; want the later renewal's permit", p, err)
+			case marker == "" && !errors.Is(err, ErrNotFound):
+				t.Errorf("marker gone: got %+v, %v; want ErrNotFound", p, err)
+			}
 		}
 	})
 }
