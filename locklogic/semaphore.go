@@ -358,9 +358,12 @@ type semWrite struct {
 	// guess is the first write: the caller's home slot, with no owner
 	// marker of the caller on the item.
 	guess bool
-	// The caller's marker as the view showed it.
+	// The caller's marker as the view showed it, and the slot whose
+	// grant it names (-1: none). A write elsewhere requires that grant
+	// still not live: a late renewal may have revived it since the view.
 	markerSeen  bool
 	markerValue string
+	markerSlot  int
 	// home is the caller's home slot; a write of another slot sets the
 	// caller's marker and requires home not to be the caller's live
 	// permit.
@@ -578,10 +581,17 @@ func (s *Service) semRead(ctx context.Context, name string, b Budget) (map[strin
 // live waiter is queued, nor its own permit unless live; the head of the
 // queue (head) is the one waiter that may.
 func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, now time.Time, id identity, gid string, head bool) (*semWrite, time.Time, error) {
-	w := &semWrite{home: id.home(req.Permits)}
+	w := &semWrite{home: id.home(req.Permits), markerSlot: -1}
 	open := head || itemOpen(item, now.UnixMilli())
 	if v, ok := item[id.marker].(*types.AttributeValueMemberS); ok {
 		w.markerSeen, w.markerValue = true, v.Value
+		permits, _ := permitsOf(item)
+		for k := range int(permits) {
+			if str(item, slotNames[k].grant) == v.Value {
+				w.markerSlot = k
+				break
+			}
+		}
 	}
 	if permits, ok := permitsOf(item); ok && permits != req.Permits {
 		if anySlot(item, permits, func(view map[string]types.AttributeValue) bool { _, b := blockedUntil(view, now); return b }) {
@@ -829,6 +839,15 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		cond += " AND attribute_not_exists(" + x.n("#w", id.marker) + ")"
 	case w.markerSeen:
 		cond += " AND " + x.n("#w", id.marker) + " = " + x.s(":wv", w.markerValue)
+		if m := w.markerSlot; m >= 0 && m != w.slot {
+			// The permit the marker names was not live in the view; a
+			// late renewal may revive it before this write lands (it
+			// still finds the marker, unchanged), and then the caller
+			// would hold two: this write requires it still not live.
+			g := &slotNames[m]
+			cond += " AND (" + x.n("#wg", g.grant) + " <> :wv OR " + x.n("#we", g.expires) + " <= :now OR attribute_exists(" +
+				x.n("#wx", g.released) + ") OR attribute_exists(" + x.n("#wz", g.forced) + "))"
+		}
 	default:
 		cond += " AND attribute_not_exists(" + x.n("#w", id.marker) + ")"
 	}
@@ -944,7 +963,11 @@ func (s *Service) validateSlotRequest(name string, c *Caller, slot int64, ttl, t
 
 // RenewSemaphore extends the caller's live permit in req.Slot, keeping its
 // token, with one conditional UpdateItem: Renew's rules, on the slot, and
-// the slot must be below the semaphore's N.
+// the slot must be below the semaphore's N and the caller's marker must
+// allow the permit (markerCondition): a renewal that lands late may
+// revive a permit that had expired, and one permit per owner holds only
+// while every permit of the caller away from home is the one its marker
+// names.
 func (s *Service) RenewSemaphore(ctx context.Context, req SemaphoreRenewRequest) (Permit, error) {
 	var v ValidationError
 	if s.ValidateSemaphoreRenew(&req, &v); v.Err() != nil {
@@ -959,11 +982,12 @@ func (s *Service) RenewSemaphore(ctx context.Context, req SemaphoreRenewRequest)
 	values[":zero"] = num(0)
 	values[":k"] = num(req.Slot)
 	values[":gc"] = num(s.semGC(now.UnixMilli()))
+	cond = "#pm > :k AND " + cond + " AND " + markerCondition(identityOf(req.Caller), k, names, values)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.semKey(req.Name),
 		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc, #f = :exp + if_not_exists(#d, :zero)"),
-		ConditionExpression:                 aws.String("#pm > :k AND " + cond),
+		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            slotExpression(names, k),
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
@@ -987,6 +1011,53 @@ func (s *Service) RenewSemaphore(ctx context.Context, req SemaphoreRenewRequest)
 	}
 	p.Permits, _ = permitsOf(out.Attributes)
 	return p, nil
+}
+
+// markerCondition is the condition under which a write may extend or
+// revive the caller's (id's) permit in slot k: the caller's marker names
+// that permit's grant (k away from home), or the caller has no marker and k
+// is its home under the item's N (permits one of the Ns whose home for id
+// is k, at most MaxPermits values: a condition cannot take a hash modulo
+// N). It adds its names and values.
+//
+// One permit per owner rests on the marker: an acquire's guess of its home
+// slot requires no marker, so a caller's permit away from home must keep
+// its marker while live. An expired permit may come back, though: a
+// renewal's :now is taken once per request, and one that lands late (an
+// SDK retry, a delayed packet) revives the permit it renews if its :now
+// was before the permit's end. Meanwhile another acquire may have judged
+// the permit ended and removed its marker (staleMarkers), or the caller
+// may have taken another permit (moving its marker, or removing it at
+// home). No timing rule tells when a revival can no longer come (a request
+// may land at any time); a condition on the renewal does: once the marker
+// is gone or moved, the old permit stays ended (the renewal is 404), and a
+// write that relies on a marked permit staying ended requires it still not
+// live (semAcquireInput). A permit at home needs the marker absent: the
+// caller holds no permit away from home.
+func markerCondition(id identity, k int, names map[string]string, values map[string]types.AttributeValue) string {
+	names["#w"], names["#gi"] = id.marker, AttrGrantID
+	cond := "#w = #gi"
+	var homes []string
+	for n := k + 1; n <= MaxPermits; n++ {
+		if id.home(int64(n)) == k {
+			ph := ":h" + strconv.Itoa(n)
+			values[ph] = num(int64(n))
+			homes = append(homes, ph)
+		}
+	}
+	if len(homes) > 0 {
+		cond = "((#pm IN (" + strings.Join(homes, ", ") + ") AND attribute_not_exists(#w)) OR " + cond + ")"
+	}
+	return cond
+}
+
+// markerAllows reports whether item meets markerCondition for id and k.
+func markerAllows(item map[string]types.AttributeValue, id identity, k int) bool {
+	if _, ok := item[id.marker]; ok {
+		return str(item, id.marker) == str(item, slotNames[k].grant)
+	}
+	permits, ok := permitsOf(item)
+	return ok && id.home(permits) == k
 }
 
 // ReleaseSemaphore ends the caller's live permit in req.Slot with one
@@ -1042,7 +1113,14 @@ func (s *Service) semExplain(ctx context.Context, op, name string, k int, c Call
 	if permits, ok := permitsOf(item); !ok || int64(k) >= permits {
 		return ErrNotFound
 	}
-	return classify(view, c, token, now, op == "renew-semaphore")
+	err = classify(view, c, token, now, op == "renew-semaphore")
+	var later *renewedSinceError
+	if errors.As(err, &later) && !markerAllows(item, identityOf(c), k) {
+		// The permit's marker is gone or moved: it was judged ended, or
+		// the caller took another (markerCondition).
+		return ErrNotFound
+	}
+	return err
 }
 
 // SemaphoreStatus is a semaphore as status shows it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -238,10 +239,18 @@ type SemaphoreWatchResult struct {
 	// counter's part and at most 1 live permit, and a permit's end
 	// (release, expiry, force release) takes one: so the index grows by
 	// at least 1 at every grant and every end, and a renewal leaves it.
+	// As a lock's (WatchResult.Index), an answer's Index is never below
+	// the request's: an instance whose clock is behind the one that
+	// answered the caller before may still see live a permit the other
+	// saw expired, and a late renewal may revive one; the watch then
+	// keeps to the caller's index and waits for a later state.
 	Index int64
-	// Changed says Index differs from the request's.
+	// Changed says Index is later than the request's.
 	Changed bool
 	// Status is the semaphore's state: N, the live permits, the counter.
+	// An answer that keeps to the caller's index leaves out the permits
+	// the caller saw end (as many as the index says, the first to expire),
+	// as a lock's watch leaves out the lease.
 	Status SemaphoreStatus
 	// Reads is how many eventually consistent reads the wait made.
 	Reads int
@@ -289,12 +298,13 @@ func (s *Service) ValidateSemaphoreWatch(req *WatchRequest, v *ValidationError) 
 }
 
 // WatchSemaphore answers the state of semaphore req.Resource as soon as
-// its index differs from req.Index, or when req.WaitSeconds have passed,
+// its index is later than req.Index, or when req.WaitSeconds have passed,
 // as Watch does for a lock: one strongly consistent read, then eventually
 // consistent reads of the item every PollInterval on average while
 // waiting (a read is billed by the item's size whatever it projects, so
 // it reads the whole item), waking at the earliest live permit's expiry;
-// a change is confirmed by a consistent read.
+// a change is confirmed by a consistent read. An index no state of the
+// semaphore could have is a *ValidationError (semWatchRead).
 func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, error) {
 	var v ValidationError
 	if s.ValidateSemaphoreWatch(&req, &v); v.Err() != nil {
@@ -340,7 +350,7 @@ func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget
 		}
 		interval = max(interval/2, PollInterval)
 		at := s.now()
-		if SemaphoreIndexOf(item, at) == req.Index {
+		if SemaphoreIndexOf(item, at) <= req.Index {
 			exp = semLiveUntil(item, at)
 			continue
 		}
@@ -356,7 +366,11 @@ func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget
 }
 
 // semWatchRead reads the semaphore strongly consistently: its state and
-// the earliest live permit's expiry.
+// the earliest live permit's expiry. It keeps to the lock watch's rules
+// (watchRead): Changed only for a later index; an earlier one answers the
+// caller's index instead, without the permits the caller saw end; and an
+// index above 2 × counter + 1 (the most the counter's states reach: every
+// permit ended) is a *ValidationError, since no answer had it.
 func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, time.Time, error) {
 	item, err := s.semRead(ctx, req.Resource, b)
 	if err != nil {
@@ -364,7 +378,30 @@ func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) 
 	}
 	now := s.now()
 	res := SemaphoreWatchResult{Index: SemaphoreIndexOf(item, now), Status: statusOf(req.Resource, item, now)}
-	res.Changed = res.Index != req.Index
+	res.Changed = res.Index > req.Index
+	if res.Index < req.Index {
+		if res.Index != 0 && req.Index > 2*res.Status.Counter+1 {
+			var v ValidationError
+			v.Add("index", "is later than any state of this semaphore: use 0, or the index of an earlier answer")
+			return SemaphoreWatchResult{}, time.Time{}, &v
+		}
+		// The caller saw permits end that this instance sees live: its
+		// clock is behind the one that answered before (the only way a
+		// strong read can be behind an answer, but for a late renewal
+		// that revived a permit), or garbage collection deleted the idle
+		// item. Keep to what the caller saw, never back: its index, and
+		// as many holders fewer as the index is higher (the earliest to
+		// expire, which a clock ahead saw end first). The index counts
+		// the holders, so there are always that many.
+		if res.Index != 0 {
+			h := slices.Clone(res.Status.Holders)
+			slices.SortStableFunc(h, func(a, b Permit) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+			h = h[min(req.Index-res.Index, int64(len(h))):]
+			slices.SortFunc(h, func(a, b Permit) int { return a.Slot - b.Slot })
+			res.Status.Holders = h
+		}
+		res.Index = req.Index
+	}
 	return res, semLiveUntil(item, now), nil
 }
 

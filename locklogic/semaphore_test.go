@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,17 +126,18 @@ func TestSemaphoreExpressionsUseEveryPlaceholder(t *testing.T) {
 		{"Guess", semReq("w1", 3), semWrite{guess: true, slot: 1, home: 1}, ""},
 		{"GuessPrincipalDelay", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30,
 			Permits: 3, LockDelaySeconds: 5}, semWrite{guess: true, slot: 1, home: 1}, ""},
-		{"AwayWithCleanup", semReq("w1", 3), semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g",
+		{"AwayWithCleanup", semReq("w1", 3), semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g", markerSlot: 1,
 			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}, {name: "w0000000000000000", value: "y", slot: -1}}}, ""},
 		{"AwayPrincipal", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30, Permits: 3},
 			semWrite{slot: 2, home: 1}, ""},
-		{"HomeAgain", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g"}, ""},
+		{"HomeAgain", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g", markerSlot: 2}, ""},
+		{"MarkerGrantGone", semReq("w1", 3), semWrite{slot: 1, home: 1, markerSeen: true, markerValue: "g", markerSlot: -1}, ""},
 		{"Reset", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4, counter: "17", expired: []int{2, 3},
 			markers: []string{other.marker}}}, ""},
 		{"ResetNoCounter", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4}}, ""},
 		{"Head", semReq("w1", 3), semWrite{slot: 1, home: 1}, "tk"},
 		{"HeadAwayPrincipalDelay", SemaphoreAcquireRequest{Name: "s", Caller: Caller{Owner: "w1", Principal: "arn:p"}, TTLSeconds: 30,
-			Permits: 3, LockDelaySeconds: 5}, semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g",
+			Permits: 3, LockDelaySeconds: 5}, semWrite{slot: 2, home: 1, markerSeen: true, markerValue: "g", markerSlot: -1,
 			cleanup: []staleMarker{{name: other.marker, value: "x", slot: 0}}}, "tk"},
 		{"HeadReset", semReq("w1", 2), semWrite{slot: 1, home: 1, reset: &semReset{permits: 4, counter: "17", expired: []int{2, 3}}}, "tk"},
 	} {
@@ -167,7 +171,7 @@ func TestSemaphoreExpressionsUseEveryPlaceholder(t *testing.T) {
 	for _, in := range got {
 		checkPlaceholders(t, in)
 		for ph, name := range in.ExpressionAttributeNames {
-			if ph != "#pm" && ph != "#g" && !strings.HasSuffix(name, "2") {
+			if ph != "#pm" && ph != "#g" && !strings.HasSuffix(name, "2") && !(ph == "#w" && isMarker(name)) {
 				t.Errorf("%s names %s, want slot 2's attribute", ph, name)
 			}
 		}
@@ -388,6 +392,70 @@ func TestSemaphoreRenewReleaseRefusals(t *testing.T) {
 	})
 }
 
+// TestSemaphoreRenewMarker: a renewal may extend or revive the caller's
+// permit only as markerCondition allows — at home without a marker, away
+// with the marker naming the permit's grant — and a refused renewal that
+// found its permit renewed by a later request is 404, not that lease,
+// when the marker no longer allows the permit (it was judged ended).
+func TestSemaphoreRenewMarker(t *testing.T) {
+	const permits = 3
+	w1 := Caller{Owner: "w1"}
+	id := identityOf(w1)
+	home := id.home(permits)
+	away := (home + 1) % permits
+	live := t0.Add(20 * time.Second)
+	marked := func(k int, marker string) map[string]types.AttributeValue {
+		it := semItem(permits, 9, map[int]permitSpec{k: {owner: "w1", token: 9, exp: live, grant: "g9"}})
+		if marker != "" {
+			it[id.marker] = &types.AttributeValueMemberS{Value: marker}
+		}
+		return it
+	}
+	for _, tc := range []struct {
+		name string
+		item map[string]types.AttributeValue
+		k    int
+		want bool
+	}{
+		{"HomeNoMarker", marked(home, ""), home, true},
+		{"HomeMarked", marked(home, "g1"), home, false},
+		{"AwayMarked", marked(away, "g9"), away, true},
+		{"AwayMarkerMoved", marked(away, "g1"), away, false},
+		{"AwayNoMarker", marked(away, ""), away, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := markerAllows(tc.item, id, tc.k); got != tc.want {
+				t.Errorf("markerAllows: got %v, want %v", got, tc.want)
+			}
+			// The condition's home branch lists exactly the Ns whose home
+			// for the caller is k.
+			values := map[string]types.AttributeValue{}
+			markerCondition(id, tc.k, map[string]string{}, values)
+			for n := int64(tc.k + 1); n <= MaxPermits; n++ {
+				if _, listed := values[":h"+strconv.FormatInt(n, 10)]; listed != (id.home(n) == tc.k) {
+					t.Errorf("N = %d: listed %v, home %d", n, listed, id.home(n))
+				}
+			}
+		})
+	}
+	t.Run("RenewedSinceWithoutMarker", func(t *testing.T) {
+		for _, marker := range []string{"g9", ""} {
+			old := marked(away, marker)
+			old[slotNames[away].renewed] = num(t0.Add(time.Second).UnixMilli()) // a renewal stamped after this one
+			old[slotNames[away].expires] = num(t0.Add(time.Hour).UnixMilli())
+			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, ccf(old) }}
+			p, err := newSemService(db, true).RenewSemaphore(context.Background(), SemaphoreRenewRequest{Name: "s", Caller: w1,
+				Slot: int64(away), TTLSeconds: 30})
+			switch {
+			case marker != "" && (err != nil || p.FencingToken != 9):
+				t.Errorf("marked: got %+v, %v; want the later renewal's permit", p, err)
+			case marker == "" && !errors.Is(err, ErrNotFound):
+				t.Errorf("marker gone: got %+v, %v; want ErrNotFound", p, err)
+			}
+		}
+	})
+}
+
 // TestSemaphoreForceReleaseRefusals: a force release of a slot refused for
 // another token names the permit that stayed; nothing live is
 // ErrNothingToForce.
@@ -462,5 +530,79 @@ func TestHomeSlot(t *testing.T) {
 	}
 	if !isMarker(identityOf(Caller{Owner: "w1"}).marker) || isMarker("o1") || isMarker(AttrPermits) {
 		t.Error("isMarker")
+	}
+}
+
+// TestSemaphoreWatchNeverBack: the semaphore watch keeps the lock watch's
+// index rules. A permit the caller saw end (through an instance whose
+// clock is ahead) but this instance still sees live is no change: the
+// answer keeps to the caller's index, without that permit, and a wait
+// runs on for a later state; an index above 2 × counter + 1 is refused;
+// one seen before garbage collection deleted the item is echoed.
+func TestSemaphoreWatchNeverBack(t *testing.T) {
+	t.Parallel()
+	// N = 3, counter 11: a's permit ends at t0 + 1 s, b's in an hour, slot
+	// 2 released. Index at t0: 2 × 11 + 1 − 2 = 21; after a's end, 22.
+	held := semItem(3, 11, map[int]permitSpec{0: {owner: "a", token: 10, exp: t0.Add(time.Second)},
+		1: {owner: "b", token: 11, exp: t0.Add(time.Hour)}, 2: {owner: "c", token: 9, exp: t0.Add(-time.Second), released: true}})
+	for _, tc := range []struct {
+		name        string
+		item        map[string]types.AttributeValue
+		index, wait int64
+		want        int64
+		changed     bool
+		holders     []string // owners, by slot
+		at          time.Duration
+		refused     bool
+	}{
+		{name: "Later", item: held, index: 20, want: 21, changed: true, holders: []string{"a", "b"}},
+		{name: "Same", item: held, index: 21, want: 21, holders: []string{"a", "b"}},
+		{name: "BehindNoWait", item: held, index: 22, want: 22, holders: []string{"b"}},
+		// a's expiry brings this instance to the caller's index, no later:
+		// the wait runs out.
+		{name: "BehindWaits", item: held, index: 22, wait: 5, want: 22, holders: []string{"b"}, at: 5 * time.Second},
+		{name: "EveryPermitEnded", item: held, index: 23, want: 23},
+		{name: "MadeUp", item: held, index: 24, refused: true},
+		{name: "GarbageCollected", item: nil, index: 23, want: 23},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			var strong atomic.Int32
+			db := &dynamofake.DB{Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				if aws.ToBool(in.ConsistentRead) {
+					strong.Add(1)
+				}
+				return &dynamodb.GetItemOutput{Item: tc.item}, nil
+			}}
+			res, err := newWaitService(db, clock, Config{}).WatchSemaphore(context.Background(),
+				WatchRequest{Resource: "s", Index: tc.index, WaitSeconds: tc.wait}, Budget{})
+			var v *ValidationError
+			if tc.refused {
+				if !errors.As(err, &v) || !v.Has("index") {
+					t.Fatalf("got %+v, %v; want index refused", res, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var owners []string
+			for _, h := range res.Status.Holders {
+				owners = append(owners, h.Owner)
+			}
+			if res.Index != tc.want || res.Changed != tc.changed || !slices.Equal(owners, tc.holders) {
+				t.Errorf("got index %d changed %v holders %v, want %d %v %v", res.Index, res.Changed, owners, tc.want, tc.changed, tc.holders)
+			}
+			if took := clock.Now().Sub(t0); took != tc.at {
+				t.Errorf("answered %s after the start, want %s", took, tc.at)
+			}
+			// A read no later than the caller's index is no hint of a
+			// change: no consistent read confirms it. One read answers a
+			// watch without a wait; one more ends a wait that runs out.
+			if want := int32(1 + min(tc.wait, 1)); strong.Load() != want {
+				t.Errorf("got %d consistent reads, want %d", strong.Load(), want)
+			}
+		})
 	}
 }

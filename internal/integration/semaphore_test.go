@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/faultproxy"
 	"github.com/ft288/locks/locklogic"
 )
 
@@ -480,6 +481,169 @@ func TestSemaphoreOnePermitPerOwner(t *testing.T) {
 	}
 }
 
+// gate holds one store request in the fault proxy: arrived is closed when
+// it comes, and it goes on when open is closed.
+type gate struct{ arrived, open chan struct{} }
+
+func newGate() gate { return gate{make(chan struct{}), make(chan struct{})} }
+
+// updatePlan answers the first UpdateItem through the proxy 500 without
+// forwarding it (the SDK sends it again, with the same :now) and holds
+// the n-th UpdateItem at gates[n]; every other request passes.
+func updatePlan(gates map[int32]gate) faultproxy.Plan {
+	var n atomic.Int32
+	return func(r faultproxy.Request) faultproxy.Action {
+		if r.Op != "UpdateItem" {
+			return faultproxy.Action{}
+		}
+		i := n.Add(1)
+		if i == 1 {
+			return faultproxy.Action{Fault: faultproxy.InternalError}
+		}
+		if g, ok := gates[i]; ok {
+			close(g.arrived)
+			<-g.open
+		}
+		return faultproxy.Action{}
+	}
+}
+
+// countOwner returns how many live permits of owner the status lists.
+func countOwner(tb testing.TB, srv *testenv.Server, name, owner string) (int, reply) {
+	tb.Helper()
+	_, st := semHolders(tb, srv, name)
+	count := 0
+	for _, h := range st.json["holders"].([]any) {
+		if h.(map[string]any)["owner"] == owner {
+			count++
+		}
+	}
+	return count, st
+}
+
+// TestSemaphoreLateRenewCannotReviveUnmarkedPermit (found by review): A
+// holds a permit away from its home slot (held by C), so one permit per
+// owner rests on A's marker. A's renew, issued while the permit is live,
+// is answered 500 without landing; the SDK's retry (the same :now) lands
+// after the permit's end. In between, B's acquire judged A's marker stale
+// and removed it. The retry used to revive the permit without its marker
+// (the late-write rule lets a renewal revive its own lease), and once C
+// released, A's next acquire took its free home slot: two live permits.
+// The renewal now requires the marker to name the permit: it is 404.
+func TestSemaphoreLateRenewCannotReviveUnmarkedPermit(t *testing.T) {
+	t.Parallel()
+	clock := testenv.NewClock()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{Now: clock.Now, StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+	name := res(t)
+	const permits = 3
+	a := semOwner(t, "a", permits, 0, false)
+	b := semOwner(t, "b", permits, 0, false)
+	c := semOwner(t, "c", permits, 0, false)
+	pc := semAcquire(t, srv, name, c, 30, permits)
+	r := call(t, srv, "POST", semPath(name), semBody(map[string]any{"owner": a, "ttl_seconds": 1, "permits": permits, "lock_delay_seconds": 5}))
+	if r.json["acquired"] != true {
+		t.Fatalf("A: got %d %s, want a permit", r.status, r.raw)
+	}
+	pa := r.json["permit"].(map[string]any)
+	k := slotOf(t, pa)
+	if k == 0 {
+		t.Fatalf("A got its home slot 0, held by C: %s", r.raw)
+	}
+	// Renewals as usual: C's at home (no marker), A's away (its marker
+	// names the permit).
+	for _, rn := range []struct {
+		owner string
+		slot  int64
+		ttl   int
+	}{{c, 0, 30}, {a, k, 1}} {
+		if r := call(t, srv, "POST", semPath(name)+"/renew", slotBody(rn.owner, rn.slot, "ttl_seconds", rn.ttl)); r.status != 200 {
+			t.Fatalf("renew of %s's permit in slot %d: got %d %s", rn.owner, rn.slot, r.status, r.raw)
+		}
+	}
+
+	retry := newGate()
+	proxy.SetPlan(updatePlan(map[int32]gate{2: retry}))
+	renewed := make(chan reply, 1)
+	go func() {
+		renewed <- call(t, slow, "POST", semPath(name)+"/renew", slotBody(a, k, "ttl_seconds", 3, "fencing_token", token(t, pa)))
+	}()
+	<-retry.arrived // issued while live; its retry is held
+	clock.Advance(1100 * time.Millisecond)
+	pb := semAcquire(t, srv, name, b, 30, permits) // home 0 held, A's slot in its lock-delay: B cleans A's marker
+	markers := 0
+	for attr := range storedItem(t, srv, locklogic.SemaphorePrefix+name) {
+		if len(attr) == 17 && attr[0] == 'w' {
+			markers++
+		}
+	}
+	if markers != 1 {
+		t.Fatalf("got %d markers after B's acquire away from home, want B's alone (A's removed: the history this test needs)", markers)
+	}
+	close(retry.open)
+	wantProblem(t, <-renewed, 404, "not-found")
+
+	semRelease(t, srv, name, c, pc)
+	again := call(t, srv, "POST", semPath(name), semAcquireBody(a, 30, permits))
+	if n, st := countOwner(t, srv, name, a); n != 1 {
+		t.Errorf("A holds %d live permits (one permit per owner): its acquire answered %s; status %s, B in slot %d",
+			n, again.raw, st.raw, slotOf(t, pb))
+	}
+}
+
+// TestSemaphoreAcquireRechecksRevivablePermit (found by review): A holds a
+// permit away from home, marked; its home frees, the permit expires, and
+// A's renew retry (issued while live) is held. A's acquire plans its home
+// slot from a view where the marked permit is ended; before its write
+// lands, the renewal's retry revives the permit (the marker still names
+// it). The home write would have left A two live permits; it requires the
+// marked permit still not live, fails, and takes that permit again.
+func TestSemaphoreAcquireRechecksRevivablePermit(t *testing.T) {
+	t.Parallel()
+	clock := testenv.NewClock()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{Now: clock.Now, StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+	name := res(t)
+	const permits = 3
+	a := semOwner(t, "a", permits, 0, false)
+	c := semOwner(t, "c", permits, 0, false)
+	pc := semAcquire(t, srv, name, c, 30, permits)
+	pa := semAcquire(t, srv, name, a, 1, permits)
+	k := slotOf(t, pa)
+	if k == 0 {
+		t.Fatalf("A got its home slot 0, held by C")
+	}
+	semRelease(t, srv, name, c, pc)
+
+	// UpdateItem 1: the renew, answered 500; 2: its retry, held; 3: A's
+	// guess (refused: A's marker); 4: A's planned home write, held.
+	retry, home := newGate(), newGate()
+	proxy.SetPlan(updatePlan(map[int32]gate{2: retry, 4: home}))
+	renewed := make(chan reply, 1)
+	go func() {
+		renewed <- call(t, slow, "POST", semPath(name)+"/renew", slotBody(a, k, "ttl_seconds", 3, "fencing_token", token(t, pa)))
+	}()
+	<-retry.arrived
+	clock.Advance(1100 * time.Millisecond) // A's permit has ended
+	acquired := make(chan reply, 1)
+	go func() { acquired <- call(t, slow, "POST", semPath(name), semAcquireBody(a, 30, permits)) }()
+	<-home.arrived
+	close(retry.open)
+	if r := <-renewed; r.status != 200 {
+		t.Fatalf("A's renew: got %d %s, want the permit revived (the history this test needs)", r.status, r.raw)
+	}
+	close(home.open)
+	r := <-acquired
+	if n, st := countOwner(t, srv, name, a); n != 1 {
+		t.Errorf("A holds %d live permits (one permit per owner): its acquire answered %s; status %s", n, r.raw, st.raw)
+	}
+	if r.json["acquired"] != true || slotOf(t, r.json["permit"].(map[string]any)) != k {
+		t.Errorf("A's acquire: got %d %s, want its revived permit in slot %d again", r.status, r.raw, k)
+	}
+}
+
 // TestSemaphoreLockDelay: a permit with a lock-delay that expires
 // unreleased keeps its slot from others for the delay (a full semaphore
 // says when it comes free), not from its owner; a release frees it at
@@ -609,6 +773,44 @@ func TestSemaphoreWatch(t *testing.T) {
 	step("expiry", true)
 	if _, _, r := watch(index); len(r.json["holders"].([]any)) != 0 || r.json["permits"] != json.Number("3") {
 		t.Errorf("got %s, want no holders of 3 permits", r.raw)
+	}
+}
+
+// TestSemaphoreWatchNeverGoesBack (found by review): two instances 300 ms
+// apart. The watcher's last answer came from the instance ahead, which saw
+// the permit expire; the instance behind still sees it live. Its answer
+// keeps to the watcher's index, unchanged and without the permit, with or
+// without a wait — it used to answer at once "changed" with an index one
+// lower, the ended permit live again. An index above every state the
+// semaphore's counter allows is 422.
+func TestSemaphoreWatchNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	clock := testenv.NewClock()
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+	ahead := testenv.Start(t, testenv.Options{Now: func() time.Time { return clock.Now().Add(300 * time.Millisecond) }})
+	name := res(t)
+	semAcquire(t, srv, name, "A", 1, 2)
+	semAcquire(t, srv, name, "B", 30, 2)
+	clock.Advance(850 * time.Millisecond) // A's permit: 150 ms left behind, ended 150 ms ago ahead
+	seen := call(t, ahead, "GET", semPath(name)+"/watch", "")
+	i1 := index(t, seen)
+	if n := len(seen.json["holders"].([]any)); n != 1 {
+		t.Fatalf("the instance ahead: got %s, want B's permit alone", seen.raw)
+	}
+	for _, wait := range []int{0, 1} {
+		r := call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d&wait_seconds=%d", semPath(name), i1, wait), "")
+		if r.status != 200 || index(t, r) != i1 || r.json["changed"] != false || len(r.json["holders"].([]any)) != 1 {
+			t.Errorf("wait %d s from the index ahead, %d: got %d %s, want index %d unchanged with B's permit alone", wait, i1, r.status, r.raw, i1)
+		}
+	}
+	if st := call(t, srv, "GET", semPath(name), ""); len(st.json["holders"].([]any)) != 2 {
+		t.Fatalf("status behind: got %s, want A's permit still live there (the history this test needs)", st.raw)
+	}
+	// Counter c: every state's index is at most 2c + 1 (no permit live).
+	c := token(t, seen.json)
+	wantProblem(t, call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", semPath(name), 2*c+2), ""), 422, "validation-failed")
+	if r := call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", semPath(name), 2*c+1), ""); r.status != 200 || index(t, r) != 2*c+1 {
+		t.Errorf("index %d (every permit ended): got %d %s, want it echoed", 2*c+1, r.status, r.raw)
 	}
 }
 
