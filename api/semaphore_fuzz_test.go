@@ -1,10 +1,10 @@
 package api
 
 import (
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"log/slog"
 	"net/url"
 	"slices"

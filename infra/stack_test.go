@@ -59,7 +59,7 @@ var wantDynamoDBActions = map[string][]string{
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
 	"watch":   {"dynamodb:GetItem", "dynamodb:UpdateItem"}, // UpdateItem: the record of an expiry it answers
-	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"}, // list (Scan), force release
+	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},    // list (Scan), force release
 }
 
 // wantTimeout is each function's timeout in seconds: 5 for one store call;
