@@ -87,7 +87,10 @@ func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResu
 
 	now := s.now()
 	values := map[string]types.AttributeValue{":now": num(now.UnixMilli())}
-	filter := "attribute_not_exists(#x) AND ((#e > :now AND attribute_not_exists(#xa)) OR #f > :now)"
+	// A lease without a lock-delay has free_at = expires_at once renewed
+	// (renew writes it whatever the delay): only a free_at beyond
+	// expires_at is a lock-delay that blocks after a recorded expiry.
+	filter := "attribute_not_exists(#x) AND ((#e > :now AND attribute_not_exists(#xa)) OR (#f > :now AND #f > #e))"
 	names := listNames
 	if req.Prefix != "" {
 		names = map[string]string{"#r": AttrResource}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -372,11 +373,31 @@ func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget
 // index above 2 × counter + 1 (the most the counter's states reach: every
 // permit ended) is a *ValidationError, since no answer had it.
 func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, time.Time, error) {
-	item, err := s.semRead(ctx, req.Resource, b)
-	if err != nil {
-		return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
+	var (
+		item map[string]types.AttributeValue
+		now  time.Time
+	)
+	for attempt := 0; ; attempt++ {
+		var err error
+		if item, err = s.semRead(ctx, req.Resource, b); err != nil {
+			return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
+		}
+		now = s.now()
+		ended := unrecordedPermits(item, now)
+		if len(ended) == 0 || SemaphoreIndexOf(item, now) <= req.Index {
+			break
+		}
+		settled, err := s.settlePermits(ctx, req.Resource, item, ended, now, b)
+		if err != nil {
+			return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
+		}
+		if settled {
+			break // the item read, with the records: the index is the same
+		}
+		if attempt == maxSettleAttempts-1 {
+			return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, errSettleContended)
+		}
 	}
-	now := s.now()
 	res := SemaphoreWatchResult{Index: SemaphoreIndexOf(item, now), Status: statusOf(req.Resource, item, now)}
 	res.Changed = res.Index > req.Index
 	if res.Index < req.Index {
@@ -403,6 +424,68 @@ func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) 
 		res.Index = req.Index
 	}
 	return res, semLiveUntil(item, now), nil
+}
+
+// unrecordedPermits returns the slots (below N) of item whose latest permit
+// has ended at now by the clock alone: expired, with no release, force
+// release or recorded expiry.
+func unrecordedPermits(item map[string]types.AttributeValue, now time.Time) []int {
+	var out []int
+	permits, _ := permitsOf(item)
+	for k := range int(permits) {
+		if unrecordedExpiry(slotView(item, k), now) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// maxSettleSlots bounds the slots one record write names: each adds five
+// terms to the condition, and an expression stays under DynamoDB's 4 KB.
+const maxSettleSlots = 16
+
+// settlePermits records the expiry of the permits in slots of item (read
+// at now) before a watch answers them, as settleExpiry does for a lock:
+// each slot's y<k> (expired_at) set, conditioned on the slot's token read,
+// expires_at <= :now and no release, force release or record, so that no
+// renewal landing late revives a permit a watcher was told had ended (the
+// renew condition refuses a recorded slot). One write per 16 slots. It
+// reports false when a condition failed: the semaphore changed meanwhile,
+// and the caller reads it again.
+func (s *Service) settlePermits(ctx context.Context, name string, item map[string]types.AttributeValue, slots []int, now time.Time, b Budget) (bool, error) {
+	for chunk := range slices.Chunk(slots, maxSettleSlots) {
+		names := map[string]string{}
+		values := map[string]types.AttributeValue{":now": num(now.UnixMilli())}
+		var set, cond []string
+		for _, k := range chunk {
+			a := &slotNames[k]
+			i := strconv.Itoa(k)
+			names["#t"+i], names["#e"+i], names["#x"+i], names["#z"+i], names["#y"+i] = a.token, a.expires, a.released, a.forced, a.expired
+			values[":t"+i] = item[a.token]
+			set = append(set, "#y"+i+" = :now")
+			cond = append(cond, "#t"+i+" = :t"+i+" AND #e"+i+" <= :now AND attribute_not_exists(#x"+i+") AND attribute_not_exists(#z"+i+
+				") AND attribute_not_exists(#y"+i+")")
+		}
+		cctx, cancel := b.Context(ctx)
+		_, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+			TableName:                           aws.String(s.table),
+			Key:                                 s.semKey(name),
+			UpdateExpression:                    aws.String("SET " + strings.Join(set, ", ")),
+			ConditionExpression:                 aws.String(strings.Join(cond, " AND ")),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
+		})
+		cancel()
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // semPeek reads the semaphore with an eventually consistent GetItem under

@@ -44,7 +44,7 @@ const (
 	AttrLockDelay  = "lock_delay"  // milliseconds: the lease's lock-delay (0 when it has none)
 	AttrFreeAt     = "free_at"     // epoch milliseconds: expires_at + lock_delay, or the release time
 	AttrForcedAt   = "forced_at"   // epoch milliseconds: the force release that ended the lease (removed by the next grant)
-	AttrExpiredAt  = "expired_at"  // epoch milliseconds: a watch answered this lease's expiry; no renew or release may touch it (removed by the next grant)
+	AttrExpiredAt  = "expired_at"  // epoch milliseconds: a watch answered this lease's expiry; no renew may revive it (removed by the next grant)
 	AttrGrantID    = "grant_id"    // random id of the acquire request that wrote the lease (an SDK retry finds its own)
 	// The lease a force release ended, kept so that an SDK retry of it can
 	// say what it ended after a newer lease was granted.
@@ -620,21 +620,26 @@ func blockedUntil(item map[string]types.AttributeValue, now time.Time) (time.Tim
 // that a later renew extended.
 func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[string]string, map[string]types.AttributeValue, string) {
 	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#a": AttrAcquiredAt,
-		"#fa": AttrForcedAt, "#xa": AttrExpiredAt}
+		"#fa": AttrForcedAt}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: c.Owner},
 		":now": num(now.UnixMilli()),
 	}
-	if extends {
-		names["#n"] = AttrRenewedAt
-	}
 	// attribute_not_exists(#x): a released lease stays released even for a
 	// renew whose :now was taken before the release (a late or retried
 	// request, or a Lambda whose clock lags); likewise a force-released one
-	// (#fa), and one a watch answered expired (#xa): a late renew must not
-	// revive a lease watchers were told had ended.
-	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND attribute_not_exists(#xa) AND " +
+	// (#fa), whatever expires_at says.
+	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND " +
 		notNewer(":now", extends)
+	if extends {
+		// A renew must not revive a lease a watch answered expired (#xa):
+		// watchers were told it ended. A release issued in time still
+		// lands after the record — it revives nothing, the lease stays
+		// ended, and it frees the lock from its lock-delay as a release
+		// does — so it does not look at the record.
+		names["#n"], names["#xa"] = AttrRenewedAt, AttrExpiredAt
+		cond += " AND attribute_not_exists(#xa)"
+	}
 	if token != nil {
 		names["#t"] = AttrToken
 		values[":tok"] = num(*token)

@@ -258,12 +258,13 @@ func unrecordedExpiry(item map[string]types.AttributeValue, now time.Time) bool 
 
 // settleExpiry records that the lease on item (read at now) has expired,
 // with one conditional write of expired_at: the same lease (token), expired
-// by this clock, not ended by any write. A renewal (or release) issued
-// before the expiry may still land after it — the late-write rule lets a
-// renew revive its own lease within its retry window — and would bring
-// back a lease a watcher was told had ended; the renew and release
-// conditions refuse a lease with expired_at, so whichever of the two
-// writes lands first decides, and the watcher's answer agrees with it. It
+// by this clock, not ended by any write. A renewal issued before the
+// expiry may still land after it — the late-write rule lets a renew revive
+// its own lease within its retry window — and would bring back a lease a
+// watcher was told had ended; the renew condition refuses a lease with
+// expired_at, so whichever of the two writes lands first decides, and the
+// watcher's answer agrees with it. (A release issued in time still lands:
+// it revives nothing and frees the lock from its lock-delay.) It
 // returns the item as written, or nil when the condition failed (the
 // lease was renewed, released, replaced or recorded meanwhile).
 func (s *Service) settleExpiry(ctx context.Context, resource string, item map[string]types.AttributeValue, now time.Time, b Budget) (map[string]types.AttributeValue, error) {

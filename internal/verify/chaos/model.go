@@ -48,9 +48,9 @@ import (
 // entries at the front by their tickets; none of them touches the lease.
 // A watch's record of an expiry (expired_at) needs the lease it read (its
 // token) expired by its :now and ended by no write, and ends it for good.
-// A renew and a release need the owner, a live lease with no such record,
-// a grant not newer than the request (and for a renew a renewal not newer
-// either), and the token when one is given.
+// A renew and a release need the owner, a live lease (by their :now), a
+// grant not newer than the request (for a renew also a renewal not newer
+// and no such record), and the token when one is given.
 //
 // The model believes the :iss and :gid each write carries: a service that
 // sent a wrong issue time (a wait's :now, say) would be linearizable with
@@ -229,7 +229,7 @@ func step(s lockState, in linInput) []lockState {
 		ok = s.exists && !s.released && !s.ended && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && s.renewed <= w.now && (w.tok == 0 || s.token == w.tok)
 		next.expires, next.renewed = w.exp, w.now
 	case storeRelease:
-		ok = s.exists && !s.released && !s.ended && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && (w.tok == 0 || s.token == w.tok)
+		ok = s.exists && !s.released && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && (w.tok == 0 || s.token == w.tok)
 		next.expires, next.released = w.now, true
 	}
 	switch w.outcome {

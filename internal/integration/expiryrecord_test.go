@@ -1,10 +1,10 @@
 package integration_test
 
-// Reproductions of the final review of "a watched expiry is final" (the
-// lock watch records an expiry it answers: expired_at) and of the
-// semaphore fixes (the semaphore watch keeps to the asked index; a permit
-// renewal requires its owner marker). Each test states its history and the
-// property it checks; each fails on the code under review.
+// A watched expiry is final (docs/design.md): the lock watch and the
+// semaphore watch record an expiry they answer (expired_at, y<k>), so that
+// no renewal landing late revives what watchers were told had ended —
+// and the record changes nothing else (a timely release, the listing).
+// These began as a review's reproductions; each failed before its fix.
 
 import (
 	"fmt"
@@ -30,26 +30,21 @@ func holdFirstUpdate(g gate) faultproxy.Plan {
 	}
 }
 
-// TestReviewSemaphoreRevivalHidesGrant: the semaphore watch keeps to the
-// asked index instead of recording an expiry (as the lock watch now does),
-// but its index, 2 × counter + 1 − live permits, is not one-to-one with
-// states once a permit can come back: a revival takes one off, the next
-// grant adds it back, and the two cancel.
+// TestSemaphoreWatchedExpiryHidesNoGrant: the semaphore's index, 2 ×
+// counter + 1 − live permits, is one-to-one with its states only while no
+// permit comes back: a revival would take one off, the next grant add it
+// back, and the two cancel. So the watch records the expiries it answers,
+// and the late renewal is refused.
 //
 // History (one clock, N = 3): A takes a permit at home, ttl 1 s (t0). At
 // t0+500 A renews (ttl 30); the write is held in flight. At t0+1200 a
 // watcher asks and is told A's permit ended (index i1 = i0 + 1, no
-// holders). The renewal lands: :now t0+500 < expires_at, A at home with no
-// marker: 200, the permit is back (the design allows it: "a late renewal's
-// revival"). B then takes a permit. The index is 2(c+1) + 1 − 2 = i1 again:
-// the watcher asking with i1 is told "unchanged" although a permit was
-// granted since, and keeps being told so until one of the two permits ends
-// (up to A's revived 30 s).
-//
-// design.md (Rules that carry over): "a grant adds 2 to the first part and
-// at most one live permit, a permit's end takes one, so it grows at every
-// grant and every end". Here a grant leaves it where a watcher already is.
-func TestReviewSemaphoreRevivalHidesGrant(t *testing.T) {
+// holders). The renewal lands (:now t0+500 < expires_at, A at home with no
+// marker): without the record it revived the permit (200), and after B's
+// grant the index was 2(c+1) + 1 − 2 = i1 again: the watcher asking with
+// i1 was told "unchanged" until one of the two permits ended. With it, the
+// renewal is 404 and B's grant changes the index.
+func TestSemaphoreWatchedExpiryHidesNoGrant(t *testing.T) {
 	t.Parallel()
 	clock := testenv.NewClock()
 	proxy := newProxy(t)
@@ -78,8 +73,8 @@ func TestReviewSemaphoreRevivalHidesGrant(t *testing.T) {
 		t.Fatalf("watch after A's expiry: got %s, want index %d changed, no holders (the history this test needs)", ended.raw, i0+1)
 	}
 	close(g.open)
-	if r := <-renewed; r.status != 200 {
-		t.Fatalf("A's late renewal: got %d %s, want 200 (a revival at home: the history this test needs)", r.status, r.raw)
+	if r := <-renewed; r.status != 404 {
+		t.Errorf("A's late renewal, after a watch answered its permit's end: got %d %s, want 404", r.status, r.raw)
 	}
 	semAcquire(t, srv, name, "B", 5, permits)
 	st := call(t, srv, "GET", semPath(name), "")
@@ -93,25 +88,25 @@ func TestReviewSemaphoreRevivalHidesGrant(t *testing.T) {
 	}
 }
 
-// TestReviewRecordRefusesTimelyRelease: the record (expired_at) is there to
+// TestWatchRecordKeepsTimelyRelease: the record (expired_at) is there to
 // stop a late renewal from reviving a lease a watcher was told had ended.
 // A release revives nothing — it ends the lease, and the index a watcher
-// was told (2 × token + 1) stays — yet release also requires
-// attribute_not_exists(expired_at). So whether a release issued while its
-// lease was live frees the lock now depends on whether somebody watched.
+// was told (2 × token + 1) stays — so it does not look at the record:
+// whether a release issued while its lease was live frees the lock must
+// not depend on whether somebody watched.
 //
 // History (one clock): A takes the lock, ttl 2 s, lock-delay 60 s (t0). At
 // t0+1000 A releases; the write is held in flight. At t0+2500 (expired,
 // inside the lock-delay) a watcher asks: the watch records the expiry. The
-// release lands: 404, and the lock stays blocked for everyone until t0+62 s.
-// The same history without the watcher (checked first, on another lock):
-// the release is 204 and B takes the lock at once.
+// release lands: 204, and B takes the lock at once (it was 404, the lock
+// blocked until t0+62 s, when release looked at the record), as in the
+// same history without the watcher (checked first, on another lock).
 //
 // Promised: a release frees the lock at once, lock-delay or not (service.go
 // AcquireRequest: "a release frees it at once"; design.md Lock-delay:
 // "release sets free_at = now"); and Late writes: "a request may act only
 // on the lease that existed when it was issued" — this one did.
-func TestReviewRecordRefusesTimelyRelease(t *testing.T) {
+func TestWatchRecordKeepsTimelyRelease(t *testing.T) {
 	t.Parallel()
 	for _, watched := range []bool{false, true} {
 		clock := testenv.NewClock()
@@ -146,21 +141,21 @@ func TestReviewRecordRefusesTimelyRelease(t *testing.T) {
 	}
 }
 
-// TestReviewListShowsRecordedLease: the listing's filter is meant to leave
-// out a lease a watch recorded expired ("(#e > :now AND
-// attribute_not_exists(#xa)) OR #f > :now"), but a renewal writes free_at =
-// expires_at + lock_delay even without a lock-delay, so for any renewed
-// lease the second term lets it through: on an instance whose clock is
-// behind the watch's, the listing shows a lease (expires_at ahead, not
-// force released) that status, the watch and force release on the same
-// instance all say has ended.
+// TestAdminListLeavesOutRecordedLease: the listing leaves out a lease a
+// watch recorded expired, unless its lock-delay still blocks. A renewal
+// writes free_at = expires_at + lock_delay even without a lock-delay, so
+// the filter counts free_at only beyond expires_at; "OR free_at > :now"
+// alone let any renewed lease through on an instance whose clock is
+// behind the watch's — a lease (expires_at ahead, not force released) that
+// status, the watch and force release on the same instance all say has
+// ended.
 //
 // History: srv at clock c, ahead at c + 300 ms. A acquires, ttl 1 (t0),
 // renews at t0+100 (ttl 1: expires t0+1100, free_at t0+1100). At srv's
 // t0+950 (ahead's t0+1250) a watch on ahead answers the expiry and records
 // it. On srv: status 404, a default force release finds nothing to force,
 // and the listing shows A's lease.
-func TestReviewListShowsRecordedLease(t *testing.T) {
+func TestAdminListLeavesOutRecordedLease(t *testing.T) {
 	t.Parallel()
 	clock := testenv.NewClock()
 	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
@@ -187,25 +182,20 @@ func TestReviewListShowsRecordedLease(t *testing.T) {
 	}
 }
 
-// TestReviewSemaphoreEchoNamesWrongHolders: the same root cause as
-// TestReviewSemaphoreRevivalHidesGrant (a semaphore expiry answered by a
-// watch is not recorded, so a late renewal can revive it), seen in the
-// echoed answer's holders. The echo leaves out "the first to expire",
-// which stands for the permit the caller saw end only when that permit is
-// the one a clock behind still sees live; a revived permit runs longer.
+// TestSemaphoreWatchEchoKeepsHolders: the same root cause as
+// TestSemaphoreWatchedExpiryHidesNoGrant, seen in an echoed answer's
+// holders. The echo leaves out "the first to expire", which stands for the
+// permit the caller saw end only when that permit is the one a clock
+// behind still sees live; a revived permit would run longer.
 //
 // History (one clock, N = 3): C takes a permit, ttl 60; A one, ttl 1 (t0).
 // A renews at t0+500 with ttl 90; the write is held. At t0+1200 a watcher
-// is told A ended, C holds (index i1). The renewal lands (200, A back until
-// t0+90.5 s). The watcher asks again with i1: it is echoed i1, unchanged,
-// with the holders minus the first to expire — C — so it is told that A
-// holds and C does not: the permit it saw end is back, the one it saw live
-// is gone, and "changed" is false.
-//
-// design.md: "the answer keeps to the caller's index and leaves out that
-// many holders, the first to expire" — meant to show the caller's state,
-// here it shows one that never was.
-func TestReviewSemaphoreEchoNamesWrongHolders(t *testing.T) {
+// is told A ended, C holds (index i1). The renewal lands: without the
+// record it revived A until t0+90.5 s, and the watcher asking again with
+// i1 was echoed i1, unchanged, with the holders minus the first to expire
+// — C — told that A holds and C does not, a state that never was. With
+// it, the renewal is 404 and the answer is i1 with C alone.
+func TestSemaphoreWatchEchoKeepsHolders(t *testing.T) {
 	t.Parallel()
 	clock := testenv.NewClock()
 	proxy := newProxy(t)
@@ -232,8 +222,8 @@ func TestReviewSemaphoreEchoNamesWrongHolders(t *testing.T) {
 		t.Fatalf("watch after A's expiry: got %s, want index %d with C alone (the history this test needs)", seen.raw, i0+1)
 	}
 	close(g.open)
-	if r := <-renewed; r.status != 200 {
-		t.Fatalf("A's late renewal: got %d %s, want 200 (the history this test needs)", r.status, r.raw)
+	if r := <-renewed; r.status != 404 {
+		t.Errorf("A's late renewal, after a watch answered its permit's end: got %d %s, want 404", r.status, r.raw)
 	}
 	r := call(t, srv, "GET", fmt.Sprintf("%s/watch?index=%d", semPath(name), i1), "")
 	hs, _ := r.json["holders"].([]any)
