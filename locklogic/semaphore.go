@@ -367,6 +367,10 @@ type semWrite struct {
 	cleanup []staleMarker
 	// reset changes N: the view showed no permit blocking.
 	reset *semReset
+	// queued is, for the head's grant, the view it was planned from: the
+	// grant lowers queue_until to the entries behind the head when the
+	// view shows it later than all of them (lowerUntil).
+	queued *view
 }
 
 // staleMarker is another caller's marker whose grant holds no live permit.
@@ -508,6 +512,9 @@ func (t *semTarget) take(ctx context.Context, b Budget, v *view, ticket string) 
 		// Nothing to write (judge is monotone in time: not after it found
 		// the item free): read it again.
 		return false, nil, err
+	}
+	if ticket != "" {
+		next.queued = v
 	}
 	permit, old, err := t.s.semAcquireWrite(ctx, t.req, b, t.id, t.gid, next, ticket)
 	if err != nil {
@@ -805,6 +812,7 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		") AND ((" + x.n("#a", a.acquired) + " <= " + x.v(":iss", num(min(req.Arrived.UnixMilli(), nowMs))) +
 		" AND (attribute_not_exists(" + x.n("#n", a.renewed) + ") OR #n <= :iss)) OR " + x.n("#g", a.grant) + " = " + x.s(":gid", gid) + "))"
 	var remove []string
+	lower := "" // the head's grant: queue_until lowered to the entries behind it
 	if ticket == "" {
 		x.n("#q", AttrQueue)
 		x.n("#qu", AttrQueueUntil)
@@ -817,6 +825,11 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		x.n("#qp", AttrPrincipal)
 		cond += " AND " + entryCond(0, c, ticket, x.values, "#qo", "#qp") + " AND (" + free + " OR " + own + ")"
 		remove = append(remove, "#q[0]")
+		if v := w.queued; v != nil && len(v.queue) > 0 {
+			if set, vc := lowerUntil(v, v.queue[1:], x.names, x.values); set != "" {
+				lower, cond = set, cond+" AND "+vc
+			}
+		}
 	}
 	// One permit per owner. The guess needs no marker of the caller (a
 	// caller whose permit is not in its home slot has one); later writes
@@ -880,6 +893,9 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		update += ", #w = :gid" // away from home: the caller's marker names this grant
 	case w.markerSeen && !w.guess:
 		remove = append(remove, "#w") // home again: the marker goes
+	}
+	if lower != "" {
+		update += ", " + lower
 	}
 	update += " REMOVE " + strings.Join(remove, ", ")
 

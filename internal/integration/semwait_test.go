@@ -374,3 +374,50 @@ func TestSemaphoreWaitPermitsMismatch(t *testing.T) {
 		t.Errorf("queue %+v, want none: a mismatch does not queue", q)
 	}
 }
+
+// TestSemaphoreWaitMismatchLeavesQueue: a semaphore of 2, full; Y
+// (N=2) waits, its reads slowed (a slow poll or a cold read), so when both
+// holders release, the slots stay free for a moment with Y queued. W
+// asks for N=5 with a 20 s wait: no permit blocks, but a waiter is queued,
+// so W joins behind Y rather than changing N. Y takes a slot (N=2): W's
+// next look finds another N with a permit held and answers 409 at once,
+// and must remove its entry first: X (N=2) joined behind W, and W's dead
+// entry would otherwise be the head once Y is served, live until W's
+// round's end + 2 s, with X waiting its whole round with a permit free.
+func TestSemaphoreWaitMismatchLeavesQueue(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	key := "sem/" + name
+	h0 := semAcquire(t, srv, name, "h0", 30, 2)
+	h1 := semAcquire(t, srv, name, "h1", 30, 2)
+	y := semWaitFor(t, slow, name, "Y", 2, 10, "")
+	awaitJoin(t, srv, key, "Y", 1)
+	var delayed atomic.Int32
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "GetItem" && delayed.Add(1) == 1 {
+			return faultproxy.Action{Fault: faultproxy.Delay, Delay: 1500 * time.Millisecond}
+		}
+		return faultproxy.Action{}
+	})
+	for delayed.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	semRelease(t, srv, name, "h0", h0)
+	semRelease(t, srv, name, "h1", h1)
+	w := semWaitFor(t, srv, name, "W", 5, 20, "")
+	awaitJoin(t, srv, key, "W", 2)
+	x := semWaitFor(t, srv, name, "X", 2, 5, "")
+	awaitJoin(t, srv, key, "X", 3)
+	py := semGranted(t, "Y", <-y)
+	wantProblem(t, (<-w).reply, 409, "permits-mismatch")
+	start := time.Now()
+	rx := <-x
+	if rx.status != 200 || rx.json["acquired"] != true {
+		t.Errorf("X (N=2), queued behind W's answered 409, a permit free for %v: got %d %s; queue %+v",
+			time.Since(start).Round(100*time.Millisecond), rx.status, rx.raw, queueOf(t, srv, key))
+	}
+	semRelease(t, srv, name, "Y", py)
+}
