@@ -587,8 +587,13 @@ type queueTarget interface {
 	// judge says whether the caller could take the item as item shows it
 	// at now (queued waiters aside), and otherwise until when it stays
 	// blocked for the caller (zero: unknown). judge is monotone in now: an
-	// item it finds free stays free later. An error ends the wait.
-	judge(item map[string]types.AttributeValue, now time.Time) (until time.Time, blocked bool, err error)
+	// item it finds free stays free later. own says that what blocks the
+	// caller is its own owner's grant made after the round arrived, which
+	// the round may not replace (a semaphore's one permit per owner under
+	// the late-write rule): the head then answers at once, as a plain
+	// acquire would, rather than hold up the queue behind it while others
+	// could be served. An error ends the wait.
+	judge(item map[string]types.AttributeValue, now time.Time) (until time.Time, blocked, own bool, err error)
 	// take makes the write that takes the item as v shows it: as the
 	// head of the queue with ticket, conditioned on that place, or with
 	// ticket "" as a plain acquire (taking nothing while a live waiter is
@@ -638,16 +643,17 @@ type fairOutcome struct {
 // Every write is conditioned on what it assumes, so a stale read only
 // costs a refused write; no write starts after end. A wait that ends
 // without a grant keeps its place for the next round only when its round
-// ran out; any other end (an error, a 409) removes its entry first
-// (queueLeave).
+// ran out; any other end (an error, a 409, a head blocked by its own
+// owner's newer grant) removes its entry first (queueLeave).
 func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budget, v *view, exp time.Time, reports bool, end time.Time) (out fairOutcome, err error) {
 	start := s.now()
 	var (
 		tickets []string // the tickets this wait may hold a place with
 		seen    *view    // the latest view of the item, for the leave
+		leave   bool     // the wait ends without a place for a next round
 	)
 	defer func() {
-		if err != nil && !out.granted {
+		if (err != nil || leave) && !out.granted {
 			if v != nil {
 				seen = v
 			}
@@ -753,7 +759,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			v = nv
 			continue // the read took time: the clock again before any write
 		}
-		until, blocked, err := t.judge(v.item, now)
+		until, blocked, own, err := t.judge(v.item, now)
 		if err != nil {
 			return out, err
 		}
@@ -838,6 +844,17 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			continue
 		}
 		// The head: take the item once it is free.
+		if blocked && own {
+			if !v.consistent {
+				v = nil // answer only on what the item really holds
+				continue
+			}
+			// Its owner's newer grant blocks it, for as long as the owner
+			// keeps it: answer as a plain acquire would, and give the
+			// place up to the waiters behind.
+			leave = true
+			return s.fairHeld(out, "", reports, exp), nil
+		}
 		if blocked {
 			wake := jitter(PlacePollInterval(0, len(v.queue)))
 			atExpiry := !until.IsZero() && !until.After(now.Add(wake))
@@ -900,9 +917,12 @@ type lockTarget struct {
 	res AcquireResult // the grant, once granted
 }
 
-func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, error) {
+// judge never says own for a lock: a lease of the caller's owner newer
+// than the round blocks everyone behind the head as much as the head, so
+// the head waits it out as it waits out any other holder.
+func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, bool, error) {
 	until, blocked := blockedUntil(item, now)
-	return until, blocked, nil
+	return until, blocked, false, nil
 }
 
 func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
