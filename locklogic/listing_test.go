@@ -53,9 +53,10 @@ var valueMeanings = map[string]string{
 	":tk":   "the waiter's queue ticket (its entry's `id`)",
 	":qe":   "the waiter's entry, a list of one map: `{id, owner, principal (with IAM auth), until}`",
 	":nil":  "the empty list",
-	":qn":   "the queue's size the waiter saw (the old item of its failed write, or a consistent read)",
+	":qv":   "the `queue_version` the waiter saw (the old item of its failed write, or a read)",
+	":qv1":  "`:qv` + 1",
 	":qt":   "the entry's new `until`: the round's end (arrival + `wait_seconds`) + `QueueGrace` (2 s), epoch ms",
-	":qu":   "the latest `until` the waiter knows of: its own, or the `queue_until` it saw if later",
+	":qu":   "the latest `until` of the entries the write leaves in the queue, as the waiter saw them (`:qv` pins them)",
 	":q0":   "the id of the lapsed entry at index 0 (`:q1` at index 1, …)",
 	":q1":   "the id of the lapsed entry at index 1",
 }
@@ -128,11 +129,11 @@ var listingOps = []listingOp{
 	}},
 	17: {"fair waiting, the head's grant: no IAM principal, no lock-delay", -1, func(s *Service) {
 		_, _, _ = s.headGrant(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller, TTLSeconds: 30,
-			WaitSeconds: 20}, Budget{}, "k3jd9a0x2", "gr4nt1d")
+			WaitSeconds: 20}, Budget{}, nil, "k3jd9a0x2", "gr4nt1d")
 	}},
 	18: {"fair waiting, the head's grant: IAM principal, lock_delay_seconds > 0", 17, func(s *Service) {
 		_, _, _ = s.headGrant(context.Background(), AcquireRequest{Resource: listingResource, Caller: iamCaller, TTLSeconds: 30,
-			WaitSeconds: 20, LockDelaySeconds: 60}, Budget{}, "k3jd9a0x2", "gr4nt1d")
+			WaitSeconds: 20, LockDelaySeconds: 60}, Budget{}, nil, "k3jd9a0x2", "gr4nt1d")
 	}},
 	19: {"fair waiting, join: the queue seen holds 2 entries", -1, func(s *Service) {
 		v := listingQueue(s, 2)
@@ -155,10 +156,17 @@ var listingOps = []listingOp{
 	23: {"fair waiting: a queued waiter's read of the item between writes", -1, func(s *Service) {
 		_, _ = s.queuePeek(context.Background(), listingResource, Budget{})
 	}},
-	24: {"watch: its read of the item between consistent reads", -1, func(s *Service) {
+	24: {"fair waiting, the head's grant, queue_until later than every entry behind the head (a served head's): it is lowered", 17, func(s *Service) {
+		_, _, _ = s.headGrant(context.Background(), AcquireRequest{Resource: listingResource, Caller: anonCaller, TTLSeconds: 30,
+			WaitSeconds: 20}, Budget{}, listingQueue(s, 2), "t0", "gr4nt1d")
+	}},
+	25: {"fair waiting, leave: the waiter's own entry at index 1, when its wait ends with an error or a 409", -1, func(s *Service) {
+		_ = s.queueLeave(context.Background(), listingWaiter(s, anonCaller), Budget{}, listingQueue(s, 3), 1, "t1")
+	}},
+	26: {"watch: its read of the item between consistent reads", -1, func(s *Service) {
 		_, _ = s.watchPeek(context.Background(), listingResource, Budget{})
 	}},
-	25: {"watch: the record of an expiry no write has made, before a watch answers it", -1, func(s *Service) {
+	27: {"watch: the record of an expiry no write has made, before a watch answers it", -1, func(s *Service) {
 		item := map[string]types.AttributeValue{AttrToken: num(7), AttrExpiresAt: num(s.now().Add(-time.Second).UnixMilli())}
 		_, _ = s.settleExpiry(context.Background(), listingResource, item, s.now(), Budget{})
 	}},
@@ -180,7 +188,7 @@ func listingQueue(s *Service, n int) *view {
 		}})
 	}
 	return newView(map[string]types.AttributeValue{AttrQueue: &types.AttributeValueMemberL{Value: l},
-		AttrQueueUntil: num(s.now().Add(30 * time.Second).UnixMilli())}, true)
+		AttrQueueUntil: num(s.now().Add(30 * time.Second).UnixMilli()), AttrQueueVersion: num(7)}, true)
 }
 
 var anonCaller = Caller{Owner: "w1"}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,6 +165,64 @@ func (v *view) orphan(c Caller, nowMs int64) (int, string) {
 	return -1, ""
 }
 
+// version returns the queue version v shows (0: none yet).
+func (v *view) version() int64 {
+	ver, _ := n(v.item, AttrQueueVersion)
+	return ver
+}
+
+// latestUntil returns the latest until of entries (0: none).
+func latestUntil(entries []entry) int64 {
+	var u int64
+	for _, e := range entries {
+		u = max(u, e.until)
+	}
+	return u
+}
+
+// versionCond pins the queue version to the one v shows, adding :qv to
+// values: no entry was added and no until moved since v (joins and keeps
+// are the only writes that do, and each raises the version).
+func versionCond(v *view, values map[string]types.AttributeValue) string {
+	ver := v.version()
+	if ver == 0 {
+		return "attribute_not_exists(#qv)"
+	}
+	values[":qv"] = num(ver)
+	return "#qv = :qv"
+}
+
+// nextVersion is the update of a join or keep: the version v shows plus
+// one (the write pins the version, so this is the stored one plus one).
+func nextVersion(v *view, values map[string]types.AttributeValue) string {
+	values[":qv1"] = num(v.version() + 1)
+	return "#qv = :qv1"
+}
+
+// lowerUntil is the part of a write that removes entries (the head's
+// grant, a prune, a leave) and leaves the entries left of the queue v
+// shows: when v's queue_until is later than every until of left, the
+// write sets queue_until to the latest of them (:qu), conditioned on the
+// version v shows, so that a plain acquire is kept out only by entries
+// still queued — not by a served head's until, nor by one that left
+// (docs/design.md#departed-waiters). It returns "" and "" when there is
+// nothing to lower (no entry left: an empty queue is open whatever
+// queue_until says, and the next join sets it afresh). It adds #qu and #qv
+// to names, :qu and :qv to values.
+func lowerUntil(v *view, left []entry, names map[string]string, values map[string]types.AttributeValue) (set, cond string) {
+	if v == nil || len(left) == 0 {
+		return "", ""
+	}
+	qu, ok := n(v.item, AttrQueueUntil)
+	latest := latestUntil(left)
+	if !ok || qu <= latest {
+		return "", ""
+	}
+	names["#qu"], names["#qv"] = AttrQueueUntil, AttrQueueVersion
+	values[":qu"] = num(latest)
+	return "#qu = :qu", versionCond(v, values)
+}
+
 // open reports what queueOpen decides: no live waiter is queued at nowMs.
 func (v *view) open(nowMs int64) bool { return itemOpen(v.item, nowMs) }
 
@@ -185,8 +245,8 @@ func newTicket() string {
 // queueNames are the names of the queue's own writes (join, extend,
 // prune), each request taking the ones it uses.
 func queueNames(placeholders ...string) map[string]string {
-	all := map[string]string{"#r": AttrResource, "#q": AttrQueue, "#qu": AttrQueueUntil, "#qi": entryID,
-		"#qt": entryUntil, "#o": AttrOwner, "#p": AttrPrincipal}
+	all := map[string]string{"#r": AttrResource, "#q": AttrQueue, "#qu": AttrQueueUntil, "#qv": AttrQueueVersion,
+		"#qi": entryID, "#qt": entryUntil, "#o": AttrOwner, "#p": AttrPrincipal}
 	out := make(map[string]string, len(placeholders))
 	for _, p := range placeholders {
 		out[p] = all[p]
@@ -212,11 +272,6 @@ func entryCond(i int, c Caller, ticket string, values map[string]types.Attribute
 	return e + ".#qi = :tk AND " + e + "." + owner + " = :o AND " + p + " AND " + e + ".#qt > :now"
 }
 
-// queueUntilCond keeps queue_until at least every entry's until: a write
-// that sets an entry's until to u sets queue_until to :qu ≥ u, the latest
-// it knows, and only if no other write raised it further meanwhile.
-const queueUntilCond = "(attribute_not_exists(#qu) OR #qu <= :qu)"
-
 // waiter is one waiting acquire as the queue sees it: the item it queues
 // on, who waits, and its round.
 type waiter struct {
@@ -234,8 +289,11 @@ type waiter struct {
 
 // queueJoin appends the caller's entry with ticket, lapsing at untilMs, to
 // the queue it saw in v (a consistent view), with one write conditioned on
-// the queue's size being the one v shows: an SDK retry of a join that
-// landed fails, and the waiter then finds its ticket in the item.
+// the queue version v shows, which the join raises: an SDK retry of a join
+// that landed fails — even after the head was served and the queue has
+// the size it had — and the waiter then finds its ticket in the item. As
+// the version pins the entries, queue_until is set to the latest until of
+// the queue with the new entry.
 func (s *Service) queueJoin(ctx context.Context, w *waiter, b Budget, v *view, ticket string, untilMs int64) (*view, error) {
 	m := map[string]types.AttributeValue{
 		entryID:    &types.AttributeValueMemberS{Value: ticket},
@@ -245,37 +303,33 @@ func (s *Service) queueJoin(ctx context.Context, w *waiter, b Budget, v *view, t
 	if w.caller.Principal != "" {
 		m[AttrPrincipal] = &types.AttributeValueMemberS{Value: w.caller.Principal}
 	}
-	qu := untilMs
-	if old, ok := n(v.item, AttrQueueUntil); ok && old > qu {
-		qu = old
-	}
 	values := map[string]types.AttributeValue{
 		":qe":  &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: m}}},
 		":nil": &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
-		":qn":  num(int64(len(v.queue))),
-		":qu":  num(qu),
+		":qu":  num(max(untilMs, latestUntil(v.queue))),
 	}
+	cond := "attribute_exists(#r) AND " + versionCond(v, values)
 	return s.queueWrite(ctx, w, b, &dynamodb.UpdateItemInput{
-		UpdateExpression:          aws.String("SET #q = list_append(if_not_exists(#q, :nil), :qe), #qu = :qu"),
-		ConditionExpression:       aws.String("attribute_exists(#r) AND (attribute_not_exists(#q) OR size(#q) = :qn) AND " + queueUntilCond),
-		ExpressionAttributeNames:  queueNames("#r", "#q", "#qu"),
+		UpdateExpression:          aws.String("SET #q = list_append(if_not_exists(#q, :nil), :qe), #qu = :qu, " + nextVersion(v, values)),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  queueNames("#r", "#q", "#qu", "#qv"),
 		ExpressionAttributeValues: values,
 	})
 }
 
 // queueExtend moves the until of the caller's entry i (ticket) to
-// untilMs: one write a round keeps the place.
+// untilMs: one write a round keeps the place. Like a join it pins the
+// queue version v shows and raises it, and sets queue_until to the latest
+// until of the entries v shows with the moved one.
 func (s *Service) queueExtend(ctx context.Context, w *waiter, b Budget, v *view, i int, ticket string, untilMs int64) (*view, error) {
-	qu := untilMs
-	if old, ok := n(v.item, AttrQueueUntil); ok && old > qu {
-		qu = old
-	}
-	values := map[string]types.AttributeValue{":qt": num(untilMs), ":qu": num(qu), ":now": num(s.now().UnixMilli())}
-	cond := entryCond(i, w.caller, ticket, values, "#o", "#p")
-	names := queueNames("#q", "#qu", "#qi", "#qt", "#o", "#p")
+	others := slices.Delete(slices.Clone(v.queue), i, i+1)
+	values := map[string]types.AttributeValue{":qt": num(untilMs), ":qu": num(max(untilMs, latestUntil(others))),
+		":now": num(s.now().UnixMilli())}
+	cond := entryCond(i, w.caller, ticket, values, "#o", "#p") + " AND " + versionCond(v, values)
+	names := queueNames("#q", "#qu", "#qv", "#qi", "#qt", "#o", "#p")
 	return s.queueWrite(ctx, w, b, &dynamodb.UpdateItemInput{
-		UpdateExpression:          aws.String("SET #q[" + strconv.Itoa(i) + "].#qt = :qt, #qu = :qu"),
-		ConditionExpression:       aws.String(cond + " AND " + queueUntilCond),
+		UpdateExpression:          aws.String("SET #q[" + strconv.Itoa(i) + "].#qt = :qt, #qu = :qu, " + nextVersion(v, values)),
+		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
@@ -283,7 +337,8 @@ func (s *Service) queueExtend(ctx context.Context, w *waiter, b Budget, v *view,
 
 // queuePrune removes the k lapsed entries at the front of the queue v
 // shows, with one write conditioned on each one's id and lapse (indices in
-// descending order: dynalite removes the wrong elements otherwise).
+// descending order: dynalite removes the wrong elements otherwise), and
+// lowers queue_until to the entries left (lowerUntil).
 func (s *Service) queuePrune(ctx context.Context, w *waiter, b Budget, v *view, k int) (*view, error) {
 	values := map[string]types.AttributeValue{":now": num(s.now().UnixMilli())}
 	var cond, remove strings.Builder
@@ -302,12 +357,63 @@ func (s *Service) queuePrune(ctx context.Context, w *waiter, b Budget, v *view, 
 		}
 		remove.WriteString("#q[" + strconv.Itoa(j) + "]")
 	}
+	names := queueNames("#q", "#qi", "#qt")
+	update := "REMOVE " + remove.String()
+	if set, vc := lowerUntil(v, v.queue[k:], names, values); set != "" {
+		update = "SET " + set + " " + update
+		cond.WriteString(" AND " + vc)
+	}
 	return s.queueWrite(ctx, w, b, &dynamodb.UpdateItemInput{
-		UpdateExpression:          aws.String("REMOVE " + remove.String()),
+		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond.String()),
-		ExpressionAttributeNames:  queueNames("#q", "#qi", "#qt"),
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
+}
+
+// queueLeave removes the caller's entry i (ticket) from the queue v shows,
+// and lowers queue_until to the entries left (lowerUntil): a wait that
+// ends without a grant and without keeping its place for a next round (an
+// error, a 409, a head that cannot be served) must not leave a live entry
+// that blocks everyone behind it until its round's end plus QueueGrace.
+// One write, best effort: when it is refused (the entry moved, or the
+// queue changed under the lowering) the entry lapses by itself. It runs
+// under the request's deadline but not its cancellation.
+func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, i int, ticket string) error {
+	dctx, cancel := detach(ctx)
+	defer cancel()
+	values := map[string]types.AttributeValue{}
+	e := "#q[" + strconv.Itoa(i) + "]"
+	values[":tk"] = &types.AttributeValueMemberS{Value: ticket}
+	values[":o"] = &types.AttributeValueMemberS{Value: w.caller.Owner}
+	cond := e + ".#qi = :tk AND " + e + ".#o = :o AND attribute_not_exists(" + e + ".#p)"
+	if w.caller.Principal != "" {
+		values[":p"] = &types.AttributeValueMemberS{Value: w.caller.Principal}
+		cond = e + ".#qi = :tk AND " + e + ".#o = :o AND " + e + ".#p = :p"
+	}
+	names := queueNames("#q", "#qi", "#o", "#p")
+	update := "REMOVE " + e
+	if set, vc := lowerUntil(v, slices.Delete(slices.Clone(v.queue), i, i+1), names, values); set != "" {
+		update = "SET " + set + " " + update
+		cond += " AND " + vc
+	}
+	_, err := s.queueWrite(dctx, w, b, &dynamodb.UpdateItemInput{
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	return err
+}
+
+// detach returns a context with ctx's deadline but not its cancellation:
+// a write that must run to its end even when the request was cancelled.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, deadline)
+	}
+	return context.WithCancel(d)
 }
 
 // queueWrite sends one write of the queue's own (join, extend, prune)
@@ -368,9 +474,11 @@ var headGrantNames = map[string]string{
 }
 
 // headGrant is the head's grant write for ticket, with the request's grant
-// id gid. Not granted, it returns the view of the item the write met (nil
-// when the store did not return it).
-func (s *Service) headGrant(ctx context.Context, req AcquireRequest, b Budget, ticket, gid string) (AcquireResult, *view, error) {
+// id gid, from the view v (nil: unknown); it lowers queue_until to the
+// entries behind the head when v shows it later than all of them
+// (lowerUntil). Not granted, it returns the view of the item the write met
+// (nil when the store did not return it).
+func (s *Service) headGrant(ctx context.Context, req AcquireRequest, b Budget, v *view, ticket, gid string) (AcquireResult, *view, error) {
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
 	now := s.now()
@@ -396,13 +504,21 @@ func (s *Service) headGrant(ctx context.Context, req AcquireRequest, b Budget, t
 		values[":d"] = num(delayMs)
 		values[":f"] = num(expMs + delayMs)
 	}
-	expr := &headGrantExpr[variant]
+	expr := headGrantExpr[variant]
+	names := headGrantNames
+	if v != nil && len(v.queue) > 0 {
+		lowered := maps.Clone(headGrantNames)
+		if set, vc := lowerUntil(v, v.queue[1:], lowered, values); set != "" {
+			upd, rm, _ := strings.Cut(expr.update, " REMOVE ")
+			expr.update, expr.cond, names = upd+", "+set+" REMOVE "+rm, expr.cond+" AND "+vc, lowered
+		}
+	}
 	out, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
 		Key:                                 s.key(req.Resource),
 		UpdateExpression:                    &expr.update,
 		ConditionExpression:                 &expr.cond,
-		ExpressionAttributeNames:            headGrantNames,
+		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -436,14 +552,16 @@ func ownGrant(resource string, item map[string]types.AttributeValue, c Caller, g
 }
 
 // queuePeekNames are the attributes a lock's queued waiter reads: the
-// lease's state and the queue.
-var queuePeekNames = map[string]string{"#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt, "#q": AttrQueue}
+// lease's state and the queue, with its queue_until and version (the
+// head's grant lowers queue_until from them: lowerUntil).
+var queuePeekNames = map[string]string{"#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt, "#q": AttrQueue,
+	"#qu": AttrQueueUntil, "#qv": AttrQueueVersion}
 
 // queuePeek reads the lease state and the queue of resource with an
 // eventually consistent GetItem: a hint, which the conditional writes
 // check.
 func (s *Service) queuePeek(ctx context.Context, resource string, b Budget) (*view, error) {
-	item, err := s.project(ctx, resource, b, "#e, #x, #f, #q", queuePeekNames)
+	item, err := s.project(ctx, resource, b, "#e, #x, #f, #q, #qu, #qv", queuePeekNames)
 	if err != nil {
 		return nil, err
 	}
@@ -469,8 +587,13 @@ type queueTarget interface {
 	// judge says whether the caller could take the item as item shows it
 	// at now (queued waiters aside), and otherwise until when it stays
 	// blocked for the caller (zero: unknown). judge is monotone in now: an
-	// item it finds free stays free later. An error ends the wait.
-	judge(item map[string]types.AttributeValue, now time.Time) (until time.Time, blocked bool, err error)
+	// item it finds free stays free later. own says that what blocks the
+	// caller is its own owner's grant made after the round arrived, which
+	// the round may not replace (a semaphore's one permit per owner under
+	// the late-write rule): the head then answers at once, as a plain
+	// acquire would, rather than hold up the queue behind it while others
+	// could be served. An error ends the wait.
+	judge(item map[string]types.AttributeValue, now time.Time) (until time.Time, blocked, own bool, err error)
 	// take makes the write that takes the item as v shows it: as the
 	// head of the queue with ticket, conditioned on that place, or with
 	// ticket "" as a plain acquire (taking nothing while a live waiter is
@@ -518,15 +641,35 @@ type fairOutcome struct {
 //     the pace of their place (PlacePollInterval).
 //
 // Every write is conditioned on what it assumes, so a stale read only
-// costs a refused write; no write starts after end.
+// costs a refused write; no write starts after end. A wait that ends
+// without a grant keeps its place for the next round only when its round
+// ran out; any other end (an error, a 409, a head blocked by its own
+// owner's newer grant) removes its entry first (queueLeave).
 func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budget, v *view, exp time.Time, reports bool, end time.Time) (out fairOutcome, err error) {
 	start := s.now()
-	defer func() { out.waited = max(s.now().Sub(start), 0) }()
+	var (
+		tickets []string // the tickets this wait may hold a place with
+		seen    *view    // the latest view of the item, for the leave
+		leave   bool     // the wait ends without a place for a next round
+	)
+	defer func() {
+		if (err != nil || leave) && !out.granted {
+			if v != nil {
+				seen = v
+			}
+			if seen != nil {
+				if i, tk := seen.find(tickets, w.caller, s.now().UnixMilli()); i >= 0 {
+					out.writes++
+					_ = s.queueLeave(ctx, w, b, seen, i, tk) // best effort: else the entry lapses
+				}
+			}
+		}
+		out.waited = max(s.now().Sub(start), 0)
+	}()
 	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(start), 0))
 	defer cancel()
 
 	untilMs := w.arrived.Add(time.Duration(w.waitSeconds)*time.Second + QueueGrace).UnixMilli()
-	var tickets []string // the tickets this wait may hold a place with
 	if w.ticket != "" {
 		tickets = append(tickets, w.ticket)
 	}
@@ -600,6 +743,9 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			break
 		}
 		nowMs := now.UnixMilli()
+		if v != nil {
+			seen = v
+		}
 		if v == nil {
 			out.reads++
 			nv, err := s.readView(ctx, w.key, b)
@@ -613,9 +759,9 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			v = nv
 			continue // the read took time: the clock again before any write
 		}
-		until, blocked, err := t.judge(v.item, now)
+		until, blocked, own, err := t.judge(v.item, now)
 		if err != nil {
-			return fairOutcome{}, err
+			return out, err
 		}
 		if blocked && !until.IsZero() {
 			exp = until
@@ -698,6 +844,17 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			continue
 		}
 		// The head: take the item once it is free.
+		if blocked && own {
+			if !v.consistent {
+				v = nil // answer only on what the item really holds
+				continue
+			}
+			// Its owner's newer grant blocks it, for as long as the owner
+			// keeps it: answer as a plain acquire would, and give the
+			// place up to the waiters behind.
+			leave = true
+			return s.fairHeld(out, "", reports, exp), nil
+		}
 		if blocked {
 			wake := jitter(PlacePollInterval(0, len(v.queue)))
 			atExpiry := !until.IsZero() && !until.After(now.Add(wake))
@@ -760,14 +917,17 @@ type lockTarget struct {
 	res AcquireResult // the grant, once granted
 }
 
-func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, error) {
+// judge never says own for a lock: a lease of the caller's owner newer
+// than the round blocks everyone behind the head as much as the head, so
+// the head waits it out as it waits out any other holder.
+func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, bool, error) {
 	until, blocked := blockedUntil(item, now)
-	return until, blocked, nil
+	return until, blocked, false, nil
 }
 
-func (l *lockTarget) take(ctx context.Context, b Budget, _ *view, ticket string) (bool, *view, error) {
+func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
 	if ticket != "" {
-		r, nv, err := l.s.headGrant(ctx, l.req, b, ticket, l.gid)
+		r, nv, err := l.s.headGrant(ctx, l.req, b, v, ticket, l.gid)
 		l.res = r
 		return r.Acquired, nv, err
 	}

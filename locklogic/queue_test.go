@@ -2,6 +2,8 @@ package locklogic
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ft288/locks/locklogic/dynamofake"
 )
@@ -368,5 +371,73 @@ func TestQueueView(t *testing.T) {
 	}
 	if !newView(nil, true).open(nowMs) {
 		t.Error("open: an absent item has no queue")
+	}
+}
+
+// ctxDB is a fake store that records, for each write, whether its context
+// was already done when the write was sent.
+type ctxDB struct {
+	*dynamofake.DB
+	mu   sync.Mutex
+	done []bool
+}
+
+func (d *ctxDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	d.mu.Lock()
+	d.done = append(d.done, ctx.Err() != nil)
+	d.mu.Unlock()
+	return d.DB.UpdateItem(ctx, in, opts...)
+}
+
+// TestFairWaitLeavesOnError: a wait that ends with an error (here its read
+// is refused for good, and the request is cancelled meanwhile) removes its
+// own entry before it answers, with one write conditioned on its ticket
+// that the cancellation does not cut short; without it, the dead place
+// would block the waiters behind it until its round's end + QueueGrace.
+func TestFairWaitLeavesOnError(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: t0}
+	st := &queueStore{clock: clock, oldItem: true, queue: others(1)}
+	fake := st.db()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	denied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "no dynamodb:GetItem"}
+	fake.Get = func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+		cancel() // the request is cancelled while its read fails
+		return nil, denied
+	}
+	update := fake.Update
+	var left []string
+	fake.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		if u := *in.UpdateExpression; strings.HasPrefix(u, "REMOVE #q[") {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			tk := in.ExpressionAttributeValues[":tk"].(*types.AttributeValueMemberS).Value
+			left = append(left, tk)
+			st.queue = slices.DeleteFunc(st.queue, func(e map[string]types.AttributeValue) bool {
+				return e[entryID].(*types.AttributeValueMemberS).Value == tk
+			})
+			return &dynamodb.UpdateItemOutput{Attributes: st.item()}, nil
+		}
+		return update(in)
+	}
+	db := &ctxDB{DB: fake}
+	_, err := newWaitService(db, clock, Config{OldItemOnFailure: true, FairWaiting: true}).AcquireWait(ctx, waitReq(10), Budget{})
+	if !errors.Is(err, denied) {
+		t.Fatalf("got %v, want the read's error", err)
+	}
+	ups := fake.Updates()
+	if len(ups) != 3 || len(left) != 1 {
+		t.Fatalf("got %d writes (leaves %v), want 3: the first attempt, the join, the leave", len(ups), left)
+	}
+	joined := ups[1].ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberM).Value
+	if id := joined[entryID].(*types.AttributeValueMemberS).Value; left[0] != id {
+		t.Errorf("the leave removed ticket %q, want the waiter's own %q", left[0], id)
+	}
+	if len(st.queue) != 1 {
+		t.Errorf("queue after the leave: %v, want only the other waiter's entry", st.queue)
+	}
+	if db.done[2] {
+		t.Error("the leave was sent with a cancelled context, want it to run whatever the request's cancellation")
 	}
 }

@@ -372,6 +372,10 @@ type semWrite struct {
 	cleanup []staleMarker
 	// reset changes N: the view showed no permit blocking.
 	reset *semReset
+	// queued is, for the head's grant, the view it was planned from: the
+	// grant lowers queue_until to the entries behind the head when the
+	// view shows it later than all of them (lowerUntil).
+	queued *view
 }
 
 // staleMarker is another caller's marker whose grant holds no live permit.
@@ -475,7 +479,7 @@ func (s *Service) semAttempt(ctx context.Context, req SemaphoreAcquireRequest, b
 			}
 			res.Reads++
 		}
-		next, freeAt, err := planSemaphore(req, old, s.now(), id, gid, false)
+		next, freeAt, _, err := planSemaphore(req, old, s.now(), id, gid, false)
 		if err != nil {
 			return SemaphoreAcquireResult{}, nil, err
 		}
@@ -499,20 +503,23 @@ type semTarget struct {
 	permit Permit // the grant, once granted
 }
 
-func (t *semTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, error) {
-	next, freeAt, err := planSemaphore(t.req, item, now, t.id, t.gid, true)
+func (t *semTarget) judge(item map[string]types.AttributeValue, now time.Time) (time.Time, bool, bool, error) {
+	next, freeAt, own, err := planSemaphore(t.req, item, now, t.id, t.gid, true)
 	if err != nil {
-		return time.Time{}, false, err
+		return time.Time{}, false, false, err
 	}
-	return freeAt, next == nil, nil
+	return freeAt, next == nil, own, nil
 }
 
 func (t *semTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
-	next, _, err := planSemaphore(t.req, v.item, t.s.now(), t.id, t.gid, true)
+	next, _, _, err := planSemaphore(t.req, v.item, t.s.now(), t.id, t.gid, true)
 	if err != nil || next == nil {
 		// Nothing to write (judge is monotone in time: not after it found
 		// the item free): read it again.
 		return false, nil, err
+	}
+	if ticket != "" {
+		next.queued = v
 	}
 	permit, old, err := t.s.semAcquireWrite(ctx, t.req, b, t.id, t.gid, next, ticket)
 	if err != nil {
@@ -577,10 +584,12 @@ func (s *Service) semRead(ctx context.Context, name string, b Budget) (map[strin
 // item at now (nil: the item is absent): the caller's own permit, a free
 // slot, a change of N, or none (full, with the earliest time a permit
 // comes free; waiters queued for the free slots, without a time; or a
-// mismatch of N). A plain acquire (head false) takes no free slot while a
+// mismatch of N). own says that none is planned because the caller holds
+// a permit granted or renewed after the request was issued (one permit
+// per owner, and the late-write rule keeps it): freeAt is its end. A plain acquire (head false) takes no free slot while a
 // live waiter is queued, nor its own permit unless live; the head of the
 // queue (head) is the one waiter that may.
-func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, now time.Time, id identity, gid string, head bool) (*semWrite, time.Time, error) {
+func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, now time.Time, id identity, gid string, head bool) (next *semWrite, freeAt time.Time, own bool, err error) {
 	w := &semWrite{home: id.home(req.Permits), markerSlot: -1}
 	open := head || itemOpen(item, now.UnixMilli())
 	if v, ok := item[id.marker].(*types.AttributeValueMemberS); ok {
@@ -595,10 +604,10 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	}
 	if permits, ok := permitsOf(item); ok && permits != req.Permits {
 		if anySlot(item, permits, func(view map[string]types.AttributeValue) bool { _, b := blockedUntil(view, now); return b }) {
-			return nil, time.Time{}, &PermitsMismatchError{Name: req.Name, Permits: permits}
+			return nil, time.Time{}, false, &PermitsMismatchError{Name: req.Name, Permits: permits}
 		}
 		if !open {
-			return nil, time.Time{}, nil // the queue's first
+			return nil, time.Time{}, false, nil // the queue's first
 		}
 		// No permit blocks: this acquire sets the new N, on condition
 		// that nothing was granted since the view.
@@ -615,7 +624,7 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		}
 		slices.Sort(r.markers)
 		w.slot, w.reset = w.home, r
-		return w, time.Time{}, nil
+		return w, time.Time{}, false, nil
 	}
 	n := int(req.Permits)
 	// The caller's own permit (live, or inside its lock-delay): take it
@@ -634,16 +643,16 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		if str(view, AttrGrantID) != gid && !issuedAfter(view, req.Arrived) {
 			// Granted or renewed after this request was issued: the
 			// late-write rule keeps it, and the caller holds it.
-			return nil, until, nil
+			return nil, until, true, nil
 		}
 		if !open && !live(view, now) {
 			// Its permit is in its lock-delay: the queue comes first, as
 			// for a lock's owner.
-			return nil, time.Time{}, nil
+			return nil, time.Time{}, false, nil
 		}
 		w.slot = k
 		w.cleanup = staleMarkers(item, n, now, id.marker)
-		return w, time.Time{}, nil
+		return w, time.Time{}, false, nil
 	}
 	var free []int
 	var earliest time.Time
@@ -656,10 +665,10 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		}
 	}
 	if len(free) == 0 {
-		return nil, earliest, nil
+		return nil, earliest, false, nil
 	}
 	if !open {
-		return nil, time.Time{}, nil // the free slots are the queued waiters'
+		return nil, time.Time{}, false, nil // the free slots are the queued waiters'
 	}
 	// Home when free; else any free slot, at random, so that acquirers
 	// that saw the same item spread out.
@@ -668,7 +677,7 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		w.slot = w.home
 	}
 	w.cleanup = staleMarkers(item, n, now, id.marker)
-	return w, time.Time{}, nil
+	return w, time.Time{}, false, nil
 }
 
 // issuedAfter is the late-write rule's test for a same-owner re-acquire
@@ -817,6 +826,7 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		") AND ((" + x.n("#a", a.acquired) + " <= " + x.v(":iss", num(min(req.Arrived.UnixMilli(), nowMs))) +
 		" AND (attribute_not_exists(" + x.n("#n", a.renewed) + ") OR #n <= :iss)) OR " + x.n("#g", a.grant) + " = " + x.s(":gid", gid) + "))"
 	var remove []string
+	lower := "" // the head's grant: queue_until lowered to the entries behind it
 	if ticket == "" {
 		x.n("#q", AttrQueue)
 		x.n("#qu", AttrQueueUntil)
@@ -829,6 +839,11 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		x.n("#qp", AttrPrincipal)
 		cond += " AND " + entryCond(0, c, ticket, x.values, "#qo", "#qp") + " AND (" + free + " OR " + own + ")"
 		remove = append(remove, "#q[0]")
+		if v := w.queued; v != nil && len(v.queue) > 0 {
+			if set, vc := lowerUntil(v, v.queue[1:], x.names, x.values); set != "" {
+				lower, cond = set, cond+" AND "+vc
+			}
+		}
 	}
 	// One permit per owner. The guess needs no marker of the caller (a
 	// caller whose permit is not in its home slot has one); later writes
@@ -901,6 +916,9 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		update += ", #w = :gid" // away from home: the caller's marker names this grant
 	case w.markerSeen && !w.guess:
 		remove = append(remove, "#w") // home again: the marker goes
+	}
+	if lower != "" {
+		update += ", " + lower
 	}
 	update += " REMOVE " + strings.Join(remove, ", ")
 

@@ -57,8 +57,15 @@ const (
 	AttrQueue = "queue"
 	// AttrQueueUntil is at least the latest until of any entry of AttrQueue
 	// (epoch ms): once it has passed, every entry has lapsed, and an
-	// acquire may take a free lock over them in its one write.
+	// acquire may take a free lock over them in its one write. Every write
+	// that sets it sets the latest until of the entries it leaves.
 	AttrQueueUntil = "queue_until"
+	// AttrQueueVersion grows by one with every write that adds an entry or
+	// moves an until (join, keep), and never shrinks: a write conditioned
+	// on the version it saw knows that no entry was added and no until
+	// raised since (an SDK retry of a landed join cannot append twice, and
+	// queue_until may be set from the entries it saw).
+	AttrQueueVersion = "queue_version"
 )
 
 // DefaultRetention is how long an idle record (released or expired) is kept

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -419,9 +420,9 @@ func TestFairWaitingHeadGrantSDKRetry(t *testing.T) {
 }
 
 // TestFairWaitingJoinSDKRetry: a join lands but its answer is lost; the
-// SDK's retry is refused (the queue's size changed). The waiter must find
-// its place in the item rather than join twice: a second entry would
-// outlive its grant and keep the lock from others.
+// SDK's retry is refused (the queue version moved with the join). The
+// waiter must find its place in the item rather than join twice: a second
+// entry would outlive its grant and keep the lock from others.
 func TestFairWaitingJoinSDKRetry(t *testing.T) {
 	t.Parallel()
 	proxy := newProxy(t)
@@ -552,4 +553,121 @@ func TestFairWaitingPrincipal(t *testing.T) {
 	if p, _ := item[locklogic.AttrPrincipal].(*types.AttributeValueMemberS); p == nil || p.Value != alice || item[locklogic.AttrFreeAt] == nil {
 		t.Errorf("alice's lease: %v, want bound to her principal, with a lock-delay", item)
 	}
+}
+
+// joinRetryPlan lands the first queue join through the proxy and answers
+// it 500 (the SDK retries it); the retry is held until between is closed.
+func joinRetryPlan(retrying chan<- struct{}, between <-chan struct{}, landed chan struct{}) faultproxy.Plan {
+	var n atomic.Int32
+	return func(r faultproxy.Request) faultproxy.Action {
+		if r.Op != "UpdateItem" || !bytes.Contains(r.Body, []byte("list_append")) {
+			return faultproxy.Action{}
+		}
+		switch n.Add(1) {
+		case 1:
+			return faultproxy.Action{Fault: faultproxy.AppliedThen500}
+		case 2:
+			close(retrying)
+			<-between
+			return faultproxy.Action{Answered: landed}
+		}
+		return faultproxy.Action{}
+	}
+}
+
+// TestFairWaitingJoinSDKRetryAfterHeadServed: B's join lands (queue [A, B])
+// but its answer is lost; before the SDK's retry lands, A is granted (the
+// head's grant removes queue[0]: the queue is [B], size 1 again). The
+// retry must be refused (the queue version moved with the join), not
+// append B's entry a second time: the ghost would stay queued after B's
+// grant, live until B's round's end + 2 s, and keep the free lock from
+// every later waiter and plain acquire. (A join conditioned on the
+// queue's size did exactly that.)
+func TestFairWaitingJoinSDKRetryAfterHeadServed(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	held := acquire(t, srv, r0, "holder", 30)
+	a := fifoWait(t, srv, r0, "A", 20, "")
+	awaitJoin(t, srv, r0, "A", 1)
+
+	retrying, between, landed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	proxy.SetPlan(joinRetryPlan(retrying, between, landed))
+	b := fifoWait(t, slow, r0, "B", 20, "")
+	<-retrying // B's join landed: [A, B]; its SDK retry is held
+	release(t, srv, r0, "holder", held)
+	la := granted(t, "A", <-a) // the head's grant: queue [B]
+	close(between)             // B's retried join lands on a queue of size 1 again
+	<-landed                   // the store answered B's retried join
+	q := queueOf(t, srv, r0)
+	t.Logf("queue after B's retried join: %+v", q)
+	release(t, srv, r0, "A", la)
+	lb := granted(t, "B", <-b)
+	release(t, srv, r0, "B", lb)
+
+	// Nobody holds the lock, nobody is waiting any more.
+	q = queueOf(t, srv, r0)
+	if len(q) != 0 {
+		t.Errorf("queue after B was granted and released: %+v, want empty (B's ghost entry, live until %s, keeps the free lock from everyone)",
+			q, time.UnixMilli(q[0].until).Format(time.RFC3339Nano))
+	}
+	start := time.Now()
+	c := <-fifoWait(t, srv, r0, "C", 3, "")
+	if c.status != 200 || c.json["acquired"] != true {
+		t.Errorf("C's waiting acquire of the free lock (3 s): got %d %s after %v, want the lock", c.status, c.raw, time.Since(start).Round(time.Millisecond))
+	} else {
+		release(t, srv, r0, "C", granted(t, "C", c))
+	}
+	if r := call(t, srv, "POST", lockPath(r0), acquireBody("D", 30)); r.json["acquired"] != true {
+		t.Errorf("D's plain acquire of the free lock: got %d %s, want the lock", r.status, r.raw)
+	}
+}
+
+// TestFairWaitingServedHeadLowersQueueUntil: W1 (a 20 s
+// round) and W2 (a 1 s round) queue behind holder H; W2's round ends and
+// its client goes away, so W2's place lapses 2 s later. H releases, W1 is
+// granted (its own entry leaves) and releases at once. The lock is free
+// and the only entry left is lapsed: a plain acquire is not kept out by
+// lapsed entries alone. W1's grant must lower queue_until to the entries
+// it leaves (W2's, lapsed); before, it stayed W1's until (its round's
+// end + 2 s, ~20 s away) and nobody removes W2's entry (only waiters
+// prune), so every plain acquire of the free lock was refused until then.
+func TestFairWaitingServedHeadLowersQueueUntil(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	r0 := res(t)
+	held := acquire(t, srv, r0, "H", 30)
+	w1 := fifoWait(t, srv, r0, "W1", 20, "")
+	awaitJoin(t, srv, r0, "W1", 1)
+	w2 := fifoWait(t, srv, r0, "W2", 1, "")
+	q := awaitJoin(t, srv, r0, "W2", 2)
+	if r := <-w2; r.json["acquired"] != false {
+		t.Fatalf("W2's 1 s round: got %d %s, want held", r.status, r.raw)
+	}
+	// W2 does not come back: wait until its place has lapsed.
+	time.Sleep(time.Until(time.UnixMilli(q[1].until)) + 100*time.Millisecond)
+	release(t, srv, r0, "H", held)
+	release(t, srv, r0, "W1", granted(t, "W1", <-w1))
+
+	q = queueOf(t, srv, r0)
+	t.Logf("queue with the lock free: %+v (now %d)", q, time.Now().UnixMilli())
+	r := call(t, srv, "POST", lockPath(r0), acquireBody("D", 30))
+	if r.json["acquired"] != true {
+		t.Errorf("D's plain acquire of a free lock whose queue holds only a lapsed entry: got %d %s, want the lock (refused until W1's old until, %v from now)",
+			r.status, r.raw, time.Until(time.UnixMilli(lockUntil(t, srv, r0))).Round(time.Second))
+	}
+}
+
+// lockUntil returns the queue_until stored on resource's item (0: none).
+func lockUntil(tb testing.TB, srv *testenv.Server, resource string) int64 {
+	tb.Helper()
+	item := lockItem(tb, srv, resource)
+	v, ok := item["queue_until"]
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v.(*types.AttributeValueMemberN).Value, 10, 64)
+	return n
 }

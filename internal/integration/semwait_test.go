@@ -374,3 +374,96 @@ func TestSemaphoreWaitPermitsMismatch(t *testing.T) {
 		t.Errorf("queue %+v, want none: a mismatch does not queue", q)
 	}
 }
+
+// TestSemaphoreWaitHeadBlockedByOwnNewerPermit: a semaphore of 2,
+// full (h0, h1). Two waiting acquires of one owner "A" (two processes
+// given the same --owner) queue, then C. h0 releases: the first A round
+// (head) gets slot 0. The second A round is now the head: its planner finds
+// A's permit, granted after that round arrived (the late-write rule keeps
+// it), and judges the semaphore blocked for it until that permit ends —
+// which A's keep-alive pushes back for ever. h1 releases: slot 1 is free,
+// but only the head may take a slot, so C — next in line — never gets it:
+// the queue is stuck behind a head that will never take anything while a
+// permit sits free.
+func TestSemaphoreWaitHeadBlockedByOwnNewerPermit(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	key := "sem/" + name
+	const permits = 2
+	h0 := semAcquire(t, srv, name, "h0", 30, permits)
+	h1 := semAcquire(t, srv, name, "h1", 30, permits)
+	a1 := semWaitFor(t, srv, name, "A", permits, 20, "")
+	awaitJoin(t, srv, key, "A", 1)
+	a2 := semWaitFor(t, srv, name, "A", permits, 6, "")
+	awaitJoin(t, srv, key, "A", 2)
+	c := semWaitFor(t, srv, name, "C", permits, 4, "")
+	awaitJoin(t, srv, key, "C", 3)
+
+	semRelease(t, srv, name, "h0", h0)
+	pa := semGranted(t, "A (first round)", <-a1)
+	semRelease(t, srv, name, "h1", h1) // slot 1 free; C is second in line
+	start := time.Now()
+	r := <-c
+	if r.status != 200 || r.json["acquired"] != true {
+		holders, _ := semHolders(t, srv, name)
+		t.Errorf("C, queued behind A's second round, with a permit free for %v: got %d %s; holders %v, queue %+v",
+			time.Since(start).Round(100*time.Millisecond), r.status, r.raw, holders, queueOf(t, srv, key))
+	}
+	r2 := <-a2
+	if r2.status != 200 || r2.json["acquired"] != false || r2.json["queue_ticket"] != nil || r2.json["free_at"] != pa["expires_at"] {
+		t.Errorf("A's second round, blocked by A's newer permit: got %d %s, want acquired:false with free_at its permit's end %s and no queue_ticket",
+			r2.status, r2.raw, pa["expires_at"])
+	}
+	if d := r2.at.Sub(start); d > 2*time.Second {
+		t.Errorf("A's second round answered %v after the first's grant, want at once", d)
+	}
+	semRelease(t, srv, name, "A", pa)
+}
+
+// TestSemaphoreWaitMismatchLeavesQueue: a semaphore of 2, full; Y
+// (N=2) waits, its reads slowed (a slow poll or a cold read), so when both
+// holders release, the slots stay free for a moment with Y queued. W
+// asks for N=5 with a 20 s wait: no permit blocks, but a waiter is queued,
+// so W joins behind Y rather than changing N. Y takes a slot (N=2): W's
+// next look finds another N with a permit held and answers 409 at once,
+// and must remove its entry first: X (N=2) joined behind W, and W's dead
+// entry would otherwise be the head once Y is served, live until W's
+// round's end + 2 s, with X waiting its whole round with a permit free.
+func TestSemaphoreWaitMismatchLeavesQueue(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	slow := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	key := "sem/" + name
+	h0 := semAcquire(t, srv, name, "h0", 30, 2)
+	h1 := semAcquire(t, srv, name, "h1", 30, 2)
+	y := semWaitFor(t, slow, name, "Y", 2, 10, "")
+	awaitJoin(t, srv, key, "Y", 1)
+	var delayed atomic.Int32
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "GetItem" && delayed.Add(1) == 1 {
+			return faultproxy.Action{Fault: faultproxy.Delay, Delay: 1500 * time.Millisecond}
+		}
+		return faultproxy.Action{}
+	})
+	for delayed.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	semRelease(t, srv, name, "h0", h0)
+	semRelease(t, srv, name, "h1", h1)
+	w := semWaitFor(t, srv, name, "W", 5, 20, "")
+	awaitJoin(t, srv, key, "W", 2)
+	x := semWaitFor(t, srv, name, "X", 2, 5, "")
+	awaitJoin(t, srv, key, "X", 3)
+	py := semGranted(t, "Y", <-y)
+	wantProblem(t, (<-w).reply, 409, "permits-mismatch")
+	start := time.Now()
+	rx := <-x
+	if rx.status != 200 || rx.json["acquired"] != true {
+		t.Errorf("X (N=2), queued behind W's answered 409, a permit free for %v: got %d %s; queue %+v",
+			time.Since(start).Round(100*time.Millisecond), rx.status, rx.raw, queueOf(t, srv, key))
+	}
+	semRelease(t, srv, name, "Y", py)
+}

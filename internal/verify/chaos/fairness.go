@@ -84,7 +84,7 @@ func (c *checker) places(r string) (map[string]*place, [][]string) {
 			if p := ps[s.ticket]; p != nil {
 				p.keeps = append(p.keeps, s)
 			}
-		case s.kind == storeAcquire && s.ticket != "":
+		case s.kind == storeAcquire && s.ticket != "", s.kind == storeLeave:
 			if p := ps[s.ticket]; p != nil {
 				p.removals = append(p.removals, s)
 			}

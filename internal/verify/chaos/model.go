@@ -91,6 +91,7 @@ type lockState struct {
 	ended      bool // a watch recorded the expiry (expired_at)
 	queue      string
 	queueUntil int64
+	version    int64 // queue_version: raised by every join and keep, 0 before the first
 }
 
 func (s lockState) String() string {
@@ -105,7 +106,7 @@ func (s lockState) String() string {
 		r += " expiry-recorded"
 	}
 	if s.queue != "" {
-		r += fmt.Sprintf(" queue:%s queue_until:%d", queueString(s.queue), s.queueUntil)
+		r += fmt.Sprintf(" queue:%s queue_until:%d version:%d", queueString(s.queue), s.queueUntil, s.version)
 	}
 	return fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d grant:%s%s}", s.owner, s.token, s.acquired, s.renewed, s.expires, s.gid, r)
 }
@@ -122,6 +123,17 @@ func (s lockState) item() storeItem {
 func (s lockState) open(now int64) bool {
 	q, _ := parseQueue(s.queue)
 	return len(q) == 0 || (s.queueUntil != 0 && s.queueUntil <= now)
+}
+
+// lowered applies the lowering of queue_until a write that removes
+// entries may carry: conditioned on the version it saw, it sets
+// queue_until. It reports whether that condition holds.
+func (s lockState) lowered(w *storeOp, next *lockState) bool {
+	if !w.versioned {
+		return true
+	}
+	next.queueUntil = w.qu
+	return s.version == w.qv
 }
 
 // free reports whether the lease keeps nobody out at now: absent,
@@ -176,6 +188,7 @@ func step(s lockState, in linInput) []lockState {
 			if ok {
 				next.queue = encodeQueue(q[1:])
 			}
+			ok = ok && s.lowered(w, &next)
 		} else {
 			// A free lock only while no live waiter is queued (no
 			// barging). A same-owner acquire may replace only a lease
@@ -194,21 +207,21 @@ func step(s lockState, in linInput) []lockState {
 			next.token = s.token + 1
 		}
 	case storeJoin:
-		// A waiter joins at the back of the queue it saw (its size), the
-		// item there, and raises queue_until (never lowers it).
-		q, present := parseQueue(s.queue)
-		ok = s.exists && (!present || int64(len(q)) == w.qn) && (s.queueUntil == 0 || s.queueUntil <= w.qu)
-		next.queue, next.queueUntil = encodeQueue(append(q[:len(q):len(q)], w.entry)), w.qu
+		// A waiter joins at the back of the queue it saw (its version),
+		// the item there, and sets queue_until and the next version.
+		q, _ := parseQueue(s.queue)
+		ok = s.exists && s.version == w.qv
+		next.queue, next.queueUntil, next.version = encodeQueue(append(q[:len(q):len(q)], w.entry)), w.qu, s.version+1
 	case storeKeep:
 		// A waiter's next round moves the until of its own live place.
 		q, _ := parseQueue(s.queue)
 		i := w.index
 		ok = s.exists && i >= 0 && i < len(q) && q[i].id == w.ticket && q[i].owner == w.owner && q[i].until > w.now &&
-			(s.queueUntil == 0 || s.queueUntil <= w.qu)
+			s.version == w.qv
 		if ok {
 			q = append([]qentry(nil), q...)
 			q[i].until = w.qt
-			next.queue, next.queueUntil = encodeQueue(q), w.qu
+			next.queue, next.queueUntil, next.version = encodeQueue(q), w.qu, s.version+1
 		}
 	case storePrune:
 		// The lapsed places at the front, each by its ticket, go.
@@ -220,6 +233,16 @@ func step(s lockState, in linInput) []lockState {
 		if ok {
 			next.queue = encodeQueue(q[len(w.pruned):])
 		}
+		ok = ok && s.lowered(w, &next)
+	case storeLeave:
+		// A waiter whose wait ended without a grant removes its own place.
+		q, _ := parseQueue(s.queue)
+		i := w.index
+		ok = s.exists && i >= 0 && i < len(q) && q[i].id == w.ticket && q[i].owner == w.owner
+		if ok {
+			next.queue = encodeQueue(append(q[:i:i], q[i+1:]...))
+		}
+		ok = ok && s.lowered(w, &next)
 	case storeSettle:
 		// A watch records the expiry of the lease it read (its token),
 		// expired by its :now and ended by no write.

@@ -33,27 +33,39 @@ func (f *fake) queueRec(req map[string]any, recv, ans int, result string, item m
 	f.rec("UpdateItem", req, recv, ans, status, answer, faultproxy.None, status)
 }
 
-// join records owner's join with ticket, lapsing at untilMs, after a queue
-// of qn entries.
-func (f *fake) join(owner, ticket string, untilMs, qn int, recv, ans int, result string) {
+// versionCond is the condition and values of a queue write that saw
+// queue version qv (0: none yet).
+func versionCond(qv int, vals map[string]any) string {
+	vals[":qv1"] = n(int64(qv + 1))
+	if qv == 0 {
+		return "attribute_not_exists(#qv)"
+	}
+	vals[":qv"] = n(int64(qv))
+	return "#qv = :qv"
+}
+
+// join records owner's join with ticket, lapsing at untilMs, at queue
+// version qv.
+func (f *fake) join(owner, ticket string, untilMs, qv int, recv, ans int, result string) {
+	vals := map[string]any{":qe": map[string]any{"L": []any{entryJSON(ticket, owner, f.now(untilMs))}},
+		":nil": map[string]any{"L": []any{}}, ":qu": n(f.now(untilMs))}
 	req := map[string]any{"Key": map[string]any{"resource": s("r")},
-		"UpdateExpression":         "SET #q = list_append(if_not_exists(#q, :nil), :qe), #qu = :qu",
-		"ConditionExpression":      "attribute_exists(#r) AND (attribute_not_exists(#q) OR size(#q) = :qn) AND (attribute_not_exists(#qu) OR #qu <= :qu)",
-		"ExpressionAttributeNames": map[string]string{"#r": "resource", "#q": "queue", "#qu": "queue_until"},
-		"ExpressionAttributeValues": map[string]any{":qe": map[string]any{"L": []any{entryJSON(ticket, owner, f.now(untilMs))}},
-			":nil": map[string]any{"L": []any{}}, ":qn": n(int64(qn)), ":qu": n(f.now(untilMs))}}
+		"UpdateExpression":          "SET #q = list_append(if_not_exists(#q, :nil), :qe), #qu = :qu, #qv = :qv1",
+		"ConditionExpression":       "attribute_exists(#r) AND " + versionCond(qv, vals),
+		"ExpressionAttributeNames":  map[string]string{"#r": "resource", "#q": "queue", "#qu": "queue_until", "#qv": "queue_version"},
+		"ExpressionAttributeValues": vals}
 	f.queueRec(req, recv, ans, result, nil)
 }
 
 // keep records owner's keep of its entry i (ticket) at nowMs, to untilMs.
-func (f *fake) keep(owner, ticket string, i, nowMs, untilMs int, recv, ans int, result string) {
+func (f *fake) keep(owner, ticket string, i, nowMs, untilMs int, recv, ans int, result string, qv int) {
 	e := fmt.Sprintf("#q[%d]", i)
+	vals := map[string]any{":qt": n(f.now(untilMs)), ":qu": n(f.now(untilMs)), ":now": n(f.now(nowMs)), ":tk": s(ticket), ":o": s(owner)}
 	req := map[string]any{"Key": map[string]any{"resource": s("r")},
-		"UpdateExpression":         "SET " + e + ".#qt = :qt, #qu = :qu",
-		"ConditionExpression":      e + ".#qi = :tk AND " + e + ".#o = :o AND attribute_not_exists(" + e + ".#p) AND " + e + ".#qt > :now AND (attribute_not_exists(#qu) OR #qu <= :qu)",
-		"ExpressionAttributeNames": map[string]string{"#q": "queue", "#qu": "queue_until", "#qi": "id", "#qt": "until", "#o": "owner", "#p": "principal"},
-		"ExpressionAttributeValues": map[string]any{":qt": n(f.now(untilMs)), ":qu": n(f.now(untilMs)), ":now": n(f.now(nowMs)),
-			":tk": s(ticket), ":o": s(owner)}}
+		"UpdateExpression":          "SET " + e + ".#qt = :qt, #qu = :qu, #qv = :qv1",
+		"ConditionExpression":       e + ".#qi = :tk AND " + e + ".#o = :o AND attribute_not_exists(" + e + ".#p) AND " + e + ".#qt > :now AND " + versionCond(qv, vals),
+		"ExpressionAttributeNames":  map[string]string{"#q": "queue", "#qu": "queue_until", "#qv": "queue_version", "#qi": "id", "#qt": "until", "#o": "owner", "#p": "principal"},
+		"ExpressionAttributeValues": vals}
 	f.queueRec(req, recv, ans, result, nil)
 }
 
@@ -164,7 +176,7 @@ func TestCheckFairQueueCleanHistory(t *testing.T) {
 
 func TestCheckDecodesQueueWrites(t *testing.T) {
 	f := queued()
-	f.keep("c2", "b", 0, 600, 3600, 600, 602, "refused")
+	f.keep("c2", "b", 0, 600, 3600, 600, 602, "refused", 2)
 	f.prune(3700, 3700, 3702, "refused", "b")
 	ops, err := decodeRecords(f.h.Records)
 	if err != nil {
@@ -183,7 +195,7 @@ func TestCheckDecodesQueueWrites(t *testing.T) {
 	if k.outcome != refused {
 		t.Errorf("keep outcome %v", k.outcome)
 	}
-	if j.entry != (qentry{"a", "c1", f.now(3000)}) || j.owner != "c1" || j.qn != 0 || j.qu != f.now(3000) {
+	if j.entry != (qentry{"a", "c1", f.now(3000)}) || j.owner != "c1" || j.qv != 0 || j.qu != f.now(3000) {
 		t.Errorf("join decoded as %+v", j)
 	}
 	if k.index != 0 || k.ticket != "b" || k.owner != "c2" || k.qt != f.now(3600) || k.now != f.now(600) {
@@ -251,14 +263,14 @@ func TestCheckFairness(t *testing.T) {
 }
 
 func TestCheckQueueModel(t *testing.T) {
-	// A join that met another size of queue cannot have committed; a
+	// A join that met another queue version cannot have committed; a
 	// keep of a place that lapsed cannot either; nor a prune of a live
 	// place.
 	f := waiters()
 	f.join("c3", "c", 3200, 0, 300, 302, "committed")
 	wantOnly(t, check(f), RuleLinearizable)
 	g := waiters()
-	g.keep("c2", "b", 1, 3500, 5000, 3500, 3502, "committed")
+	g.keep("c2", "b", 1, 3500, 5000, 3500, 3502, "committed", 2)
 	wantOnly(t, check(g), RuleLinearizable)
 	p := waiters()
 	p.prune(2000, 2000, 2002, "committed", "a")
@@ -266,9 +278,9 @@ func TestCheckQueueModel(t *testing.T) {
 	// Refused, they are the model's; and the right ones commit.
 	h := waiters()
 	h.join("c3", "c", 3200, 0, 300, 302, "refused")
-	h.keep("c2", "b", 1, 3500, 5000, 3500, 3502, "refused")
-	h.keep("c2", "b", 1, 600, 3600, 600, 602, "committed")
-	h.join("c3", "c", 3700, 2, 700, 702, "committed")
+	h.keep("c2", "b", 1, 3500, 5000, 3500, 3502, "refused", 2)
+	h.keep("c2", "b", 1, 600, 3600, 600, 602, "committed", 2)
+	h.join("c3", "c", 3700, 3, 700, 702, "committed")
 	h.prune(3050, 3050, 3052, "committed", "a")
 	wantOnly(t, check(h))
 }

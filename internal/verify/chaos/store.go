@@ -23,23 +23,27 @@ const (
 	storeRelease
 	storeRead
 	// The queue's own writes (fair waiting), which change no lease: a
-	// waiter joins at the back, keeps its place (moves its until), or
-	// removes the lapsed entries at the front.
+	// waiter joins at the back, keeps its place (moves its until),
+	// removes the lapsed entries at the front, or leaves (removes its own
+	// entry when its wait ends without a grant and without a next round).
 	storeJoin
 	storeKeep
 	storePrune
+	storeLeave
 	// storeSettle is a watch's record of an expiry it answers
 	// (expired_at): the lease's token, expired by the watch's :now, ended
-	// by no write. No renew or release touches the lease after it.
+	// by no write. No renew touches the lease after it.
 	storeSettle
 )
 
 func (k storeKind) String() string {
-	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune", "expiry-record"}[k]
+	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune", "queue-leave", "expiry-record"}[k]
 }
 
 // queueWrite reports whether k is one of the queue's own writes.
-func (k storeKind) queueWrite() bool { return k == storeJoin || k == storeKeep || k == storePrune }
+func (k storeKind) queueWrite() bool {
+	return k == storeJoin || k == storeKeep || k == storePrune || k == storeLeave
+}
 
 // outcome is what became of a store request.
 type outcome int
@@ -81,17 +85,19 @@ type storeOp struct {
 	// write wrote (ReturnValues ALL_NEW), what a read found (nil: absent).
 	item *storeItem
 
-	// Fair waiting. ticket is the queue ticket (:tk) of a head's grant or
-	// of a keep; entry is the entry a join appends (:qe), after a queue
-	// of qn entries (:qn); index is the entry a keep moves, to qt (:qt);
-	// qu is the queue_until a join or keep sets (:qu); pruned are the
+	// Fair waiting. ticket is the queue ticket (:tk) of a head's grant, a
+	// keep or a leave; entry is the entry a join appends (:qe); index is
+	// the entry a keep moves, to qt (:qt), or a leave removes; versioned
+	// says the write is conditioned on the queue version qv (:qv; 0: none
+	// yet), and then sets queue_until to qu (:qu); pruned are the
 	// tickets of the entries a prune removes (:q0, :q1, …), front first.
-	ticket string
-	entry  qentry
-	qn     int64
-	index  int
-	qt, qu int64
-	pruned []string
+	ticket    string
+	entry     qentry
+	versioned bool
+	qv        int64
+	index     int
+	qt, qu    int64
+	pruned    []string
 
 	// sem is set for a semaphore's request (its key starts with
 	// locklogic.SemaphorePrefix): what it does to which slot, and the
@@ -101,7 +107,8 @@ type storeOp struct {
 }
 
 // storeItem is a lock item as the store returned it, with its queue
-// (encoded: see qentry) and queue_until (0: none).
+// (encoded: see qentry) and queue_until (0: none). The queue version is
+// the model's alone: it only decides which queue writes may commit.
 type storeItem struct {
 	owner                                   string
 	token, acquiredAt, renewedAt, expiresAt int64
@@ -225,14 +232,19 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			op.tok = num(c.Values[":tok"])
 			op.ticket = c.Values[":tk"]
 			op.qu = num(c.Values[":qu"])
+			op.qv = num(c.Values[":qv"])
+			for p, name := range c.Names {
+				if name == locklogic.AttrQueueVersion && strings.Contains(c.ConditionExpression, p) {
+					op.versioned = true
+				}
+			}
 			switch op.kind {
 			case storeJoin:
 				if qe := c.ValueLists[":qe"]; len(qe) == 1 {
 					op.entry = entryOf(qe[0])
 				}
 				op.owner = op.entry.owner
-				op.qn = num(c.Values[":qn"])
-			case storeKeep:
+			case storeKeep, storeLeave:
 				op.qt = num(c.Values[":qt"])
 				op.index = listIndex(c.UpdateExpression)
 			case storePrune:
@@ -288,6 +300,7 @@ func writeKind(c faultproxy.Call) storeKind {
 	_, join := c.ValueLists[":qe"]
 	_, keep := c.Values[":qt"]
 	_, prune := c.Values[":q0"]
+	_, leave := c.Values[":tk"]
 	switch {
 	case strings.Contains(set, placeholder(locklogic.AttrToken)+" = "):
 		return storeAcquire
@@ -301,6 +314,8 @@ func writeKind(c faultproxy.Call) storeKind {
 		return storeKeep
 	case prune:
 		return storePrune
+	case leave:
+		return storeLeave
 	}
 	return storeRenew
 }
@@ -336,11 +351,13 @@ func (s *storeOp) format(start time.Time) string {
 			req = "GetItem (eventually consistent peek) " + s.resource
 		}
 	case storeJoin:
-		req = fmt.Sprintf("UpdateItem %s %s owner:%s ticket:%s until:%d after %d entries :qu=%d", s.kind, s.resource, s.owner, s.entry.id, s.entry.until, s.qn, s.qu)
+		req = fmt.Sprintf("UpdateItem %s %s owner:%s ticket:%s until:%d at version %d :qu=%d", s.kind, s.resource, s.owner, s.entry.id, s.entry.until, s.qv, s.qu)
 	case storeKeep:
 		req = fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d entry %d ticket:%s until:%d :qu=%d", s.kind, s.resource, s.owner, s.now, s.index, s.ticket, s.qt, s.qu)
 	case storePrune:
 		req = fmt.Sprintf("UpdateItem %s %s :now=%d tickets:%s", s.kind, s.resource, s.now, strings.Join(s.pruned, ","))
+	case storeLeave:
+		req = fmt.Sprintf("UpdateItem %s %s owner:%s entry %d ticket:%s", s.kind, s.resource, s.owner, s.index, s.ticket)
 	default:
 		req = fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d", s.kind, s.resource, s.owner, s.now)
 		if s.exp != 0 {
