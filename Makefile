@@ -50,7 +50,14 @@ run: deps ## serve the API on http://ADDR (default 127.0.0.1:8080) over in-memor
 	exec bin/locald -addr $(ADDR) $(RUN_ARGS)
 
 test: deps lint ## vet, format check, unit + integration + CDK template tests, the documents' checks (starts its own dynalite)
-	go test -race -count=1 -parallel 4 -timeout 15m $$(go list ./... | grep -v '/infra$$')
+	go test -race -count=1 -parallel 4 -timeout 15m $$(go list ./... | grep -v -e '/infra$$' -e '/internal/integration$$')
+	@# The integration package alone, after the rest and without the race
+	@# detector: its chaos runs and waits measure what the service does in
+	@# seconds of real time against one dynalite, which -race (2-10x the
+	@# CPU) and the other packages' tests on 2 cores starve into 503s. Its
+	@# concurrency is the service's, which the race-enabled packages above
+	@# (locklogic, api, local, the clients, the runner's tests) cover.
+	go test -count=1 -parallel 4 -timeout 15m ./internal/integration/
 	@# The Go client's modules: fakes, httptest and synctest only (~5 s).
 	cd client && go test -race -count=1 ./...
 	cd client/awsauth && go test -race -count=1 ./...

@@ -319,7 +319,7 @@ func TestFairWaitingTicketKeepsPlace(t *testing.T) {
 			t.Parallel()
 			r0 := res(t)
 			held := acquire(t, srv, r0, "holder", 30)
-			first := fifoWait(t, srv, r0, "first", 1, "")
+			first := fifoWait(t, srv, r0, "first", 2, "") // a short round: it ends held, with a ticket
 			q := awaitJoin(t, srv, r0, "first", 1)
 			later := fifoWait(t, srv, r0, "later", 20, "")
 			awaitJoin(t, srv, r0, "later", 2)

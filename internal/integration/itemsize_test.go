@@ -95,7 +95,7 @@ func TestItemSizes(t *testing.T) {
 	bare := itemBytes(lockItem(t, srv, r0))
 	const waiters = 4
 	for i := range waiters {
-		fifoWait(t, srv, r0, fmt.Sprintf("waiter-%02d.example.io", i), 1, "")
+		fifoWait(t, srv, r0, fmt.Sprintf("waiter-%02d.example.io", i), 5, "")
 		awaitJoin(t, srv, r0, fmt.Sprintf("waiter-%02d.example.io", i), i+1)
 	}
 	queued := itemBytes(lockItem(t, srv, r0))
