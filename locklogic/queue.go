@@ -28,7 +28,8 @@ const (
 	QueueGrace = 2 * time.Second
 	// LoneHeadPollInterval, HeadPollInterval, NextPollInterval,
 	// ThirdPollInterval and QueuePollInterval are the mean times between
-	// the reads of a queued waiter by its place (each read uniformly random
+	// the reads of a queued waiter by its place (the head's on a fixed
+	// cadence from each read's start; the others' each uniformly random
 	// within ±50 %, so waiters spread out): the head watches closely — the
 	// closest when it waits alone — and takes the item within about half
 	// its interval after a release; the second learns that it became the
@@ -700,8 +701,10 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 	}
 	// peek refreshes v with an eventually consistent read (after a read
 	// failure: keeps v and backs off).
+	var lastPeek time.Time // when the latest peek started
 	peek := func() error {
 		out.reads++
+		lastPeek = s.now()
 		nv, err := t.peek(ctx, b)
 		if err != nil {
 			return failedRead(err)
@@ -856,7 +859,12 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			return s.fairHeld(out, "", reports, exp), nil
 		}
 		if blocked {
-			wake := jitter(PlacePollInterval(0, len(v.queue)))
+			// The head reads on a fixed cadence, counted from each read's
+			// start: it alone watches closely, so there is nobody to
+			// spread out from, and a release waits for its next read half
+			// an interval on average (a jittered pause after each read
+			// made it 0.54 of an interval plus a read's time).
+			wake := max(PlacePollInterval(0, len(v.queue))-now.Sub(lastPeek), 0)
 			atExpiry := !until.IsZero() && !until.After(now.Add(wake))
 			if atExpiry {
 				wake = until.Sub(now)
