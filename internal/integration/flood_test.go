@@ -129,7 +129,7 @@ func TestFloodKeepsLeases(t *testing.T) {
 	const (
 		holders  = 4
 		waiters  = 16 // 4× acquire's cap
-		ttl      = 3  // seconds: the holders' leases
+		ttl      = 6  // seconds: the holders' leases, taken before the flood saturates (seconds on a loaded machine)
 		renewals = 3  // per holder, one every ttl/3
 		wait     = 2  // the waiters' wait_seconds
 		backoff  = 100 * time.Millisecond

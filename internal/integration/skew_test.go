@@ -24,29 +24,40 @@ import (
 // (and liveness), nothing else.
 func TestSkew(t *testing.T) {
 	t.Parallel()
-	run := func(t *testing.T, skew time.Duration) *chaos.Result {
+	run := func(t *testing.T, skew time.Duration, seed uint64) *chaos.Result {
 		return runChaos(t, chaos.Config{
-			Seed: 5, Duration: 4 * time.Second, Clients: 6, TTLs: []int64{1}, Abandon: 0.6,
+			Seed: seed, Duration: 4 * time.Second, Clients: 6, TTLs: []int64{1}, Abandon: 0.6,
 			Instances: []chaos.Instance{{Offset: -skew / 2}, {Offset: skew / 2}},
 			Recovery:  -1,
 			Check:     chaos.Options{Slack: time.Second},
 		})
 	}
+	// A run on a loaded machine may do too little to mean anything: up to
+	// three seeds, until one does (every run's summary is logged).
 	t.Run("WithinMargin", func(t *testing.T) {
 		t.Parallel()
-		res := run(t, 90*time.Millisecond)
-		for _, v := range res.Report.Violations {
-			t.Error(v)
+		for seed := range uint64(3) {
+			res := run(t, 90*time.Millisecond, 5+seed)
+			for _, v := range res.Report.Violations {
+				t.Error(v)
+			}
+			if res.Report.Holds >= 10 {
+				return
+			}
+			t.Logf("only %d holds: too few takeovers to mean anything", res.Report.Holds)
 		}
-		if res.Report.Holds < 10 {
-			t.Errorf("only %d holds: too few takeovers to mean anything", res.Report.Holds)
-		}
+		t.Error("no run of three had 10 holds")
 	})
 	t.Run("PastMargin", func(t *testing.T) {
 		t.Parallel()
-		res := run(t, 500*time.Millisecond)
+		var res *chaos.Result
+		for seed := range uint64(3) {
+			if res = run(t, 500*time.Millisecond, 5+seed); res.Report.Has(chaos.RuleMutualExclusion) {
+				break
+			}
+		}
 		if !res.Report.Has(chaos.RuleMutualExclusion) {
-			t.Fatalf("500 ms of skew with a 100 ms margin: the checker found no overlapping holds (%v)", res.Report.Counts)
+			t.Fatalf("500 ms of skew with a 100 ms margin, three runs: the checker found no overlapping holds (%v)", res.Report.Counts)
 		}
 		for _, v := range res.Report.Violations {
 			// A semaphore's exclusion (at most N holders) is the lock's,
