@@ -238,49 +238,13 @@ func FuzzHandlers(f *testing.F) {
 		rt := routeNamed(t, fuzzRoutes[int(route)%len(fuzzRoutes)])
 		op := rt.OperationID()
 		state := int(store) % storeStates
-		path := url.PathEscape(resource)
-		if decodedPath {
-			path = resource
-		}
 		param, key := "resource", resource
 		if op == "acquireSemaphore" {
 			param, key = "name", locklogic.SemaphorePrefix+resource
 		}
-		req := events.APIGatewayV2HTTPRequest{
-			Version:        "2.0",
-			RouteKey:       rt.Key(),
-			RawPath:        strings.Replace(rt.Path, "{"+param+"}", path, 1),
-			PathParameters: map[string]string{param: resource},
-			Headers:        map[string]string{"content-type": "application/json"},
-			RequestContext: events.APIGatewayV2HTTPRequestContext{
-				RouteKey:  rt.Key(),
-				RequestID: "fuzz",
-				HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: rt.Method},
-			},
-		}
-		if len(body) > 0 {
-			switch encoding % 3 {
-			case 0:
-				req.Body = string(body)
-			case 1:
-				req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
-			case 2:
-				req.Body, req.IsBase64Encoded = string(body), true
-			}
-		}
-		if arn != "" {
-			req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn},
-			}
-		}
+		req := fuzzEvent(rt, param, resource, decodedPath, body, encoding, arn)
 		db, reads := fuzzStore(state)
-		// The clock moves only when a waiting acquire sleeps, so a wait of
-		// up to 20 s costs no real time.
-		clock := fuzzT0
-		now := func() time.Time { return clock }
-		sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
-		// Fair waiting is on, as in the service's own setups (api.Config).
-		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, FairWaiting: true}), slog.New(slog.DiscardHandler), now)
+		h := fuzzHandler(db)
 
 		resp, err := rt.Handle(h, context.Background(), req)
 		if err != nil {
@@ -655,4 +619,53 @@ func FuzzParseBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzEvent is the API Gateway event of a fuzzed request to rt: the path
+// parameter param set to value (escaped in the raw path unless
+// decodedPath), body sent as is, base64-encoded, or flagged base64 without
+// being so (encoding % 3), and an IAM caller when arn is set.
+func fuzzEvent(rt Route, param, value string, decodedPath bool, body []byte, encoding uint8, arn string) events.APIGatewayV2HTTPRequest {
+	path := url.PathEscape(value)
+	if decodedPath {
+		path = value
+	}
+	req := events.APIGatewayV2HTTPRequest{
+		Version:        "2.0",
+		RouteKey:       rt.Key(),
+		RawPath:        strings.Replace(rt.Path, "{"+param+"}", path, 1),
+		PathParameters: map[string]string{param: value},
+		Headers:        map[string]string{"content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey:  rt.Key(),
+			RequestID: "fuzz",
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: rt.Method},
+		},
+	}
+	if len(body) > 0 {
+		switch encoding % 3 {
+		case 0:
+			req.Body = string(body)
+		case 1:
+			req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+		case 2:
+			req.Body, req.IsBase64Encoded = string(body), true
+		}
+	}
+	if arn != "" {
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn},
+		}
+	}
+	return req
+}
+
+// fuzzHandler is the handler over db, with fair waiting on as in the
+// service's own setups (api.Config). Its clock moves only when a waiting
+// acquire sleeps, so a wait of up to 20 s costs no real time.
+func fuzzHandler(db *dynamofake.DB) *Handler {
+	clock := fuzzT0
+	now := func() time.Time { return clock }
+	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
+	return NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, FairWaiting: true}), slog.New(slog.DiscardHandler), now)
 }

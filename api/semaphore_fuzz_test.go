@@ -2,11 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"log/slog"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,40 +156,9 @@ func FuzzSemaphoreHandlers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route, store uint8, name string, body []byte, encoding uint8, decodedPath bool, arn string) {
 		rt := routeKeyed(t, fuzzSemRoutes[int(route)%len(fuzzSemRoutes)])
 		state := int(store) % semStates
-		path := url.PathEscape(name)
-		if decodedPath {
-			path = name
-		}
-		req := events.APIGatewayV2HTTPRequest{
-			Version:        "2.0",
-			RouteKey:       rt.Key(),
-			RawPath:        strings.Replace(rt.Path, "{name}", path, 1),
-			PathParameters: map[string]string{"name": name},
-			Headers:        map[string]string{"content-type": "application/json"},
-			RequestContext: events.APIGatewayV2HTTPRequestContext{
-				RouteKey:  rt.Key(),
-				RequestID: "fuzz",
-				HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: rt.Method},
-			},
-		}
-		if len(body) > 0 {
-			switch encoding % 3 {
-			case 0:
-				req.Body = string(body)
-			case 1:
-				req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
-			case 2:
-				req.Body, req.IsBase64Encoded = string(body), true
-			}
-		}
-		if arn != "" {
-			req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn},
-			}
-		}
+		req := fuzzEvent(rt, "name", name, decodedPath, body, encoding, arn)
 		db, reads := fuzzSemStore(state)
-		now := func() time.Time { return fuzzT0 }
-		h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t", Now: now, FairWaiting: true}), slog.New(slog.DiscardHandler), now)
+		h := fuzzHandler(db)
 
 		resp, err := rt.Handle(h, context.Background(), req)
 		if err != nil {
