@@ -38,11 +38,11 @@ const (
 	// to second as fast; the others, and a waiter without a place, learn
 	// slowly that they moved up, or that the entries ahead have lapsed. A
 	// waited-on item costs 1/25 ms = 40 reads a second with one waiter,
-	// 1/30 ms + 1/200 ms + 1/300 ms = 33.3 + 5 + 3.3 for its first three,
+	// 1/32 ms + 1/200 ms + 1/300 ms = 31.3 + 5 + 3.3 for its first three,
 	// and 1 more for each further one: at most 40 + 1 × (waiters − 1)
 	// (docs/design.md#what-the-queue-costs).
 	LoneHeadPollInterval = 25 * time.Millisecond
-	HeadPollInterval     = 30 * time.Millisecond
+	HeadPollInterval     = 32 * time.Millisecond
 	NextPollInterval     = 200 * time.Millisecond
 	ThirdPollInterval    = 300 * time.Millisecond
 	QueuePollInterval    = time.Second

@@ -378,7 +378,7 @@ func (q *queueFigures) measure(ctx context.Context, endpoint string, set setting
 // their own.
 func runQueue(quick bool) error {
 	started := time.Now()
-	set := settings{handoff: 8 * time.Second, hot: 6 * time.Second, costWindow: 19 * time.Second}
+	set := settings{handoff: 12 * time.Second, hot: 6 * time.Second, costWindow: 19 * time.Second}
 	if quick {
 		set = settings{handoff: 2 * time.Second, hot: 2 * time.Second, costWindow: 4 * time.Second}
 	}
