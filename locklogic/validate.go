@@ -132,5 +132,10 @@ func checkName(s string, maxBytes int) string {
 // and paragraph separators U+2028/U+2029: all of them make a name look like
 // another one in logs and listings.
 func invisible(r rune) bool {
+	if r < utf8.RuneSelf {
+		// ASCII has no Cf, Zl or Zp characters: its controls are the
+		// whole story (and the common case, without table lookups).
+		return r < 0x20 || r == 0x7f
+	}
 	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
