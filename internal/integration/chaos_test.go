@@ -158,7 +158,7 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		{name: "StaleWatchRead", in: func() chaos.Instance { return staleWatch(time.Second) },
 			cfg: election(func(c *chaos.Config) {
 				c.Instances = append(c.Instances, chaos.Instance{})
-				c.Election.Observers, c.Election.Resign, c.Duration = 3, 0.5, 4*time.Second
+				c.Election.Observers, c.Election.Resign, c.Duration = 4, 0.5, 8*time.Second
 			}), want: []string{chaos.RuleWatchOrder}, leader: true},
 		// A front end that waits four times the wait asked for: watch
 		// answers come after their wait plus the budget. One candidate
