@@ -441,10 +441,13 @@ func TestSemaphoreWaitMismatchLeavesQueue(t *testing.T) {
 	h1 := semAcquire(t, srv, name, "h1", 30, 2)
 	y := semWaitFor(t, slow, name, "Y", 2, 10, "")
 	awaitJoin(t, srv, key, "Y", 1)
+	// Y's next read is held until W and X have joined: the slots stay
+	// free with Y queued, however slow the machine.
 	var delayed atomic.Int32
+	hold := make(chan struct{})
 	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
 		if r.Op == "GetItem" && delayed.Add(1) == 1 {
-			return faultproxy.Action{Fault: faultproxy.Delay, Delay: 1500 * time.Millisecond}
+			<-hold
 		}
 		return faultproxy.Action{}
 	})
@@ -457,6 +460,7 @@ func TestSemaphoreWaitMismatchLeavesQueue(t *testing.T) {
 	awaitJoin(t, srv, key, "W", 2)
 	x := semWaitFor(t, srv, name, "X", 2, 5, "")
 	awaitJoin(t, srv, key, "X", 3)
+	close(hold)
 	py := semGranted(t, "Y", <-y)
 	wantProblem(t, (<-w).reply, 409, "permits-mismatch")
 	start := time.Now()
