@@ -322,44 +322,23 @@ func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget
 	end := deadlineEnd(ctx, b, now, req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second))
 	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(now), 0))
 	defer cancel()
-	reads := 0
-	interval := PollInterval
-	pause := randUpTo(interval)
-	for {
-		now := s.now()
-		wake := now.Add(pause)
-		if !exp.IsZero() && exp.Before(wake) {
-			wake = exp
-		}
-		if !wake.Before(end) {
-			_ = s.sleep(sctx, end.Sub(now))
-			break
-		}
-		if err := s.sleep(sctx, wake.Sub(now)); err != nil {
-			break
-		}
-		pause = interval/2 + randUpTo(interval)
+	peek := func() (int64, time.Time, error) {
 		item, err := s.semPeek(ctx, req.Resource, b)
-		reads++
 		if err != nil {
-			if !transient(err) {
-				return SemaphoreWatchResult{}, storeErr("watch-semaphore", req.Resource, err)
-			}
-			interval = min(2*interval, MaxPollInterval)
-			pause = interval/2 + randUpTo(interval)
-			continue
+			return 0, time.Time{}, err
 		}
-		interval = max(interval/2, PollInterval)
 		at := s.now()
-		if SemaphoreIndexOf(item, at) <= req.Index {
-			exp = semLiveUntil(item, at)
-			continue
-		}
+		return SemaphoreIndexOf(item, at), semLiveUntil(item, at), nil
+	}
+	confirm := func() (bool, time.Time, error) {
+		var err error
 		res, exp, err = s.semWatchRead(ctx, req, b)
-		if err != nil || res.Changed {
-			res.Reads = reads
-			return res, err
-		}
+		return res.Changed, exp, err
+	}
+	reads, changed, err := s.pollWatch(sctx, end, PollInterval, exp, req.Index, "watch-semaphore", req.Resource, peek, confirm)
+	if err != nil || changed {
+		res.Reads = reads
+		return res, err
 	}
 	res, _, err = s.semWatchRead(ctx, req, b)
 	res.Reads = reads
@@ -373,30 +352,18 @@ func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget
 // index above 2 × counter + 1 (the most the counter's states reach: every
 // permit ended) is a *ValidationError, since no answer had it.
 func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, time.Time, error) {
-	var (
-		item map[string]types.AttributeValue
-		now  time.Time
-	)
-	for attempt := 0; ; attempt++ {
-		var err error
-		if item, err = s.semRead(ctx, req.Resource, b); err != nil {
-			return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
-		}
-		now = s.now()
-		ended := unrecordedPermits(item, now)
-		if len(ended) == 0 || SemaphoreIndexOf(item, now) <= req.Index {
-			break
-		}
-		settled, err := s.settlePermits(ctx, req.Resource, item, ended, now, b)
-		if err != nil {
-			return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
-		}
-		if settled {
-			break // the item read, with the records: the index is the same
-		}
-		if attempt == maxSettleAttempts-1 {
-			return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, errSettleContended)
-		}
+	read := func() (map[string]types.AttributeValue, error) { return s.semRead(ctx, req.Resource, b) }
+	pending := func(item map[string]types.AttributeValue, now time.Time) bool {
+		return len(unrecordedPermits(item, now)) > 0
+	}
+	settle := func(item map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, bool, error) {
+		// The item read, with the records: the index is the same.
+		ok, err := s.settlePermits(ctx, req.Resource, item, unrecordedPermits(item, now), now, b)
+		return item, ok, err
+	}
+	item, now, err := s.settledRead(req.Index, read, pending, SemaphoreIndexOf, settle)
+	if err != nil {
+		return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
 	}
 	res := SemaphoreWatchResult{Index: SemaphoreIndexOf(item, now), Status: statusOf(req.Resource, item, now)}
 	res.Changed = res.Index > req.Index

@@ -114,13 +114,44 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 	end := deadlineEnd(ctx, b, now, req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second))
 	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(now), 0))
 	defer cancel()
-	var (
-		res WatchResult
-		exp time.Time
-		err error
-	)
-	reads := 0
-	interval := WatchPollInterval
+	var res WatchResult
+	peek := func() (int64, time.Time, error) {
+		item, err := s.watchPeek(ctx, req.Resource, b)
+		if err != nil {
+			return 0, time.Time{}, err
+		}
+		at := s.now()
+		return IndexOf(item, at), liveUntil(item, at), nil
+	}
+	confirm := func() (bool, time.Time, error) {
+		var exp time.Time
+		var err error
+		res, exp, err = s.watchRead(ctx, req, b)
+		return res.Changed, exp, err
+	}
+	reads, changed, err := s.pollWatch(sctx, end, WatchPollInterval, time.Time{}, req.Index, "watch", req.Resource, peek, confirm)
+	if err != nil || changed {
+		res.Reads = reads
+		return res, err
+	}
+	// The wait ran out: the state now, from a consistent read.
+	res, _, err = s.watchRead(ctx, req, b)
+	res.Reads = reads
+	return res, err
+}
+
+// pollWatch is the wait of a watch (a lock's or a semaphore's), until end
+// by the service clock: it peeks at the item (an eventually consistent
+// read: the index it shows and the next expiry that changes it without a
+// write) every interval on average, jittered, the first anywhere within
+// one interval, backing off to MaxPollInterval while reads fail, and waking
+// at that expiry; a peek above asked is only a hint, which confirm checks
+// with a consistent read (true: a later state, answered). It returns the
+// peeks made, whether confirm saw a change, and a store error that ends
+// the wait (a peek's, as op's on resource; confirm's, as it returned it).
+func (s *Service) pollWatch(sctx context.Context, end time.Time, base time.Duration, exp time.Time, asked int64, op, resource string,
+	peek func() (int64, time.Time, error), confirm func() (bool, time.Time, error)) (reads int, changed bool, err error) {
+	interval := base
 	pause := randUpTo(interval) // the first read: anywhere in one interval
 	for {
 		now := s.now()
@@ -131,39 +162,67 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 		if !wake.Before(end) {
 			// The last moments: wait them out, then answer.
 			_ = s.sleep(sctx, end.Sub(now))
-			break
+			return reads, false, nil
 		}
-		if err := s.sleep(sctx, wake.Sub(now)); err != nil {
-			break
+		if s.sleep(sctx, wake.Sub(now)) != nil {
+			return reads, false, nil
 		}
 		pause = interval/2 + randUpTo(interval)
-		item, err := s.watchPeek(ctx, req.Resource, b)
+		index, until, err := peek()
 		reads++
 		if err != nil {
 			if !transient(err) {
-				return WatchResult{}, storeErr("watch", req.Resource, err)
+				return reads, false, storeErr(op, resource, err)
 			}
 			interval = min(2*interval, MaxPollInterval)
 			pause = interval/2 + randUpTo(interval)
 			continue
 		}
-		interval = max(interval/2, WatchPollInterval)
-		at := s.now()
-		if IndexOf(item, at) <= req.Index {
-			exp = liveUntil(item, at)
+		interval = max(interval/2, base)
+		if index <= asked {
+			exp = until
 			continue
 		}
 		// A hint of a change: confirm it with a consistent read.
-		res, exp, err = s.watchRead(ctx, req, b)
-		if err != nil || res.Changed {
-			res.Reads = reads
-			return res, err
+		if changed, exp, err = confirm(); err != nil || changed {
+			return reads, changed, err
 		}
 	}
-	// The wait ran out: the state now, from a consistent read.
-	res, _, err = s.watchRead(ctx, req, b)
-	res.Reads = reads
-	return res, err
+}
+
+// settledRead is the consistent read of a watch's answer: read, and when
+// the item shows an expiry no write recorded (pending) and the answer
+// would report it (its index above asked, by index), the record of it
+// (settle: the item as written, false when its condition failed) before
+// the answer — up to maxSettleAttempts reads, since each failed record
+// means a write landed between the read and it. It returns the item and
+// the clock it was judged by, or the store's error.
+func (s *Service) settledRead(asked int64, read func() (map[string]types.AttributeValue, error),
+	pending func(map[string]types.AttributeValue, time.Time) bool, index func(map[string]types.AttributeValue, time.Time) int64,
+	settle func(map[string]types.AttributeValue, time.Time) (map[string]types.AttributeValue, bool, error)) (map[string]types.AttributeValue, time.Time, error) {
+	for attempt := 0; ; attempt++ {
+		item, err := read()
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		now := s.now()
+		if !pending(item, now) || index(item, now) <= asked {
+			return item, now, nil
+		}
+		settled, ok, err := settle(item, now)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		if ok {
+			return settled, now, nil
+		}
+		if attempt == maxSettleAttempts-1 {
+			// A write landed between every read and its record: give up
+			// with a transient error (the caller retries) rather than
+			// answer a state that may already be gone.
+			return nil, time.Time{}, errSettleContended
+		}
+	}
 }
 
 // watchRead reads req.Resource strongly consistently and returns its state
@@ -171,38 +230,18 @@ func (s *Service) Watch(ctx context.Context, req WatchRequest, b Budget) (WatchR
 // write has recorded is recorded before it is answered (settleExpiry), so
 // that no late renewal can undo an end a watcher was told of.
 func (s *Service) watchRead(ctx context.Context, req WatchRequest, b Budget) (WatchResult, time.Time, error) {
-	var (
-		item map[string]types.AttributeValue
-		now  time.Time
-	)
-	for attempt := 0; ; attempt++ {
+	read := func() (map[string]types.AttributeValue, error) {
 		cctx, cancel := b.Context(ctx)
-		var err error
-		item, err = s.get(cctx, req.Resource)
-		cancel()
-		if err != nil {
-			return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, err)
-		}
-		now = s.now()
-		if !unrecordedExpiry(item, now) || IndexOf(item, now) <= req.Index {
-			break
-		}
-		settled, err := s.settleExpiry(ctx, req.Resource, item, now, b)
-		if err != nil {
-			return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, err)
-		}
-		if settled != nil {
-			item = settled
-			break
-		}
-		if attempt == maxSettleAttempts-1 {
-			// A write landed between every read and its write: give up
-			// with a transient error (the caller retries) rather than
-			// answer a state that may already be gone.
-			return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, errSettleContended)
-		}
-		// The condition failed: the lease was renewed, released or
-		// replaced between the read and the write. Look again.
+		defer cancel()
+		return s.get(cctx, req.Resource)
+	}
+	settle := func(item map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, bool, error) {
+		written, err := s.settleExpiry(ctx, req.Resource, item, now, b)
+		return written, written != nil, err
+	}
+	item, now, err := s.settledRead(req.Index, read, unrecordedExpiry, IndexOf, settle)
+	if err != nil {
+		return WatchResult{}, time.Time{}, storeErr("watch", req.Resource, err)
 	}
 	res := WatchResult{Index: IndexOf(item, now)}
 	res.Changed = res.Index > req.Index

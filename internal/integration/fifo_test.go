@@ -486,10 +486,10 @@ func TestFairWaitingWatchIgnoresQueue(t *testing.T) {
 		return r.json["index"].(json.Number).String()
 	}
 	before := index()
-	answer := fifoWait(t, srv, r0, "waiter", 1, "")
+	answer := fifoWait(t, srv, r0, "waiter", 2, "") // 2 s: room to join on a loaded machine
 	awaitJoin(t, srv, r0, "waiter", 1)
 	ticket, _ := (<-answer).json["queue_ticket"].(string)
-	next := fifoWait(t, srv, r0, "waiter", 1, ticket)
+	next := fifoWait(t, srv, r0, "waiter", 2, ticket)
 	<-next
 	r := call(t, srv, "GET", lockPath(r0)+"/watch?index="+before+"&wait_seconds=1", "")
 	if r.status != 200 || r.json["index"].(json.Number).String() != before {
