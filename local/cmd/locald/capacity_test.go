@@ -36,6 +36,10 @@ func TestCapacityFlags(t *testing.T) {
 		{name: "ErrUnknownOperation", args: []string{"-throttle", "lock=1:1"}, wantErr: true},
 		{name: "ErrThrottleSyntax", args: []string{"-throttle", "status=1"}, wantErr: true},
 		{name: "ErrNegativeBurst", args: []string{"-throttle", "status=1:-1"}, wantErr: true},
+		{name: "ErrZeroBurst", args: []string{"-throttle", "status=1:0"}, wantErr: true},
+		{name: "ErrRateNaN", args: []string{"-throttle", "status=NaN:1"}, wantErr: true},
+		{name: "WaitingRoute", args: []string{"-throttle", "acquireWait=30:150"}, wantMode: local.CapacityDefault,
+			wantUnreserved: api.DefaultAccountConcurrency, wantThrottles: map[string]api.Throttle{"acquireWait": {Rate: 30, Burst: 150}}},
 		{name: "ErrNoPool", args: []string{"-account-concurrency", "0"}, wantErr: true},
 		// Lambda keeps api.UnreservedMinimum unreserved: such a stack
 		// would not deploy.
