@@ -133,20 +133,18 @@ func (r Route) ThrottleOf(overrides map[string]Throttle) Throttle {
 
 // ParseThrottles reads route throttles written OP=RATE:BURST, several
 // separated by commas (e.g. "acquire=2000:2000,acquireWait=30:150"): OP is
-// a route's operationId (Route.OperationID), RATE requests a second (a
-// number, 0 or more), BURST requests at once (an integer, 1 or more). It is
-// the syntax of locald's -throttle and of the CDK app's throttle context
-// flag; an operation named twice takes its last value. Every bad item is
-// reported, each naming what it wants.
+// a route's operationId (Route.OperationID), RATE:BURST as ParseThrottle
+// reads it. It is the syntax of locald's -throttle and of the CDK app's
+// throttle context flag; an operation named twice takes its last value.
+// Every bad item is reported, each naming what it wants.
 func ParseThrottles(s string) (map[string]Throttle, error) {
 	out := map[string]Throttle{}
 	var errs []error
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		op, limits, ok := strings.Cut(item, "=")
-		rate, burst, ok2 := strings.Cut(limits, ":")
-		op, rate, burst = strings.TrimSpace(op), strings.TrimSpace(rate), strings.TrimSpace(burst)
-		if !ok || !ok2 || op == "" {
+		op = strings.TrimSpace(op)
+		if !ok || op == "" {
 			errs = append(errs, fmt.Errorf("%q: want OPERATION=RATE:BURST, e.g. acquire=2000:2000", item))
 			continue
 		}
@@ -154,19 +152,34 @@ func ParseThrottles(s string) (map[string]Throttle, error) {
 			errs = append(errs, fmt.Errorf("%q: %q is no route's operation; want one of %s", item, op, strings.Join(operations(), ", ")))
 			continue
 		}
-		r, err := strconv.ParseFloat(rate, 64)
-		if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-			errs = append(errs, fmt.Errorf("%q: rate %q: want a number of requests per second, 0 or more", item, rate))
+		t, err := ParseThrottle(limits)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", item, err))
 			continue
 		}
-		b, err := strconv.Atoi(burst)
-		if err != nil || b < 1 {
-			errs = append(errs, fmt.Errorf("%q: burst %q: want a whole number of requests, 1 or more", item, burst))
-			continue
-		}
-		out[op] = Throttle{Rate: r, Burst: b}
+		out[op] = t
 	}
 	return out, errors.Join(errs...)
+}
+
+// ParseThrottle reads one throttle written RATE:BURST: RATE requests a
+// second (a number, 0 or more), BURST requests at once (an integer, 1 or
+// more).
+func ParseThrottle(s string) (Throttle, error) {
+	rate, burst, ok := strings.Cut(s, ":")
+	rate, burst = strings.TrimSpace(rate), strings.TrimSpace(burst)
+	if !ok {
+		return Throttle{}, fmt.Errorf("%q: want RATE:BURST, e.g. 2000:2000", s)
+	}
+	r, err := strconv.ParseFloat(rate, 64)
+	if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		return Throttle{}, fmt.Errorf("rate %q: want a number of requests per second, 0 or more", rate)
+	}
+	b, err := strconv.Atoi(burst)
+	if err != nil || b < 1 {
+		return Throttle{}, fmt.Errorf("burst %q: want a whole number of requests, 1 or more", burst)
+	}
+	return Throttle{Rate: r, Burst: b}, nil
 }
 
 // operations returns the operationIds of Routes, in the table's order.
