@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,17 +27,13 @@ import (
 // mid-request), which would kill the process and every lock with it; the
 // guard answers such a request by dropping it instead.
 //
-// dynalite parses every ConditionExpression anew with a backtracking
-// parser: an acquire's condition takes it ~16 ms of its one thread (a bare
-// write ~0.5 ms), which held the local runner to ~50 acquires a second.
-// parseCache remembers each parse by the expression, its attribute names
-// and its values' types, with the values themselves left as marks that
-// each request's values replace in a copy (and the bookkeeping of unused
-// names and values replayed): the same tree the parser would build. An
-// expression whose checks read a value's content (attribute_type, BETWEEN)
-// is parsed every time; one that fails to parse is never remembered.
-const dynaliteJS = parseCacheJS + `
+// It first loads dynalite's condition parser memoized (parserMemoJS) and
+// prints "MEMO n", n the parser rules memoized (0: the parser kept as it
+// is, with the reason on stderr).
+const dynaliteJS = parserMemoJS + `
+const memoRules = memoizeConditionParser();
 const dynalite = require('dynalite');
+console.log('MEMO ' + (memoRules > 0 && parserIsUsed() ? memoRules : 0));
 const server = dynalite({createTableMs: 0, deleteTableMs: 0, updateTableMs: 0});
 server.prependListener('request', (req, res) => {
   const on = req.on;
@@ -55,44 +52,84 @@ process.stdin.resume();
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(0));
 `
 
-// parseCacheJS wraps dynalite's condition parser with a cache (see
-// dynaliteJS); TestParseCache holds it to the parser's own answers.
-const parseCacheJS = `
-{
-  const parser = require('dynalite/db/conditionParser');
-  const parse = parser.parse;
-  const cache = new Map();
-  const mark = Symbol('value');
-  const copy = (node, vals) => {
-    if (node === null || typeof node !== 'object') return node;
-    if (node[mark] !== undefined) return vals[node[mark]];
-    const out = Array.isArray(node) ? [] : Object.create(Object.getPrototypeOf(node));
-    for (const k of Object.keys(node)) out[k] = copy(node[k], vals);
-    return out;
-  };
-  parser.parse = function (str, options) {
-    const ctx = options && options.context;
-    if (!ctx || /attribute_type|between/i.test(str)) return parse.call(this, str, options);
-    const vals = ctx.attrVals || {};
-    const key = JSON.stringify([str, ctx.attrNames || null, !!ctx.isKeyCondition,
-      Object.keys(vals).sort().map((k) => [k, Object.keys(vals[k]).sort()])]);
-    let hit = cache.get(key);
-    if (!hit) {
-      const marked = {};
-      for (const k of Object.keys(vals)) {
-        marked[k] = Object.assign({}, vals[k]);
-        Object.defineProperty(marked[k], mark, {value: k});
-      }
-      const names = Object.keys(ctx.unusedAttrNames || {}), values = Object.keys(ctx.unusedAttrVals || {});
-      const tree = parse.call(this, str, Object.assign({}, options, {context: Object.assign({}, ctx, {attrVals: marked})}));
-      hit = {tree, names: names.filter((k) => !(k in ctx.unusedAttrNames)), values: values.filter((k) => !(k in ctx.unusedAttrVals))};
-      if (cache.size < 10000) cache.set(key, hit);
-      return copy(hit.tree, vals);
+// parserMemoJS defines memoizeConditionParser, which loads dynalite's
+// condition parser with each rule's result memoized per input position (a
+// packrat parser), and parserIsUsed, which says dynalite's request
+// validation took that parser. It must run before dynalite is required.
+//
+// The generated PEG parser (pegjs, built without its cache option)
+// backtracks: every alternative of "A OR B" / "A AND B" parses its first
+// operand again, and "((" tries a redundant-parentheses rule first, so
+// the work grows exponentially with the nesting of parentheses. The lock
+// acquire's condition (435 characters, 5 deep) took 514,232 rule calls,
+// about 20 ms of dynalite's one thread; a semaphore acquire's, 3.1 million
+// (about 150 ms). Memoized, each (rule, position, silent or not) is parsed
+// once: 1,650 and 1,888 calls. The grammar, its actions and its messages
+// are dynalite's own (the packrat form pegjs's --cache generates, keyed by
+// the silent mode too so that error messages stay the same), so it accepts
+// and rejects what dynalite did: TestParserMemo compares the two on the
+// service's own conditions and on expressions dynalite rejects.
+const parserMemoJS = `
+const parserFs = require('fs'), parserPath = require('path'), ParserModule = require('module');
+const parserDir = parserPath.join(parserPath.dirname(require.resolve('dynalite')), 'db');
+const parserFile = parserPath.join(parserDir, 'conditionParser.js');
+let parserMemo = null;
+
+// memoizedParserSource rewrites the generated parser src: each rule
+// function answers from a per-parse cache, keyed by position, rule and
+// peg$silentFails (so error messages list what they listed before). It
+// returns the source and the number of rules it wrapped (0: not the
+// expected shape).
+function memoizedParserSource(src) {
+  let rules = 0;
+  const head = /^function peg\$parse\(input, options\) \{\n/m;
+  if (!head.test(src)) return {src, rules};
+  src = src.replace(head, (h) => h + '  var peg$memo = new Map();\n');
+  src = src.replace(/^  function (peg\$parse\w*)\(\) \{$/gm, (line, name) => {
+    const i = rules++;
+    return '  function ' + name + '() {\n' +
+      '    var k = (peg$currPos * 128 + ' + i + ') * 2 + (peg$silentFails ? 1 : 0), c = peg$memo.get(k);\n' +
+      '    if (c) { peg$currPos = c.p; return c.r; }\n' +
+      '    var r = ' + name + '$raw();\n' +
+      '    peg$memo.set(k, {p: peg$currPos, r: r});\n' +
+      '    return r;\n' +
+      '  }\n' +
+      '  function ' + name + '$raw() {';
+  });
+  return {src, rules: rules < 128 ? rules : 0};
+}
+
+// loadParser compiles src as the module file, outside require's cache
+// (the generated parser requires nothing).
+function loadParser(src, file) {
+  const m = new ParserModule(file, module);
+  m.filename = file;
+  m._compile(src, file);
+  m.loaded = true;
+  return m;
+}
+
+function memoizeConditionParser() {
+  try {
+    const {src, rules} = memoizedParserSource(parserFs.readFileSync(parserFile, 'utf8'));
+    if (rules === 0) {
+      console.error('dynalite: condition parser not memoized: not the generated shape expected');
+      return 0;
     }
-    for (const k of hit.names) delete ctx.unusedAttrNames[k];
-    for (const k of hit.values) delete ctx.unusedAttrVals[k];
-    return copy(hit.tree, vals);
-  };
+    parserMemo = loadParser(src, parserFile);
+    require.cache[parserFile] = parserMemo;
+    return rules;
+  } catch (err) {
+    console.error('dynalite: condition parser not memoized: ' + err.message);
+    return 0;
+  }
+}
+
+// parserIsUsed says dynalite's request validation required the memoized
+// parser (it is among that module's children).
+function parserIsUsed() {
+  const v = require.cache[parserPath.join(parserDir, '..', 'validations', 'index.js')];
+  return !!(v && parserMemo && v.children.includes(parserMemo));
 }
 `
 
@@ -104,6 +141,9 @@ type Dynalite struct {
 	stdin    io.WriteCloser
 	exited   chan struct{}
 	err      error
+	// memoRules is how many rules of dynalite's condition parser were
+	// memoized at start (parserMemoJS); 0 when it runs unmemoized.
+	memoRules int
 }
 
 // StartDynalite starts dynalite from the repository's node_modules (run
@@ -139,6 +179,9 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if n, ok := strings.CutPrefix(sc.Text(), "MEMO "); ok {
+				d.memoRules, _ = strconv.Atoi(n)
+			}
 			if p, ok := strings.CutPrefix(sc.Text(), "PORT "); ok {
 				portc <- p
 			}

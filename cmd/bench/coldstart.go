@@ -7,13 +7,16 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/internal/verify/rie"
+	"github.com/ft288/locks/local"
 )
 
 // rieCmd is the Lambda Runtime Interface Emulator's main package, pinned
@@ -207,4 +210,60 @@ func coldEvent(name, resource string) []byte {
 	}
 	b, _ := json.Marshal(ev)
 	return b
+}
+
+// runCold measures only the cold starts (`go run ./cmd/bench -cold`): each
+// function's first invocation ÷ hello's, per trial and as the median, so
+// the spread of the ratio shows beside it.
+func runCold(quick bool) error {
+	trials := 9
+	if quick {
+		trials = 3
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := local.FindRepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "locks-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	progress("starting dynalite; building the functions, hello and the emulator")
+	bins, err := buildAll(ctx, root, dir)
+	if err != nil {
+		return err
+	}
+	d, err := local.StartDynalite(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	db, err := api.NewDynamoDB(ctx, d.Endpoint)
+	if err != nil {
+		return err
+	}
+	if _, err := local.EnsureTable(ctx, db, table); err != nil {
+		return err
+	}
+	progress("cold starts under the Lambda Runtime Interface Emulator")
+	cold, err := coldStarts(ctx, bins, d.Endpoint, trials)
+	if err != nil {
+		return err
+	}
+	hello := cold["hello"]
+	fmt.Printf("| function | first ÷ hello, median (min–max of trials) | first | warm | start-up ÷ hello's |\n|---|---|---|---|---|\n")
+	for _, name := range functionNames() {
+		c := cold[name]
+		var ratios []float64
+		for i := range c.first {
+			ratios = append(ratios, float64(c.first[i])/float64(hello.first[i]))
+		}
+		slices.Sort(ratios)
+		fmt.Printf("| %s | %.1f× (%.1f–%.1f) | %s | %s | %.1f× |\n", name, float64(median(c.first))/float64(median(hello.first)),
+			ratios[0], ratios[len(ratios)-1], ms(median(c.first)), ms(median(c.warm)), float64(c.startUp())/float64(hello.startUp()))
+	}
+	return nil
 }

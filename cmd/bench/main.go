@@ -65,7 +65,15 @@ func main() {
 	watchOnly := flag.Bool("watch", false, "measure only the watchers under churn")
 	triesOnly := flag.Bool("tries", false, "measure only the try-acquire throughput (16 clients, the stack's capacity model on)")
 	queueOnly := flag.Bool("queue", false, "measure only issue 18's figures: handoffs (polling, random watch, fair queue), waiter costs, the hot lock, requests per operation")
+	coldOnly := flag.Bool("cold", false, "measure only the cold starts under the Lambda emulator")
 	flag.Parse()
+	if *coldOnly {
+		if err := runCold(*quick); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *queueOnly {
 		if err := runQueue(*quick); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
