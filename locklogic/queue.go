@@ -728,14 +728,15 @@ type fairOutcome struct {
 //     its place (the round's ticket) and moves its until to this round's
 //     end plus QueueGrace, or joins at the back (a new ticket); a full
 //     queue leaves it without a place, watching slowly.
-//   - The head watches closely (LoneHeadPollInterval alone,
-//     HeadPollInterval with others behind it), waking when the item
+//   - Every waiter reads at the pace of its place and of the queue as it
+//     saw it move (PaceInterval): the head closely, waking when the item
 //     comes free when it knows that time, and takes it with the removal of
-//     its entry in one write as soon as it is free; the others watch at
-//     the pace of their place (PlacePollInterval).
+//     its entry in one write as soon as it is free; the others more often
+//     the faster the places ahead of them are served.
 //
 // Every write is conditioned on what it assumes, so a stale read only
-// costs a refused write; no write starts after end. A wait that ends
+// costs a refused write, and from the second refusal in a row on a
+// random pause first (refusedBackoff); no write starts after end. A wait that ends
 // without a grant keeps its place for the next round only when its round
 // ran out; any other end (an error, a 409, a head blocked by its own
 // owner's newer grant) removes its entry first (queueLeave).

@@ -115,12 +115,13 @@ func others(n int) []map[string]types.AttributeValue {
 }
 
 // TestFairWaitPace: over a 20 s round on a lock (or a semaphore) that
-// stays held, a waiter makes two writes (its first attempt and its join)
-// and reads at the pace of its place (PlacePollInterval): the head every
-// LoneHeadPollInterval (it waits alone here), the second every
-// NextPollInterval, the third every ThirdPollInterval, the others every
-// QueuePollInterval; on a store that returns no old item, one consistent
-// read before the join.
+// stays held and whose queue does not move, a waiter makes two writes
+// (its first attempt and its join) and reads at the tier of its place
+// (PlacePollInterval), after a few faster reads while it takes the queue
+// as moving: the head every LoneHeadPollInterval (it waits alone here),
+// the second every NextPollInterval, the third every ThirdPollInterval,
+// the others every QueuePollInterval; on a store that returns no old
+// item, one consistent read before the join.
 func TestFairWaitPace(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -43,7 +43,7 @@ const (
 func goalLockReads(waiters int) float64 { return locklogic.QueueReadBound(waiters) }
 
 // goalLockReadsText states goalLockReads.
-const goalLockReadsText = "62.5 × H(waiters − 1), 40 alone"
+const goalLockReadsText = "62.5 × (1 + H(waiters − 1))"
 
 // handoffMissed returns the goals the fair queue's handoffs with n waiters
 // missed: p50 and p99, and grants to the longest waiter.
