@@ -735,10 +735,10 @@ type fairOutcome struct {
 //     the faster the places ahead of them are served.
 //
 // Every write is conditioned on what it assumes, so a stale read only
-// costs a refused write, and from the second refusal in a row on a
-// random pause first (refusedBackoff); no write starts after end. A wait that ends
-// without a grant keeps its place for the next round only when its round
-// ran out; any other end (an error, a 409, a head blocked by its own
+// costs a refused write (from the second refusal in a row on, a random
+// pause first: refusedBackoff); no write starts after end. A wait that
+// ends without a grant keeps its place for the next round only when its
+// round ran out; any other end (an error, a 409, a head blocked by its own
 // owner's newer grant) removes its entry first (queueLeave).
 func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budget, v *view, exp time.Time, reports bool, end time.Time) (out fairOutcome, err error) {
 	start := s.now()
