@@ -28,24 +28,29 @@ const (
 	QueueGrace = 2 * time.Second
 	// LoneHeadPollInterval, HeadPollInterval, NextPollInterval,
 	// ThirdPollInterval and QueuePollInterval are the mean times between
-	// the reads of a queued waiter by its place (the head's on a fixed
-	// cadence from each read's start; the others' each uniformly random
-	// within ±50 %, so waiters spread out): the head watches closely — the
-	// closest when it waits alone — and takes the item within about half
-	// its interval after a release; the second learns that it became the
-	// head within 1.5 × NextPollInterval, well within a hold of half a
-	// second, so it watches closely when that hold ends; the third moves up
-	// to second as fast; the others, and a waiter without a place, learn
-	// slowly that they moved up, or that the entries ahead have lapsed. A
-	// waited-on item costs 1/25 ms = 40 reads a second with one waiter,
-	// 1/32 ms + 1/200 ms + 1/300 ms = 31.3 + 5 + 3.3 for its first three,
-	// and 1 more for each further one: at most 40 + 1 × (waiters − 1)
-	// (docs/design.md#what-the-queue-costs).
+	// the reads of a queued waiter by its place while the queue does not
+	// move (PlacePollInterval; the head's on a fixed cadence from each
+	// read's start, the others' each uniformly random within ±50 %, so
+	// waiters spread out): the head watches closely — the closest when it
+	// waits alone — and takes the item within about half its interval
+	// after a release; the second learns that it became the head within
+	// 1.5 × NextPollInterval, well within a hold of half a second; the
+	// third moves up to second as fast; the others, and a waiter without
+	// a place, learn slowly that they moved up, or that the entries ahead
+	// have lapsed. A queue that moves reads faster (PaceInterval).
 	LoneHeadPollInterval = 25 * time.Millisecond
 	HeadPollInterval     = 32 * time.Millisecond
 	NextPollInterval     = 200 * time.Millisecond
 	ThirdPollInterval    = 300 * time.Millisecond
 	QueuePollInterval    = time.Second
+	// PaceFloor is, per place, the shortest mean interval between the
+	// reads of a waiter: at place i, max(1, i) × PaceFloor (PaceInterval),
+	// so the N waiters of one item read at most 62.5 × (1 + H(N − 1))
+	// times a second (QueueReadBound), however fast their queue moves.
+	PaceFloor = 16 * time.Millisecond
+	// refusedBase is the longest pause before a waiter's write after its
+	// second refused write in a row (refusedBackoff).
+	refusedBase = 20 * time.Millisecond
 	// maxPrune bounds the lapsed entries one write removes (the
 	// expressions stay far below DynamoDB's 4 KB).
 	maxPrune = 16
@@ -75,7 +80,8 @@ func ValidateQueueTicket(ticket string, v *ValidationError) {
 }
 
 // PlacePollInterval returns the mean time between the reads of the waiter
-// at place i of a queue of n waiters (0: the head).
+// at place i of a queue of n waiters (0: the head) while the queue does
+// not move: its place's tier.
 func PlacePollInterval(i, n int) time.Duration {
 	switch i {
 	case 0:
@@ -89,6 +95,80 @@ func PlacePollInterval(i, n int) time.Duration {
 		return ThirdPollInterval
 	}
 	return QueuePollInterval
+}
+
+// PaceInterval returns the mean time between the reads of the waiter at
+// place i of a queue of n waiters that serves one place every d as the
+// waiter saw it (0: not seen yet, taken as fast). Behind the head (i ≥ 1)
+// it is half the time until the waiter becomes the head at that pace
+// (i × d / 2); the head reads every d / 4, as the release that lets it in
+// comes within about d. Either is at least max(1, i) × PaceFloor and at
+// most the place's tier (PlacePollInterval): a waiter reads a few times on
+// its way to the head of a fast queue, and is watching closely by the time
+// it gets there; a slow queue's waiters read at their tiers.
+func PaceInterval(i, n int, d time.Duration) time.Duration {
+	tier := PlacePollInterval(i, n)
+	if i <= 0 {
+		return min(tier, max(PaceFloor, d/4))
+	}
+	return min(tier, max(time.Duration(i)*PaceFloor, time.Duration(i)*d/2))
+}
+
+// QueueReadBound returns the most reads a second the n waiters of one
+// item make between them (the means of their intervals), however fast
+// their queue moves: the waiter at place i at most once every max(1, i) ×
+// PaceFloor, or its tier when that is longer (PaceInterval) — 62.5 × (1 +
+// H(n − 1)) for 1 to 63 waiters (H(k) = 1 + 1/2 + … + 1/k) — and 1 for
+// each one beyond (at place 63 or later, or without a place when MaxQueue
+// are queued).
+func QueueReadBound(n int) float64 {
+	sum := 0.0
+	for i := range n {
+		d := QueuePollInterval // no place: a slow poll
+		if i < MaxQueue {
+			d = min(PlacePollInterval(i, n), time.Duration(max(1, i))*PaceFloor)
+		}
+		sum += float64(time.Second) / float64(d)
+	}
+	return sum
+}
+
+// refusedBackoff returns the longest pause before a waiter's next write
+// after k ≥ 2 of its writes in a row were refused (the queue changed
+// under each): refusedBase, doubling with each further refusal, at most
+// twice QueuePollInterval. The pause is uniformly random up to it, so
+// waiters that joined at the same moment spread out, and a waiter the
+// queue keeps refusing writes about once a second.
+func refusedBackoff(k int) time.Duration {
+	return min(refusedBase<<min(max(k-2, 0), 8), 2*QueuePollInterval)
+}
+
+// pace is what a waiter saw of its queue's movement: its place at its
+// latest view, and the time the queue took per place.
+type pace struct {
+	place int       // at the latest view; -1: none yet
+	at    time.Time // when the latest view was seen
+	// perPlace is the time per place over the latest interval between
+	// two views in which the waiter moved up (0: none yet); movedAt is
+	// the end of that interval (or the first view).
+	perPlace time.Duration
+	movedAt  time.Time
+}
+
+// see records that the waiter is at place i at now, and returns the time
+// the queue takes per place as it saw it: over the latest interval in
+// which it moved up, but never less than the time since then (a queue
+// that stopped moving is slow), 0 at the first view.
+func (p *pace) see(i int, now time.Time) time.Duration {
+	switch {
+	case p.place < 0:
+		p.movedAt = now
+	case i < p.place:
+		p.perPlace = now.Sub(p.at) / time.Duration(p.place-i)
+		p.movedAt = now
+	}
+	p.place, p.at = i, now
+	return max(p.perPlace, now.Sub(p.movedAt))
 }
 
 // entry is one waiter in a queue.
@@ -445,8 +525,10 @@ func (s *Service) queueWrite(ctx context.Context, w *waiter, b Budget, in *dynam
 // errRefused is a queue write whose condition failed: the queue changed.
 var errRefused = errors.New("queue write refused")
 
-// headGrantExpr are the head's grant, by variant as acquireExpr.
-var headGrantExpr = [4]struct{ update, cond string }{
+// headGrantExpr are the head's grant, by variant as acquireExpr: the
+// update, and the condition on the head's entry (headGrantCond joins it to
+// the lock being free).
+var headGrantExpr = [4]struct{ update, entry string }{
 	headGrantExpression(false, false), headGrantExpression(true, false),
 	headGrantExpression(false, true), headGrantExpression(true, true),
 }
@@ -454,17 +536,27 @@ var headGrantExpr = [4]struct{ update, cond string }{
 // headGrantExpression is the write of the head of a lock's queue: the
 // lease as an acquire writes it and the removal of its own entry, when the
 // entry is the head and the lock is free (released, or expired past its
-// lock-delay). Taking a free lock needs no issue-time stamp, so no
-// same-owner branch: an SDK retry of a grant that landed finds its entry
-// gone, and the waiter finds its grant id on the item instead.
-func headGrantExpression(withPrincipal, withDelay bool) struct{ update, cond string } {
+// lock-delay: headGrantCond). Taking a free lock needs no issue-time
+// stamp, so no same-owner branch: an SDK retry of a grant that landed
+// finds its entry gone, and the waiter finds its grant id on the item
+// instead.
+func headGrantExpression(withPrincipal, withDelay bool) struct{ update, entry string } {
 	e := acquireExpression(withPrincipal, withDelay)
 	c := Caller{}
 	if withPrincipal {
 		c.Principal = "p"
 	}
-	cond := entryCond(0, c, "", map[string]types.AttributeValue{}, "#o", "#p") + " AND (attribute_exists(#x) OR " + freeCond + ")"
-	return struct{ update, cond string }{e.update + ", #q[0]", cond}
+	return struct{ update, entry string }{e.update + ", #q[0]", entryCond(0, c, "", map[string]types.AttributeValue{}, "#o", "#p")}
+}
+
+// headGrantCond is the head's grant's condition: entry (the head's place,
+// and what else the write assumes) and the lock released, or entry and
+// freeCond — entry AND (released OR free), written out so that the
+// parentheses nest one level less: dynalite's parser takes time that
+// grows steeply with their depth (5.8 ms against 1.8 ms for this one with
+// 16 entries queued, on every handoff); DynamoDB reads both alike.
+func headGrantCond(entry string) string {
+	return entry + " AND attribute_exists(#x) OR " + entry + " AND " + freeCond
 }
 
 // headGrantNames are the names of the head's grant.
@@ -511,14 +603,15 @@ func (s *Service) headGrant(ctx context.Context, req AcquireRequest, b Budget, v
 		lowered := maps.Clone(headGrantNames)
 		if set, vc := lowerUntil(v, v.queue[1:], lowered, values); set != "" {
 			upd, rm, _ := strings.Cut(expr.update, " REMOVE ")
-			expr.update, expr.cond, names = upd+", "+set+" REMOVE "+rm, expr.cond+" AND "+vc, lowered
+			expr.update, expr.entry, names = upd+", "+set+" REMOVE "+rm, expr.entry+" AND "+vc, lowered
 		}
 	}
+	cond := headGrantCond(expr.entry)
 	out, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
 		Key:                                 s.key(req.Resource),
 		UpdateExpression:                    &expr.update,
-		ConditionExpression:                 &expr.cond,
+		ConditionExpression:                 &cond,
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
@@ -635,16 +728,17 @@ type fairOutcome struct {
 //     its place (the round's ticket) and moves its until to this round's
 //     end plus QueueGrace, or joins at the back (a new ticket); a full
 //     queue leaves it without a place, watching slowly.
-//   - The head watches closely (LoneHeadPollInterval alone,
-//     HeadPollInterval with others behind it), waking when the item
+//   - Every waiter reads at the pace of its place and of the queue as it
+//     saw it move (PaceInterval): the head closely, waking when the item
 //     comes free when it knows that time, and takes it with the removal of
-//     its entry in one write as soon as it is free; the others watch at
-//     the pace of their place (PlacePollInterval).
+//     its entry in one write as soon as it is free; the others more often
+//     the faster the places ahead of them are served.
 //
 // Every write is conditioned on what it assumes, so a stale read only
-// costs a refused write; no write starts after end. A wait that ends
-// without a grant keeps its place for the next round only when its round
-// ran out; any other end (an error, a 409, a head blocked by its own
+// costs a refused write (from the second refusal in a row on, a random
+// pause first: refusedBackoff); no write starts after end. A wait that
+// ends without a grant keeps its place for the next round only when its
+// round ran out; any other end (an error, a 409, a head blocked by its own
 // owner's newer grant) removes its entry first (queueLeave).
 func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budget, v *view, exp time.Time, reports bool, end time.Time) (out fairOutcome, err error) {
 	start := s.now()
@@ -677,8 +771,10 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 	ticket := ""      // the place the wait holds, once a consistent view showed it
 	extended := false // the place was moved to this round's until
 	refused := 0      // writes refused in a row
-	joins := 0        // joins sent: a round joins once, and retries a refused join twice at most
+	backoff := false  // a write was refused again: pause before the next
+	joins := 0        // joins sent
 	readFails := 0
+	seenPace := pace{place: -1} // the queue's movement as this wait saw it
 	// pause sleeps d, or until end; false when the wait is over.
 	pause := func(d time.Duration) bool {
 		now := s.now()
@@ -719,6 +815,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		out.writes++
 		if errors.Is(err, errRefused) {
 			refused++
+			backoff = refused >= 2
 			v = nv // the item the write met, or nil: read it
 			return nil
 		}
@@ -737,6 +834,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			return granted, err
 		}
 		refused++
+		backoff = refused >= 2
 		v = nv
 		return false, nil
 	}
@@ -769,11 +867,13 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		if blocked && !until.IsZero() {
 			exp = until
 		}
-		if refused >= 3 {
-			// The item keeps changing under this waiter's writes: wait a
-			// slow poll before the next, so its writes stay bounded.
-			refused = 0
-			if !pause(jitter(QueuePollInterval)) {
+		if backoff {
+			// The item keeps changing under this waiter's writes: from the
+			// second refusal in a row on, it pauses a random time, up to
+			// twice as long with each refusal, before it reads the item
+			// again and writes anew (refusedBackoff).
+			backoff = false
+			if !pause(randUpTo(refusedBackoff(refused))) {
 				break
 			}
 			v = nil
@@ -807,7 +907,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 					out.granted = granted
 					return out, err
 				}
-			case len(v.queue) >= MaxQueue || joins >= 3:
+			case len(v.queue) >= MaxQueue:
 				// Full: wait without a place, and join when there is room.
 				if !pause(jitter(QueuePollInterval)) {
 					return s.fairHeld(out, "", reports, exp), nil
@@ -837,8 +937,17 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			continue
 		}
 		extended = true
+		d := seenPace.see(i, now)
 		if i > 0 {
-			if !pause(jitter(PlacePollInterval(i, len(v.queue)))) {
+			// Behind the head: at its tier's pace, jittered so that waiters
+			// spread out; faster when the queue moves, then exactly at half
+			// its expected wait, as a jittered read could come after it
+			// became the head.
+			wake := PaceInterval(i, len(v.queue), d)
+			if wake >= PlacePollInterval(i, len(v.queue)) {
+				wake = jitter(wake)
+			}
+			if !pause(wake) {
 				break
 			}
 			if err := peek(); err != nil {
@@ -864,7 +973,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			// spread out from, and a release waits for its next read half
 			// an interval on average (a jittered pause after each read
 			// made it 0.54 of an interval plus a read's time).
-			wake := max(PlacePollInterval(0, len(v.queue))-now.Sub(lastPeek), 0)
+			wake := max(PaceInterval(0, len(v.queue), d)-now.Sub(lastPeek), 0)
 			atExpiry := !until.IsZero() && !until.After(now.Add(wake))
 			if atExpiry {
 				wake = until.Sub(now)

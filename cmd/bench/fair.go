@@ -25,19 +25,75 @@ import (
 	"github.com/ft288/locks/locklogic"
 )
 
-// goals of issue 18 ("Done when"), for 1, 4 and 16 waiters in the queue.
+// goals of issue 18 ("Done when"), for 1, 4 and 16 waiters in the queue,
+// and issue 21's for the hot lock.
 const (
 	goalFairP50  = 25 * time.Millisecond
 	goalFairP99  = 100 * time.Millisecond
 	goalFIFO     = 99.0 // % of grants to the longest waiter
+	goalHotRate  = 30.0 // handoffs per second of the hot lock in the fair queue
 	goalSemFree  = 1    // requests of a semaphore acquire on a free permit
 	goalSemColl  = 2    // … after a collision, the store returning the old item
 	goalSemCollD = 3    // … on dynalite
 )
 
 // goalLockReads is the bound on the reads per second of a lock `waiters`
-// wait for: 40 + 1 × (waiters − 1).
-func goalLockReads(waiters int) float64 { return 40 + float64(waiters-1) }
+// wait for, however fast its queue moves: locklogic.QueueReadBound,
+// 62.5 × H(waiters − 1) (40 for one).
+func goalLockReads(waiters int) float64 { return locklogic.QueueReadBound(waiters) }
+
+// goalLockReadsText states goalLockReads.
+const goalLockReadsText = "62.5 × (1 + H(waiters − 1))"
+
+// handoffMissed returns the goals the fair queue's handoffs with n waiters
+// missed: p50 and p99, and grants to the longest waiter.
+func handoffMissed(n int, r handoffResult) []string {
+	var missed []string
+	p50, p99 := quantile(r.lat, .5), quantile(r.lat, .99)
+	if p50 > goalFairP50 || p99 > goalFairP99 {
+		missed = append(missed, fmt.Sprintf("handoff p50 ≤ %s and p99 ≤ %s with %d waiter%s (%s / %s)", ms(goalFairP50), ms(goalFairP99), n, plural(n), ms(p50), ms(p99)))
+	}
+	if r.fifo() < goalFIFO {
+		missed = append(missed, fmt.Sprintf("≥ %.0f %% of grants in arrival order with %d waiter%s (%.1f %%, %d of %d)", goalFIFO, n, plural(n), r.fifo(), r.inOrder, r.judged))
+	}
+	return missed
+}
+
+// hotFigure, hotCell and hotGoal are the hot lock's row: the figure, one
+// mode's cell (with the fair queue's reads when reads), and the goals.
+func hotFigure(h hotRow) string {
+	return fmt.Sprintf("hot lock, %d waiters, zero hold: handoffs per second (÷ the store's bare conditional writes of one item, one after another, same SDK client: %.0f/s); handoff p50 / p99; grants to the longest waiter; the fair queue's DynamoDB reads per second (per handoff)", hotWaiters, h.bare)
+}
+
+func hotCell(r handoffResult, h hotRow, reads bool) string {
+	c := fmt.Sprintf("%.1f/s (%.3f×); %s / %s; %.0f %% (%d/%d)", r.rate, r.rate/h.bare, ms(quantile(r.lat, .5)), ms(quantile(r.lat, .99)), r.fifo(), r.inOrder, r.judged)
+	if reads {
+		c += fmt.Sprintf("; %.1f reads/s (%.1f)", h.reads, h.reads/r.rate)
+	}
+	return c
+}
+
+func hotGoal() string {
+	return fmt.Sprintf("≥ %.0f/s; ≥ %.0f %%; ≤ %.0f reads/s (%s)", goalHotRate, goalFIFO, hotReadBound(), goalLockReadsText)
+}
+
+// hotReadBound is the bound on the hot lock's reads per second.
+func hotReadBound() float64 { return goalLockReads(hotWaiters) }
+
+// hotMissed returns the goals the fair queue's hot lock missed.
+func hotMissed(h hotRow) []string {
+	var missed []string
+	if h.fair.rate < goalHotRate {
+		missed = append(missed, fmt.Sprintf("hot lock ≥ %.0f handoffs/s (%.1f)", goalHotRate, h.fair.rate))
+	}
+	if h.fair.fifo() < goalFIFO {
+		missed = append(missed, fmt.Sprintf("hot lock ≥ %.0f %% of grants in arrival order (%.1f %%, %d of %d)", goalFIFO, h.fair.fifo(), h.fair.inOrder, h.fair.judged))
+	}
+	if h.reads > hotReadBound() {
+		missed = append(missed, fmt.Sprintf("hot lock ≤ %.0f reads/s (%.1f)", hotReadBound(), h.reads))
+	}
+	return missed
+}
 
 // mode is how waiters wait for a held lock.
 type mode int
@@ -67,11 +123,30 @@ func (m mode) serverWait() bool { return m != polling }
 var waiterCounts = []int{1, 4, 16}
 
 // joinLog records, from a fair service's hook, when each queue join
-// landed: the store's answer to a successful list_append, by lock and
-// owner.
+// landed — the store's answer to a successful list_append, by lock and
+// owner — and the queue version it wrote, which orders the joins of one
+// lock as the store applied them (two answers a millisecond apart can
+// reach the hook in either order).
 type joinLog struct {
 	mu sync.Mutex
-	at map[[2]string][]time.Time
+	at map[[2]string][]arrival
+}
+
+// arrival is when a waiter arrived: at its join (joined, with the queue
+// version the join wrote), or at its first request.
+type arrival struct {
+	t       time.Time
+	version int64
+	joined  bool
+}
+
+// before reports whether a arrived before b: by the queue versions their
+// joins wrote when both joined the one lock's queue, else by time.
+func (a arrival) before(b arrival) bool {
+	if a.joined && b.joined {
+		return a.version < b.version
+	}
+	return a.t.Before(b.t)
 }
 
 func (j *joinLog) hook(op string, req []byte, status int, at time.Time) {
@@ -81,6 +156,7 @@ func (j *joinLog) hook(op string, req []byte, status int, at time.Time) {
 	var in struct {
 		Key    map[string]struct{ S string }
 		Values map[string]struct {
+			N string
 			L []struct{ M map[string]struct{ S string } }
 		} `json:"ExpressionAttributeValues"`
 	}
@@ -88,33 +164,37 @@ func (j *joinLog) hook(op string, req []byte, status int, at time.Time) {
 		return
 	}
 	qe := in.Values[":qe"].L
-	if len(qe) != 1 {
+	version, err := strconv.ParseInt(in.Values[":qv1"].N, 10, 64)
+	if len(qe) != 1 || err != nil {
 		return
 	}
 	k := [2]string{in.Key[locklogic.AttrResource].S, qe[0].M[locklogic.AttrOwner].S}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.at == nil {
-		j.at = map[[2]string][]time.Time{}
+		j.at = map[[2]string][]arrival{}
 	}
-	j.at[k] = append(j.at[k], at)
+	j.at[k] = append(j.at[k], arrival{t: at, version: version, joined: true})
 }
 
 // since returns the latest join of owner on resource at or after t0; ok
 // false when there is none.
-func (j *joinLog) since(resource, owner string, t0 time.Time) (time.Time, bool) {
+func (j *joinLog) since(resource, owner string, t0 time.Time) (arrival, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	ts := j.at[[2]string{resource, owner}]
-	if len(ts) == 0 || ts[len(ts)-1].Before(t0) {
-		return time.Time{}, false
+	as := j.at[[2]string{resource, owner}]
+	if len(as) == 0 || as[len(as)-1].t.Before(t0) {
+		return arrival{}, false
 	}
-	return ts[len(ts)-1], true
+	return as[len(as)-1], true
 }
 
 // hotRow is the hot lock: 16 waiters and a holder that releases at once.
 type hotRow struct {
 	random, fair handoffResult
+	// reads is the DynamoDB reads per second of the hot lock in the fair
+	// queue (every GetItem its service sent during the run's dur).
+	reads float64
 	// bare is the store's rate of conditional writes of one item, one
 	// after another, from the same SDK client on the same dynalite.
 	bare float64
@@ -124,20 +204,33 @@ type hotRow struct {
 const hotWaiters = 16
 
 // hotLock measures handoffs per second of one lock with hotWaiters waiters
-// and zero hold time, random watch and fair queue, each for dur, and the
-// store's bare conditional-write rate of one item for dur/2.
-func hotLock(ctx context.Context, svcs map[mode]*service, joins *joinLog, dur time.Duration) (hotRow, error) {
+// and zero hold time, in each of ms (random watch, fair queue) for dur,
+// with the fair queue's reads per second, and the store's bare
+// conditional-write rate of one item for dur/2.
+func hotLock(ctx context.Context, svcs map[mode]*service, joins *joinLog, dur time.Duration, which ...mode) (hotRow, error) {
 	var row hotRow
 	zero := func() time.Duration { return 0 }
-	for _, m := range []mode{random, fair} {
+	for _, m := range which {
 		progress(fmt.Sprintf("hot lock: %d waiters, zero hold, %s, for %s", hotWaiters, m, dur))
 		var j *joinLog
 		if m == fair {
 			j = joins
 		}
+		// The reads of the run's dur: the service's GetItems from its start
+		// until dur has passed (the runs after it, to the rounds' end, are
+		// the clean-up).
+		svcs[m].ddb.take()
+		reads := make(chan int, 1)
+		go func() {
+			time.Sleep(dur)
+			reads <- svcs[m].ddb.take()["GetItem"]
+		}()
 		r, err := handoffs(svcs[m], m, j, hotWaiters, 1, dur, zero)
 		if err != nil {
 			return row, fmt.Errorf("hot lock, %s: %w", m, err)
+		}
+		if m == fair {
+			row.reads = float64(<-reads) / dur.Seconds()
 		}
 		if m == fair {
 			row.fair = r
@@ -370,7 +463,7 @@ func (q *queueFigures) measure(ctx context.Context, endpoint string, set setting
 		}
 		q.hand = append(q.hand, row)
 	}
-	q.hot, err = hotLock(ctx, svcs, joins, set.hot)
+	q.hot, err = hotLock(ctx, svcs, joins, set.hot, random, fair)
 	return err
 }
 
@@ -453,16 +546,11 @@ func (q queueFigures) table(p func(string, ...any)) (string, []string) {
 		f := h.by[fair]
 		p50, p99 := quantile(f.lat, .5), quantile(f.lat, .99)
 		fairHand = append(fairHand, fmt.Sprintf("%d: %s / %s", h.waiters, ms(p50), ms(p99)))
-		if p50 > goalFairP50 || p99 > goalFairP99 {
-			missed = append(missed, fmt.Sprintf("handoff p50 ≤ %s and p99 ≤ %s with %d waiter%s (%s / %s)", ms(goalFairP50), ms(goalFairP99), h.waiters, plural(h.waiters), ms(p50), ms(p99)))
-		}
+		missed = append(missed, handoffMissed(h.waiters, f)...)
 		if h.waiters == 4 && (p50 > goalP50 || p99 > goalP99) {
 			missed = append(missed, fmt.Sprintf("issue 9's handoff p50 ≤ %s and p99 ≤ %s with 4 waiters", ms(goalP50), ms(goalP99)))
 		}
 		fifoText = append(fifoText, fmt.Sprintf("%.1f %%", f.fifo()))
-		if f.fifo() < goalFIFO {
-			missed = append(missed, fmt.Sprintf("≥ %.0f %% of grants in arrival order with %d waiter%s (%.1f %%, %d of %d)", goalFIFO, h.waiters, plural(h.waiters), f.fifo(), f.inOrder, f.judged))
-		}
 	}
 	row("grants that went to the longest waiter, 1 / 4 / 16 waiters (arrival: its join in the queue; with the queue off, its first request)", func(m mode) string {
 		var xs []string
@@ -495,23 +583,20 @@ func (q queueFigures) table(p func(string, ...any)) (string, []string) {
 			return "–"
 		}
 		return perCount(m, func(r costRow) string { return fmt.Sprintf("%.1f", r.lockReads) })
-	}, "≤ "+strings.Join(bounds, " / ")+" (40 + 1 × (waiters − 1))")
+	}, "≤ "+strings.Join(bounds, " / ")+" ("+goalLockReadsText+")")
 	if q.cost[fair][4].perWaiter > 1 {
 		missed = append(missed, "one request per round")
 	}
-	row(fmt.Sprintf("hot lock, %d waiters, zero hold: handoffs per second (÷ the store's bare conditional writes of one item, one after another, same SDK client: %.0f/s); handoff p50 / p99", hotWaiters, q.hot.bare),
-		func(m mode) string {
-			var r handoffResult
-			switch m {
-			case random:
-				r = q.hot.random
-			case fair:
-				r = q.hot.fair
-			default:
-				return "–"
-			}
-			return fmt.Sprintf("%.1f/s (%.3f×); %s / %s", r.rate, r.rate/q.hot.bare, ms(quantile(r.lat, .5)), ms(quantile(r.lat, .99)))
-		}, "–")
+	row(hotFigure(q.hot), func(m mode) string {
+		switch m {
+		case random:
+			return hotCell(q.hot.random, q.hot, false)
+		case fair:
+			return hotCell(q.hot.fair, q.hot, true)
+		}
+		return "–"
+	}, hotGoal())
+	missed = append(missed, hotMissed(q.hot)...)
 	semCell := func(c semCounts) func(mode) string {
 		return func(m mode) string {
 			if m != fair {
@@ -535,10 +620,80 @@ func (q queueFigures) table(p func(string, ...any)) (string, []string) {
 			four = h
 		}
 	}
-	text := fmt.Sprintf("in the fair queue a released lock reaches the next waiter in p50 / p99 %s (random watch with 4: %s / %s; client polling %s / %s), %s of grants to the longest waiter, %s reads/s on the waited-on lock (≤ %s); a waiter sends %.3f requests/s; hot lock %.1f handoffs/s (random watch %.1f) vs %.0f bare conditional writes/s; semaphore acquire free / collided / full %d / %d / %d requests (dynalite %d / %d / %d)",
+	text := fmt.Sprintf("in the fair queue a released lock reaches the next waiter in p50 / p99 %s (random watch with 4: %s / %s; client polling %s / %s), %s of grants to the longest waiter, %s reads/s on the waited-on lock (≤ %s); a waiter sends %.3f requests/s; hot lock %.1f handoffs/s (random watch %.1f) vs %.0f bare conditional writes/s, %.1f %% to the longest waiter, %.1f reads/s (≤ %.0f); semaphore acquire free / collided / full %d / %d / %d requests (dynalite %d / %d / %d)",
 		strings.Join(fairHand, ", "), ms(quantile(four.by[random].lat, .5)), ms(quantile(four.by[random].lat, .99)),
 		ms(quantile(four.by[polling].lat, .5)), ms(quantile(four.by[polling].lat, .99)),
 		strings.Join(fifoText, " / "), strings.Join(lockReads, " / "), strings.Join(bounds, " / "), q.cost[fair][4].api,
-		q.hot.fair.rate, q.hot.random.rate, q.hot.bare, sem[1].free, sem[1].collided, sem[1].full, sem[0].free, sem[0].collided, sem[0].full)
+		q.hot.fair.rate, q.hot.random.rate, q.hot.bare, q.hot.fair.fifo(), q.hot.reads, hotReadBound(), sem[1].free, sem[1].collided, sem[1].full, sem[0].free, sem[0].collided, sem[0].full)
 	return text, missed
+}
+
+// runHandoff is bench -handoff: the fair queue's handoff rows (1, 4 and 16
+// waiters) and the hot lock alone, on a dynalite of their own — the rows
+// the queue's pacing decides, for tuning it.
+func runHandoff(quick bool) error {
+	started := time.Now()
+	set := settings{handoff: 12 * time.Second, hot: 6 * time.Second}
+	if quick {
+		set = settings{handoff: 2 * time.Second, hot: 2 * time.Second}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := local.StartDynalite(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	db, err := api.NewDynamoDB(ctx, d.Endpoint)
+	if err != nil {
+		return err
+	}
+	if _, err := local.EnsureTable(ctx, db, table); err != nil {
+		return err
+	}
+	joins := &joinLog{}
+	fairSvc, err := startService(ctx, d.Endpoint, serviceOptions{fair: true, hook: joins.hook})
+	if err != nil {
+		return err
+	}
+	defer fairSvc.close()
+	var q queueFigures
+	for _, n := range waiterCounts {
+		progress(fmt.Sprintf("handoffs with %d waiters on each of %d locks, %s, for %s", n, arenas[n], fair, set.handoff))
+		r, err := handoffs(fairSvc, fair, joins, n, arenas[n], set.handoff, benchHold)
+		if err != nil {
+			return fmt.Errorf("handoffs with %d waiters: %w", n, err)
+		}
+		if len(r.lat) == 0 {
+			return fmt.Errorf("handoffs with %d waiters: none in %s", n, set.handoff)
+		}
+		q.hand = append(q.hand, handoffRow{waiters: n, arenas: arenas[n], by: map[mode]handoffResult{fair: r}})
+	}
+	if q.hot, err = hotLock(ctx, map[mode]*service{fair: fairSvc}, joins, set.hot, fair); err != nil {
+		return err
+	}
+	p := func(format string, a ...any) { fmt.Printf(format+"\n", a...) }
+	p("")
+	p("Machine: %s. Run took %s.", machine(), time.Since(started).Round(time.Second))
+	p("")
+	p("| figure | fair queue | goal |")
+	p("|---|---|---|")
+	var missed []string
+	for _, h := range q.hand {
+		r := h.by[fair]
+		p50, p99 := quantile(r.lat, .5), quantile(r.lat, .99)
+		p("| handoff after a release, %d waiter%s (%d locks at once, holds 0.5–1.5 s): p50 / p99; grants to the longest waiter | %s / %s (n=%d); %.0f %% (%d/%d) | ≤ %s / ≤ %s; ≥ %.0f %% |",
+			h.waiters, plural(h.waiters), h.arenas, ms(p50), ms(p99), len(r.lat), r.fifo(), r.inOrder, r.judged, ms(goalFairP50), ms(goalFairP99), goalFIFO)
+		missed = append(missed, handoffMissed(h.waiters, r)...)
+	}
+	h := q.hot
+	p("| %s | %s | %s |", hotFigure(h), hotCell(h.fair, h, true), hotGoal())
+	missed = append(missed, hotMissed(h)...)
+	verdict := "all goals met"
+	if len(missed) > 0 {
+		verdict = "goals missed: " + strings.Join(missed, "; ")
+	}
+	p("")
+	p("bench -handoff: hot lock %.1f handoffs/s, %.1f %% to the longest waiter, %.1f reads/s (%.1f a handoff; bound %.0f); %s", h.fair.rate, h.fair.fifo(), h.reads, h.reads/h.fair.rate, hotReadBound(), verdict)
+	return nil
 }

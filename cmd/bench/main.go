@@ -29,7 +29,8 @@
 //
 // It prints Markdown tables and ends with one summary line that says
 // which goals were met. It needs Go and the repository's node_modules
-// (dynalite), nothing else. -queue measures issue 18's figures alone.
+// (dynalite), nothing else. -queue measures issue 18's figures alone,
+// -handoff the fair queue's handoffs and the hot lock alone.
 package main
 
 import (
@@ -66,7 +67,15 @@ func main() {
 	triesOnly := flag.Bool("tries", false, "measure only the try-acquire throughput (16 clients, the stack's capacity model on)")
 	queueOnly := flag.Bool("queue", false, "measure only issue 18's figures: handoffs (polling, random watch, fair queue), waiter costs, the hot lock, requests per operation")
 	coldOnly := flag.Bool("cold", false, "measure only the cold starts under the Lambda emulator")
+	handoffOnly := flag.Bool("handoff", false, "measure only the fair queue's handoffs (1, 4 and 16 waiters) and the hot lock (for tuning the queue's pace)")
 	flag.Parse()
+	if *handoffOnly {
+		if err := runHandoff(*quick); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *coldOnly {
 		if err := runCold(*quick); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -236,8 +245,11 @@ type costRow struct {
 	lockReads float64
 }
 
-// quantile is the nearest-rank q-quantile of xs.
+// quantile is the nearest-rank q-quantile of xs (0 when xs is empty).
 func quantile(xs []time.Duration, q float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	i := int(q*float64(len(s))+0.999999) - 1

@@ -312,12 +312,12 @@ func arena(s *service, m mode, joins *joinLog, waiters int, dur time.Duration, h
 		clients    []*client.Client
 	)
 	owner := func(w int) string { return fmt.Sprintf("w%d", w) }
-	// arrival is when worker w, waiting since t0, arrived: at its join when
+	// arrivalOf is when worker w, waiting since t0, arrived: at its join when
 	// the queue is on (ok false when it has not joined yet: it has not
 	// arrived), else at its first request.
-	arrival := func(w int, t0 time.Time) (time.Time, bool) {
+	arrivalOf := func(w int, t0 time.Time) (arrival, bool) {
 		if joins == nil {
-			return t0, true
+			return arrival{t: t0}, true
 		}
 		return joins.since(res, owner(w), t0)
 	}
@@ -353,16 +353,16 @@ func arena(s *service, m mode, joins *joinLog, waiters int, dur time.Duration, h
 					// Did it go to the longest waiter? The grantee arrived
 					// at its join, or at its first request when it took a
 					// free lock without joining.
-					mine, ok := arrival(w, since[w])
+					mine, ok := arrivalOf(w, since[w])
 					if !ok {
-						mine = since[w]
+						mine = arrival{t: since[w]}
 					}
 					longest := true
 					for o, t0 := range since {
 						if o == w || t0.IsZero() {
 							continue
 						}
-						if a, ok := arrival(o, t0); ok && a.Before(mine) {
+						if a, ok := arrivalOf(o, t0); ok && a.before(mine) {
 							longest = false
 						}
 					}
