@@ -204,6 +204,136 @@ class DelayProxy:
         self._thread.join()
 
 
+# -- version skew: an old stack, the released wire --------------------------------
+
+
+def acquire_route(path: str) -> str:
+    """"try" for /locks/{r} and /semaphores/{n}, "wait" for their …/wait, ""
+    for any other path."""
+    parts = path.split("?", 1)[0].split("/")
+    if len(parts) < 3 or parts[0] != "" or parts[1] not in ("locks", "semaphores") or not parts[2]:
+        return ""
+    if len(parts) == 3:
+        return "try"
+    if len(parts) == 4 and parts[3] == "wait":
+        return "wait"
+    return ""
+
+
+def _waits(body: Optional[bytes]) -> bool:
+    try:
+        w = json.loads(body or b"{}").get("wait_seconds")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(w, int) and w > 0
+
+
+class OldStackProxy:
+    """A proxy in front of upstream that answers as a stack from before the
+    waiting routes did: API Gateway's 404 {"message":"Not Found"} on POST
+    …/wait, and a try-acquire carrying wait_seconds > 0 served by upstream's
+    waiting route (the try route waited then). Everything else passes
+    through. ``acquires`` records (path, carried wait_seconds, status) of
+    each acquire as the client sent it; status is None while in flight."""
+
+    def __init__(self, upstream: str) -> None:
+        up = urllib.parse.urlsplit(upstream)
+        proxy = self
+        self.acquires: List[List[Any]] = []
+        self._mu = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                route = acquire_route(self.path) if self.command == "POST" else ""
+                rec: List[Any] = [self.path, _waits(body), None]
+                if route:
+                    with proxy._mu:
+                        proxy.acquires.append(rec)
+                if route == "wait":
+                    rec[2] = 404
+                    data = b'{"message":"Not Found"}'
+                    self.send_response(404)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                path = self.path + "/wait" if route == "try" and rec[1] else self.path
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+                try:
+                    conn.request(self.command, path, body=body or None, headers={"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    status, headers, data = resp.status, resp.getheaders(), resp.read()
+                finally:
+                    conn.close()
+                rec[2] = status
+                try:
+                    self.send_response(status)
+                    for k, v in headers:
+                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
+                            self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up on this answer
+
+            do_GET = do_POST = do_DELETE = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = False  # so that server_close() joins the handler threads
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="old-stack", daemon=True)
+        self._thread.start()
+
+    def snapshot(self) -> List[List[Any]]:
+        with self._mu:
+            return [list(r) for r in self.acquires]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join()
+
+
+class ReleasedWire:
+    """A transport that sends what the released clients sent: a waiting round
+    to the try route (its …/wait cut off), with its wait_seconds and
+    queue_ticket. ``acquires`` records (path, carried wait_seconds, status,
+    the fields a problem answer names) of each acquire."""
+
+    def __init__(self, transport: Callable[..., Response]) -> None:
+        self._next = transport
+        self.acquires: List[Any] = []
+        self._mu = threading.Lock()
+
+    def __call__(self, method, url, headers, body, timeout):  # the Transport signature
+        parts = urllib.parse.urlsplit(url)
+        route = acquire_route(parts.path) if method == "POST" else ""
+        if route == "wait":
+            url = urllib.parse.urlunsplit(parts._replace(path=parts.path[: -len("/wait")]))
+        resp = self._next(method, url, headers, body, timeout)
+        if route:
+            fields: List[str] = []
+            if resp.status >= 400:
+                try:
+                    fields = [e.get("field") for e in json.loads(resp.body).get("errors", [])]
+                except (ValueError, AttributeError):
+                    pass
+            with self._mu:
+                self.acquires.append((urllib.parse.urlsplit(url).path, _waits(body), resp.status, fields))
+        return resp
+
+    def snapshot(self) -> List[Any]:
+        with self._mu:
+            return list(self.acquires)
+
+
 # -- a connection-counting forwarder ---------------------------------------------------
 
 

@@ -8,12 +8,25 @@ polled."""
 from __future__ import annotations
 
 import threading
+import time
 import unittest
+import urllib.parse
 
 import ft288_locks as fl
-from ft288_locks import Client
+from ft288_locks import Client, PooledTransport
 
-from tests._support import Stub, TestCase, answer, grant, held, problem
+from tests._support import (
+    OldStackProxy,
+    ReleasedWire,
+    Stub,
+    TestCase,
+    answer,
+    grant,
+    held,
+    problem,
+    resource_name,
+    shared_runner,
+)
 from tests.test_semaphore import full, permit_doc
 
 URL = "http://locks.test"
@@ -129,6 +142,99 @@ class VersionSkewTests(TestCase):
         with self.assertRaises(fl.NotFoundError):
             Client(URL, transport=stub, backoff=(0.01, 0.05)).acquire("r", owner="w", ttl=60, wait=10, keepalive=False)
         self.assertEqual([r.path for r in stub.requests], ["/locks/r/wait"], "no fallback to the try route")
+
+
+def until(cond, timeout: float = 10.0) -> None:
+    """Returns once cond() is true; fails after timeout."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+RUNNER_KINDS = {
+    "lock": dict(
+        path="/locks/",
+        hold=lambda c, r: c.try_acquire(r, owner="holder", ttl=30, keepalive=False),
+        wait=lambda c, r: c.acquire(r, ttl=30, wait=20, keepalive=False),
+    ),
+    "semaphore": dict(
+        path="/semaphores/",
+        hold=lambda c, r: c.try_acquire_semaphore(r, 1, owner="holder", ttl=30, keepalive=False),
+        wait=lambda c, r: c.acquire_semaphore(r, 1, ttl=30, wait=20, keepalive=False),
+    ),
+}
+
+
+class SkewRunnerTests(TestCase):
+    """Both version skews against the real local runner."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.runner = shared_runner()
+
+    def waiting(self, kind, c: Client, res: str):
+        """Starts kind's wait for res on c in a thread; returns a join that
+        re-raises its error and releases what it got."""
+        out = {}
+
+        def run() -> None:
+            try:
+                out["lease"] = kind["wait"](c, res)
+            except BaseException as e:  # noqa: BLE001 - handed to the test
+                out["err"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+
+        def join():
+            t.join(30)
+            if "err" in out:
+                raise out["err"]
+            out["lease"].release()
+
+        return join
+
+    def test_released_wire_gets_422_and_polls(self):
+        for name, kind in RUNNER_KINDS.items():
+            with self.subTest(kind=name):
+                res = resource_name(self)
+                plain = Client(self.runner.url)
+                holder = self.keep(kind["hold"](plain, res))
+                wire = ReleasedWire(PooledTransport())
+                c = Client(self.runner.url, transport=wire, backoff=(0.01, 0.2))
+                join = self.waiting(kind, c, res)
+                until(lambda: len(wire.snapshot()) >= 2)  # the refusal, then a poll answered held
+                holder.release()
+                join()
+                try_path = kind["path"] + urllib.parse.quote(res, safe="")
+                first, *polls = wire.snapshot()
+                self.assertEqual(first, (try_path, True, 422, ["wait_seconds"]))
+                self.assertGreaterEqual(len(polls), 2)
+                for p in polls:
+                    self.assertEqual(p, (try_path, False, 200, []))
+
+    def test_new_client_on_old_stack_waits_on_the_try_route(self):
+        for name, kind in RUNNER_KINDS.items():
+            with self.subTest(kind=name):
+                old = OldStackProxy(self.runner.url)
+                self.addCleanup(old.close)
+                res = resource_name(self)
+                holder = self.keep(kind["hold"](Client(self.runner.url), res))
+                c = Client(old.url, backoff=(0.01, 0.2))
+                join = self.waiting(kind, c, res)
+                until(lambda: len(old.snapshot()) == 2)
+                in_flight = old.snapshot()[1][2] is None  # held at the runner: it waits there
+                holder.release()
+                join()
+                self.assertTrue(in_flight, "the round on the try route waited at the service")
+                try_path = kind["path"] + urllib.parse.quote(res, safe="")
+                self.assertEqual(old.snapshot(), [[try_path + "/wait", True, 404], [try_path, True, 200]])
+                res2 = resource_name(self)
+                kind["wait"](c, res2).release()
+                self.assertEqual([r[:2] for r in old.snapshot()[2:]],
+                                 [[kind["path"] + urllib.parse.quote(res2, safe=""), True]], "remembered: no …/wait")
 
 
 if __name__ == "__main__":
