@@ -255,8 +255,8 @@ func checkEMF(tb testing.TB, line map[string]any) []string {
 }
 
 // TestMetrics: every request line carries its route's metrics — the
-// outcome as a dimension, WaitTime only for an acquire that asked to
-// wait — through the fast logger and through any slog handler alike.
+// outcome as a dimension, WaitTime only for a waiting acquire (the wait
+// function's) — through the fast logger and through any slog handler alike.
 func TestMetrics(t *testing.T) {
 	held := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 		return nil, &types.ConditionalCheckFailedException{Item: lockItem("w9", 5, t0.Add(time.Hour))}
@@ -276,9 +276,10 @@ func TestMetrics(t *testing.T) {
 		wantWait    bool
 	}{
 		{"Acquired", granted, "acquire-iam.json", "", (*Handler).Acquire, "acquire", "acquired", false},
-		{"AcquiredAfterWaitAsked", granted, "acquire-iam.json", `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, (*Handler).Acquire, "acquire", "acquired", true},
+		{"AcquiredAfterWaitAsked", granted, "acquire-iam.json", `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, (*Handler).AcquireWait, "wait", "acquired", true},
 		{"Contended", held, "acquire-iam.json", "", (*Handler).Acquire, "acquire", "contended", false},
-		{"ContendedAfterWait", held, "acquire-iam.json", `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, (*Handler).Acquire, "acquire", "contended", true},
+		{"ContendedAfterWait", held, "acquire-iam.json", `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, (*Handler).AcquireWait, "wait", "contended", true},
+		{"TryRefusesWait", held, "acquire-iam.json", `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, (*Handler).Acquire, "acquire", "invalid", false},
 		{"Invalid", held, "acquire-iam.json", `{"owner":"w1"}`, (*Handler).Acquire, "acquire", "invalid", false},
 		{"InvalidJSON", held, "acquire-iam.json", `{`, (*Handler).Acquire, "acquire", "invalid", false},
 		{"Forbidden", held, "release-base64.json", "", (*Handler).Release, "release", "forbidden", false},

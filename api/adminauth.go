@@ -129,7 +129,7 @@ func (h *Handler) SetAdmins(arns []string) { h.admins = newAdminSet(arns) }
 // on it; errNotAdministrator otherwise, with an audit line naming the
 // caller.
 func (h *Handler) admit(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) error {
-	if !adminRoutes[route] || h.admins == nil {
+	if !rows[route].Admin || h.admins == nil {
 		return nil
 	}
 	var arn string

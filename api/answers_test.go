@@ -28,6 +28,11 @@ func TestEveryFieldErrorAtOnce(t *testing.T) {
 		{"AcquireRanges", "acquire", `{"owner":"w1","ttl_seconds":0,"wait_seconds":99,"lock_delay_seconds":-1}`,
 			[]string{"ttl_seconds", "wait_seconds", "lock_delay_seconds"}},
 		{"AcquireTypeAndRange", "acquire", `{"owner":" ","ttl_seconds":"30","wait_seconds":21}`, []string{"ttl_seconds", "owner", "wait_seconds"}},
+		// A try that waits and queues: both named with the rest.
+		{"TryWaitsAndQueues", "acquire", `{"owner":"","ttl_seconds":30,"wait_seconds":5,"queue_ticket":"3ryokmsrhxukz","lock_delay_seconds":-1}`,
+			[]string{"owner", "wait_seconds", "queue_ticket", "lock_delay_seconds"}},
+		{"WaitMissing", "wait", `{"owner":"w1","ttl_seconds":0,"lock_delay_seconds":-1}`, []string{"ttl_seconds", "wait_seconds", "lock_delay_seconds"}},
+		{"WaitRangesAndTicket", "wait", `{"owner":"w1","ttl_seconds":30,"wait_seconds":0,"queue_ticket":"a b"}`, []string{"wait_seconds", "queue_ticket"}},
 		{"RenewMissingAndToken", "renew", `{"owner":"","fencing_token":0}`, []string{"owner", "ttl_seconds", "fencing_token"}},
 		{"ReleaseBlankAndToken", "release", `{"owner":" ","fencing_token":-3}`, []string{"owner", "fencing_token"}},
 		{"ForceReleaseAll", "admin", `{"reason":"","immediate":1,"fencing_token":0,"x":1}`, []string{"x", "reason", "immediate", "fencing_token"}},
@@ -54,7 +59,7 @@ func TestEveryFieldErrorAtOnce(t *testing.T) {
 // TestEmptyBodyHints: the 400 for an empty body shows the route's own body.
 func TestEmptyBodyHints(t *testing.T) {
 	for route, want := range map[string]string{
-		"acquire": exampleLease, "renew": exampleLease, "release": exampleRelease, "admin": exampleForceRelease,
+		"acquire": exampleLease, "wait": exampleLease, "renew": exampleLease, "release": exampleRelease, "admin": exampleForceRelease,
 	} {
 		resp := serveRoute(t, newTestHandler(&dynamofake.DB{}, io.Discard), route, " ")
 		if p := decodeBody(t, resp); resp.StatusCode != 400 || !strings.Contains(p["detail"].(string), want) {
@@ -83,9 +88,9 @@ func TestWaitCountsFromArrival(t *testing.T) {
 			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 				return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 5, t0.Add(30*time.Second))}, nil
 			}}
-			ev := acquireEvent(`{"owner":"w1","ttl_seconds":30,"wait_seconds":2}`)
+			ev := waitEvent(`{"owner":"w1","ttl_seconds":30,"wait_seconds":2}`)
 			ev.RequestContext.TimeEpoch = t0.Add(-tc.age).UnixMilli()
-			resp, _ := newTestHandler(db, io.Discard).Acquire(context.Background(), ev)
+			resp, _ := newTestHandler(db, io.Discard).AcquireWait(context.Background(), ev)
 			if resp.StatusCode != tc.status || len(db.Updates()) != tc.writes {
 				t.Errorf("got %d %s after %d writes, want %d after %d", resp.StatusCode, resp.Body, len(db.Updates()), tc.status, tc.writes)
 			}

@@ -1,40 +1,54 @@
 package api
 
-// Capacity: how the stack keeps waiting acquires from starving the holders.
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ft288/locks/locklogic"
+)
+
+// Capacity: how the stack carries load and keeps waiters from starving the
+// holders. docs/operations.md (Capacity) has the arithmetic in full.
 //
-// A waiting acquire holds one Lambda execution for up to its round
-// (locklogic.MaxWaitLimit, 20 s); renew, release and status hold one for a
-// single store call (~10–50 ms). Lambda's concurrency is one pool per
-// account and Region (1,000 by default, as low as 10 on new accounts), so
-// without a bound, enough waiters fill it and renewals are throttled: every
+// A request on a quick route (try-acquire, renew, release, status, of locks
+// and semaphores) holds one Lambda execution for one store call: ~15 ms,
+// up to StoreBudget (3 s) when DynamoDB is slow. A request on a waiting
+// route (wait, watch) may hold one for a whole round
+// (locklogic.MaxWaitLimit, 20 s). Lambda's concurrency is one pool per
+// account and Region (1,000 by default, as few as 10 on new accounts), so
+// without a bound enough waiters fill it and renewals are throttled: every
 // holder then loses its lease. Two bounds, both read from Routes by the CDK
 // app (infra/) and by the local runner (local/), which models them:
 //
-//   - Route throttles (on by default): a route that may wait (acquire,
-//     watch), admitting R requests a second with burst B, keeps at most
-//     about B + R × 20 s executions at once. The four such routes together
-//     (lock acquire 375, lock watch 200, semaphore acquire 100, semaphore
-//     watch 100) hold at most 775 of a default account's 1,000, leaving 225
-//     for renewals, releases, status and the account's other functions,
-//     while renew and release admit enough for HolderThrottle.Rate × ttl/3
-//     holders (200 rps: 2,000 holders of 30 s leases renewing every 10 s).
-//     API Gateway answers a throttled route 429 {"message":"Too Many
-//     Requests"}.
-//   - Reserved concurrency (-c reserve=true): renew and release get a floor
-//     of executions nobody else may use, and acquire a cap, so waiters can
-//     never take the holders' capacity, whatever the account's other
-//     functions do. Lambda refuses a reservation that leaves the account
-//     less than UnreservedMinimum unreserved, so the default stack reserves
-//     nothing (it must deploy on a new account). A request over a
-//     function's concurrency is answered 500 {"message":"Internal Server
-//     Error"} by API Gateway.
+//   - Route throttles (on by default; best-effort targets, as API Gateway
+//     applies them): each quick route admits QuickThrottle (1,000
+//     requests/s); a waiting route admitting R requests a second with burst
+//     B keeps at most about B + R × 20 s executions at once (Holds), and
+//     the four together at most WaitingBound (600) of a default account's
+//     1,000. The 400 left serve the quick routes while their mean duration
+//     is under 400 / 8,000 s = 50 ms at all eight routes' full rate, and the
+//     account's other functions. API Gateway answers a throttled route 429
+//     {"message":"Too Many Requests"}.
+//   - Reserved concurrency (-c reserve=true): the one hard cap. Each
+//     function with a Reserve gets that many executions nobody else may
+//     use, and no more: a floor for acquire, renew and release, the cap on
+//     waiters (wait) and watchers (watch). Lambda refuses a reservation
+//     that leaves the account less than UnreservedMinimum unreserved, so
+//     the default stack reserves nothing (it must deploy on a new account).
+//     A request over a function's concurrency is answered 500
+//     {"message":"Internal Server Error"} by API Gateway.
 //
-// A semaphore row runs on the function of its lock row's job, in a
-// throttle bucket of its own (API Gateway throttles by route key): its own,
-// lower rate for the rows that wait; the function's reserved concurrency
-// bounds both rows together.
+// A semaphore row runs on the function of its lock row's job, in a throttle
+// bucket of its own (API Gateway throttles by route key); the function's
+// reserved concurrency bounds both rows together. Every route's throttle
+// can be set at deploy time (ParseThrottles: -c throttle=OP=RATE:BURST, as
+// locald's -throttle), within the account's bucket (CheckAccountBucket).
 //
-// Both answers are retryable: the clients back off and retry them.
+// Both refusals are retryable: the clients back off and retry them.
 
 // Throttle is one API Gateway route throttle: Rate requests per second on
 // average, Burst at once.
@@ -43,41 +57,62 @@ type Throttle struct {
 	Burst int
 }
 
+// Holds returns how many executions a waiting route throttled by t may hold
+// at once at most: its burst, and its rate for a whole round
+// (locklogic.MaxWaitLimit seconds).
+func (t Throttle) Holds() int {
+	return t.Burst + int(math.Ceil(t.Rate*locklogic.MaxWaitLimit))
+}
+
 // Route throttles, by the work one request of each route does.
 var (
-	// AcquireThrottle bounds lock acquires: each may hold an execution for
-	// a whole waiting round (20 s), so its rate sets the number of
-	// waiters: at most 75 + 15 × 20 = 375 at once.
-	AcquireThrottle = Throttle{Rate: 15, Burst: 75}
-	// SemaphoreAcquireThrottle bounds semaphore acquires likewise: at most
-	// 20 + 4 × 20 = 100 waiters at once.
-	SemaphoreAcquireThrottle = Throttle{Rate: 4, Burst: 20}
-	// HolderThrottle bounds renewals and releases, one store call each.
-	HolderThrottle = Throttle{Rate: 200, Burst: 400}
-	// StatusThrottle bounds status reads, one store call each.
-	StatusThrottle = Throttle{Rate: 100, Burst: 200}
-	// WatchThrottle bounds lock watches: each may hold an execution for a
-	// whole round (20 s), as a waiting acquire does, so its rate sets the
-	// number of watchers: at most 40 + 8 × 20 = 200 at once.
-	WatchThrottle = Throttle{Rate: 8, Burst: 40}
-	// SemaphoreWatchThrottle bounds semaphore watches: at most 100.
-	SemaphoreWatchThrottle = Throttle{Rate: 4, Burst: 20}
+	// QuickThrottle is each quick route's: try-acquire, renew, release and
+	// status, of locks and of semaphores. One execution per store call.
+	QuickThrottle = Throttle{Rate: 1000, Burst: 1000}
+	// WaitThrottle bounds waiting lock acquires (POST
+	// /locks/{resource}/wait): at most 75 + 15 × 20 = 375 at once.
+	WaitThrottle = Throttle{Rate: 15, Burst: 75}
+	// SemaphoreWaitThrottle bounds waiting semaphore acquires: at most
+	// 20 + 4 × 20 = 100 at once.
+	SemaphoreWaitThrottle = Throttle{Rate: 4, Burst: 20}
+	// WatchThrottle bounds lock watches: at most 20 + 4 × 20 = 100 at once.
+	WatchThrottle = Throttle{Rate: 4, Burst: 20}
+	// SemaphoreWatchThrottle bounds semaphore watches: at most 5 + 1 × 20
+	// = 25 at once.
+	SemaphoreWatchThrottle = Throttle{Rate: 1, Burst: 5}
 	// AdminThrottle bounds the operator routes (a listing scans).
 	AdminThrottle = Throttle{Rate: 5, Burst: 10}
+	// AccountThrottle is API Gateway's default bucket for all APIs of an
+	// account in a Region (10,000 requests/s, burst 5,000; 2,500 and
+	// 1,250 in some Regions): the route throttles must fit in it.
+	AccountThrottle = Throttle{Rate: 10000, Burst: 5000}
 )
+
+// WaitingBound is how many executions the waiting routes' default
+// throttles let waiters and watchers hold at once: the sum of their Holds.
+const WaitingBound = 600
+
+// MinQuickRate is the least a quick route admits by default, requests/s.
+const MinQuickRate = 1000
 
 // Reserved concurrency of -c reserve=true, by function; each can be
 // overridden by a context flag (infra/). Together they need an account
-// concurrency limit of at least their sum plus UnreservedMinimum (280).
+// concurrency limit of at least their sum plus UnreservedMinimum (370).
+// Each is a floor and a cap: by Little's law a function serving R requests
+// a second that take D seconds each needs R × D executions.
 const (
-	// AcquireReserve caps simultaneous acquires (waiters) and reserves them.
-	AcquireReserve = 100
-	// RenewReserve is the renewals' floor: 20 executions of ~20 ms serve
-	// about 1,000 renewals a second.
-	RenewReserve = 20
-	// ReleaseReserve is the releases' floor.
-	ReleaseReserve = 10
-	// WatchReserve caps simultaneous watches and reserves them.
+	// AcquireReserve is the try-acquires' floor (and cap): 50 executions
+	// of ~25 ms serve the two try routes' 2,000 requests a second.
+	AcquireReserve = 50
+	// WaitReserve caps waiting acquires (locks and semaphores) at once.
+	WaitReserve = 100
+	// RenewReserve is the renewals' floor: 50 executions of ~25 ms serve
+	// the two renew routes' 2,000 requests a second.
+	RenewReserve = 50
+	// ReleaseReserve is the releases' floor: 20 executions of ~20 ms serve
+	// 1,000 a second (a refused release is retried, or its lease expires).
+	ReleaseReserve = 20
+	// WatchReserve caps watches (locks and semaphores) at once.
 	WatchReserve = 50
 	// UnreservedMinimum is the concurrency Lambda keeps unreserved in every
 	// account: a reservation that would leave less is refused.
@@ -86,3 +121,96 @@ const (
 	// account and Region.
 	DefaultAccountConcurrency = 1000
 )
+
+// ThrottleOf returns r's throttle: the override of overrides for r's
+// operationId, or r.Throttle.
+func (r Route) ThrottleOf(overrides map[string]Throttle) Throttle {
+	if t, ok := overrides[r.OperationID()]; ok {
+		return t
+	}
+	return r.Throttle
+}
+
+// ParseThrottles reads route throttles written OP=RATE:BURST, several
+// separated by commas (e.g. "acquire=2000:2000,acquireWait=30:150"): OP is
+// a route's operationId (Route.OperationID), RATE:BURST as ParseThrottle
+// reads it. It is the syntax of locald's -throttle and of the CDK app's
+// throttle context flag; an operation named twice takes its last value.
+// Every bad item is reported, each naming what it wants.
+func ParseThrottles(s string) (map[string]Throttle, error) {
+	out := map[string]Throttle{}
+	var errs []error
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		op, limits, ok := strings.Cut(item, "=")
+		op = strings.TrimSpace(op)
+		if !ok || op == "" {
+			errs = append(errs, fmt.Errorf("%q: want OPERATION=RATE:BURST, e.g. acquire=2000:2000", item))
+			continue
+		}
+		if !slices.ContainsFunc(Routes, func(r Route) bool { return r.OperationID() == op }) {
+			errs = append(errs, fmt.Errorf("%q: %q is no route's operation; want one of %s", item, op, strings.Join(operations(), ", ")))
+			continue
+		}
+		t, err := ParseThrottle(limits)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", item, err))
+			continue
+		}
+		out[op] = t
+	}
+	return out, errors.Join(errs...)
+}
+
+// ParseThrottle reads one throttle written RATE:BURST: RATE requests a
+// second (a number, 0 or more), BURST requests at once (an integer, 1 or
+// more).
+func ParseThrottle(s string) (Throttle, error) {
+	rate, burst, ok := strings.Cut(s, ":")
+	rate, burst = strings.TrimSpace(rate), strings.TrimSpace(burst)
+	if !ok {
+		return Throttle{}, fmt.Errorf("%q: want RATE:BURST, e.g. 2000:2000", s)
+	}
+	r, err := strconv.ParseFloat(rate, 64)
+	if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		return Throttle{}, fmt.Errorf("rate %q: want a number of requests per second, 0 or more", rate)
+	}
+	b, err := strconv.Atoi(burst)
+	if err != nil || b < 1 {
+		return Throttle{}, fmt.Errorf("burst %q: want a whole number of requests, 1 or more", burst)
+	}
+	return Throttle{Rate: r, Burst: b}, nil
+}
+
+// operations returns the operationIds of Routes, in the table's order.
+func operations() []string {
+	ops := make([]string, len(Routes))
+	for i, r := range Routes {
+		ops[i] = r.OperationID()
+	}
+	return ops
+}
+
+// CheckAccountBucket reports route throttles that cannot all be had in an
+// account whose API Gateway bucket is account: the rates of routes (with
+// overrides) summing to more than account.Rate, or a burst above
+// account.Burst. API Gateway applies the account's bucket to all APIs of
+// the account and Region together, so a route would be throttled below
+// its own setting.
+func CheckAccountBucket(routes []Route, overrides map[string]Throttle, account Throttle) error {
+	var errs []error
+	var sum float64
+	for _, r := range routes {
+		t := r.ThrottleOf(overrides)
+		sum += t.Rate
+		if t.Burst > account.Burst {
+			errs = append(errs, fmt.Errorf("route %s (%s): burst %d is above the account's API Gateway burst of %d",
+				r.Key(), r.OperationID(), t.Burst, account.Burst))
+		}
+	}
+	if sum > account.Rate {
+		errs = append(errs, fmt.Errorf("the route throttles' rates add up to %g requests/s, above the account's API Gateway "+
+			"limit of %g requests/s (shared by every API of the account in the Region): lower some routes' rates", sum, account.Rate))
+	}
+	return errors.Join(errs...)
+}

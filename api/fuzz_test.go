@@ -167,7 +167,7 @@ func fuzzStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue) {
 
 // fuzzRoutes are the routes FuzzHandlers picks from by index, by
 // operation id.
-var fuzzRoutes = []string{"acquire", "status", "release", "renew", "acquireSemaphore"}
+var fuzzRoutes = []string{"acquire", "status", "release", "renew", "acquireSemaphore", "acquireWait", "acquireSemaphoreWait"}
 
 func routeNamed(tb testing.TB, name string) Route {
 	tb.Helper()
@@ -180,8 +180,9 @@ func routeNamed(tb testing.TB, name string) Route {
 	return Route{}
 }
 
-// FuzzHandlers sends one API Gateway v2 event to one of the five handlers
-// (the lock's acquire, status, release, renew; a semaphore's acquire):
+// FuzzHandlers sends one API Gateway v2 event to one of the seven handlers
+// (the lock's try-acquire, status, release, renew and waiting acquire; a
+// semaphore's try-acquire and waiting acquire):
 // route × resource (the decoded path parameter) × body × body encoding
 // (0 text, 1 base64, 2 flagged base64 but sent as is) × raw path delivered
 // decoded or encoded × store state × IAM user ARN.
@@ -209,24 +210,28 @@ func FuzzHandlers(f *testing.F) {
 		{3, storeFree, "payment:42", `{"owner":"w1","ttl_seconds":60,"fencing_token":1796217278318535}`, 0, false, ""},
 		{3, storeHeld, "payment:42", `{"owner":" holder ","ttl_seconds":60}`, 0, false, ""},
 		{3, storeAbsent, "payment:42", `{"owner":"w1","ttl_seconds":60}`, 0, false, ""},
+		{5, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20}`, 0, false, ""},
+		{5, storeAbsent, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":2}`, 0, false, ""},
 		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20}`, 0, false, ""},
-		{0, storeAbsent, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":2}`, 0, false, ""},
+		{5, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":0}`, 0, false, ""},
 		{0, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":0}`, 0, false, ""},
-		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":21}`, 0, false, ""},
-		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{5, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":21}`, 0, false, ""},
+		{5, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{0, storeHeld, "payment:42", `{"owner":"w2","ttl_seconds":30,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
 		{0, storeFree, "payment:42", `{"owner":"w2","ttl_seconds":30,"queue_ticket":null}`, 0, false, ""},
 		{4, storeFree, "exports", `{"owner":"w1","ttl_seconds":30,"permits":3}`, 0, false, ""},
 		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1}`, 0, false, ""},
 		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":2}`, 0, false, ""},
-		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":20}`, 0, false, ""},
-		{4, storeAbsent, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":2,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
-		{4, storeFree, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":5,"queue_ticket":null}`, 1, false,
+		{6, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":20}`, 0, false, ""},
+		{6, storeAbsent, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":2,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{6, storeFree, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":5,"queue_ticket":null}`, 1, false,
 			"arn:aws:sts::123456789012:assumed-role/worker/i-0abc"},
-		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":21,"queue_ticket":"#q[0]"}`, 0, false, ""},
-		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":"5","queue_ticket":""}`, 0, false, ""},
-		{4, storeHeld, "a/b", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":1}`, 0, true, ""},
-		{0, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":3}`, 0, false, ""},
-		{0, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, "arn:aws:iam::123456789012:user/alice"},
+		{6, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":21,"queue_ticket":"#q[0]"}`, 0, false, ""},
+		{6, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":"5","queue_ticket":""}`, 0, false, ""},
+		{6, storeHeld, "a/b", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":1}`, 0, true, ""},
+		{4, storeHeld, "exports", `{"owner":"w2","ttl_seconds":30,"permits":1,"wait_seconds":1}`, 0, false, ""},
+		{5, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":3}`, 0, false, ""},
+		{5, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30,"wait_seconds":20,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, "arn:aws:iam::123456789012:user/alice"},
 		{0, storeQueued, "payment:42", `{"owner":"w2","ttl_seconds":30}`, 0, false, ""},
 		{1, storeQueued, "payment:42", ``, 0, false, ""},
 		{2, storeQueued, "payment:42", `{"owner":"holder"}`, 0, false, ""},
@@ -239,7 +244,7 @@ func FuzzHandlers(f *testing.F) {
 		op := rt.OperationID()
 		state := int(store) % storeStates
 		param, key := "resource", resource
-		if op == "acquireSemaphore" {
+		if strings.HasPrefix(rt.Path, "/semaphores/") {
 			param, key = "name", locklogic.SemaphorePrefix+resource
 		}
 		req := fuzzEvent(rt, param, resource, decodedPath, body, encoding, arn)
@@ -251,6 +256,14 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
 		}
 		checkAnswer(t, op, resource, state, resp)
+		if resp.StatusCode == 200 && rt.Quick() {
+			// A try never waits: a body asking it to was refused.
+			var m map[string]json.RawMessage
+			if json.Unmarshal(body, &m) == nil && integerLiteral(m["wait_seconds"]) && string(m["wait_seconds"]) != "0" &&
+				!strings.HasPrefix(string(m["wait_seconds"]), "-") {
+				t.Fatalf("%s: got 200 for a body with wait_seconds %s, want 422 naming it", rt.Key(), m["wait_seconds"])
+			}
+		}
 
 		// A request answered 400, 413 or 422 never reached the store, and
 		// every key and owner that did reach it is valid.
@@ -300,7 +313,9 @@ var okStatuses = map[string][]int{
 	"release": {204, 400, 403, 404, 409, 413, 422},
 	"renew":   {200, 400, 403, 404, 409, 413, 422},
 	// 409: permits-mismatch (the held semaphore has 1 permit).
-	"acquireSemaphore": {200, 400, 409, 413, 422},
+	"acquireSemaphore":     {200, 400, 409, 413, 422},
+	"acquireWait":          {200, 400, 413, 422},
+	"acquireSemaphoreWait": {200, 400, 409, 413, 422},
 }
 
 // checkAnswer checks resp, the answer of route to a request on resource with
@@ -334,7 +349,7 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
 		}
 		checkLock(tb, route, resource, jsonObject(tb, route, string(m["lock"])))
-	case "acquire":
+	case "acquire", "acquireWait":
 		acquired := string(m["acquired"])
 		if want := strconv.FormatBool(state == storeFree); acquired != want {
 			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
@@ -348,7 +363,8 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 		if t, ok := m["queue_ticket"]; ok {
 			// A waiter's place: only where the queue's writes succeed.
 			var v locklogic.ValidationError
-			if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" || state != storeQueued {
+			if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" ||
+				state != storeQueued || route != "acquireWait" {
 				tb.Fatalf("%s: got queue_ticket %s with the store %d, want a ticket of a queued waiter", route, t, state)
 			}
 			keys = append(keys, "queue_ticket")
@@ -365,7 +381,7 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 		if got := jsonString(tb, route, m["resource"]); got != resource {
 			tb.Fatalf("%s: got resource %q, want %q", route, got, resource)
 		}
-	case "acquireSemaphore":
+	case "acquireSemaphore", "acquireSemaphoreWait":
 		acquired := string(m["acquired"])
 		if want := strconv.FormatBool(state == storeFree); acquired != want {
 			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
@@ -410,7 +426,7 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	if resp.StatusCode == 422 {
 		keys = append(keys, "errors")
 	}
-	if resp.StatusCode == 409 && route == "acquireSemaphore" {
+	if resp.StatusCode == 409 && strings.HasPrefix(route, "acquireSemaphore") {
 		keys = append(keys, "permits") // permits-mismatch: the semaphore's N
 	}
 	wantKeys(tb, route, m, keys...)
@@ -425,7 +441,7 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	}
 	inst := jsonString(tb, route, m["instance"])
 	prefix := "/locks/"
-	if route == "acquireSemaphore" {
+	if strings.HasPrefix(route, "acquireSemaphore") {
 		prefix = "/semaphores/"
 	}
 	if !strings.HasPrefix(inst, prefix) || !isURIPath(inst) {

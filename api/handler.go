@@ -114,26 +114,33 @@ type result struct {
 // call it before the handler serves.
 func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 
-// Acquire serves POST /locks/{resource} with body {"owner", "ttl_seconds"},
-// an optional "wait_seconds": how long to wait, inside this request, for a
-// lock held by someone else (locklogic.Service.AcquireWait; each store call
-// of a wait has its own store budget), an optional "lock_delay_seconds":
-// the lease's lock-delay, and an optional "queue_ticket": the place in the
-// lock's queue an earlier round's answer gave.
+// Acquire serves the try-acquires, POST /locks/{resource} with body
+// {"owner", "ttl_seconds"} and an optional "lock_delay_seconds" (the
+// lease's lock-delay), and POST /semaphores/{name}: one attempt, answered
+// at once. A "wait_seconds" above 0 or a "queue_ticket" is refused (422
+// naming it): waiting acquires go to AcquireWait's routes.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if req.RouteKey == semAcquireKey { // the acquire function serves both rows
-		return h.serve(ctx, &req, routeSemAcquire)
-	}
-	return h.serve(ctx, &req, routeAcquire)
+	return h.serve(ctx, &req, pick(&req, routeAcquire, routeSemAcquire)) // the acquire function serves both rows
 }
 
-// acquire is Acquire's route: parse, one AcquireWait, map its outcome.
-func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
+// AcquireWait serves the waiting acquires, POST /locks/{resource}/wait with
+// the try body plus "wait_seconds" (required, 1 to MAX_WAIT_SECONDS): how
+// long to wait, inside this request, for a lock held by someone else
+// (locklogic.Service.AcquireWait; each store call of a wait has its own
+// store budget), and an optional "queue_ticket": the place in the lock's
+// queue an earlier round's answer gave; and POST /semaphores/{name}/wait.
+func (h *Handler) AcquireWait(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, &req, pick(&req, routeAcquireWait, routeSemAcquireWait)) // the wait function serves both rows
+}
+
+// acquire is the route of Acquire (waits false) and of AcquireWait: parse,
+// one AcquireWait, map its outcome.
+func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string, waits bool) (result, error) {
 	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}
-	owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", false)
+	owner, ttl, wait := b.str("owner"), b.int("ttl_seconds", true), b.int("wait_seconds", waits)
 	delay := b.int("lock_delay_seconds", false)
 	ar := locklogic.AcquireRequest{
 		Resource: resource, Caller: locklogic.Caller{Owner: owner, Principal: principal(*req)},
@@ -141,7 +148,8 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 		QueueTicket: b.optStr("queue_ticket"),
 	}
 	// Every invalid field in one answer: what the body could not give,
-	// then the service's rules for the rest.
+	// the route's rule on waiting, then the service's rules for the rest.
+	h.checkWaiting(waits, ar.WaitSeconds, ar.QueueTicket, routeAcquire, routeAcquireWait, &b.errs)
 	if h.svc.ValidateAcquire(&ar, &b.errs); b.errs.Err() != nil {
 		return result{}, &b.errs
 	}
@@ -149,7 +157,6 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	if err != nil {
 		return result{}, err
 	}
-	waits := ar.WaitSeconds > 0
 	if res.Acquired {
 		return result{status: 200, body: acquiredBody(res.Lock), outcome: "acquired", waits: waits, waited: res.Waited}, nil
 	}
@@ -164,12 +171,37 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	return out, nil
 }
 
+// checkWaiting applies an acquire route's rule on waiting to the body's
+// wait_seconds and queue_ticket, unless they are already refused: a try
+// route (waits false; its waiting twin is wait) takes no wait_seconds above
+// 0 and no queue_ticket; a waiting route (its try twin is try) needs
+// wait_seconds from 1 to the service's MaxWaitSeconds, and none at all when
+// waiting is off. Each refusal names the other route.
+func (h *Handler) checkWaiting(waits bool, wait int64, ticket string, try, wait2 int, v *locklogic.ValidationError) {
+	if !waits {
+		if !v.Has("wait_seconds") && wait > 0 {
+			v.Add("wait_seconds", "this route does not wait: send waiting acquires to "+rows[wait2].key)
+		}
+		if !v.Has("queue_ticket") && ticket != "" {
+			v.Add("queue_ticket", "only waiting acquires queue: send it with wait_seconds to "+rows[wait2].key)
+		}
+		return
+	}
+	if v.Has("wait_seconds") {
+		return
+	}
+	switch limit := h.svc.MaxWaitSeconds(); {
+	case limit == 0:
+		v.Add("wait_seconds", "this service does not wait (MAX_WAIT_SECONDS=0): try with "+rows[try].key)
+	case wait < 1 || wait > limit:
+		v.Add("wait_seconds", "must be an integer from 1 to "+strconv.FormatInt(limit, 10)+
+			" (a try without waiting is "+rows[try].key+")")
+	}
+}
+
 // Status serves GET /locks/{resource}: the live lease, or 404.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if req.RouteKey == semStatusKey {
-		return h.serve(ctx, &req, routeSemStatus)
-	}
-	return h.serve(ctx, &req, routeStatus)
+	return h.serve(ctx, &req, pick(&req, routeStatus, routeSemStatus))
 }
 
 func (h *Handler) status(ctx context.Context, resource string) (result, error) {
@@ -183,10 +215,7 @@ func (h *Handler) status(ctx context.Context, resource string) (result, error) {
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
 // optional "fencing_token": 204, or 404/403/409.
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if req.RouteKey == semReleaseKey {
-		return h.serve(ctx, &req, routeSemRelease)
-	}
-	return h.serve(ctx, &req, routeRelease)
+	return h.serve(ctx, &req, pick(&req, routeRelease, routeSemRelease))
 }
 
 func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
@@ -210,10 +239,7 @@ func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPReque
 // Renew serves POST /locks/{resource}/renew with body {"owner",
 // "ttl_seconds"} and an optional "fencing_token".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if req.RouteKey == semRenewKey {
-		return h.serve(ctx, &req, routeSemRenew)
-	}
-	return h.serve(ctx, &req, routeRenew)
+	return h.serve(ctx, &req, pick(&req, routeRenew, routeSemRenew))
 }
 
 func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
@@ -251,10 +277,7 @@ func (h *Handler) ForceRelease(ctx context.Context, req events.APIGatewayV2HTTPR
 // lock's state as soon as its index differs from I, or when N seconds have
 // passed (locklogic.Service.Watch).
 func (h *Handler) Watch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if req.RouteKey == semWatchKey {
-		return h.serve(ctx, &req, routeSemWatch)
-	}
-	return h.serve(ctx, &req, routeWatch)
+	return h.serve(ctx, &req, pick(&req, routeWatch, routeSemWatch))
 }
 
 // watchParams are the query parameters GET /locks/{resource}/watch accepts.
@@ -343,11 +366,13 @@ func (h *Handler) Admin(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 		Body: `{"message":"Not Found"}`}, nil
 }
 
-// Routes' work on the store, as serve runs it. A switch rather than a
-// function value: a pointer passed to a function value escapes, and the
-// event would move to the heap on every request.
+// Routes' work on the store, as serve runs it: each names one row of
+// Routes (Route.id), whose descriptor (rows) says the rest. A switch rather
+// than a function value: a pointer passed to a function value escapes, and
+// the event would move to the heap on every request.
 const (
 	routeAcquire = iota
+	routeAcquireWait
 	routeStatus
 	routeRelease
 	routeRenew
@@ -355,6 +380,7 @@ const (
 	routeForceRelease
 	routeWatch
 	routeSemAcquire
+	routeSemAcquireWait
 	routeSemStatus
 	routeSemRelease
 	routeSemRenew
@@ -364,47 +390,22 @@ const (
 	routeCount
 )
 
-// semaphoreRoutes are the routes of semaphores (their path parameter is
-// "name"), adminRoutes those of the admin function, and selfBudgeted those
-// that bound each of their store calls themselves (h.budget): the ones that
-// may make several.
-var (
-	semaphoreRoutes = [routeCount]bool{routeSemAcquire: true, routeSemStatus: true, routeSemRelease: true, routeSemRenew: true,
-		routeSemWatch: true, routeSemList: true, routeSemForceRelease: true}
-	adminRoutes  = [routeCount]bool{routeList: true, routeForceRelease: true, routeSemList: true, routeSemForceRelease: true}
-	selfBudgeted = [routeCount]bool{routeAcquire: true, routeList: true, routeWatch: true, routeSemAcquire: true,
-		routeSemList: true, routeSemWatch: true}
-)
-
-// routeNames are the routes' Names in api.Routes (the function that serves
-// each), by route constant: the Route dimension of the metrics.
-var routeNames = [routeCount]string{
-	routeAcquire: "acquire", routeStatus: "status", routeRelease: "release", routeRenew: "renew",
-	routeList: "admin", routeForceRelease: "admin", routeWatch: "watch",
-	routeSemAcquire: "acquire", routeSemStatus: "status", routeSemRelease: "release", routeSemRenew: "renew",
-	routeSemWatch: "watch", routeSemList: "admin", routeSemForceRelease: "admin",
-}
-
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
-// 500 of its own. Acquire, watch and the listing (of locks and of
-// semaphores: selfBudgeted) bound each of their store calls themselves
+// 500 of its own. The routes that may make several store calls (acquire,
+// wait, watch, the listings: Route.perCall) bound each of them themselves
 // (h.budget); the other routes run under one store budget from the
 // request's start.
 func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
-	if !selfBudgeted[route] {
+	row := &rows[route]
+	if !row.perCall {
 		var cancel context.CancelFunc
 		ctx, cancel = h.budget().Context(ctx)
 		defer cancel()
 	}
-	var resource string
-	if semaphoreRoutes[route] {
-		resource = req.PathParameters["name"]
-	} else {
-		resource = req.PathParameters["resource"]
-	}
+	resource := req.PathParameters[row.param]
 	var (
 		res result
 		err error
@@ -422,8 +423,8 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		return resp, nil
 	}
 	switch route {
-	case routeAcquire:
-		res, err = h.acquire(ctx, req, resource)
+	case routeAcquire, routeAcquireWait:
+		res, err = h.acquire(ctx, req, resource, row.Waits)
 	case routeStatus:
 		res, err = h.status(ctx, resource)
 	case routeRelease:
@@ -461,7 +462,7 @@ func (h *Handler) budget() locklogic.Budget {
 
 func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequest, resource string, route int) events.APIGatewayV2HTTPResponse {
 	if err != nil {
-		p := problemOf(err, resource, semaphoreRoutes[route])
+		p := problemOf(err, resource, rows[route].param == "name")
 		p.Instance = canonicalPath(req.RawPath)
 		return problemResponse(p)
 	}
@@ -495,7 +496,7 @@ func (h *Handler) logRequest(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	line := requestLine{
 		requestID: req.RequestContext.RequestID, route: req.RouteKey, resource: resource,
 		outcome: outcome, status: status, latency: latency,
-		emf: h.emf, name: routeNames[route], metricResult: metricOutcome(outcome), waits: res.waits, waited: res.waited,
+		emf: h.emf, name: rows[route].Name, metricResult: metricOutcome(outcome), waits: res.waits, waited: res.waited,
 	}
 	if status >= 500 {
 		line.err = err

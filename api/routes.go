@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -39,69 +41,95 @@ type Route struct {
 	// second and burst), set on the stage by default: see Capacity.
 	Throttle Throttle
 	// Reserve is the function's reserved concurrency when the stack is
-	// deployed with -c reserve=true (0: none). For renew and release it is
-	// a floor that waiting acquires cannot take; for acquire it is also the
-	// cap on simultaneous waiters. Rows of one function must agree.
+	// deployed with -c reserve=true (0: none): a floor of executions no
+	// other function may take, and a cap on the function's own (for wait
+	// and watch, the cap on waiters and watchers). Rows of one function
+	// must agree.
 	Reserve int
+	// Waits marks the routes whose requests may hold an execution for a
+	// whole waiting round (locklogic.MaxWaitLimit, 20 s): the waiting
+	// acquires and the watches. Their throttles bound the waiters (see
+	// Capacity) and only their functions get MAX_WAIT_SECONDS; every
+	// other lock route is quick: one store call, or a few. Rows of one
+	// function must agree.
+	Waits bool
 	// Handle is a method expression on *Handler, so the table can be read
 	// (by the CDK app) without building a Handler.
 	Handle func(h *Handler, ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+	// id is the handler's constant for the row (serve's switch): every
+	// constant names exactly one row (checked when the package starts).
+	id int
+	// perCall says the route's handler bounds each of its store calls
+	// itself (h.budget), as a route that may make several does; the
+	// others run under one StoreBudget from the request's start.
+	perCall bool
 }
 
 // Key returns the API Gateway route key, e.g. "POST /locks/{resource}".
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
-// Function timeouts. One store call needs at most StoreBudget; an acquire
-// may also wait up to locklogic.MaxWaitLimit (20 s) for a held lock, then
-// write: 20 + 3 s and the deadline reserve, rounded up.
+// Function timeouts. One store call needs at most StoreBudget; a waiting
+// acquire may also wait up to locklogic.MaxWaitLimit (20 s) for a held lock,
+// then write: 20 + 3 s and the deadline reserve, rounded up.
 const (
-	// RouteTimeout is the timeout of the functions that make one store call.
+	// RouteTimeout is the timeout of the functions of the quick routes,
+	// which make one store call (a semaphore's try-acquire a few, each
+	// within what is left): one StoreBudget, the deadline reserve and a
+	// margin.
 	RouteTimeout = 5 * time.Second
 	// AdminTimeout is the admin function's timeout: a listing may Scan for
 	// several pages within one StoreBudget.
 	AdminTimeout = 10 * time.Second
-	// AcquireTimeout is the timeout of the functions that may wait: acquire
-	// (for a held lock) and watch (for a change).
-	AcquireTimeout = 25 * time.Second
+	// WaitTimeout is the timeout of the functions that may wait: wait (for
+	// a held lock or a full semaphore) and watch (for a change).
+	WaitTimeout = 25 * time.Second
 	// IntegrationTimeout is API Gateway's limit on one Lambda integration of
 	// an HTTP API: it answers 503 after it, whatever the function does.
 	IntegrationTimeout = 30 * time.Second
 )
 
 // Routes is the one route table. The local runner serves it and the CDK app
-// in infra/ creates one function and one API Gateway route per row.
+// in infra/ creates one function per distinct Name and one API Gateway route
+// per row. Try-acquires (POST /locks/{resource}, POST /semaphores/{name})
+// answer at once; a waiting acquire has its own route (…/wait) and
+// function, so that the throttle that bounds waiters does not bound tries.
 var Routes = []Route{
-	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Timeout: AcquireTimeout,
-		Throttle: AcquireThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire},
+	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Timeout: RouteTimeout,
+		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeAcquire, perCall: true},
+	{Name: "wait", Operation: "acquireWait", Method: "POST", Path: "/locks/{resource}/wait", Timeout: WaitTimeout, Waits: true,
+		Throttle: WaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireWait, id: routeAcquireWait, perCall: true},
 	{Name: "status", Method: "GET", Path: "/locks/{resource}", Timeout: RouteTimeout,
-		Throttle: StatusThrottle, Handle: (*Handler).Status},
+		Throttle: QuickThrottle, Handle: (*Handler).Status, id: routeStatus},
 	{Name: "release", Method: "DELETE", Path: "/locks/{resource}", Timeout: RouteTimeout,
-		Throttle: HolderThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release},
+		Throttle: QuickThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release, id: routeRelease},
 	{Name: "renew", Method: "POST", Path: "/locks/{resource}/renew", Timeout: RouteTimeout,
-		Throttle: HolderThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew},
-	{Name: "watch", Method: "GET", Path: "/locks/{resource}/watch", Timeout: AcquireTimeout,
-		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch},
+		Throttle: QuickThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew, id: routeRenew},
+	{Name: "watch", Method: "GET", Path: "/locks/{resource}/watch", Timeout: WaitTimeout, Waits: true,
+		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch, id: routeWatch, perCall: true},
 	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).ListLocks},
+		Throttle: AdminThrottle, Handle: (*Handler).ListLocks, id: routeList, perCall: true},
 	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).ForceRelease},
+		Throttle: AdminThrottle, Handle: (*Handler).ForceRelease, id: routeForceRelease},
 	// Semaphores: each row on the function of the same job as the lock's,
 	// so capacity isolation and IAM carry over (the function tells the
 	// rows apart by the event's route key).
-	{Name: "acquire", Operation: "acquireSemaphore", Method: "POST", Path: "/semaphores/{name}", Timeout: AcquireTimeout,
-		Throttle: SemaphoreAcquireThrottle, Reserve: AcquireReserve, Handle: (*Handler).AcquireSemaphore},
+	{Name: "acquire", Operation: "acquireSemaphore", Method: "POST", Path: "/semaphores/{name}", Timeout: RouteTimeout,
+		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).AcquireSemaphore, id: routeSemAcquire, perCall: true},
+	{Name: "wait", Operation: "acquireSemaphoreWait", Method: "POST", Path: "/semaphores/{name}/wait", Timeout: WaitTimeout, Waits: true,
+		Throttle: SemaphoreWaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireSemaphoreWait, id: routeSemAcquireWait, perCall: true},
 	{Name: "status", Operation: "semaphoreStatus", Method: "GET", Path: "/semaphores/{name}", Timeout: RouteTimeout,
-		Throttle: StatusThrottle, Handle: (*Handler).SemaphoreStatus},
+		Throttle: QuickThrottle, Handle: (*Handler).SemaphoreStatus, id: routeSemStatus},
 	{Name: "release", Operation: "releaseSemaphore", Method: "DELETE", Path: "/semaphores/{name}", Timeout: RouteTimeout,
-		Throttle: HolderThrottle, Reserve: ReleaseReserve, Handle: (*Handler).ReleaseSemaphore},
+		Throttle: QuickThrottle, Reserve: ReleaseReserve, Handle: (*Handler).ReleaseSemaphore, id: routeSemRelease},
 	{Name: "renew", Operation: "renewSemaphore", Method: "POST", Path: "/semaphores/{name}/renew", Timeout: RouteTimeout,
-		Throttle: HolderThrottle, Reserve: RenewReserve, Handle: (*Handler).RenewSemaphore},
-	{Name: "watch", Operation: "watchSemaphore", Method: "GET", Path: "/semaphores/{name}/watch", Timeout: AcquireTimeout,
-		Throttle: SemaphoreWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).WatchSemaphore},
+		Throttle: QuickThrottle, Reserve: RenewReserve, Handle: (*Handler).RenewSemaphore, id: routeSemRenew},
+	{Name: "watch", Operation: "watchSemaphore", Method: "GET", Path: "/semaphores/{name}/watch", Timeout: WaitTimeout, Waits: true,
+		Throttle: SemaphoreWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).WatchSemaphore, id: routeSemWatch, perCall: true},
 	{Name: "admin", Operation: "listSemaphores", Admin: true, Method: "GET", Path: "/admin/semaphores", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).ListSemaphores},
+		Throttle: AdminThrottle, Handle: (*Handler).ListSemaphores, id: routeSemList, perCall: true},
 	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",
-		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).ForceReleaseSemaphore},
+		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).ForceReleaseSemaphore, id: routeSemForceRelease},
 }
 
 // OperationID returns the route's OpenAPI operationId: Operation, or Name
@@ -111,4 +139,56 @@ func (r Route) OperationID() string {
 		return r.Operation
 	}
 	return r.Name
+}
+
+// Quick reports whether r is a quick lock route: neither one that waits nor
+// an operator's. The stack admits at least 1,000 requests a second on each
+// by default.
+func (r Route) Quick() bool { return !r.Waits && !r.Admin }
+
+// rowInfo is a row of Routes as serve reads it, by route constant.
+type rowInfo struct {
+	*Route
+	key   string // the route key, built once
+	param string // the path parameter: "resource", or "name" for a semaphore's
+}
+
+// rows are the rows of Routes by route constant. Every constant names
+// exactly one row, or the package panics when it starts (init): a route
+// cannot be half registered.
+var rows [routeCount]rowInfo
+
+// init fills rows. (A function, not rows' initializer: the handlers that
+// Routes names read rows, an initialization cycle.)
+func init() { rows = rowsOf(Routes) }
+
+// rowsOf indexes routes by route constant, panicking unless every
+// constant names exactly one row.
+func rowsOf(routes []Route) (out [routeCount]rowInfo) {
+	for i := range routes {
+		r := &routes[i]
+		if r.id < 0 || r.id >= routeCount || out[r.id].Route != nil {
+			panic("api: route " + r.Key() + ": its route constant is out of range or another row's")
+		}
+		param := "resource"
+		if strings.Contains(r.Path, "{name}") {
+			param = "name"
+		}
+		out[r.id] = rowInfo{Route: r, key: r.Key(), param: param}
+	}
+	for id, ri := range out {
+		if ri.Route == nil {
+			panic("api: route constant " + strconv.Itoa(id) + " has no row in Routes")
+		}
+	}
+	return out
+}
+
+// pick returns lock when the event's route key is not sem's: the route of
+// a function that serves a lock row and its semaphore twin.
+func pick(req *events.APIGatewayV2HTTPRequest, lock, sem int) int {
+	if req.RouteKey == rows[sem].key {
+		return sem
+	}
+	return lock
 }

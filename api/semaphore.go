@@ -12,16 +12,6 @@ import (
 	"github.com/ft288/locks/locklogic"
 )
 
-// The route keys of the semaphore rows that share a function with a lock
-// row: the function's handler tells them apart by the event's.
-const (
-	semAcquireKey = "POST /semaphores/{name}"
-	semStatusKey  = "GET /semaphores/{name}"
-	semReleaseKey = "DELETE /semaphores/{name}"
-	semRenewKey   = "POST /semaphores/{name}/renew"
-	semWatchKey   = "GET /semaphores/{name}/watch"
-)
-
 // Examples of the semaphore routes' bodies, for the hint of an answer to
 // an empty one.
 const (
@@ -32,11 +22,17 @@ const (
 )
 
 // AcquireSemaphore serves POST /semaphores/{name} with body {"owner",
-// "ttl_seconds", "permits"} and optional "lock_delay_seconds",
-// "wait_seconds" and "queue_ticket" (a waiting acquire, in the semaphore's
-// queue, as for a lock): a permit, or full.
+// "ttl_seconds", "permits"} and an optional "lock_delay_seconds": a permit,
+// or full, at once (a try, as Acquire's).
 func (h *Handler) AcquireSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, routeSemAcquire)
+}
+
+// AcquireSemaphoreWait serves POST /semaphores/{name}/wait: the try body
+// plus "wait_seconds" (required) and an optional "queue_ticket", a waiting
+// acquire in the semaphore's queue, as AcquireWait's for a lock.
+func (h *Handler) AcquireSemaphoreWait(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, &req, routeSemAcquireWait)
 }
 
 // SemaphoreStatus serves GET /semaphores/{name}: N and the live permits.
@@ -177,8 +173,8 @@ func holdersJSON(ps []locklogic.Permit) []PermitJSON {
 // serveSemaphore runs a semaphore route for serve.
 func (h *Handler) serveSemaphore(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int, name string) (result, error) {
 	switch route {
-	case routeSemAcquire:
-		return h.semAcquire(ctx, req, name)
+	case routeSemAcquire, routeSemAcquireWait:
+		return h.semAcquire(ctx, req, name, rows[route].Waits)
 	case routeSemStatus:
 		st, err := h.svc.SemaphoreStatus(ctx, name)
 		if err != nil {
@@ -199,7 +195,9 @@ func (h *Handler) serveSemaphore(ctx context.Context, req *events.APIGatewayV2HT
 	return result{}, errors.New("no such route")
 }
 
-func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string) (result, error) {
+// semAcquire is the route of AcquireSemaphore (waits false) and of
+// AcquireSemaphoreWait, as acquire is for a lock.
+func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string, waits bool) (result, error) {
 	b, err := parseBody(req, exampleSemaphore, "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
@@ -207,9 +205,10 @@ func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	ar := locklogic.SemaphoreAcquireRequest{
 		Name: name, Caller: locklogic.Caller{Owner: b.str("owner"), Principal: principal(*req)},
 		TTLSeconds: deref(b.int("ttl_seconds", true)), Permits: deref(b.int("permits", true)),
-		LockDelaySeconds: deref(b.int("lock_delay_seconds", false)), WaitSeconds: deref(b.int("wait_seconds", false)),
+		LockDelaySeconds: deref(b.int("lock_delay_seconds", false)), WaitSeconds: deref(b.int("wait_seconds", waits)),
 		Arrived: h.arrived(req), QueueTicket: b.optStr("queue_ticket"),
 	}
+	h.checkWaiting(waits, ar.WaitSeconds, ar.QueueTicket, routeSemAcquire, routeSemAcquireWait, &b.errs)
 	if h.svc.ValidateSemaphoreAcquire(&ar, &b.errs); b.errs.Err() != nil {
 		return result{}, &b.errs
 	}
@@ -217,7 +216,6 @@ func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if err != nil {
 		return result{}, err
 	}
-	waits := ar.WaitSeconds > 0
 	if res.Acquired {
 		p := permitJSON(res.Permit)
 		return result{status: 200, outcome: "acquired", body: SemaphoreAcquireResponse{Acquired: true, Permit: &p}, waits: waits,

@@ -32,7 +32,8 @@ const (
 )
 
 // fuzzSemRoutes are the semaphore routes with a body, and status.
-var fuzzSemRoutes = []string{"POST /semaphores/{name}", "GET /semaphores/{name}", "DELETE /semaphores/{name}", "POST /semaphores/{name}/renew"}
+var fuzzSemRoutes = []string{"POST /semaphores/{name}", "GET /semaphores/{name}", "DELETE /semaphores/{name}", "POST /semaphores/{name}/renew",
+	"POST /semaphores/{name}/wait"}
 
 func routeKeyed(tb testing.TB, key string) Route {
 	tb.Helper()
@@ -110,7 +111,7 @@ func fuzzSemStore(state int) (*dynamofake.DB, *[]map[string]types.AttributeValue
 }
 
 // FuzzSemaphoreHandlers sends one API Gateway v2 event to one of the
-// semaphore routes (acquire, status, release, renew): route × name (the
+// semaphore routes (try-acquire, status, release, renew, waiting acquire): route × name (the
 // decoded path parameter) × body × body encoding (as FuzzHandlers) × raw
 // path delivered decoded or encoded × store state × IAM user ARN.
 func FuzzSemaphoreHandlers(f *testing.F) {
@@ -133,6 +134,10 @@ func FuzzSemaphoreHandlers(f *testing.F) {
 		{0, semFree, "q", `{"owner":"w1","ttl_seconds":30}`, 0, false, ""},
 		{0, semFull, "q", `{"owner":"w1","ttl_seconds":30,"permits":2,"wait_seconds":5}`, 0, false, ""},
 		{0, semFull, "q", `{"owner":"w1","ttl_seconds":30,"permits":2,"wait_seconds":0,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{4, semFull, "q", `{"owner":"w1","ttl_seconds":30,"permits":2,"wait_seconds":5}`, 0, false, ""},
+		{4, semFree, "q", `{"owner":"w1","ttl_seconds":30,"permits":2,"wait_seconds":1,"queue_ticket":"3ryokmsrhxukz"}`, 0, false, ""},
+		{4, semFull, "q", `{"owner":"w1","ttl_seconds":30,"permits":2}`, 0, false, ""},
+		{4, semAbsent, "q", `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":2}`, 1, true, ""},
 		{0, semFree, "a/b", `{"owner":"w1","ttl_seconds":30,"permits":2}`, 0, true, ""},
 		{1, semFree, "api-quota", ``, 0, false, ""},
 		{1, semFull, "api-quota", ``, 0, false, ""},
@@ -209,6 +214,7 @@ var okSemStatuses = map[string][]int{
 	"GET /semaphores/{name}":        {200, 422},
 	"DELETE /semaphores/{name}":     {204, 400, 403, 404, 409, 413, 422},
 	"POST /semaphores/{name}/renew": {200, 400, 403, 404, 409, 413, 422},
+	"POST /semaphores/{name}/wait":  {200, 400, 409, 413, 422},
 }
 
 // checkSemAnswer checks resp, the answer of route to a request on
@@ -257,7 +263,7 @@ func checkSemAnswer(tb testing.TB, route, name string, state int, resp events.AP
 			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
 		}
 		checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
-	case "POST /semaphores/{name}":
+	case "POST /semaphores/{name}", "POST /semaphores/{name}/wait":
 		acquired := string(m["acquired"])
 		if want := strconv.FormatBool(state == semFree); acquired != want {
 			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
@@ -267,15 +273,19 @@ func checkSemAnswer(tb testing.TB, route, name string, state int, resp events.AP
 			checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
 			return
 		}
+		var keys []string
+		if _, ok := m["queue_ticket"]; ok && route == "POST /semaphores/{name}/wait" {
+			keys = append(keys, "queue_ticket") // a waiter's place: only a waiting acquire has one
+		}
 		if state == semFull {
 			// Full, with when a permit comes free.
-			wantKeys(tb, route, m, "acquired", "name", "free_at")
+			wantKeys(tb, route, m, append(keys, "acquired", "name", "free_at")...)
 			checkTime(tb, route, "free_at", m["free_at"])
 			if resp.Headers["retry-after"] == "" {
 				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
 			}
 		} else {
-			wantKeys(tb, route, m, "acquired", "name")
+			wantKeys(tb, route, m, append(keys, "acquired", "name")...)
 		}
 		if got := jsonString(tb, route, m["name"]); got != name {
 			tb.Fatalf("%s: got name %q, want %q", route, got, name)

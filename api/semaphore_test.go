@@ -55,11 +55,12 @@ func jsonInt(i int64) string { b, _ := json.Marshal(i); return string(b) }
 // its main hands to Lambda) serves the semaphore row by its route key.
 func TestSemaphoreRowsShareFunctions(t *testing.T) {
 	entry := map[string]func(*Handler, context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error){
-		"acquire": (*Handler).Acquire, "status": (*Handler).Status, "release": (*Handler).Release, "renew": (*Handler).Renew,
-		"watch": (*Handler).Watch, "admin": (*Handler).Admin,
+		"acquire": (*Handler).Acquire, "wait": (*Handler).AcquireWait, "status": (*Handler).Status, "release": (*Handler).Release,
+		"renew": (*Handler).Renew, "watch": (*Handler).Watch, "admin": (*Handler).Admin,
 	}
 	bodies := map[string]string{
 		"acquireSemaphore":      `{"owner":"w1","ttl_seconds":30,"permits":3}`,
+		"acquireSemaphoreWait":  `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":1}`,
 		"renewSemaphore":        `{"owner":"w1","slot":1,"ttl_seconds":30}`,
 		"releaseSemaphore":      `{"owner":"w1","slot":1}`,
 		"forceReleaseSemaphore": `{"slot":1,"reason":"gone"}`,
@@ -103,8 +104,8 @@ func TestSemaphoreRowsShareFunctions(t *testing.T) {
 			t.Errorf("%s: store calls on %v, want %s", r.Key(), keys, want)
 		}
 	}
-	if sem != 7 {
-		t.Errorf("got %d semaphore rows, want 7", sem)
+	if sem != 8 {
+		t.Errorf("got %d semaphore rows, want 8", sem)
 	}
 }
 
@@ -237,7 +238,7 @@ func TestSemaphoreWaitAnswers(t *testing.T) {
 			h := newTestHandler(db, &logs)
 			h.svc = locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, OldItemOnFailure: true})
 			h.now = now
-			resp, _ := h.Acquire(context.Background(), semEvent(t, "acquireSemaphore", `{"owner":"w1","ttl_seconds":30,"permits":1,"wait_seconds":5}`))
+			resp, _ := h.AcquireWait(context.Background(), semEvent(t, "acquireSemaphoreWait", `{"owner":"w1","ttl_seconds":30,"permits":1,"wait_seconds":5}`))
 			body := decodeBody(t, resp)
 			if resp.StatusCode != 200 || body["acquired"] != tc.granted {
 				t.Fatalf("got %d %s, want acquired %v", resp.StatusCode, resp.Body, tc.granted)
@@ -268,9 +269,13 @@ func TestSemaphoreFieldErrorsAtOnce(t *testing.T) {
 		op, body string
 		fields   []string
 	}{
-		{"acquireSemaphore", `{"owner":"","ttl_seconds":0,"permits":0,"wait_seconds":21,"queue_ticket":"a b","wait":5}`,
+		{"acquireSemaphoreWait", `{"owner":"","ttl_seconds":0,"permits":0,"wait_seconds":21,"queue_ticket":"a b","wait":5}`,
 			[]string{"wait", "owner", "ttl_seconds", "permits", "wait_seconds", "queue_ticket"}},
-		{"acquireSemaphore", `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":-1,"queue_ticket":7}`, []string{"wait_seconds", "queue_ticket"}},
+		{"acquireSemaphoreWait", `{"owner":"w1","ttl_seconds":30,"permits":3,"wait_seconds":-1,"queue_ticket":7}`, []string{"wait_seconds", "queue_ticket"}},
+		{"acquireSemaphoreWait", `{"owner":"w1","ttl_seconds":30,"permits":3}`, []string{"wait_seconds"}},
+		// A try that waits and queues: one answer names both, with the rest.
+		{"acquireSemaphore", `{"owner":"","ttl_seconds":30,"permits":0,"wait_seconds":5,"queue_ticket":"3ryokmsrhxukz"}`,
+			[]string{"owner", "permits", "wait_seconds", "queue_ticket"}},
 		{"acquireSemaphore", `{"owner":"w1","ttl_seconds":30,"permits":"3","lock_delay_seconds":-1}`, []string{"permits", "lock_delay_seconds"}},
 		{"renewSemaphore", `{"owner":"w1","slot":"1","fencing_token":0}`, []string{"slot", "ttl_seconds", "fencing_token"}},
 		{"releaseSemaphore", `{"owner":" ","slot":100}`, []string{"owner", "slot"}},

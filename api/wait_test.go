@@ -28,30 +28,55 @@ func acquireEvent(body string) events.APIGatewayV2HTTPRequest {
 	}
 }
 
-// TestAcquireWaitSeconds: wait_seconds is an optional JSON integer from 0
-// to the configured maximum; anything else is a 422 naming it (which tells
-// a client that this server does not wait that long), and never reaches the
-// store.
+// waitEvent is a waiting acquire of lock r, on its own route.
+func waitEvent(body string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		RouteKey:       "POST /locks/{resource}/wait",
+		RawPath:        "/locks/r/wait",
+		PathParameters: map[string]string{"resource": "r"},
+		Body:           body,
+	}
+}
+
+// TestAcquireWaitSeconds: on the try route wait_seconds is optional and
+// only 0 (a released client's request shape); on the waiting route it is a
+// required JSON integer from 1 to the configured maximum, and refused
+// whatever it is when waiting is off. Anything else is one 422 naming it
+// (which tells a client that this route or server does not wait so), whose
+// detail names the other route, and never reaches the store.
 func TestAcquireWaitSeconds(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
+		waits   bool  // the waiting route
 		maxWait int64 // Config.MaxWaitSeconds of the service
 		body    string
-		want    int // status; 422 names wait_seconds
+		want    int    // status; 422 names wait_seconds
+		detail  string // in the 422's detail
 	}{
-		{"Absent", 0, `{"owner":"w1","ttl_seconds":30}`, 200},
-		{"Null", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":null}`, 200},
-		{"Zero", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 200},
-		{"Max", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":20}`, 200},
-		{"OverMax", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":21}`, 422},
-		{"Negative", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":-1}`, 422},
-		{"String", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":"5"}`, 422},
-		{"Fraction", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":2.5}`, 422},
-		{"Duplicate", 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1,"wait_seconds":2}`, 422},
-		{"OverConfigured", 5, `{"owner":"w1","ttl_seconds":30,"wait_seconds":6}`, 422},
-		{"WaitingOff", -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, 422},
-		{"WaitingOffZero", -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 200},
+		{"TryAbsent", false, 0, `{"owner":"w1","ttl_seconds":30}`, 200, ""},
+		{"TryNull", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":null}`, 200, ""},
+		{"TryZero", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 200, ""},
+		{"TryWaits", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, 422, "POST /locks/{resource}/wait"},
+		{"TryMax", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":20}`, 422, "POST /locks/{resource}/wait"},
+		{"TryOverMax", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":21}`, 422, "POST /locks/{resource}/wait"},
+		{"TryNegative", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":-1}`, 422, "from 0 to"},
+		{"TryString", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":"5"}`, 422, "JSON integer"},
+		{"TryFraction", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":2.5}`, 422, "JSON integer"},
+		{"TryDuplicate", false, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0,"wait_seconds":0}`, 422, "more than once"},
+		{"TryWaitingOff", false, -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, 422, "POST /locks/{resource}/wait"},
+		{"TryWaitingOffZero", false, -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 200, ""},
+		{"WaitOne", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, 200, ""},
+		{"WaitMax", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":20}`, 200, ""},
+		{"WaitAbsent", true, 0, `{"owner":"w1","ttl_seconds":30}`, 422, "is required"},
+		{"WaitNull", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":null}`, 422, "JSON integer"},
+		{"WaitZero", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":0}`, 422, "POST /locks/{resource})"},
+		{"WaitOverMax", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":21}`, 422, "from 1 to 20"},
+		{"WaitNegative", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":-1}`, 422, "from 1 to 20"},
+		{"WaitString", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":"5"}`, 422, "JSON integer"},
+		{"WaitDuplicate", true, 0, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1,"wait_seconds":2}`, 422, "more than once"},
+		{"WaitOverConfigured", true, 5, `{"owner":"w1","ttl_seconds":30,"wait_seconds":6}`, 422, "from 1 to 5"},
+		{"WaitWaitingOff", true, -1, `{"owner":"w1","ttl_seconds":30,"wait_seconds":1}`, 422, "MAX_WAIT_SECONDS=0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +86,12 @@ func TestAcquireWaitSeconds(t *testing.T) {
 			}}
 			now := func() time.Time { return t0 }
 			svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, MaxWaitSeconds: tt.maxWait})
-			resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).Acquire(context.Background(), acquireEvent(tt.body))
+			h := NewHandler(svc, slog.New(slog.DiscardHandler), now)
+			serve, ev := h.Acquire, acquireEvent(tt.body)
+			if tt.waits {
+				serve, ev = h.AcquireWait, waitEvent(tt.body)
+			}
+			resp, _ := serve(context.Background(), ev)
 			if resp.StatusCode != tt.want {
 				t.Fatalf("got %d %s, want %d", resp.StatusCode, resp.Body, tt.want)
 			}
@@ -69,8 +99,9 @@ func TestAcquireWaitSeconds(t *testing.T) {
 				return
 			}
 			var p Problem
-			if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != "wait_seconds" {
-				t.Errorf("got %s, want one error naming wait_seconds", resp.Body)
+			if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != "wait_seconds" ||
+				!strings.Contains(p.Errors[0].Detail, tt.detail) {
+				t.Errorf("got %s, want one error naming wait_seconds, its detail with %q", resp.Body, tt.detail)
 			}
 			if len(db.Updates()) != 0 {
 				t.Errorf("an invalid request reached the store")
@@ -112,7 +143,7 @@ func TestAcquireWaitCallBudget(t *testing.T) {
 	}}
 	h := NewHandler(locklogic.New(db, locklogic.Config{Table: "t"}), slog.New(slog.DiscardHandler), nil)
 	h.SetStoreBudget(300 * time.Millisecond)
-	resp, _ := h.Acquire(context.Background(), acquireEvent(`{"owner":"w2","ttl_seconds":30,"wait_seconds":5}`))
+	resp, _ := h.AcquireWait(context.Background(), waitEvent(`{"owner":"w2","ttl_seconds":30,"wait_seconds":5}`))
 	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"acquired":true`) {
 		t.Fatalf("got %d %s, want 200 acquired after the release", resp.StatusCode, resp.Body)
 	}
@@ -157,7 +188,7 @@ func TestAcquireWaitDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	resp, _ := h.Acquire(ctx, acquireEvent(`{"owner":"w2","ttl_seconds":30,"wait_seconds":20}`))
+	resp, _ := h.AcquireWait(ctx, waitEvent(`{"owner":"w2","ttl_seconds":30,"wait_seconds":20}`))
 	took := time.Since(start)
 	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"acquired":false`) {
 		t.Fatalf("got %d %s, want 200 acquired:false", resp.StatusCode, resp.Body)
@@ -211,13 +242,17 @@ func TestConfigMaxWait(t *testing.T) {
 }
 
 // TestRouteTimeouts: every function's timeout leaves its work time to
-// answer before its deadline, and ends before API Gateway stops waiting.
+// answer before its deadline (a round for the routes that wait), and ends
+// before API Gateway stops waiting; the quick routes' is RouteTimeout.
 func TestRouteTimeouts(t *testing.T) {
 	t.Parallel()
 	for _, r := range Routes {
 		need := StoreBudget + deadlineReserve
-		if r.Name == "acquire" {
+		if r.Waits {
 			need += locklogic.MaxWaitLimit * time.Second
+		}
+		if r.Quick() && r.Timeout != RouteTimeout {
+			t.Errorf("%s: timeout %s, want RouteTimeout (%s): a quick route makes one store call", r.Key(), r.Timeout, RouteTimeout)
 		}
 		if r.Timeout < need || r.Timeout >= IntegrationTimeout {
 			t.Errorf("%s: timeout %s, want from %s (its work) to below %s (API Gateway)", r.Name, r.Timeout, need, IntegrationTimeout)
@@ -228,52 +263,65 @@ func TestRouteTimeouts(t *testing.T) {
 	}
 }
 
-// TestAcquireQueueTicket: queue_ticket is an optional string of 1 to 64
-// letters, digits, '-' or '_' (absent or null: none); anything else is a
-// 422 naming it that never reaches the store.
+// TestAcquireQueueTicket: on the waiting route queue_ticket is an optional
+// string of 1 to 64 letters, digits, '-' or '_' (absent or null: none);
+// anything else is a 422 naming it that never reaches the store. On the
+// try route anything but absent or null is a 422 naming it (only waiters
+// queue), in the same answer as every other bad member.
 func TestAcquireQueueTicket(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name, ticket string // the member's raw JSON; "" leaves it out
-		want         int
+		want         int    // on the waiting route
+		wantTry      int
 	}{
-		{"Absent", "", 200},
-		{"Null", `null`, 200},
-		{"Valid", `"3ryokmsrhxukz"`, 200},
-		{"MaxLength", `"` + strings.Repeat("a", 64) + `"`, 200},
-		{"Empty", `""`, 422},
-		{"TooLong", `"` + strings.Repeat("a", 65) + `"`, 422},
-		{"Space", `"a b"`, 422},
-		{"Unicode", `"\u00e9"`, 422},
-		{"Number", `12`, 422},
-		{"Object", `{"id":"a"}`, 422},
+		{"Absent", "", 200, 200},
+		{"Null", `null`, 200, 200},
+		{"Valid", `"3ryokmsrhxukz"`, 200, 422},
+		{"MaxLength", `"` + strings.Repeat("a", 64) + `"`, 200, 422},
+		{"Empty", `""`, 422, 422},
+		{"TooLong", `"` + strings.Repeat("a", 65) + `"`, 422, 422},
+		{"Space", `"a b"`, 422, 422},
+		{"Unicode", `"\u00e9"`, 422, 422},
+		{"Number", `12`, 422, 422},
+		{"Object", `{"id":"a"}`, 422, 422},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-				return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 8, t0.Add(30*time.Second))}, nil
-			}}
-			now := func() time.Time { return t0 }
-			svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, FairWaiting: true})
-			body := `{"owner":"w1","ttl_seconds":30,"wait_seconds":5`
-			if tt.ticket != "" {
-				body += `,"queue_ticket":` + tt.ticket
+		for _, waits := range []bool{true, false} {
+			name, want, body := tt.name+"/Wait", tt.want, `{"owner":"w1","ttl_seconds":30,"wait_seconds":5`
+			if !waits {
+				name, want, body = tt.name+"/Try", tt.wantTry, `{"owner":"w1","ttl_seconds":30`
 			}
-			resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).Acquire(context.Background(), acquireEvent(body+"}"))
-			if resp.StatusCode != tt.want {
-				t.Fatalf("got %d %s, want %d", resp.StatusCode, resp.Body, tt.want)
-			}
-			if tt.want != 422 {
-				return
-			}
-			var p Problem
-			if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != "queue_ticket" {
-				t.Errorf("got %s, want one error naming queue_ticket", resp.Body)
-			}
-			if len(db.Updates()) != 0 {
-				t.Errorf("an invalid request reached the store")
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				db := &dynamofake.DB{Update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+					return &dynamodb.UpdateItemOutput{Attributes: lockItem("w1", 8, t0.Add(30*time.Second))}, nil
+				}}
+				now := func() time.Time { return t0 }
+				svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, FairWaiting: true})
+				if tt.ticket != "" {
+					body += `,"queue_ticket":` + tt.ticket
+				}
+				h := NewHandler(svc, slog.New(slog.DiscardHandler), now)
+				serve, ev := h.Acquire, acquireEvent(body+"}")
+				if waits {
+					serve, ev = h.AcquireWait, waitEvent(body+"}")
+				}
+				resp, _ := serve(context.Background(), ev)
+				if resp.StatusCode != want {
+					t.Fatalf("got %d %s, want %d", resp.StatusCode, resp.Body, want)
+				}
+				if want != 422 {
+					return
+				}
+				var p Problem
+				if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != "queue_ticket" {
+					t.Errorf("got %s, want one error naming queue_ticket", resp.Body)
+				}
+				if len(db.Updates()) != 0 {
+					t.Errorf("an invalid request reached the store")
+				}
+			})
+		}
 	}
 }
 
@@ -318,8 +366,8 @@ func TestAcquireQueueTicketRoundTrip(t *testing.T) {
 		},
 	}
 	svc := locklogic.New(db, locklogic.Config{Table: "t", Now: now, Sleep: sleep, FairWaiting: true, OldItemOnFailure: true})
-	resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).Acquire(context.Background(),
-		acquireEvent(`{"owner":"w1","ttl_seconds":30,"wait_seconds":5,"queue_ticket":"`+ticket+`"}`))
+	resp, _ := NewHandler(svc, slog.New(slog.DiscardHandler), now).AcquireWait(context.Background(),
+		waitEvent(`{"owner":"w1","ttl_seconds":30,"wait_seconds":5,"queue_ticket":"`+ticket+`"}`))
 	var got AcquireResponse
 	if err := json.Unmarshal([]byte(resp.Body), &got); err != nil || resp.StatusCode != 200 || got.Acquired || got.QueueTicket != ticket {
 		t.Fatalf("got %d %s, want held with queue_ticket %q", resp.StatusCode, resp.Body, ticket)

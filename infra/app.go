@@ -31,11 +31,20 @@ const (
 	// sessions. Empty (the default): no admin API.
 	CtxAdmins = "admins"
 	// CtxReserve set to "true" reserves concurrency for each function whose
-	// api.Routes rows have a Reserve (acquire, renew, release); the
-	// account needs a concurrency limit of their sum plus
+	// api.Routes rows have a Reserve (acquire, wait, watch, renew,
+	// release); the account needs a concurrency limit of their sum plus
 	// api.UnreservedMinimum. ReserveFlag names the flags that override
 	// each number.
 	CtxReserve = "reserve"
+	// CtxThrottle sets route throttles by operationId, OP=RATE:BURST,
+	// comma separated (or a JSON list of them in cdk.json), read by
+	// api.ParseThrottles as locald's -throttle is: e.g.
+	// throttle=acquire=2000:2000,acquireWait=30:150.
+	CtxThrottle = "throttle"
+	// CtxAccountThrottle states API Gateway's account bucket in the
+	// stack's Region, RATE:BURST (default 10000:5000; 2500:1250 in some
+	// Regions), which the route throttles must fit.
+	CtxAccountThrottle = "accountThrottle"
 	// CtxDestroy set to "true" deletes the table and logs with the stack.
 	CtxDestroy = "destroy"
 	// CtxThrottleRate is the default stage's requests per second.
@@ -66,8 +75,8 @@ type MultiRegion struct {
 }
 
 // ReserveFlag is the context flag that overrides the reserved concurrency of
-// function name under CtxReserve: reserveAcquire, reserveWatch,
-// reserveRenew, reserveRelease.
+// function name under CtxReserve: reserveAcquire (the tries), reserveWait
+// (the waiting acquires), reserveWatch, reserveRenew, reserveRelease.
 func ReserveFlag(name string) string { return CtxReserve + constructID(name) }
 
 // regionPattern is the form of an AWS Region name, e.g. eu-west-1.
@@ -165,6 +174,31 @@ func PropsFromContext(get func(key string) any) (*LockServiceStackProps, string,
 	}
 	if err := reserveFromContext(str, props); err != nil {
 		return nil, "", err
+	}
+	if v := get(CtxThrottle); v != nil {
+		list := fmt.Sprint(v)
+		if l, ok := v.([]any); ok { // a JSON list in cdk.json
+			parts := make([]string, len(l))
+			for i, e := range l {
+				parts[i] = fmt.Sprint(e)
+			}
+			list = strings.Join(parts, ",")
+		}
+		t, err := api.ParseThrottles(list)
+		if err != nil {
+			return nil, "", fmt.Errorf("context %s=%q: %w", CtxThrottle, list, err)
+		}
+		props.Throttles = t
+	}
+	if v, ok := str(CtxAccountThrottle); ok {
+		t, err := api.ParseThrottle(v)
+		if err == nil && t.Rate == 0 {
+			err = errors.New("rate 0: want a positive rate")
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("context %s=%q: %w (the account's API Gateway limit, e.g. 10000:5000)", CtxAccountThrottle, v, err)
+		}
+		props.AccountThrottle = t
 	}
 	if v, ok := str(CtxDestroy); ok {
 		b, err := strconv.ParseBool(v)

@@ -50,11 +50,27 @@ func TestPropsFromContext(t *testing.T) {
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AuthNone: true}, wantStack: DefaultStackName},
 		{name: "Reserve", ctx: map[string]any{"reserve": "true"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
-				ReservedConcurrency: map[string]int{"acquire": 100, "renew": 20, "release": 10, "watch": 50}},
+				ReservedConcurrency: map[string]int{"acquire": 50, "wait": 100, "renew": 50, "release": 20, "watch": 50}},
 			wantStack: DefaultStackName},
-		{name: "ReserveOverridden", ctx: map[string]any{"reserve": true, "reserveAcquire": "40", "reserveRenew": float64(30)},
+		{name: "ReserveOverridden", ctx: map[string]any{"reserve": true, "reserveAcquire": "40", "reserveRenew": float64(30), "reserveWait": "200"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
-				ReservedConcurrency: map[string]int{"acquire": 40, "renew": 30, "release": 10, "watch": 50}},
+				ReservedConcurrency: map[string]int{"acquire": 40, "wait": 200, "renew": 30, "release": 20, "watch": 50}},
+			wantStack: DefaultStackName},
+		{name: "Throttles", ctx: map[string]any{"throttle": "acquire=2000:2000, acquireWait=30:150", "accountThrottle": "12000:6000"},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AccountThrottle: api.Throttle{Rate: 12000, Burst: 6000},
+				Throttles: map[string]api.Throttle{"acquire": {Rate: 2000, Burst: 2000}, "acquireWait": {Rate: 30, Burst: 150}}},
+			wantStack: DefaultStackName},
+		{name: "ThrottlesAsJSONList", ctx: map[string]any{"throttle": []any{"status=500:500", "renewSemaphore=10:20"}},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
+				Throttles: map[string]api.Throttle{"status": {Rate: 500, Burst: 500}, "renewSemaphore": {Rate: 10, Burst: 20}}},
+			wantStack: DefaultStackName},
+		{name: "ThrottlesLoweredForASmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250",
+			"throttle": "acquire=300:300,acquireSemaphore=200:200,status=300:300,semaphoreStatus=200:200,release=300:300," +
+				"releaseSemaphore=200:200,renew=500:500,renewSemaphore=300:300"},
+			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AccountThrottle: api.Throttle{Rate: 2500, Burst: 1250},
+				Throttles: map[string]api.Throttle{"acquire": {Rate: 300, Burst: 300}, "acquireSemaphore": {Rate: 200, Burst: 200},
+					"status": {Rate: 300, Burst: 300}, "semaphoreStatus": {Rate: 200, Burst: 200}, "release": {Rate: 300, Burst: 300},
+					"releaseSemaphore": {Rate: 200, Burst: 200}, "renew": {Rate: 500, Burst: 500}, "renewSemaphore": {Rate: 300, Burst: 300}}},
 			wantStack: DefaultStackName},
 		{name: "ReserveFalse", ctx: map[string]any{"reserve": "false"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir}, wantStack: DefaultStackName},
@@ -76,6 +92,17 @@ func TestPropsFromContext(t *testing.T) {
 		{name: "ErrDestroyNotBool", ctx: map[string]any{"destroy": "yes please"}, wantErr: "destroy"},
 		{name: "ErrThrottleRateNotNumber", ctx: map[string]any{"throttleRate": "fast"}, wantErr: "throttleRate"},
 		{name: "ErrThrottleBurstNotPositive", ctx: map[string]any{"throttleBurst": "0"}, wantErr: "throttleBurst"},
+		{name: "ErrThrottleSyntax", ctx: map[string]any{"throttle": "acquire=2000"}, wantErr: `context throttle="acquire=2000": "acquire=2000": "2000": want RATE:BURST`},
+		{name: "ErrThrottleOperation", ctx: map[string]any{"throttle": "wait=10:10"}, wantErr: `"wait" is no route's operation`},
+		{name: "ErrThrottleBurst", ctx: map[string]any{"throttle": "status=10:0"}, wantErr: `burst "0"`},
+		{name: "ErrThrottleAdminWithoutAdmins", ctx: map[string]any{"throttle": "listLocks=1:1"}, wantErr: `throttle for "listLocks": the stack deploys no route`},
+		{name: "ErrThrottlesAboveAccount", ctx: map[string]any{"throttle": "status=3000:3000"},
+			wantErr: "add up to 10024 requests/s, above the account's API Gateway limit of 10000"},
+		{name: "ErrBurstAboveAccount", ctx: map[string]any{"throttle": "renew=100:6000"}, wantErr: "burst 6000 is above the account's API Gateway burst of 5000"},
+		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "limit of 2500 requests/s"},
+		{name: "ErrAccountThrottleSyntax", ctx: map[string]any{"accountThrottle": "10000"}, wantErr: "accountThrottle"},
+		{name: "ErrAccountThrottleZero", ctx: map[string]any{"accountThrottle": "0:5000"}, wantErr: "positive rate"},
+		{name: "ErrReserveWaitWithoutFlag", ctx: map[string]any{"reserveWait": "50"}, wantErr: "reserveWait=\"50\" needs reserve=true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,7 +240,7 @@ func TestFunctionsGroupsRoutes(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"acquire", "status", "release", "renew", "watch", "admin"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"acquire", "wait", "status", "release", "renew", "watch", "admin"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("got functions %v, want %v", names, want)
 	}
 	for _, tt := range []struct {
@@ -226,6 +253,8 @@ func TestFunctionsGroupsRoutes(t *testing.T) {
 			wantErr: "reserved concurrency"},
 		{name: "ErrAdminAndNot", second: api.Route{Name: "a", Method: "POST", Path: "/x", Timeout: time.Second, Admin: true},
 			wantErr: "admin route"},
+		{name: "ErrWaitsAndNot", second: api.Route{Name: "a", Method: "POST", Path: "/x", Timeout: time.Second, Waits: true},
+			wantErr: "one waits"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Functions([]api.Route{{Name: "a", Method: "GET", Path: "/x", Timeout: time.Second}, tt.second})
@@ -261,9 +290,9 @@ func TestDeployedRoutes(t *testing.T) {
 					lock++
 				}
 			}
-			// 5 lock routes and their 5 semaphore rows; 2 + 2 admin rows.
-			if lock != 10 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
-				t.Errorf("got %d lock and %d admin routes, want 10 and %v", lock, admin, tt.wantAdmin)
+			// 6 lock routes and their 6 semaphore rows; 2 + 2 admin rows.
+			if lock != 12 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
+				t.Errorf("got %d lock and %d admin routes, want 12 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}
@@ -291,6 +320,11 @@ func TestValidate(t *testing.T) {
 			wantErr: "no such function"},
 		{name: "ErrReserveZero", props: LockServiceStackProps{ReservedConcurrency: map[string]int{"renew": 0}},
 			wantErr: "positive"},
+		{name: "AdminThrottleWithAdmins", props: LockServiceStackProps{Admins: ops, Throttles: map[string]api.Throttle{"listLocks": {Rate: 1, Burst: 1}}}},
+		{name: "ErrThrottleUnknownOperation", props: LockServiceStackProps{Throttles: map[string]api.Throttle{"lock": {Rate: 1, Burst: 1}}},
+			wantErr: `"lock"`},
+		{name: "ErrAccountBucket", props: LockServiceStackProps{AccountThrottle: api.Throttle{Rate: 8000, Burst: 5000}},
+			wantErr: "above the account's API Gateway limit of 8000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -326,6 +360,8 @@ func TestNewAppRejects(t *testing.T) {
 		{name: "AdminsWithAuthNone", ctx: map[string]any{"auth": "none", "admins": "arn:aws:iam::111122223333:role/ops"},
 			wantErr: "auth=none"},
 		{name: "AdminsNotARNs", ctx: map[string]any{"admins": "ops,alice"}, wantErr: "admins"},
+		{name: "ThrottleBadValue", ctx: map[string]any{"throttle": "acquire=fast:10"}, wantErr: `context throttle="acquire=fast:10"`},
+		{name: "ThrottlesAboveAccount", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "account's API Gateway limit of 2500"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
@@ -18,8 +19,9 @@ import (
 // The service's own metrics. Every function logs one CloudWatch Embedded
 // Metric Format line per request in the namespace METRICS_NAMESPACE (the
 // stack name), with the dimension sets [Route] and [Route, Outcome]; Route is
-// the function's name (acquire, status, release, renew, admin), Outcome one
-// of the outcomes below or another the handler names.
+// the function's name (acquire, wait, status, release, renew, watch, admin),
+// Outcome one of the outcomes below or another the handler names. The
+// access log's metric filter adds MetricThrottled by DimRouteKey.
 const (
 	// MetricRequests counts requests (unit Count).
 	MetricRequests = "Requests"
@@ -32,6 +34,14 @@ const (
 	DimRoute = "Route"
 	// DimOutcome is the dimension that names the request's outcome.
 	DimOutcome = "Outcome"
+	// MetricThrottled counts the requests API Gateway answered 429 (a
+	// route over its throttle, or the account's bucket), from the access
+	// log (a metric filter: the functions never see them), with the
+	// dimension DimRouteKey.
+	MetricThrottled = "Throttled"
+	// DimRouteKey is the dimension that names an API route by its key,
+	// e.g. "POST /locks/{resource}".
+	DimRouteKey = "RouteKey"
 )
 
 // Outcomes the alarms and the dashboard read.
@@ -84,6 +94,8 @@ type observability struct {
 	fns       []awslambda.Function
 	names     []string
 	alarms    []interfacesawscloudwatch.IAlarmRef
+	// routeKeys are the deployed routes' keys, for the throttled graph.
+	routeKeys []string
 }
 
 func newObservability(stack awscdk.Stack, namespace string) *observability {
@@ -157,6 +169,24 @@ func (o *observability) addFunction(f Function, fn awslambda.Function) {
 		fmt.Sprintf("The %s function was throttled (account or reserved concurrency exhausted).", f.Name))
 }
 
+// addThrottled counts the 429 answers in the API's access log (accessLogs,
+// one JSON line per request) by route key: API Gateway answers them before
+// any function runs, so only the access log sees them.
+func (o *observability) addThrottled(accessLogs awslogs.ILogGroup, routes []api.Route) {
+	awslogs.NewMetricFilter(o.stack, jsii.String("ThrottledFilter"), &awslogs.MetricFilterProps{
+		LogGroup:        accessLogs,
+		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.status"), jsii.String("="), jsii.String("429")),
+		MetricNamespace: jsii.String(o.namespace),
+		MetricName:      jsii.String(MetricThrottled),
+		MetricValue:     jsii.String("1"),
+		Dimensions:      &map[string]*string{DimRouteKey: jsii.String("$.routeKey")},
+		Unit:            awscloudwatch.Unit_COUNT,
+	})
+	for _, r := range routes {
+		o.routeKeys = append(o.routeKeys, r.Key())
+	}
+}
+
 // addAPIAndTable alarms on API 5xx responses and on DynamoDB throttling and
 // system errors for the operations the functions use.
 func (o *observability) addAPIAndTable(httpAPI awsapigatewayv2.HttpApi, table awsdynamodb.ITable) {
@@ -190,7 +220,7 @@ func (o *observability) addServiceAlarms(fns []Function) {
 			"permission or table. Read the function's log lines with level ERROR.")
 	for _, f := range fns {
 		if f.Timeout() != api.RouteTimeout {
-			continue // acquire may wait on purpose; admin may scan several pages
+			continue // wait and watch wait on purpose; admin may scan several pages
 		}
 		o.alarm(constructID(f.Name)+"LatencyAlarm", o.metric(MetricLatency, f.Name, "", "p99", minutes(1)),
 			LatencyP99Millis, LatencyMinutes, LatencyOfMinutes,
@@ -259,16 +289,29 @@ func (o *observability) newDashboard(fns []Function, httpAPI awsapigatewayv2.Htt
 			"contended": o.metric(MetricRequests, "acquire", OutcomeContended, "Sum", period),
 			"requests":  o.metric(MetricRequests, "acquire", "", "Sum", period),
 		},
-		Label:  jsii.String("acquires answered contended (%)"),
+		Label:  jsii.String("tries answered contended (%)"),
 		Period: period,
 	})
 	rows = append(rows, []awscloudwatch.IWidget{
-		graph("acquire wait time (ms, wait_seconds)", 12, []awscloudwatch.IMetric{
-			o.metric(MetricWaitTime, "acquire", "", "p50", period),
-			o.metric(MetricWaitTime, "acquire", "", "p99", period),
-			o.metric(MetricWaitTime, "acquire", "", "Maximum", period),
+		graph("wait time of waiting acquires (ms, the wait function)", 12, []awscloudwatch.IMetric{
+			o.metric(MetricWaitTime, "wait", "", "p50", period),
+			o.metric(MetricWaitTime, "wait", "", "p99", period),
+			o.metric(MetricWaitTime, "wait", "", "Maximum", period),
 		}),
-		graph("acquire contention rate (contended ÷ requests, %)", 12, []awscloudwatch.IMetric{contention}),
+		graph("try-acquire contention rate (contended ÷ requests, %)", 12, []awscloudwatch.IMetric{contention}),
+	})
+	// The 429s API Gateway answered, by route (the access log's metric
+	// filter): a route over its throttle, or the account's bucket.
+	var gateway429 []awscloudwatch.IMetric
+	for _, key := range o.routeKeys {
+		gateway429 = append(gateway429, awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(o.namespace), MetricName: jsii.String(MetricThrottled),
+			DimensionsMap: &map[string]*string{DimRouteKey: jsii.String(key)},
+			Statistic:     jsii.String("Sum"), Period: period, Label: jsii.String(key),
+		}))
+	}
+	rows = append(rows, []awscloudwatch.IWidget{
+		graph("Throttled by API Gateway (429 by route, from the access log)", 24, gateway429),
 	})
 
 	rows = append(rows, []awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{

@@ -13,9 +13,10 @@ import (
 	"github.com/ft288/locks/api"
 )
 
-// wantLatencyAlarms are the functions with a p99 latency alarm: those that
-// make one store call (acquire may wait on purpose, admin may scan pages).
-var wantLatencyAlarms = []string{"status", "release", "renew"}
+// wantLatencyAlarms are the functions with a p99 latency alarm: the quick
+// ones, of one store call (wait and watch wait on purpose, admin may scan
+// pages).
+var wantLatencyAlarms = []string{"acquire", "status", "release", "renew"}
 
 // alarmsByPrefix returns the alarms whose logical ID starts with prefix
 // (the construct ID; the CDK appends a hash).
@@ -208,7 +209,7 @@ func checkAlarms(t *testing.T, s *synthesized) {
 			}
 		})
 	}
-	for _, name := range []string{"acquire", "admin"} {
+	for _, name := range []string{"wait", "watch", "admin"} {
 		if ids := s.alarmsByPrefix(constructID(name) + "LatencyAlarm"); len(ids) != 0 {
 			t.Errorf("%s has latency alarms %v, want none (it may wait or scan on purpose)", name, ids)
 		}
@@ -377,15 +378,54 @@ func checkDashboard(t *testing.T, s *synthesized) {
 		}
 	})
 	t.Run("WaitTime", func(t *testing.T) {
-		l := g["acquire wait time (ms, wait_seconds)"]
+		l := g["wait time of waiting acquires (ms, the wait function)"]
 		for _, stat := range []string{"p50", "p99", "Maximum"} {
-			if !has(l, ns, "WaitTime", stat, "Route=acquire") {
-				t.Errorf("no %s WaitTime of acquire in %+v", stat, l)
+			if !has(l, ns, "WaitTime", stat, "Route=wait") {
+				t.Errorf("no %s WaitTime of wait in %+v", stat, l)
 			}
 		}
 	})
+	t.Run("Throttled", func(t *testing.T) {
+		// 429s by route key, from the access log's metric filter: one
+		// series per deployed route.
+		l := g["Throttled by API Gateway (429 by route, from the access log)"]
+		for _, r := range s.routes {
+			if !has(l, ns, MetricThrottled, "Sum", DimRouteKey+"="+r.Key()) {
+				t.Errorf("no Throttled of %s in %+v", r.Key(), l)
+			}
+		}
+		if len(l) != len(s.routes) {
+			t.Errorf("got %d series, want one per route (%d)", len(l), len(s.routes))
+		}
+		stage := s.props(t, s.only(t, "AWS::ApiGatewayV2::Stage"))
+		accessLogs := getAtt(stage["AccessLogSettings"].(map[string]any)["DestinationArn"], "Arn")
+		f := s.props(t, s.only(t, "AWS::Logs::MetricFilter"))
+		if findRef(f["LogGroupName"]) != accessLogs {
+			t.Errorf("metric filter on %v, want the access log group %s", f["LogGroupName"], accessLogs)
+		}
+		if f["FilterPattern"] != `{ $.status = "429" }` {
+			t.Errorf("filter pattern %v, want the access log lines of status 429", f["FilterPattern"])
+		}
+		tr, _ := json.Marshal(f["MetricTransformations"])
+		want, _ := json.Marshal([]any{map[string]any{
+			"Dimensions":      []any{map[string]any{"Key": DimRouteKey, "Value": "$.routeKey"}},
+			"MetricName":      MetricThrottled,
+			"MetricNamespace": ns,
+			"MetricValue":     "1",
+			"Unit":            "Count",
+		}})
+		if string(tr) != string(want) {
+			t.Errorf("metric transformation %s, want %s", tr, want)
+		}
+		// The access log line has the members the filter reads.
+		var fields map[string]string
+		_ = json.Unmarshal([]byte(stage["AccessLogSettings"].(map[string]any)["Format"].(string)), &fields)
+		if fields["status"] != "$context.status" || fields["routeKey"] != "$context.routeKey" {
+			t.Errorf("access log format %v lacks status or routeKey", fields)
+		}
+	})
 	t.Run("Contention", func(t *testing.T) {
-		l := g["acquire contention rate (contended ÷ requests, %)"]
+		l := g["try-acquire contention rate (contended ÷ requests, %)"]
 		if !slices.ContainsFunc(l, func(s series) bool { return s.expr == "100 * FILL(contended, 0) / requests" }) ||
 			!has(l, ns, "Requests", "Sum", "Outcome=contended", "Route=acquire") ||
 			!has(l, ns, "Requests", "Sum", "Route=acquire") {
@@ -454,10 +494,11 @@ func checkDashboard(t *testing.T, s *synthesized) {
 	})
 	t.Run("OneLineOfEMFPerMetric", func(t *testing.T) {
 		// Every service metric the dashboard or an alarm reads is one of
-		// the three the handlers emit, in the stack's namespace.
+		// the three the handlers emit, in the stack's namespace, or the
+		// access log's count of 429s.
 		for title, l := range g {
 			for _, sr := range l {
-				if sr.namespace == ns && !slices.Contains([]string{"Requests", "Latency", "WaitTime"}, sr.metric) {
+				if sr.namespace == ns && !slices.Contains([]string{"Requests", "Latency", "WaitTime", MetricThrottled}, sr.metric) {
 					t.Errorf("%s: metric %s is not one the functions emit", title, sr.metric)
 				}
 				if sr.namespace != ns && !strings.HasPrefix(sr.namespace, "AWS/") && sr.expr == "" {

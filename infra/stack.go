@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,20 +50,22 @@ const (
 
 // DynamoDBActions lists, per function (api.Route.Name), exactly the
 // DynamoDB actions that function's handler calls. Each function's role is
-// granted these on the lock table and nothing else: acquire, renew and
-// release are one conditional UpdateItem each (against DynamoDB itself a
-// failed condition returns the old item, which tells 404 from 403/409, so
-// they never read: locklogic.Config.OldItemOnFailure); an acquire with
-// wait_seconds also watches a held lock with GetItem; status is a GetItem;
-// a watch reads with GetItem and records an expiry it answers with one
-// conditional UpdateItem (locklogic: a watched expiry is final).
+// granted these on the lock table and nothing else: acquire (the tries),
+// renew and release are conditional UpdateItems (one each; a semaphore's
+// try a few), and against DynamoDB itself a failed condition returns the
+// old item, which tells 404 from 403/409 and shows a semaphore's slots, so
+// they never read (locklogic.Config.OldItemOnFailure); a waiting acquire
+// (wait) also watches a held lock and its queue with GetItem; status is a
+// GetItem; a watch reads with GetItem and records an expiry it answers with
+// one conditional UpdateItem (locklogic: a watched expiry is final).
 // The admin function (GET /admin/locks, DELETE /admin/locks/{resource})
 // lists with Scan and force-releases with one conditional UpdateItem; it is
 // the only role that may Scan. The semaphore rows run on the function of
 // the same job and need nothing more: a semaphore acquire's second write
 // uses the first one's old item (DynamoDB returns it), never a read.
 var DynamoDBActions = map[string][]string{
-	"acquire": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+	"acquire": {"dynamodb:UpdateItem"},
+	"wait":    {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
@@ -71,15 +74,14 @@ var DynamoDBActions = map[string][]string{
 }
 
 // FunctionEnvironment lists, per function, the environment it gets on top
-// of the one every function gets (see newLockFunction).
+// of the one every function gets (see newLockFunction): the functions that
+// grant leases read the longest lock-delay. Those whose routes wait
+// (api.Route.Waits: wait, watch) also get MAX_WAIT_SECONDS, spelled out
+// though it is the default, since their timeout (api.WaitTimeout) is sized
+// for it; the others never wait and do not read it.
 var FunctionEnvironment = map[string]map[string]string{
-	// MAX_WAIT_SECONDS is spelled out, though it is the default: the
-	// function's timeout (api.AcquireTimeout) is sized for it.
-	"acquire": {
-		"MAX_WAIT_SECONDS":       fmt.Sprint(MaxWaitSeconds),
-		"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds),
-	},
-	"watch": {"MAX_WAIT_SECONDS": fmt.Sprint(MaxWaitSeconds)},
+	"acquire": {"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds)},
+	"wait":    {"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds)},
 }
 
 // Function is one Lambda function of the service: its Name (the folder
@@ -100,6 +102,10 @@ func (f Function) Reserve() int { return f.Routes[0].Reserve }
 
 // Admin reports whether the function serves the admin routes.
 func (f Function) Admin() bool { return f.Routes[0].Admin }
+
+// Waits reports whether the function's routes may wait for a whole round
+// (api.Route.Waits).
+func (f Function) Waits() bool { return f.Routes[0].Waits }
 
 // Functions groups routes by Name, in the order each Name first appears:
 // one Lambda function per distinct Name, serving every row of that Name.
@@ -127,6 +133,10 @@ func Functions(routes []api.Route) ([]Function, error) {
 			return nil, fmt.Errorf("routes %q and %q of function %q: one is an admin route, the other not",
 				fns[i].Routes[0].Key(), r.Key(), r.Name)
 		}
+		if r.Waits != fns[i].Waits() {
+			return nil, fmt.Errorf("routes %q and %q of function %q: one waits, the other not",
+				fns[i].Routes[0].Key(), r.Key(), r.Name)
+		}
 		fns[i].Routes = append(fns[i].Routes, r)
 	}
 	return fns, nil
@@ -144,8 +154,9 @@ func (f Function) keys() string {
 
 // LockServiceStackProps configures NewLockServiceStack. Zero values mean the
 // production defaults: IAM auth on every route, no admin API, no reserved
-// concurrency, a table of the stack, retained table and logs, the Default*
-// throttling and assets from DefaultAssetDir.
+// concurrency, a table of the stack, retained table and logs, the route
+// table's throttles within API Gateway's default account bucket, the
+// Default* stage throttling and assets from DefaultAssetDir.
 type LockServiceStackProps struct {
 	awscdk.StackProps
 	// AssetDir holds <name>/bootstrap (linux/arm64) for each function.
@@ -163,6 +174,15 @@ type LockServiceStackProps struct {
 	// Name (-c reserve=true fills it from api.Routes' Reserve); a function
 	// absent from it reserves none. Each value must be positive.
 	ReservedConcurrency map[string]int
+	// Throttles overrides route throttles by operationId
+	// (api.Route.OperationID; -c throttle=OP=RATE:BURST,…, read by
+	// api.ParseThrottles); the other routes keep api.Routes' Throttle.
+	Throttles map[string]api.Throttle
+	// AccountThrottle is API Gateway's bucket for the account in the
+	// stack's Region (api.AccountThrottle when zero): the routes' rates
+	// must sum to no more than its rate, and no burst may exceed its
+	// burst (api.CheckAccountBucket).
+	AccountThrottle api.Throttle
 	// ThrottleRate is the default stage's steady-state requests per second.
 	ThrottleRate float64
 	// ThrottleBurst is the default stage's burst capacity.
@@ -196,8 +216,9 @@ func (p LockServiceStackProps) Routes() []api.Route {
 
 // Validate reports the combinations the stack cannot build: administrators
 // on a stack without IAM auth, a malformed or too long administrator list,
-// and reserved concurrency that is not positive or names no function of
-// the stack.
+// reserved concurrency that is not positive or names no function of the
+// stack, a throttle for an operation the stack does not deploy, and route
+// throttles that do not fit the account's API Gateway bucket.
 func (p LockServiceStackProps) Validate() error {
 	var errs []error
 	if p.AuthNone && len(p.Admins) > 0 {
@@ -227,6 +248,21 @@ func (p LockServiceStackProps) Validate() error {
 		if n < 1 {
 			errs = append(errs, fmt.Errorf("reserved concurrency for %q: got %d, want a positive integer", name, n))
 		}
+	}
+	routes := p.Routes()
+	for _, op := range slices.Sorted(maps.Keys(p.Throttles)) {
+		if !slices.ContainsFunc(routes, func(r api.Route) bool { return r.OperationID() == op }) {
+			errs = append(errs, fmt.Errorf("throttle for %q: the stack deploys no route of that operation "+
+				"(the admin routes only with admins)", op))
+		}
+	}
+	account := p.AccountThrottle
+	if account == (api.Throttle{}) {
+		account = api.AccountThrottle
+	}
+	if err := api.CheckAccountBucket(routes, p.Throttles, account); err != nil {
+		errs = append(errs, fmt.Errorf("route throttles: %w (set routes with -c %s=OP=RATE:BURST,…; if AWS raised the "+
+			"account's limit, state it with -c %s=RATE:BURST; see docs/operations.md, Capacity)", err, CtxThrottle, CtxAccountThrottle))
 	}
 	return errors.Join(errs...)
 }
@@ -346,7 +382,8 @@ func NewLockServiceStack(scope constructs.Construct, id string, props *LockServi
 		obs.addFunction(f, fn)
 	}
 
-	stage := newDefaultStage(stack, httpAPI, p, removal, routes)
+	stage, accessLogs := newDefaultStage(stack, httpAPI, p, removal, routes)
+	obs.addThrottled(accessLogs, p.Routes())
 	obs.addAPIAndTable(httpAPI, table)
 	obs.addServiceAlarms(fns)
 	obs.newDashboard(fns, httpAPI, table)
@@ -461,19 +498,22 @@ func newLockFunction(stack awscdk.Stack, f Function, table awsdynamodb.ITable, a
 	for k, v := range FunctionEnvironment[f.Name] {
 		env[k] = jsii.String(v)
 	}
+	if f.Waits() {
+		env["MAX_WAIT_SECONDS"] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+	}
 	if f.Admin() {
 		// The admin handler refuses every caller not listed here.
 		env[api.AdminPrincipalsEnv] = jsii.String(strings.Join(p.Admins, ","))
 	}
-	// Reserved concurrency: a floor for renew and release that waiting
-	// acquires cannot take, a cap (and a floor) for acquire; none by
-	// default (see api/capacity.go).
+	// Reserved concurrency: a floor for the quick functions that waiting
+	// acquires cannot take, a cap (and a floor) for wait and watch; none
+	// by default (see api/capacity.go).
 	var reserved *float64
 	if n := p.ReservedConcurrency[f.Name]; n > 0 {
 		reserved = jsii.Number(float64(n))
 	}
-	// The route table's timeout: 5 s for one store call, more for an
-	// acquire that may wait or a listing (below API Gateway's 30 s).
+	// The route table's timeout: 5 s for the quick routes, more for the
+	// routes that wait and for a listing (below API Gateway's 30 s).
 	timeout := awscdk.Duration_Seconds(jsii.Number(f.Timeout().Seconds()))
 	fn := awslambda.NewFunction(stack, jsii.String(id+"Function"), &awslambda.FunctionProps{
 		Description:   jsii.String("Lock service: " + f.keys()),
@@ -529,10 +569,10 @@ func accessLogFormat() string {
 
 // newDefaultStage creates the $default stage with a default throttle, the
 // throttle of each of p's routes, and JSON access logs to a log group of its
-// own. The stage depends on routes: API Gateway refuses route settings for
+// own, which it returns. The stage depends on routes: API Gateway refuses route settings for
 // a route key it does not have yet.
 func newDefaultStage(stack awscdk.Stack, httpAPI awsapigatewayv2.HttpApi, p LockServiceStackProps,
-	removal awscdk.RemovalPolicy, routes []constructs.IDependable) awsapigatewayv2.HttpStage {
+	removal awscdk.RemovalPolicy, routes []constructs.IDependable) (awsapigatewayv2.HttpStage, awslogs.LogGroup) {
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
 		RemovalPolicy: removal,
@@ -553,20 +593,22 @@ func newDefaultStage(stack awscdk.Stack, httpAPI awsapigatewayv2.HttpApi, p Lock
 		DestinationArn: accessLogs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat()),
 	})
-	// Each route's own throttle (see api/capacity.go): acquire admits fewer
-	// requests than renew and release, so waiters cannot crowd out holders.
-	// RouteSettings is a JSON map by route key; a route's settings replace
-	// the stage default for that route.
+	// Each route's own throttle (see api/capacity.go), or the context
+	// flag's: the routes that wait admit few requests, so waiters cannot
+	// crowd out holders, and the quick ones many. RouteSettings is a JSON
+	// map by route key; a route's settings replace the stage default for
+	// that route.
 	settings := map[string]any{}
 	for _, r := range p.Routes() {
+		t := r.ThrottleOf(p.Throttles)
 		settings[r.Key()] = map[string]any{
-			"ThrottlingRateLimit":  r.Throttle.Rate,
-			"ThrottlingBurstLimit": r.Throttle.Burst,
+			"ThrottlingRateLimit":  t.Rate,
+			"ThrottlingBurstLimit": t.Burst,
 		}
 	}
 	cfnStage.SetRouteSettings(settings)
 	stage.Node().AddDependency(routes...)
-	return stage
+	return stage, accessLogs
 }
 
 // constructID turns a route name such as "acquire" into "Acquire".

@@ -24,27 +24,37 @@ import (
 // wantFunctions are the Lambda functions of the service, one per distinct
 // api.Routes Name; written out so that a function more or less fails a test.
 // A stack without administrators has all but admin.
-var wantFunctions = []string{"acquire", "status", "release", "renew", "watch", "admin"}
+var wantFunctions = []string{"acquire", "wait", "status", "release", "renew", "watch", "admin"}
 
 // wantThrottle is each route's throttle on the default stage, written out:
-// acquire admits fewer requests than renew and release (api/capacity.go).
+// the quick routes admit 1,000 requests/s each, the routes that wait few
+// (api/capacity.go).
 var wantThrottle = map[string]api.Throttle{
-	"POST /locks/{resource}":         {Rate: 15, Burst: 75},
-	"GET /locks/{resource}":          {Rate: 100, Burst: 200},
-	"DELETE /locks/{resource}":       {Rate: 200, Burst: 400},
-	"POST /locks/{resource}/renew":   {Rate: 200, Burst: 400},
-	"GET /locks/{resource}/watch":    {Rate: 8, Burst: 40},
+	"POST /locks/{resource}":         {Rate: 1000, Burst: 1000},
+	"POST /locks/{resource}/wait":    {Rate: 15, Burst: 75},
+	"GET /locks/{resource}":          {Rate: 1000, Burst: 1000},
+	"DELETE /locks/{resource}":       {Rate: 1000, Burst: 1000},
+	"POST /locks/{resource}/renew":   {Rate: 1000, Burst: 1000},
+	"GET /locks/{resource}/watch":    {Rate: 4, Burst: 20},
 	"GET /admin/locks":               {Rate: 5, Burst: 10},
 	"DELETE /admin/locks/{resource}": {Rate: 5, Burst: 10},
 	// The semaphore rows: a bucket of their own (API Gateway throttles by
-	// route key), lower for the two that may wait.
-	"POST /semaphores/{name}":         {Rate: 4, Burst: 20},
-	"GET /semaphores/{name}":          {Rate: 100, Burst: 200},
-	"DELETE /semaphores/{name}":       {Rate: 200, Burst: 400},
-	"POST /semaphores/{name}/renew":   {Rate: 200, Burst: 400},
-	"GET /semaphores/{name}/watch":    {Rate: 4, Burst: 20},
+	// route key), lower for the two that wait.
+	"POST /semaphores/{name}":         {Rate: 1000, Burst: 1000},
+	"POST /semaphores/{name}/wait":    {Rate: 4, Burst: 20},
+	"GET /semaphores/{name}":          {Rate: 1000, Burst: 1000},
+	"DELETE /semaphores/{name}":       {Rate: 1000, Burst: 1000},
+	"POST /semaphores/{name}/renew":   {Rate: 1000, Burst: 1000},
+	"GET /semaphores/{name}/watch":    {Rate: 1, Burst: 5},
 	"GET /admin/semaphores":           {Rate: 5, Burst: 10},
 	"DELETE /admin/semaphores/{name}": {Rate: 5, Burst: 10},
+}
+
+// tunedThrottle is the tuned variant's -c throttle: these routes' settings
+// replace the table's.
+var tunedThrottle = map[string]api.Throttle{
+	"POST /locks/{resource}":      {Rate: 2000, Burst: 2000},
+	"POST /locks/{resource}/wait": {Rate: 30, Burst: 150},
 }
 
 // testAdmins is the admins context flag of the admin variant: a role (all
@@ -54,7 +64,8 @@ const testAdmins = "arn:aws:iam::111122223333:role/ops,arn:aws:iam::111122223333
 // wantDynamoDBActions is what each handler calls; written out here rather
 // than read from DynamoDBActions so that widening a grant fails a test.
 var wantDynamoDBActions = map[string][]string{
-	"acquire": {"dynamodb:GetItem", "dynamodb:UpdateItem"}, // GetItem: the watch of wait_seconds
+	"acquire": {"dynamodb:UpdateItem"},                     // a try never reads: DynamoDB returns the old item
+	"wait":    {"dynamodb:GetItem", "dynamodb:UpdateItem"}, // GetItem: the watch of a held lock and its queue
 	"renew":   {"dynamodb:UpdateItem"},
 	"release": {"dynamodb:UpdateItem"},
 	"status":  {"dynamodb:GetItem"},
@@ -62,10 +73,11 @@ var wantDynamoDBActions = map[string][]string{
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},    // list (Scan), force release
 }
 
-// wantTimeout is each function's timeout in seconds: 5 for one store call;
-// acquire may wait up to 20 s (wait_seconds), then write (3 s budget); the
-// admin function may scan several pages.
-var wantTimeout = map[string]int{"acquire": 25, "renew": 5, "release": 5, "status": 5, "watch": 25, "admin": 10}
+// wantTimeout is each function's timeout in seconds: 5 for the quick
+// functions (one store call; a semaphore's try a few); wait and watch may
+// wait up to 20 s (wait_seconds), then write (3 s budget); the admin
+// function may scan several pages.
+var wantTimeout = map[string]int{"acquire": 5, "wait": 25, "renew": 5, "release": 5, "status": 5, "watch": 25, "admin": 10}
 
 // Variants of the app that the tests synthesize, once per test binary.
 const (
@@ -74,7 +86,7 @@ const (
 	multi2 = "multi2" // regions=us-east-1,us-east-2 witness=us-west-2
 	multi3 = "multi3" // regions=eu-west-1,eu-west-2,eu-west-3 destroy=true
 	admin  = "admin"  // admins=testAdmins reserve=true
-	tuned  = "tuned"  // reserve=true reserveAcquire=50 reserveRenew=30 reserveRelease=15
+	tuned  = "tuned"  // reserve=true reserveAcquire=60 reserveWait=80 reserveRenew=30 reserveRelease=15 throttle=tunedThrottle
 )
 
 // devStackName is the stackName context flag of the dev variant.
@@ -164,7 +176,8 @@ func synthAll() (apps map[string][]*synthesized, err error) {
 		multi2: {"assetDir": assets, "regions": "us-east-1,us-east-2", "witness": "us-west-2"},
 		multi3: {"assetDir": assets, "regions": "eu-west-1, eu-west-2, eu-west-3", "destroy": "true"},
 		admin:  {"assetDir": assets, "admins": testAdmins, "reserve": "true"},
-		tuned:  {"assetDir": assets, "reserve": "true", "reserveAcquire": "50", "reserveRenew": "30", "reserveRelease": "15"},
+		tuned: {"assetDir": assets, "reserve": "true", "reserveAcquire": "60", "reserveWait": "80", "reserveRenew": "30", "reserveRelease": "15",
+			"throttle": "acquire=2000:2000,acquireWait=30:150"},
 	}
 	apps = map[string][]*synthesized{}
 	for variant, ctx := range contexts {
@@ -400,11 +413,15 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 		"DYNAMODB_RETURNS_OLD_ITEM":   "true",
 		"METRICS_NAMESPACE":           namespace,
 	}
-	if name == "acquire" {
+	// Only the functions that wait get MAX_WAIT_SECONDS; the ones that
+	// grant leases get MAX_LOCK_DELAY_SECONDS.
+	switch name {
+	case "acquire":
+		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
+	case "wait":
 		wantVars["MAX_WAIT_SECONDS"] = "20"
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
-	}
-	if name == "watch" {
+	case "watch":
 		wantVars["MAX_WAIT_SECONDS"] = "20"
 	}
 	if name == "admin" {
@@ -438,7 +455,7 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	if cfg.MetricsNamespace != namespace {
 		tb.Errorf("handler's metrics namespace: got %q, want %q", cfg.MetricsNamespace, namespace)
 	}
-	if name == "acquire" && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
+	if (name == "acquire" || name == "wait") && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
 		tb.Errorf("handler's MaxLockDelaySeconds: got %d, want %d", cfg.MaxLockDelaySeconds, MaxLockDelaySeconds)
 	}
 	// The admin handler reads the administrators the stack was given.
@@ -457,7 +474,7 @@ func TestFunctions(t *testing.T) {
 		variant string
 		want    []string
 	}{
-		{variant: prod, want: wantFunctions[:5]}, // no admin API by default
+		{variant: prod, want: wantFunctions[:6]}, // no admin API by default
 		{variant: admin, want: wantFunctions},
 	}
 	for _, tt := range tests {
@@ -857,9 +874,11 @@ func TestLogsAndStage(t *testing.T) {
 
 // TestRouteThrottles checks the default stage's throttles: the stage
 // default, and each deployed route's own (its api.Routes Throttle, and the
-// numbers written out in wantThrottle) whatever the context flags; the
-// stage depends on every route, since API Gateway refuses settings for a
-// route key it does not have yet.
+// numbers written out in wantThrottle), or the throttle flag's (tuned):
+// every quick route 1,000 requests/s or more, every route that waits below
+// renew, all within API Gateway's account bucket; the stage depends on
+// every route, since API Gateway refuses settings for a route key it does
+// not have yet.
 func TestRouteThrottles(t *testing.T) {
 	for key, want := range wantThrottle {
 		i := slices.IndexFunc(api.Routes, func(r api.Route) bool { return r.Key() == key })
@@ -878,19 +897,36 @@ func TestRouteThrottles(t *testing.T) {
 			id := s.only(t, "AWS::ApiGatewayV2::Stage")
 			settings, _ := s.props(t, id)["RouteSettings"].(map[string]any)
 			want := map[string]any{}
+			sum := 0.0
 			for _, r := range s.routes {
+				th := wantThrottle[r.Key()]
+				if o, ok := tunedThrottle[r.Key()]; ok && variant == tuned {
+					th = o
+				}
+				sum += th.Rate
 				want[r.Key()] = map[string]any{
-					"ThrottlingRateLimit":  wantThrottle[r.Key()].Rate,
-					"ThrottlingBurstLimit": float64(wantThrottle[r.Key()].Burst),
+					"ThrottlingRateLimit":  th.Rate,
+					"ThrottlingBurstLimit": float64(th.Burst),
+				}
+				if th.Burst > 5000 {
+					t.Errorf("%s: burst %d, above API Gateway's account burst of 5,000", r.Key(), th.Burst)
 				}
 			}
 			if !reflect.DeepEqual(settings, want) {
 				t.Errorf("RouteSettings: got %v, want %v", settings, want)
 			}
-			acquire, _ := settings["POST /locks/{resource}"].(map[string]any)
-			renew, _ := settings["POST /locks/{resource}/renew"].(map[string]any)
-			if a, r := acquire["ThrottlingRateLimit"], renew["ThrottlingRateLimit"]; a == nil || r == nil || a.(float64) >= r.(float64) {
-				t.Errorf("acquire's rate %v, renew's %v: want acquire lower", a, r)
+			if sum > 10000 {
+				t.Errorf("the route rates add up to %g, above API Gateway's account limit of 10,000", sum)
+			}
+			renew := settings["POST /locks/{resource}/renew"].(map[string]any)["ThrottlingRateLimit"].(float64)
+			for _, r := range s.routes {
+				rate := settings[r.Key()].(map[string]any)["ThrottlingRateLimit"].(float64)
+				if r.Quick() && rate < 1000 {
+					t.Errorf("quick route %s: rate %g, want 1,000 or more", r.Key(), rate)
+				}
+				if r.Waits && rate >= renew {
+					t.Errorf("waiting route %s: rate %g, want below renew's %g", r.Key(), rate, renew)
+				}
 			}
 			deps := strs(s.res[id]["DependsOn"])
 			for _, route := range s.ofType("AWS::ApiGatewayV2::Route") {
@@ -904,8 +940,8 @@ func TestRouteThrottles(t *testing.T) {
 
 // TestReservedConcurrency checks ReservedConcurrentExecutions: none without
 // reserve=true (the stack must deploy on any account), api.Routes' numbers
-// with it (acquire 100, renew 20, release 10; status and admin none), and
-// the numbers of the override flags.
+// with it (acquire 50, wait 100, watch 50, renew 50, release 20; status and
+// admin none), and the numbers of the override flags.
 func TestReservedConcurrency(t *testing.T) {
 	tests := []struct {
 		variant string
@@ -914,8 +950,8 @@ func TestReservedConcurrency(t *testing.T) {
 		{variant: prod},
 		{variant: dev},
 		{variant: multi2},
-		{variant: admin, want: map[string]float64{"acquire": 100, "renew": 20, "release": 10, "watch": 50}},
-		{variant: tuned, want: map[string]float64{"acquire": 50, "renew": 30, "release": 15, "watch": 50}},
+		{variant: admin, want: map[string]float64{"acquire": 50, "wait": 100, "renew": 50, "release": 20, "watch": 50}},
+		{variant: tuned, want: map[string]float64{"acquire": 60, "wait": 80, "renew": 30, "release": 15, "watch": 50}},
 	}
 	for _, tt := range tests {
 		for _, s := range synthStacks(t, tt.variant) {
@@ -932,10 +968,10 @@ func TestReservedConcurrency(t *testing.T) {
 					}
 				}
 				if tt.want != nil {
-					match(t, "acquire's reservation", func() {
+					match(t, "wait's reservation", func() {
 						s.tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
-							"Timeout":                      float64(wantTimeout["acquire"]),
-							"ReservedConcurrentExecutions": tt.want["acquire"],
+							"Timeout":                      float64(wantTimeout["wait"]),
+							"ReservedConcurrentExecutions": tt.want["wait"],
 						})
 					})
 				}
@@ -952,8 +988,8 @@ func TestReservedConcurrency(t *testing.T) {
 	for _, f := range fns {
 		sum += f.Reserve()
 	}
-	if got := sum + api.UnreservedMinimum; got != 280 || got > api.DefaultAccountConcurrency {
-		t.Errorf("reserve=true needs an account limit of %d, want the documented 280 (within the default %d)",
+	if got := sum + api.UnreservedMinimum; got != 370 || got > api.DefaultAccountConcurrency {
+		t.Errorf("reserve=true needs an account limit of %d, want the documented 370 (within the default %d)",
 			got, api.DefaultAccountConcurrency)
 	}
 }
@@ -981,9 +1017,9 @@ func checkOutputs(t *testing.T, s *synthesized) {
 		output string
 		want   []string
 	}
-	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/GET/locks/*",
-		"API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch",
-		"API_ID/*/POST/semaphores/*", "API_ID/*/GET/semaphores/*", "API_ID/*/DELETE/semaphores/*",
+	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/POST/locks/*/wait",
+		"API_ID/*/GET/locks/*", "API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch",
+		"API_ID/*/POST/semaphores/*", "API_ID/*/POST/semaphores/*/wait", "API_ID/*/GET/semaphores/*", "API_ID/*/DELETE/semaphores/*",
 		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",

@@ -52,8 +52,9 @@ type Capacity struct {
 	// Mode is the model; the zero value is CapacityOff.
 	Mode CapacityMode
 	// Throttles overrides route throttles by operationId
-	// (api.Route.OperationID: acquire, status, release, renew, listLocks,
-	// forceRelease). A zero Throttle leaves the route unthrottled.
+	// (api.Route.OperationID: acquire, acquireWait, status, release,
+	// renew, watch, listLocks, …; api.ParseThrottles reads them from
+	// OP=RATE:BURST). A zero Throttle leaves the route unthrottled.
 	Throttles map[string]api.Throttle
 	// Reserves overrides reserved concurrency by function name
 	// (api.Route.Name), with CapacityReserve only; 0 takes the function's
@@ -102,11 +103,7 @@ func (c Capacity) resolve() (capacityModel, error) {
 	ops, fns := map[string]bool{}, map[string]bool{}
 	for _, rt := range api.Routes {
 		ops[rt.OperationID()], fns[rt.Name] = true, true
-		t := rt.Throttle
-		if o, ok := c.Throttles[rt.OperationID()]; ok {
-			t = o
-		}
-		if t != (api.Throttle{}) {
+		if t := rt.ThrottleOf(c.Throttles); t != (api.Throttle{}) {
 			m.throttles[rt.Key()] = t
 		}
 		if c.Mode == CapacityReserve {

@@ -58,7 +58,7 @@ func TestBucket(t *testing.T) {
 // overrides applied, and nonsense is refused.
 func TestCapacityResolve(t *testing.T) {
 	var reserved int
-	for _, r := range []int{api.AcquireReserve, api.RenewReserve, api.ReleaseReserve, api.WatchReserve} {
+	for _, r := range []int{api.AcquireReserve, api.WaitReserve, api.RenewReserve, api.ReleaseReserve, api.WatchReserve} {
 		reserved += r
 	}
 	cases := []struct {
@@ -71,13 +71,13 @@ func TestCapacityResolve(t *testing.T) {
 	}{
 		{name: "Off", c: Capacity{}, wantReserves: map[string]int{}},
 		{name: "Stack", c: StackCapacity(), wantUnreserved: api.DefaultAccountConcurrency,
-			wantReserves: map[string]int{}, wantAcquire: api.AcquireThrottle},
+			wantReserves: map[string]int{}, wantAcquire: api.QuickThrottle},
 		{name: "Reserve", c: ReserveCapacity(), wantUnreserved: api.DefaultAccountConcurrency - reserved,
-			wantReserves: map[string]int{"acquire": api.AcquireReserve, "renew": api.RenewReserve, "release": api.ReleaseReserve,
+			wantReserves: map[string]int{"acquire": api.AcquireReserve, "wait": api.WaitReserve, "renew": api.RenewReserve, "release": api.ReleaseReserve,
 				"watch": api.WatchReserve},
-			wantAcquire: api.AcquireThrottle},
+			wantAcquire: api.QuickThrottle},
 		{name: "Overrides", c: Capacity{Mode: CapacityReserve, AccountConcurrency: 20,
-			Reserves:  map[string]int{"acquire": 4, "renew": 3, "release": 0, "status": 2, "watch": 0},
+			Reserves:  map[string]int{"acquire": 4, "renew": 3, "release": 0, "status": 2, "watch": 0, "wait": 0},
 			Throttles: map[string]api.Throttle{"acquire": {Rate: 1, Burst: 2}}},
 			wantUnreserved: 20 - 4 - 3 - 2,
 			wantReserves:   map[string]int{"acquire": 4, "renew": 3, "status": 2},
@@ -128,7 +128,7 @@ func TestCapacityResolve(t *testing.T) {
 // share the rest of the pool, and an execution comes back when done.
 func TestAdmit(t *testing.T) {
 	c := Capacity{Mode: CapacityReserve, AccountConcurrency: 4,
-		Reserves:  map[string]int{"acquire": 2, "renew": 1, "release": 0, "watch": 0},
+		Reserves:  map[string]int{"acquire": 2, "renew": 1, "release": 0, "watch": 0, "wait": 0},
 		Throttles: map[string]api.Throttle{"status": {Rate: 0, Burst: 2}}}
 	m, err := c.resolve()
 	if err != nil {
@@ -223,5 +223,66 @@ func TestAdmitExact(t *testing.T) {
 	}
 	if _, _, ok := l.admit(acquire); ok {
 		t.Fatalf("admitted %d at once, want %d", limit+1, limit)
+	}
+}
+
+// TestStackAdmitsQuickLoad: the default stack's capacity model, on a fake
+// clock, admits 1,000 requests a second for 10 s on every quick route at
+// once (each request holding an execution for 20 ms, as a store call
+// does), without a 429 or a 500; 1,200 a second on one route is more than
+// its throttle and is refused in part, so the model is not unbounded.
+func TestStackAdmitsQuickLoad(t *testing.T) {
+	m, err := StackCapacity().resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quick []api.Route
+	for _, rt := range api.Routes {
+		if rt.Quick() {
+			quick = append(quick, rt)
+		}
+	}
+	if len(quick) != 8 {
+		t.Fatalf("got %d quick routes, want 8", len(quick))
+	}
+	// run sends perSecond requests a second, evenly, on each of routes for
+	// d of fake time, and returns the requests refused by status.
+	run := func(routes []api.Route, perSecond int, d time.Duration) map[int]int {
+		now := time.Unix(1_800_000_000, 0)
+		l := newLimits(m, func() time.Time { return now })
+		const hold = 20 * time.Millisecond
+		type running struct {
+			until time.Time
+			done  func()
+		}
+		var busy []running
+		refused := map[int]int{}
+		step := time.Second / time.Duration(perSecond)
+		for end := now.Add(d); now.Before(end); now = now.Add(step) {
+			kept := busy[:0]
+			for _, r := range busy {
+				if now.Before(r.until) {
+					kept = append(kept, r)
+				} else {
+					r.done()
+				}
+			}
+			busy = kept
+			for _, rt := range routes {
+				done, status, ok := l.admit(rt)
+				if !ok {
+					refused[status]++
+					continue
+				}
+				busy = append(busy, running{now.Add(hold), done})
+			}
+		}
+		return refused
+	}
+	if refused := run(quick, 1000, 10*time.Second); len(refused) != 0 {
+		t.Errorf("1,000 requests/s for 10 s on each quick route: refused %v, want none", refused)
+	}
+	if refused := run(quick[:1], 1200, 10*time.Second); refused[http.StatusTooManyRequests] == 0 {
+		t.Errorf("1,200 requests/s for 10 s on %s: refused %v, want some 429s (its throttle is %+v)", quick[0].Key(), refused, quick[0].Throttle)
 	}
 }

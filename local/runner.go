@@ -54,12 +54,20 @@ type Runner struct {
 	// limits models the stack's capacity bounds; nil (CapacityOff) admits
 	// every request.
 	limits *limits
+	// counts are the Counts; refusals logs what the model refuses.
+	counts   *counter
+	refusals *refusalLog
 }
 
-// NewRunner returns a Runner over h. log receives runner-level failures.
+// NewRunner returns a Runner over h. log receives runner-level failures,
+// and a line a second counting the requests the capacity model refused.
 func NewRunner(h *api.Handler, log *slog.Logger) *Runner {
-	return &Runner{handler: h, log: log}
+	return &Runner{handler: h, log: log, counts: newCounter(), refusals: &refusalLog{log: log, every: time.Second}}
 }
+
+// Counts returns what rn has counted since it started: requests by route,
+// try-acquires that carried wait_seconds, and refusals.
+func (rn *Runner) Counts() Counts { return rn.counts.snapshot() }
 
 // SetCapacity makes rn model c (see Capacity); call it before serving. It
 // returns an error, and changes nothing, when c is not valid.
@@ -96,8 +104,9 @@ func (rn *Runner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The route's throttle, then its function's concurrency: a request
 	// over either never reaches the handler (nor the store).
 	done, status, ok := rn.limits.admit(route)
+	rn.counts.request(route, body, status)
 	if !ok {
-		rn.log.Debug("throttled", "route", route.Key(), "status", status)
+		rn.refusals.add(route.Key(), status)
 		writeMessage(w, status, throttledMessage[status])
 		return
 	}

@@ -1,6 +1,6 @@
-// Command acquire is the Lambda function behind the "acquire" row of api.Routes.
-// It builds the handler once per cold start and serves events until the
-// runtime stops it.
+// Command acquire is the Lambda function behind the "acquire" rows of
+// api.Routes: the try-acquires of locks and semaphores. It builds the handler
+// once per cold start and serves events until the runtime stops it.
 package main
 
 import (

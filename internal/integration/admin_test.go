@@ -399,7 +399,7 @@ func TestLockDelayWait(t *testing.T) {
 	start := time.Now()
 	acquireDelay(t, srv, r0, "w1", 1, 2) // free 3 s after the grant
 	b, _ := json.Marshal(map[string]any{"owner": "w2", "ttl_seconds": 30, "wait_seconds": 8})
-	r := call(t, srv, "POST", lockPath(r0), string(b))
+	r := call(t, srv, "POST", waitPath(r0), string(b))
 	took := time.Since(start)
 	if r.status != 200 || r.json["acquired"] != true {
 		t.Fatalf("waiting acquire: got %d %s, want granted", r.status, r.raw)
@@ -428,13 +428,13 @@ func TestMetricsLines(t *testing.T) {
 	call(t, srv, "DELETE", lockPath(r0), ownerBody("w1", tok))                             // release released
 	call(t, srv, "GET", lockPath(r0), "")                                                  // status not-found
 	call(t, srv, "POST", lockPath(r0), `{"owner":"w1","ttl_seconds":"30"}`)                // acquire invalid
-	call(t, srv, "POST", lockPath(r0), `{"owner":"w3","ttl_seconds":30,"wait_seconds":2}`) // acquire acquired, waited
+	call(t, srv, "POST", waitPath(r0), `{"owner":"w3","ttl_seconds":30,"wait_seconds":2}`) // wait acquired, waited
 	call(t, srv, "GET", "/admin/locks?prefix="+url.QueryEscape(r0), "")                    // admin listed
 	call(t, srv, "DELETE", adminPath(r0), reasonBody("test"))                              // admin force-released
 	want := [][2]string{
 		{"acquire", "acquired"}, {"acquire", "contended"}, {"status", "found"}, {"renew", "renewed"},
 		{"release", "forbidden"}, {"release", "stale-token"}, {"release", "released"}, {"status", "not-found"},
-		{"acquire", "invalid"}, {"acquire", "acquired"}, {"admin", "listed"}, {"admin", "force-released"},
+		{"acquire", "invalid"}, {"wait", "acquired"}, {"admin", "listed"}, {"admin", "force-released"},
 	}
 
 	var got [][2]string
@@ -595,7 +595,7 @@ func TestForceReleaseLockDelay(t *testing.T) {
 			t.Fatalf("force release: got %d %s", r.status, r.raw)
 		}
 		b, _ := json.Marshal(map[string]any{"owner": "w2", "ttl_seconds": 30, "wait_seconds": 6})
-		r := call(t, rt, "POST", lockPath(r0), string(b))
+		r := call(t, rt, "POST", waitPath(r0), string(b))
 		if took := time.Since(start); r.json["acquired"] != true || took < 2*time.Second {
 			t.Errorf("got %s %s after the force release, want a grant at its free_at (2 s)", r.raw, took)
 		}

@@ -43,7 +43,7 @@ func fifoWait(t *testing.T, srv *testenv.Server, resource, owner string, wait in
 	t.Helper()
 	out := make(chan timedReply, 1)
 	go func() {
-		r := call(t, srv, "POST", lockPath(resource), fifoBody(owner, 30, wait, ticket))
+		r := call(t, srv, "POST", waitPath(resource), fifoBody(owner, 30, wait, ticket))
 		out <- timedReply{r, time.Now()}
 	}()
 	return out
@@ -513,8 +513,13 @@ func TestFairWaitingPrincipal(t *testing.T) {
 		bob   = "arn:aws:iam::123456789012:user/bob"
 	)
 	r0 := res(t)
+	// as sends an acquire as arn: a waiting one when the body waits.
 	as := func(arn, body string) reply {
-		req, _ := http.NewRequest("POST", srv.URL+lockPath(r0), strings.NewReader(body))
+		path := lockPath(r0)
+		if strings.Contains(body, `"wait_seconds"`) {
+			path = waitPath(r0)
+		}
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Test-Caller", arn)
 		return do(t, req)

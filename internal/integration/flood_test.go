@@ -189,7 +189,7 @@ func TestFloodKeepsLeases(t *testing.T) {
 							return
 						default:
 						}
-						a, ok := c.send(t, srv, "POST", contended, body)
+						a, ok := c.send(t, srv, "POST", contended+"/wait", body)
 						switch {
 						case !ok:
 							return

@@ -83,6 +83,9 @@ func do(tb testing.TB, req *http.Request) reply {
 
 func lockPath(resource string) string { return "/locks/" + url.PathEscape(resource) }
 
+// waitPath is the waiting acquire's route of a lock.
+func waitPath(resource string) string { return lockPath(resource) + "/wait" }
+
 func acquireBody(owner string, ttl int) string {
 	b, _ := json.Marshal(map[string]any{"owner": owner, "ttl_seconds": ttl})
 	return string(b)

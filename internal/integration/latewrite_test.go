@@ -221,7 +221,7 @@ func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 	})
 	waited := make(chan reply, 1)
 	go func() {
-		waited <- call(t, waiterSrv, "POST", path, `{"owner":"w1","ttl_seconds":30,"wait_seconds":3}`)
+		waited <- call(t, waiterSrv, "POST", path+"/wait", `{"owner":"w1","ttl_seconds":30,"wait_seconds":3}`)
 	}()
 	<-firstRead
 	if r := call(t, srv, "DELETE", path, ownerBody("w2", other)); r.status != 204 {

@@ -146,7 +146,11 @@ func TestAcquireSDKRetryOfLandedGrant(t *testing.T) {
 					return faultproxy.Action{}
 				})
 				body := `{"owner":"w1","ttl_seconds":3600,"wait_seconds":` + string(rune('0'+wait)) + `}`
-				r := call(t, srv, "POST", lockPath(r0), body)
+				path := lockPath(r0)
+				if wait > 0 {
+					path = waitPath(r0)
+				}
+				r := call(t, srv, "POST", path, body)
 				st := call(t, direct, "GET", lockPath(r0), "")
 				if r.status != 200 || r.json["acquired"] != true {
 					t.Errorf("acquire whose first attempt landed: got %d %s; the store holds %d %s for the caller — want 200 acquired:true (or 503)",

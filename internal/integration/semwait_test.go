@@ -35,7 +35,7 @@ func semWaitFor(t *testing.T, srv *testenv.Server, name, owner string, permits, 
 	body := semBody(m)
 	out := make(chan timedReply, 1)
 	go func() {
-		r := call(t, srv, "POST", semPath(name), body)
+		r := call(t, srv, "POST", semWaitPath(name), body)
 		out <- timedReply{r, time.Now()}
 	}()
 	return out

@@ -31,7 +31,7 @@ func waitFor(t *testing.T, srv *testenv.Server, resource, owner string, ttl, wai
 	t.Helper()
 	out := make(chan timedReply, 1)
 	go func() {
-		r := call(t, srv, "POST", lockPath(resource), waitBody(owner, ttl, wait))
+		r := call(t, srv, "POST", waitPath(resource), waitBody(owner, ttl, wait))
 		out <- timedReply{r, time.Now()}
 	}()
 	return out
@@ -142,13 +142,13 @@ func TestWaitRunsOut(t *testing.T) {
 	}
 }
 
-// TestWaitEndsBeforeDeadline: the invocation's deadline (the acquire
+// TestWaitEndsBeforeDeadline: the invocation's deadline (the wait
 // function's timeout) ends a wait early enough for the last write's budget
 // and the reserve, so the caller gets the handler's own answer, not a
 // timeout.
 func TestWaitEndsBeforeDeadline(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{StoreBudget: 500 * time.Millisecond, Timeouts: map[string]time.Duration{"acquire": 2 * time.Second}})
+	srv := testenv.Start(t, testenv.Options{StoreBudget: 500 * time.Millisecond, Timeouts: map[string]time.Duration{"wait": 2 * time.Second}})
 
 	r0 := res(t)
 	acquire(t, srv, r0, "holder", 30)
@@ -192,7 +192,7 @@ func TestChurnWithWaiting(t *testing.T) {
 				if ticket != "" {
 					body = body[:len(body)-1] + `,"queue_ticket":"` + ticket + `"}`
 				}
-				r := call(t, srv, "POST", lockPath(r0), body)
+				r := call(t, srv, "POST", waitPath(r0), body)
 				if r.status != 200 {
 					mu.Lock()
 					failures = append(failures, r.raw)

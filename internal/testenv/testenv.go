@@ -160,7 +160,13 @@ type Server struct {
 	// DB is the server's DynamoDB client (for tests that inspect or
 	// delete items directly, e.g. to simulate TTL garbage collection).
 	DB *dynamodb.Client
+
+	runner *local.Runner
 }
+
+// Counts returns what the server's runner has counted: requests by route
+// key, try-acquires that carried wait_seconds, refusals (local.Counts).
+func (s *Server) Counts() local.Counts { return s.runner.Counts() }
 
 // Start starts a Server that is closed when tb ends.
 func Start(tb testing.TB, opt Options) *Server {
@@ -203,7 +209,7 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	srv := httptest.NewServer(doc.Middleware(runner, func(m *contract.Mismatch) { tb.Errorf("%v", m) }))
 	tb.Cleanup(srv.Close)
-	return &Server{URL: srv.URL, Ops: ops, DB: db}
+	return &Server{URL: srv.URL, Ops: ops, DB: db, runner: runner}
 }
 
 // loadContract loads api/openapi.yaml once per test binary.

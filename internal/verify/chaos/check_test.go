@@ -517,7 +517,7 @@ func TestCheckAnswers(t *testing.T) {
 		t.Errorf("proper answers reported: %v", rep.Violations)
 	}
 	f.op(2, Acquire, 0, 5100, 200, `{"acquired":false,"resource":"r"}`, func(o *Op) { o.Wait = 2 })
-	excerptHas(t, check(f), RuleAnswers, "op#3 c2@i0 POST /locks/r {owner:c2 ttl:2 wait:2}", "more than its 2 s wait")
+	excerptHas(t, check(f), RuleAnswers, "op#3 c2@i0 POST /locks/r/wait {owner:c2 ttl:2 wait:2}", "more than its 2 s wait")
 }
 
 func TestCheckRecovery(t *testing.T) {
@@ -755,7 +755,7 @@ func TestCheckLateWrite(t *testing.T) {
 			rep := check(f)
 			wantOnly(t, rep, tc.want...)
 			if len(tc.want) > 0 {
-				excerptHas(t, rep, RuleLateWrite, "w0 was granted token", "op#1 c0@i0 POST /locks/r {owner:w0 ttl:2 wait:", "op#3 c1@i0", "granted at", "ms later")
+				excerptHas(t, rep, RuleLateWrite, "w0 was granted token", "op#1 c0@i0 POST /locks/r/wait {owner:w0 ttl:2 wait:", "op#3 c1@i0", "granted at", "ms later")
 			}
 			if rep.CoOwnerReplaced != tc.replaced {
 				t.Errorf("got %d co-owner replacements, want %d", rep.CoOwnerReplaced, tc.replaced)

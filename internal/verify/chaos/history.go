@@ -435,10 +435,10 @@ func (op Op) format(start time.Time) string {
 	case Acquire:
 		req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d}", op.Resource, op.Owner, op.TTL)
 		if op.Wait > 0 {
-			req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d wait:%d}", op.Resource, op.Owner, op.TTL, op.Wait)
+			req = fmt.Sprintf("POST /locks/%s/wait {owner:%s ttl:%d wait:%d}", op.Resource, op.Owner, op.TTL, op.Wait)
 		}
 		if op.QueueTicket != "" {
-			req = fmt.Sprintf("POST /locks/%s {owner:%s ttl:%d wait:%d ticket:%s}", op.Resource, op.Owner, op.TTL, op.Wait, op.QueueTicket)
+			req = fmt.Sprintf("POST /locks/%s/wait {owner:%s ttl:%d wait:%d ticket:%s}", op.Resource, op.Owner, op.TTL, op.Wait, op.QueueTicket)
 		}
 	case Renew:
 		req = fmt.Sprintf("POST /locks/%s/renew {owner:%s ttl:%d%s}", op.Resource, op.Owner, op.TTL, tokenArg(op.Token))
@@ -451,7 +451,7 @@ func (op Op) format(start time.Time) string {
 	case SemAcquire:
 		req = fmt.Sprintf("POST /semaphores/%s {owner:%s ttl:%d permits:%d}", op.Resource, op.Owner, op.TTL, op.Permits)
 		if op.Wait > 0 {
-			req = fmt.Sprintf("POST /semaphores/%s {owner:%s ttl:%d permits:%d wait:%d%s}", op.Resource, op.Owner, op.TTL, op.Permits, op.Wait,
+			req = fmt.Sprintf("POST /semaphores/%s/wait {owner:%s ttl:%d permits:%d wait:%d%s}", op.Resource, op.Owner, op.TTL, op.Permits, op.Wait,
 				map[bool]string{true: " ticket:" + op.QueueTicket}[op.QueueTicket != ""])
 		}
 	case SemRenew:

@@ -530,7 +530,8 @@ func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource stri
 	switch kind {
 	case Acquire:
 		body["ttl_seconds"] = ttl
-		if c.wait > 0 {
+		if c.wait > 0 { // a waiting acquire: its own route
+			path += "/wait"
 			body["wait_seconds"] = c.wait
 			op.Wait = c.wait
 		}
@@ -550,6 +551,7 @@ func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource stri
 		op.Permits = c.w.permits[resource]
 		body["ttl_seconds"], body["permits"] = ttl, op.Permits
 		if c.wait > 0 {
+			path += "/wait"
 			body["wait_seconds"] = c.wait
 			op.Wait = c.wait
 		}

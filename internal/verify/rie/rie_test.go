@@ -400,6 +400,12 @@ func acquireBody(owner string, ttl int) func(int64) string {
 	return func(int64) string { return fmt.Sprintf(`{"owner":%q,"ttl_seconds":%d}`, owner, ttl) }
 }
 
+func waitBody(owner string, ttl, wait int) func(int64) string {
+	return func(int64) string {
+		return fmt.Sprintf(`{"owner":%q,"ttl_seconds":%d,"wait_seconds":%d}`, owner, ttl, wait)
+	}
+}
+
 func renewBody(owner string, ttl int) func(int64) string {
 	return func(tok int64) string {
 		return fmt.Sprintf(`{"owner":%q,"ttl_seconds":%d,"fencing_token":%d}`, owner, ttl, tok)
@@ -458,8 +464,8 @@ func TestRoutes(t *testing.T) {
 			lockRoutes++
 		}
 	}
-	if lockRoutes != 10 {
-		t.Fatalf("got %d lock and semaphore routes, want the 10 this scenario and TestSemaphoreRoutes cover", lockRoutes)
+	if lockRoutes != 12 {
+		t.Fatalf("got %d lock and semaphore routes, want the 12 this scenario and TestSemaphoreRoutes cover", lockRoutes)
 	}
 	// watch, without a query: the state at once (index 0 was never it).
 	watched := func(held bool) func(testing.TB, answer, int64) {
@@ -474,12 +480,27 @@ func TestRoutes(t *testing.T) {
 		{name: "AcquireFree", route: "acquire", caller: workerA1, body: acquireBody("worker-1", 30), wantStatus: 200,
 			check: wantLock("worker-1", &yes, nil)},
 		{name: "StatusHeld", route: "status", caller: bob, wantStatus: 200, check: wantLock("worker-1", nil, nil)},
+		// A try does not wait: the released clients' request shape is
+		// refused with a 422 naming wait_seconds.
+		{name: "TryRefusesWait", route: "acquire", caller: bob, body: waitBody("worker-2", 30, 1), wantStatus: 422},
+		{name: "WaitHeld", route: "wait", caller: bob, body: waitBody("worker-2", 30, 1), wantStatus: 200,
+			check: func(tb testing.TB, a answer, _ int64) {
+				if a.Acquired == nil || *a.Acquired || a.Lock != nil {
+					tb.Errorf("got acquired %s lock %+v, want held for the whole wait", ptrStr(a.Acquired), a.Lock)
+				}
+			}},
 		{name: "WatchHeld", route: "watch", caller: bob, wantStatus: 200, check: watched(true)},
 		{name: "Renew", route: "renew", caller: workerA1, body: renewBody("worker-1", 60), wantStatus: 200,
 			check: wantLock("worker-1", nil, &yes)},
 		{name: "Release", route: "release", caller: workerA1, body: releaseBody("worker-1"), wantStatus: 204},
 		{name: "StatusReleased", route: "status", caller: workerA1, wantStatus: 404},
 		{name: "WatchReleased", route: "watch", caller: workerA1, wantStatus: 200, check: watched(false)},
+		{name: "WaitFree", route: "wait", caller: bob, body: waitBody("worker-2", 30, 2), wantStatus: 200,
+			check: func(tb testing.TB, a answer, token int64) {
+				if a.Acquired == nil || !*a.Acquired || a.Lock == nil || a.Lock.Owner != "worker-2" || a.Lock.FencingToken <= token {
+					tb.Errorf("got acquired %s lock %+v, want worker-2's lease with a token above %d", ptrStr(a.Acquired), a.Lock, token)
+				}
+			}},
 	})
 }
 
@@ -626,6 +647,8 @@ func TestSemaphoreRoutes(t *testing.T) {
 		t.Fatalf("acquire: got %v, want a permit", a)
 	}
 	slot, tok := int64(permit["slot"].(float64)), int64(permit["fencing_token"].(float64))
+	resp, a = invokeOp(t, "acquireSemaphoreWait", name, bob, `{"owner":"w2","ttl_seconds":30,"permits":3,"wait_seconds":1}`)
+	want("acquireSemaphoreWait (another N, answered at once)", resp, 409)
 	resp, a = invokeOp(t, "acquireSemaphore", name, bob, `{"owner":"w2","ttl_seconds":30,"permits":3}`)
 	want("acquireSemaphore (another N)", resp, 409)
 	if a["permits"] != 2.0 {
@@ -656,4 +679,9 @@ func TestSemaphoreRoutes(t *testing.T) {
 	want("releaseSemaphore", resp, 204)
 	resp, _ = invokeOp(t, "forceReleaseSemaphore", name, bob, fmt.Sprintf(`{"slot":%v,"reason":"test"}`, slot))
 	want("forceReleaseSemaphore (nothing live)", resp, 404)
+	resp, a = invokeOp(t, "acquireSemaphoreWait", name, bob, `{"owner":"w2","ttl_seconds":30,"permits":2,"wait_seconds":1}`)
+	want("acquireSemaphoreWait", resp, 200)
+	if p, _ := a["permit"].(map[string]any); a["acquired"] != true || p == nil || p["fencing_token"].(float64) <= float64(tok) {
+		t.Errorf("waiting acquire of a free semaphore: got %v, want a permit with a token above %d", a, tok)
+	}
 }

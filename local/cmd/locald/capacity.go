@@ -4,8 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/ft288/locks/api"
@@ -24,8 +24,8 @@ type capacityFlags struct {
 func (f *capacityFlags) register(fs *flag.FlagSet) {
 	f.throttles = throttleFlag{}
 	fs.StringVar(&f.mode, "capacity", "on", "on: model the stack's route throttles (429) and Lambda concurrency (500); off: no limits (benchmarks)")
-	fs.BoolVar(&f.reserve, "reserve", false, "model the stack deployed with -c reserve=true: reserved concurrency for acquire (its cap), renew and release (floors)")
-	fs.Var(f.throttles, "throttle", "override route throttles, OPERATION=RATE:BURST[,...] (e.g. acquire=20:100); repeatable")
+	fs.BoolVar(&f.reserve, "reserve", false, "model the stack deployed with -c reserve=true: reserved concurrency (floors and caps) for acquire, wait, watch, renew and release")
+	fs.Var(f.throttles, "throttle", "override route throttles by operationId, OPERATION=RATE:BURST[,...] (e.g. acquireWait=30:150), as the stack's -c throttle; repeatable")
 	fs.IntVar(&f.pool, "account-concurrency", api.DefaultAccountConcurrency, "the modeled Lambda account concurrency limit")
 }
 
@@ -75,22 +75,13 @@ func (t throttleFlag) String() string {
 	return strings.Join(out, ",")
 }
 
+// Set adds the throttles of v, parsed by api.ParseThrottles (the syntax of
+// the CDK app's throttle context flag too).
 func (t throttleFlag) Set(v string) error {
-	for _, item := range strings.Split(v, ",") {
-		op, limits, ok := strings.Cut(item, "=")
-		rate, burst, ok2 := strings.Cut(limits, ":")
-		if !ok || !ok2 || op == "" {
-			return fmt.Errorf("%q: want OPERATION=RATE:BURST, e.g. acquire=20:100", item)
-		}
-		r, err := strconv.ParseFloat(rate, 64)
-		if err != nil {
-			return fmt.Errorf("%q: rate: %w", item, err)
-		}
-		b, err := strconv.Atoi(burst)
-		if err != nil {
-			return fmt.Errorf("%q: burst: %w", item, err)
-		}
-		t[op] = api.Throttle{Rate: r, Burst: b}
+	parsed, err := api.ParseThrottles(v)
+	if err != nil {
+		return err
 	}
+	maps.Copy(t, parsed)
 	return nil
 }

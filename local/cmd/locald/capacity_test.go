@@ -25,7 +25,7 @@ func TestCapacityFlags(t *testing.T) {
 	}{
 		{name: "Default", wantMode: local.CapacityDefault, wantUnreserved: api.DefaultAccountConcurrency},
 		{name: "Reserve", args: []string{"-reserve"}, wantMode: local.CapacityReserve,
-			wantUnreserved: api.DefaultAccountConcurrency - api.AcquireReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve},
+			wantUnreserved: api.DefaultAccountConcurrency - api.AcquireReserve - api.WaitReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve},
 		{name: "Off", args: []string{"-capacity", "off"}, wantMode: local.CapacityOff},
 		{name: "Throttles", args: []string{"-throttle", "status=0:1,acquire=2.5:10", "-throttle", "renew=1:1", "-account-concurrency", "50"},
 			wantMode: local.CapacityDefault, wantUnreserved: 50,
@@ -36,6 +36,10 @@ func TestCapacityFlags(t *testing.T) {
 		{name: "ErrUnknownOperation", args: []string{"-throttle", "lock=1:1"}, wantErr: true},
 		{name: "ErrThrottleSyntax", args: []string{"-throttle", "status=1"}, wantErr: true},
 		{name: "ErrNegativeBurst", args: []string{"-throttle", "status=1:-1"}, wantErr: true},
+		{name: "ErrZeroBurst", args: []string{"-throttle", "status=1:0"}, wantErr: true},
+		{name: "ErrRateNaN", args: []string{"-throttle", "status=NaN:1"}, wantErr: true},
+		{name: "WaitingRoute", args: []string{"-throttle", "acquireWait=30:150"}, wantMode: local.CapacityDefault,
+			wantUnreserved: api.DefaultAccountConcurrency, wantThrottles: map[string]api.Throttle{"acquireWait": {Rate: 30, Burst: 150}}},
 		{name: "ErrNoPool", args: []string{"-account-concurrency", "0"}, wantErr: true},
 		// Lambda keeps api.UnreservedMinimum unreserved: such a stack
 		// would not deploy.
@@ -92,7 +96,7 @@ func TestCapacityModel(t *testing.T) {
 		// The status route admits one request, then none (rate 0).
 		{"DefaultStack", []string{"-throttle", "status=0:1"}, "default", api.DefaultAccountConcurrency, true},
 		{"Reserve", []string{"-reserve", "-throttle", "status=0:1"}, "reserve",
-			api.DefaultAccountConcurrency - api.AcquireReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve, true},
+			api.DefaultAccountConcurrency - api.AcquireReserve - api.WaitReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve, true},
 		{"Off", []string{"-capacity", "off"}, "off", 0, false},
 	}
 	for _, tc := range cases {

@@ -11,8 +11,14 @@
 // throttle, answered 429 {"message":"Too Many Requests"}, and Lambda's
 // account pool of concurrent executions, answered 500 {"message":"Internal
 // Server Error"}. -reserve models the stack deployed with -c reserve=true
-// (reserved concurrency for acquire, renew and release); -capacity off
-// models no limit, for benchmarks.
+// (reserved concurrency for acquire, wait, watch, renew and release);
+// -capacity off models no limit, for benchmarks. Requests the model refuses
+// are logged as one line a second, counted by route.
+//
+// With -counts FILE it writes what the runner counted (requests by route,
+// try-acquires that carried wait_seconds, refusals: local.Counts) to FILE
+// as JSON on SIGUSR1 and when it stops: tests of the clients written in
+// other languages read it.
 package main
 
 import (
@@ -34,6 +40,7 @@ import (
 
 func main() {
 	addr := flag.String("addr", envOr("ADDR", "127.0.0.1:8080"), "address to listen on (env ADDR)")
+	counts := flag.String("counts", "", "write the request counts as JSON to `FILE` on SIGUSR1 and on exit")
 	var cf capacityFlags
 	cf.register(flag.CommandLine)
 	flag.Parse()
@@ -45,13 +52,13 @@ func main() {
 	if os.Getenv("TABLE_NAME") == "" {
 		os.Setenv("TABLE_NAME", "locks")
 	}
-	if err := run(*addr, capacity); err != nil {
+	if err := run(*addr, capacity, *counts); err != nil {
 		fmt.Fprintln(os.Stderr, "locald:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, capacity local.Capacity) error {
+func run(addr string, capacity local.Capacity, countsFile string) error {
 	cfg, err := api.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return err
@@ -120,14 +127,25 @@ func run(addr string, capacity local.Capacity) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	dump := make(chan os.Signal, 1)
+	if countsFile != "" {
+		notifyDump(dump)
+		defer signal.Stop(dump)
+	}
 	log.Info("serving the lock API", "url", "http://"+ln.Addr().String())
-	select {
-	case err := <-errc:
-		return err
-	case <-storeDied:
-		srv.Close()
-		return errors.New("the in-memory dynalite exited unexpectedly; every lock it held is gone (see its output above)")
-	case <-ctx.Done():
+	defer dumpCounts(log, countsFile, runner) // on every way out, after the last request
+	for waiting := true; waiting; {
+		select {
+		case err := <-errc:
+			return err
+		case <-storeDied:
+			srv.Close()
+			return errors.New("the in-memory dynalite exited unexpectedly; every lock it held is gone (see its output above)")
+		case <-dump:
+			dumpCounts(log, countsFile, runner)
+		case <-ctx.Done():
+			waiting = false
+		}
 	}
 	log.Info("shutting down")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
