@@ -235,3 +235,89 @@ func TestNewClientOldStack(t *testing.T) {
 		})
 	}
 }
+
+// TestClientWaitsOnWaitRoute counts at the runner what every acquiring
+// call of the Go client sends: each waiting acquire (Acquire, WithLock,
+// AcquireSemaphore, WithSemaphore, Election.Campaign) one round on its
+// …/wait route, here one per call (on a free lock, or released while the
+// round waits); each try on the try route; and no wait_seconds on a try
+// route.
+func TestClientWaitsOnWaitRoute(t *testing.T) {
+	t.Parallel()
+	store, reads := storeReads(t)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: store})
+	c := newClient(t, srv.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drain := func() {
+		for len(reads) > 0 {
+			<-reads
+		}
+	}
+	// waitOn runs wait while holder holds, and releases the holder once the
+	// service is waiting (it reads the item only then).
+	waitOn := func(release func(context.Context) error, wait func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- wait() }()
+		select {
+		case <-reads:
+		case err := <-done:
+			t.Fatalf("acquire ended before waiting: %v", err)
+		}
+		if err := release(ctx); err != nil {
+			t.Fatalf("holder's release: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+	}
+
+	lock, sem := resourceName(t), resourceName(t)
+	lockHolder := skewKinds[0].hold(t, c, lock) // try
+	semHolder := skewKinds[1].hold(t, c, sem)   // semaphore try
+	drain()
+	waitOn(lockHolder, func() error { return skewKinds[0].wait(ctx, c, lock) }) // wait
+	drain()
+	waitOn(semHolder, func() error { return skewKinds[1].wait(ctx, c, sem) })                                           // semaphore wait
+	if err := c.WithLock(ctx, resourceName(t), func(context.Context, *client.Lease) error { return nil }); err != nil { // wait
+		t.Fatalf("WithLock: %v", err)
+	}
+	if err := c.WithSemaphore(ctx, resourceName(t), 2, func(context.Context, *client.Permit) error { return nil }); err != nil { // semaphore wait
+		t.Fatalf("WithSemaphore: %v", err)
+	}
+	e := client.NewElection(c, resourceName(t))
+	if _, err := e.Campaign(ctx); err != nil { // wait
+		t.Fatalf("Campaign: %v", err)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	if l, err := c.TryAcquire(ctx, resourceName(t), "", time.Minute); err != nil { // try
+		t.Fatalf("TryAcquire: %v", err)
+	} else {
+		_ = l.Release(ctx)
+	}
+	if p, err := c.TryAcquireSemaphore(ctx, resourceName(t), 1, "", time.Minute); err != nil { // semaphore try
+		t.Fatalf("TryAcquireSemaphore: %v", err)
+	} else {
+		_ = p.Release(ctx)
+	}
+
+	got := srv.Counts()
+	want := map[string]int64{
+		"POST /locks/{resource}":       2,
+		"POST /locks/{resource}/wait":  3,
+		"POST /semaphores/{name}":      2,
+		"POST /semaphores/{name}/wait": 2,
+	}
+	for key, n := range want {
+		if got.Requests[key] != n {
+			t.Errorf("%s: got %d requests, want %d", key, got.Requests[key], n)
+		}
+	}
+	if got.TryWaitSeconds != 0 {
+		t.Errorf("try-acquires with wait_seconds: got %d, want 0", got.TryWaitSeconds)
+	}
+	t.Logf("runner counts: %v, try-acquires with wait_seconds %d", got.Requests, got.TryWaitSeconds)
+}
