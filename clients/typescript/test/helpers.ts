@@ -2,7 +2,7 @@
 // a stub fetch.
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -17,7 +17,15 @@ export interface Runner {
   url: string;
   /** The endpoint of the runner's own in-memory dynalite (DynamoDB's JSON API). */
   dynamodb: string;
+  /** What the runner counted so far (locald -counts, asked for with SIGUSR1). */
+  counts(): Promise<Counts>;
   stop(): Promise<void>;
+}
+
+/** locald's request counts (local.Counts): requests by route key, try-acquires that carried wait_seconds. */
+export interface Counts {
+  requests: Record<string, number>;
+  try_wait_seconds: number;
 }
 
 /** A TCP port that was free a moment ago on 127.0.0.1. */
@@ -46,7 +54,10 @@ export async function startRunner(): Promise<Runner> {
   const env = { ...process.env };
   // Exactly as `make run` starts it: none of the variables that change it.
   for (const k of ["DYNAMODB_ENDPOINT", "DYNAMODB_RETURNS_OLD_ITEM", "TABLE_NAME", "MAX_TTL_SECONDS", "TOMBSTONE_RETENTION_SECONDS"]) delete env[k];
-  const child = spawn(bin, ["-addr", `127.0.0.1:${await freePort()}`], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  const countsFile = join(dir, "counts.json");
+  const child = spawn(bin, ["-addr", `127.0.0.1:${await freePort()}`, "-counts", countsFile], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  // Resolved by the next "counts written" line: locald's answer to SIGUSR1.
+  let countsWritten: (() => void)[] = [];
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
@@ -59,6 +70,11 @@ export async function startRunner(): Promise<Runner> {
     createInterface({ input: child.stdout }).on("line", (line) => {
       try {
         const m = JSON.parse(line) as { msg?: string; url?: string; endpoint?: string };
+        if (m.msg === "counts written") {
+          const waiting = countsWritten;
+          countsWritten = [];
+          for (const w of waiting) w();
+        }
         if (m.msg === "started in-memory dynalite" && m.endpoint) dynamodb = m.endpoint;
         if (m.msg === "serving the lock API" && m.url) {
           clearTimeout(timer);
@@ -77,9 +93,24 @@ export async function startRunner(): Promise<Runner> {
     await rm(dir, { recursive: true, force: true });
     throw err;
   });
+  let asking = Promise.resolve();
   return {
     url,
     dynamodb,
+    counts() {
+      // One question at a time: each waits for the line its own signal brings.
+      const answer = asking.then(async () => {
+        const written = new Promise<void>((resolve) => countsWritten.push(resolve));
+        child.kill("SIGUSR1");
+        await written;
+        return JSON.parse(await readFile(countsFile, "utf8")) as Counts;
+      });
+      asking = answer.then(
+        () => undefined,
+        () => undefined,
+      );
+      return answer;
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill("SIGTERM");

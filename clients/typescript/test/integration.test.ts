@@ -514,6 +514,9 @@ const skewKinds = [
   },
 ];
 
+/** The try-acquires with wait_seconds the released-wire tests sent on purpose: the only ones the runner may count. */
+let releasedTryWaits = 0;
+
 describe("version skew against the local runner", { concurrency: true }, () => {
   for (const k of skewKinds) {
     test(`${k.name}: the released wire (try route + wait_seconds) gets 422 naming wait_seconds; the client reads it as an older service and polls`, async () => {
@@ -525,6 +528,7 @@ describe("version skew against the local runner", { concurrency: true }, () => {
       await until(() => wire.acquires.length >= 2, 10_000); // the refusal, then a poll answered "full"/"held"
       await release();
       await waited;
+      releasedTryWaits += wire.acquires.filter((a) => a.waits).length;
       const [first, ...polls] = wire.acquires;
       assert.deepEqual(first, { path: k.path(res), waits: true, status: 422, fields: ["wait_seconds"] });
       assert.ok(polls.length >= 2, JSON.stringify(wire.acquires));
@@ -557,4 +561,35 @@ describe("version skew against the local runner", { concurrency: true }, () => {
       }
     });
   }
+});
+
+// Last in the file, alone (top-level suites run one after another): the
+// runner's counts move only by what this test sends.
+describe("counted at the local runner", () => {
+  test("every waiting acquire goes to …/wait, every try to the try route, and no wait_seconds reached a try route in this whole file but the released wire's", async () => {
+    const before = await runner.counts();
+    await (await locks.acquire(uniqueName("count-acquire"), { ttlSeconds: 30, keepAlive: false })).release(); // wait
+    await locks.withLock(uniqueName("count-with-lock"), async () => {}, { ttlSeconds: 30 }); // wait
+    const election = locks.election(uniqueName("count-election"));
+    await election.campaign({ ttlSeconds: 30 }); // wait
+    await election.resign();
+    await (await locks.tryAcquire(uniqueName("count-try"), { ttlSeconds: 30, keepAlive: false })).release(); // try
+    await (await locks.acquireSemaphore(uniqueName("count-sem"), 2, { ttlSeconds: 30, keepAlive: false })).release(); // semaphore wait
+    await locks.withSemaphore(uniqueName("count-with-sem"), 2, async () => {}, { ttlSeconds: 30 }); // semaphore wait
+    await (await locks.tryAcquireSemaphore(uniqueName("count-sem-try"), 2, { ttlSeconds: 30, keepAlive: false })).release(); // semaphore try
+    const after = await runner.counts();
+    const delta = (key: string) => (after.requests[key] ?? 0) - (before.requests[key] ?? 0);
+    const got = Object.fromEntries(
+      ["POST /locks/{resource}", "POST /locks/{resource}/wait", "POST /semaphores/{name}", "POST /semaphores/{name}/wait"].map((k) => [k, delta(k)]),
+    );
+    console.log(`runner counts of this test: ${JSON.stringify(got)}; try-acquires with wait_seconds in the whole file: ${after.try_wait_seconds}`);
+    assert.deepEqual(got, {
+      "POST /locks/{resource}": 1,
+      "POST /locks/{resource}/wait": 3,
+      "POST /semaphores/{name}": 1,
+      "POST /semaphores/{name}/wait": 2,
+    });
+    assert.ok(releasedTryWaits >= 2, "the released-wire tests ran first");
+    assert.equal(after.try_wait_seconds, releasedTryWaits, "no wait_seconds reached a try route but the released wire's");
+  });
 });
