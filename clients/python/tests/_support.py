@@ -46,6 +46,7 @@ class Runner:
         self.tmp = tempfile.mkdtemp(prefix="ft288-locks-py-")
         self.proc: Optional[subprocess.Popen] = None
         self.url = ""
+        self._counts_mu = threading.Lock()
         try:
             binary = os.environ.get("LOCKS_LOCALD") or self._build()
             self.url = self._start(binary, "127.0.0.1:0")
@@ -79,10 +80,11 @@ class Runner:
             env.pop(k, None)
         env["LOG_LEVEL"] = "info"  # the "serving" line is at info
         self.log_path = os.path.join(self.tmp, "locald.log")
+        self.counts_path = os.path.join(self.tmp, "counts.json")
         self._log = open(self.log_path, "ab")
         offset = self._log.tell()  # this start's lines only
         self.proc = subprocess.Popen(
-            [binary, "-addr", addr], cwd=REPO_ROOT, env=env,
+            [binary, "-addr", addr, "-counts", self.counts_path], cwd=REPO_ROOT, env=env,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -103,6 +105,32 @@ class Runner:
                     break
                 time.sleep(0.05)
         raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+
+    def counts(self) -> Dict[str, Any]:
+        """What the runner counted so far (locald -counts): {"requests": {route
+        key: n}, "try_wait_seconds": n, ...}. Asks with SIGUSR1 and waits for
+        the "counts written" line it logs."""
+        with self._counts_mu:
+            offset = os.path.getsize(self.log_path)
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 10
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                buf = b""
+                while time.monotonic() < deadline:
+                    buf += f.read()
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        try:
+                            entry = json.loads(line)
+                        except ValueError:
+                            continue
+                        if entry.get("msg") == "counts written":
+                            with open(self.counts_path, "rb") as c:
+                                return json.load(c)
+                    time.sleep(0.01)
+        raise RuntimeError(f"locald wrote no counts within 10 s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 4000) -> str:
         try:

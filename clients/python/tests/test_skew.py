@@ -204,10 +204,14 @@ class SkewRunnerTests(TestCase):
                 holder = self.keep(kind["hold"](plain, res))
                 wire = ReleasedWire(PooledTransport())
                 c = Client(self.runner.url, transport=wire, backoff=(0.01, 0.2))
+                before = self.runner.counts()
                 join = self.waiting(kind, c, res)
                 until(lambda: len(wire.snapshot()) >= 2)  # the refusal, then a poll answered held
                 holder.release()
                 join()
+                after = self.runner.counts()
+                self.assertEqual(after["try_wait_seconds"] - before["try_wait_seconds"], 1,
+                                 "the runner counted the released round's wait_seconds on the try route")
                 try_path = kind["path"] + urllib.parse.quote(res, safe="")
                 first, *polls = wire.snapshot()
                 self.assertEqual(first, (try_path, True, 422, ["wait_seconds"]))
@@ -235,6 +239,33 @@ class SkewRunnerTests(TestCase):
                 kind["wait"](c, res2).release()
                 self.assertEqual([r[:2] for r in old.snapshot()[2:]],
                                  [[kind["path"] + urllib.parse.quote(res2, safe=""), True]], "remembered: no …/wait")
+
+
+    def test_every_waiting_acquire_goes_to_the_waiting_route(self):
+        """Counted at the runner (tests run one at a time): each waiting call
+        one request on …/wait, each try one on the try route, no
+        wait_seconds on a try route."""
+        c = Client(self.runner.url)
+        before = self.runner.counts()
+        c.acquire(resource_name(self), ttl=30, keepalive=False).release()  # wait
+        with c.lock(resource_name(self), ttl=30):  # wait
+            pass
+        e = c.election(resource_name(self))
+        e.campaign(ttl=30)  # wait
+        e.resign()
+        c.try_acquire(resource_name(self), ttl=30, keepalive=False).release()  # try
+        c.acquire_semaphore(resource_name(self), 2, ttl=30, keepalive=False).release()  # semaphore wait
+        with c.semaphore(resource_name(self), 2, ttl=30):  # semaphore wait
+            pass
+        c.try_acquire_semaphore(resource_name(self), 2, ttl=30, keepalive=False).release()  # semaphore try
+        after = self.runner.counts()
+        keys = ("POST /locks/{resource}", "POST /locks/{resource}/wait", "POST /semaphores/{name}",
+                "POST /semaphores/{name}/wait")
+        got = {k: after["requests"].get(k, 0) - before["requests"].get(k, 0) for k in keys}
+        print(f"\nrunner counts of this test: {got}; try-acquires with wait_seconds: "
+              f"{after['try_wait_seconds'] - before['try_wait_seconds']}")
+        self.assertEqual(got, dict(zip(keys, (1, 3, 1, 2))))
+        self.assertEqual(after["try_wait_seconds"], before["try_wait_seconds"], "no wait_seconds on a try route")
 
 
 if __name__ == "__main__":
