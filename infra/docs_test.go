@@ -183,6 +183,8 @@ func TestDocsPolicies(t *testing.T) {
 			{"Status", "GET /locks/{resource}", "team-a:job", true},
 			{"Release", "DELETE /locks/{resource}", "team-a:job", true},
 			{"Renew", "POST /locks/{resource}/renew", "team-a:job", true},
+			{"Wait", "POST /locks/{resource}/wait", "team-a:job", true},
+			{"WaitOtherTeam", "POST /locks/{resource}/wait", "team-b:job", false},
 			{"AcquireOtherTeam", "POST /locks/{resource}", "team-b:job", false},
 			{"StatusOtherTeam", "GET /locks/{resource}", "team-b:job", false},
 			{"ReleaseOtherTeam", "DELETE /locks/{resource}", "team-b:job", false},

@@ -3,7 +3,8 @@
 // expects `make build` to have left build/lambda/<name>/bootstrap for every
 // function (distinct api.Routes Name) it deploys. Context flags: auth=none,
 // admins (the administrators' ARNs; none: no admin API), reserve=true (with
-// reserveAcquire, reserveRenew, reserveRelease), destroy=true,
+// reserveAcquire, reserveWait, reserveWatch, reserveRenew, reserveRelease),
+// throttle=OP=RATE:BURST,… and accountThrottle=RATE:BURST, destroy=true,
 // throttleRate, throttleBurst, assetDir, stackName, and regions (with
 // witness) for a multi-Region deployment (see app.go).
 package main

@@ -167,8 +167,9 @@ func coldStart(ctx context.Context, b *builds, name, endpoint string, trial int)
 const benchCaller = "arn:aws:iam::123456789012:user/bench"
 
 // coldEvent is the API Gateway HTTP API event of the route name on
-// resource: an acquire that succeeds, and a status, release and renew of a
-// lock that does not exist (404), each answered after one DynamoDB request.
+// resource: an acquire (and a waiting one, of a free lock) that succeeds,
+// and a status, release and renew of a lock that does not exist (404), each
+// answered after one DynamoDB request.
 func coldEvent(name, resource string) []byte {
 	route := api.Route{Method: "POST", Path: "/hello"}
 	body := ""
@@ -180,6 +181,8 @@ func coldEvent(name, resource string) []byte {
 	switch name {
 	case "acquire", "renew":
 		body = `{"owner":"cold","ttl_seconds":30}`
+	case "wait":
+		body = `{"owner":"cold","ttl_seconds":30,"wait_seconds":1}`
 	case "release":
 		body = `{"owner":"cold"}`
 	}

@@ -63,10 +63,18 @@ func main() {
 	profile := flag.String("cpuprofile", "", "also write a CPU profile of the acquire handler to `FILE`")
 	cpuOnly := flag.Bool("cpu", false, "measure only the CPU per acquire (for profiling)")
 	watchOnly := flag.Bool("watch", false, "measure only the watchers under churn")
+	triesOnly := flag.Bool("tries", false, "measure only the try-acquire throughput (16 clients, the stack's capacity model on)")
 	queueOnly := flag.Bool("queue", false, "measure only issue 18's figures: handoffs (polling, random watch, fair queue), waiter costs, the hot lock, requests per operation")
 	flag.Parse()
 	if *queueOnly {
 		if err := runQueue(*quick); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *triesOnly {
+		if err := runTries(*quick); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -104,6 +112,7 @@ type settings struct {
 	hot        time.Duration // the hot lock, per mode
 	watch      time.Duration // per number of watchers
 	costWindow time.Duration // the waiter-cost window (under one 20 s round)
+	tries      time.Duration // the try-acquire throughput run
 	cpuRounds  int
 	cpuOps     int // per round and kind
 	coldTrials int
@@ -111,9 +120,11 @@ type settings struct {
 
 func run(quick bool, profile string) error {
 	started := time.Now()
-	set := settings{handoff: 12 * time.Second, hot: 6 * time.Second, watch: 12 * time.Second, costWindow: 19 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
+	set := settings{handoff: 12 * time.Second, hot: 6 * time.Second, watch: 12 * time.Second, costWindow: 19 * time.Second, tries: 5 * time.Second,
+		cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
 	if quick {
-		set = settings{handoff: 2 * time.Second, hot: 2 * time.Second, watch: 3 * time.Second, costWindow: 4 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
+		set = settings{handoff: 2 * time.Second, hot: 2 * time.Second, watch: 3 * time.Second, costWindow: 4 * time.Second, tries: 2 * time.Second,
+			cpuRounds: 3, cpuOps: 500, coldTrials: 2}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -171,6 +182,12 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
+	progress(fmt.Sprintf("try-acquire throughput: %d clients on names of their own for %s, the capacity model off, then on", tryClients, set.tries))
+	tries, err := tryRows(ctx, d.Endpoint, set.tries)
+	if err != nil {
+		return err
+	}
+
 	progress("CPU per acquire: handler against a bare UpdateItem on a canned store")
 	cpu, err := measureCPU(root, set.cpuRounds, set.cpuOps, profile)
 	if err != nil {
@@ -182,7 +199,7 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
-	report(os.Stdout, q, watch, cpu, cold, bins, time.Since(started))
+	report(os.Stdout, q, watch, tries, cpu, cold, bins, time.Since(started))
 	return nil
 }
 
@@ -248,7 +265,7 @@ func machine() string {
 }
 
 // report prints the tables and the summary line.
-func report(w *os.File, q queueFigures, watch []watchRow, cpu cpuResult, cold map[string]*coldResult, bins *builds, took time.Duration) {
+func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, cpu cpuResult, cold map[string]*coldResult, bins *builds, took time.Duration) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("Machine: %s. Run took %s.", machine(), took.Round(time.Second))
@@ -259,6 +276,9 @@ func report(w *os.File, q queueFigures, watch []watchRow, cpu cpuResult, cold ma
 	p("")
 	p("| figure | value |")
 	p("|---|---|")
+	for _, r := range tries {
+		p("%s", r)
+	}
 	p("| acquire handler CPU ÷ bare SDK UpdateItem, canned store | **%.2f×** (%.1f µs ÷ %.1f µs per op, median of %d rounds of %d) |",
 		cpu.ratio, us(cpu.handler), us(cpu.bare), cpu.rounds, cpu.perRound)
 	p("| … as Lambda invokes it (event JSON in, response JSON out) ÷ bare UpdateItem | %.2f× (%.1f µs) |", cpu.invokeRatio, us(cpu.invoke))

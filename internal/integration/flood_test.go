@@ -112,14 +112,16 @@ func (l *requestLines) count() int64 {
 	return int64(l.lines)
 }
 
-// TestFloodKeepsLeases floods one held lock with waiting acquires, far more
-// than acquire's cap, while holders renew their own locks every ttl/3 over
-// plain HTTP, on a runner that models the stack's capacity. With the
-// stack's bounds no holder loses its lease — every renewal is 200 with the
-// holder's fencing token and the final status shows it — and the flood gets
-// the gateway's documented refusals: 500 {"message":"Internal Server
-// Error"} from acquire's reservation (a cap), or 429 {"message":"Too Many
-// Requests"} from acquire's route throttle. A refused request never reaches
+// TestFloodKeepsLeases floods one held lock with waiting acquires on their
+// route (POST …/wait), far more than the wait function's cap, while holders
+// renew their own locks every ttl/3 over plain HTTP, on a runner that
+// models the stack's capacity. With the stack's bounds no holder loses its
+// lease — every renewal is 200 with the holder's fencing token and the
+// final status shows it — and the flood gets the gateway's documented
+// refusals: 500 {"message":"Internal Server Error"} from wait's
+// reservation (a cap), or 429 {"message":"Too Many Requests"} from the
+// waiting route's throttle, which the tries (the holders' acquires) do not
+// share. A refused request never reaches
 // a handler (the handlers log one line per request they serve). The last
 // case shows the test sees the failure it guards against: without
 // reservations, waiters that fill a small shared pool get the holders'
@@ -128,7 +130,7 @@ func TestFloodKeepsLeases(t *testing.T) {
 	t.Parallel()
 	const (
 		holders  = 4
-		waiters  = 16 // 4× acquire's cap
+		waiters  = 16 // 4× wait's cap
 		ttl      = 6  // seconds: the holders' leases, taken before the flood saturates (seconds on a loaded machine)
 		renewals = 3  // per holder, one every ttl/3
 		wait     = 2  // the waiters' wait_seconds
@@ -144,10 +146,11 @@ func TestFloodKeepsLeases(t *testing.T) {
 		starved bool
 	}{
 		{name: "Reserve", want500: true, capacity: local.Capacity{Mode: local.CapacityReserve, AccountConcurrency: 16,
-			Reserves: map[string]int{"acquire": 4, "renew": holders, "release": 1, "watch": 1}}},
-		// Burst: the holders' and the blocker's acquires, and 3 waiters.
-		{name: "AcquireThrottle", want429: true, capacity: local.Capacity{Mode: local.CapacityDefault,
-			Throttles: map[string]api.Throttle{"acquire": {Rate: 2, Burst: holders + 1 + 3}}}},
+			Reserves: map[string]int{"acquire": 2, "wait": 4, "renew": holders, "release": 1, "watch": 1}}},
+		// Burst: 3 waiters; the holders' and the blocker's tries are on
+		// the try route, whose throttle is its own (1,000/s).
+		{name: "WaitThrottle", want429: true, capacity: local.Capacity{Mode: local.CapacityDefault,
+			Throttles: map[string]api.Throttle{"acquireWait": {Rate: 2, Burst: 3}}}},
 		{name: "SharedPoolStarvesHolders", want500: true, starved: true,
 			capacity: local.Capacity{Mode: local.CapacityDefault, AccountConcurrency: 4}},
 	}
@@ -212,7 +215,7 @@ func TestFloodKeepsLeases(t *testing.T) {
 			select {
 			case <-saturated:
 			case <-time.After(20 * time.Second):
-				t.Fatal("no waiter was refused within 20 s: the flood never reached acquire's bound")
+				t.Fatal("no waiter was refused within 20 s: the flood never reached wait's bound")
 			}
 
 			// The holders renew every ttl/3 while the flood goes on, then
@@ -262,10 +265,10 @@ func TestFloodKeepsLeases(t *testing.T) {
 				c.requests.Load(), c.handled.Load(), c.refused500.Load(), c.refused429.Load(), c.waits.Load(),
 				c.renewals.Load(), c.refusedRenewals.Load(), lost.Load())
 			if tc.want500 && c.refused500.Load() == 0 {
-				t.Errorf("got no 500 %s, want the flood refused by acquire's concurrency", throttledFunction)
+				t.Errorf("got no 500 %s, want the flood refused by wait's concurrency", throttledFunction)
 			}
 			if tc.want429 && c.refused429.Load() == 0 {
-				t.Errorf("got no 429 %s, want the flood refused by acquire's throttle", throttledRoute)
+				t.Errorf("got no 429 %s, want the flood refused by the waiting route's throttle", throttledRoute)
 			}
 			if tc.starved {
 				if c.refusedRenewals.Load() == 0 {
