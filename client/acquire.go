@@ -120,6 +120,14 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 		if abandoned {
 			return nil, gaveUp(last)
 		}
+		if r.waitRoute && noWaitRoute(r.err) {
+			// A stack that predates the waiting routes (API Gateway has no
+			// /wait route): waiting rounds go to the try route with
+			// wait_seconds from now on, as before the split.
+			c.tryRouteWaits.Store(true)
+			attempt--
+			continue
+		}
 		if wait > 0 && refusesWait(r.err) {
 			// A service without server-side waiting (or with a lower
 			// maximum; for semaphores, one that does not wait for
@@ -192,9 +200,17 @@ func roundLimit(ttl, margin time.Duration) time.Duration {
 	return (ttl - margin) * 2 / 3
 }
 
+// noWaitRoute reports whether err is API Gateway's own 404 {"message"} (not
+// the service's problem+json not-found): a stack without the waiting routes.
+func noWaitRoute(err error) bool {
+	var p *ProblemError
+	return errors.As(err, &p) && p.Status == http.StatusNotFound && p.gateway
+}
+
 // refusesWait reports whether err is the service's refusal of
 // wait_seconds: a 422 naming it (an older service without server-side
-// waiting, or one configured with a lower maximum).
+// waiting, one with waiting turned off, or one configured with a lower
+// maximum).
 func refusesWait(err error) bool {
 	var p *ProblemError
 	if !errors.As(err, &p) || p.Status != 422 {
@@ -240,6 +256,8 @@ type attemptResult struct {
 	// ticket is the place in the lock's queue a waiting round that ended
 	// held answered (queue_ticket), "" when none.
 	ticket string
+	// waitRoute: the request went to the waiting route (…/wait).
+	waitRoute bool
 }
 
 // acquisition is one call of TryAcquire or Acquire: its arguments, and
@@ -447,12 +465,16 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 	return attemptResult{}, true
 }
 
-// acquireOnce sends one acquire request of a (with wait_seconds when wait
-// is a second or more) and sorts its answer.
+// acquireOnce sends one acquire request of a and sorts its answer: a
+// try-acquire to POST /locks/{resource} (/semaphores/{name}) when wait is
+// under a second, else a waiting round with wait_seconds and the queue
+// ticket to the waiting route …/wait (to the try route on a stack that
+// predates it, see tryRouteWaits).
 func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Duration) attemptResult {
 	resource := a.resource
+	waitRoute := wait >= time.Second && !c.tryRouteWaits.Load()
 	fail := func(out outcome, err error) attemptResult {
-		return attemptResult{out: out, err: fmt.Errorf("%s: %w", a.label(), err)}
+		return attemptResult{out: out, err: fmt.Errorf("%s: %w", a.label(), err), waitRoute: waitRoute}
 	}
 	req := map[string]any{"owner": a.owner, "ttl_seconds": int64(a.ttl / time.Second)}
 	path := lockPath(resource)
@@ -462,12 +484,15 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 	}
 	if wait >= time.Second {
 		req["wait_seconds"] = int64(wait / time.Second)
+		if a.ticket != "" {
+			req["queue_ticket"] = a.ticket
+		}
+	}
+	if waitRoute {
+		path += "/wait"
 	}
 	if a.opt.lockDelay > 0 {
 		req["lock_delay_seconds"] = int64(a.opt.lockDelay / time.Second)
-	}
-	if wait >= time.Second && a.ticket != "" {
-		req["queue_ticket"] = a.ticket
 	}
 	// t0 is taken before sending: the lease cannot have started earlier.
 	// After a wait at the service it is older than it need be, which only

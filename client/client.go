@@ -65,6 +65,11 @@ type Client struct {
 	// semPollOnly is pollOnly for semaphore acquires: a service may wait
 	// for locks and not (yet) for permits.
 	semPollOnly atomic.Bool
+	// tryRouteWaits: the stack predates the waiting routes (its …/wait
+	// answered API Gateway's 404), so waiting rounds go to the try route
+	// with wait_seconds, as before the split; remembered for the client's
+	// life.
+	tryRouteWaits atomic.Bool
 
 	cleanups cleanups           // releases of grants nobody waited for
 	latest   latestAcquisitions // acquisitions per (resource, chosen owner)

@@ -42,7 +42,9 @@
 // cannot wait forever; WithWait sets another bound (0: ask once) and
 // WithoutWaitLimit none. When the wait runs out while the lock is held the
 // error is a *HeldError (matching ErrHeld, and ctx's error too when ctx
-// ended it). Acquire waits at the service: each request asks
+// ended it). TryAcquire, and every attempt that does not wait, is POST
+// /locks/{resource}. Acquire waits at the service: each request, to the
+// waiting route POST /locks/{resource}/wait, asks
 // the service to hold it while the lock is held by someone else, up to
 // wait_seconds = min(MaxServerWait, the time left until ctx's deadline,
 // ⅔ × (ttl − margin), whole seconds), and to grant the lock the moment it
@@ -54,10 +56,15 @@
 // the end of a round leaves a third for the first renewal, which is then
 // due at once.
 //
+// A stack that predates the waiting routes answers …/wait with API
+// Gateway's own 404 {"message":"Not Found"} (not the service's
+// problem+json not-found): Acquire then sends its rounds as before, to
+// POST /locks/{resource} with wait_seconds, for the Client's life.
 // When that bound, or the time left, is under a second, when the service
-// answers that it does not take wait_seconds (422 naming it; remembered
-// for the Client's life), or with WithoutServerWait, Acquire polls: one
-// attempt at a time without wait_seconds, with jittered exponential backoff
+// answers that it does not take wait_seconds (422 naming it: an older
+// service, or waiting turned off; remembered for the Client's life), or
+// with WithoutServerWait, Acquire polls: one attempt at a time without
+// wait_seconds, with jittered exponential backoff
 // in between (WithBackoff), at least the service's Retry-After (capped at
 // the backoff maximum, so an early release is noticed) but never past ctx's
 // end. Every attempt asks for the same owner, so one granted unheard is
@@ -174,9 +181,9 @@
 // …: see package fence): one "largest token" would refuse the other live
 // permits. SemaphoreStatus lists the live permits, WatchSemaphore waits for
 // a change, and ListSemaphores and ForceReleasePermit are the admin calls.
-// Until the service waits for permits (it answers 422 to wait_seconds),
-// AcquireSemaphore polls, and switches to rounds at the service without
-// a change of code once it does.
+// AcquireSemaphore waits on POST /semaphores/{name}/wait, with the
+// fallbacks of Acquire; against a service that does not wait for permits
+// (it answers 422 to wait_seconds) it polls.
 //
 // # Operators
 //

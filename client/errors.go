@@ -110,6 +110,8 @@ type ProblemError struct {
 	Permits int `json:"permits,omitempty"`
 	// RetryAfter is the Retry-After header's delay; zero when absent.
 	RetryAfter time.Duration `json:"-"`
+	// gateway: the answer was API Gateway's own JSON {"message": ...}.
+	gateway bool
 }
 
 // Slug returns the problem's slug ("not-found", "stale-token", ...), or ""

@@ -30,6 +30,12 @@ type fakeAPI struct {
 	// refuseWait answers 422 naming wait_seconds to every request that has
 	// it, as a service without server-side waiting does.
 	refuseWait bool
+	// oldStack makes the fake a stack from before the waiting routes: API
+	// Gateway answers 404 {"message":"Not Found"} on …/wait, and the try
+	// route waits when asked to (wait_seconds). Otherwise the fake is
+	// today's service: waiting on …/wait only, and a try-acquire with
+	// wait_seconds or queue_ticket is a 422 naming them.
+	oldStack bool
 
 	mu      sync.Mutex
 	locks   map[string]*fakeLock
@@ -55,6 +61,7 @@ type fakeLock struct {
 type call struct {
 	At       time.Time
 	Op       string // acquire, renew, release, status or watch
+	Route    string // an acquire's: "try" (POST /locks/{r}) or "wait" (…/wait)
 	Resource string
 	Owner    string
 	Token    int64 // the fencing_token sent, 0 when none
@@ -124,8 +131,10 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/renew"):
 		c.Op, c.Resource = "renew", strings.TrimSuffix(path, "/renew")
+	case r.Method == http.MethodPost && strings.HasSuffix(path, "/wait"):
+		c.Op, c.Route, c.Resource = "acquire", "wait", strings.TrimSuffix(path, "/wait")
 	case r.Method == http.MethodPost:
-		c.Op = "acquire"
+		c.Op, c.Route = "acquire", "try"
 	case r.Method == http.MethodDelete:
 		c.Op = "release"
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/watch"):
@@ -153,17 +162,42 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-	if c.Wait > 0 && f.refuseWait {
-		resp := jsonResponse(422, nil, map[string]any{
-			"type": client.ProblemTypeBase + "validation-failed", "title": "validation-failed", "status": 422,
-			"errors": []map[string]string{{"field": "wait_seconds", "detail": "is not a known member"}},
-		})
-		resp.Request = r
-		return resp, nil
+	resp := refusal(c.Route, c.Wait, c.Ticket, f.oldStack, f.refuseWait)
+	if resp == nil {
+		resp = f.serveWait(c)
 	}
-	resp := f.serveWait(c)
 	resp.Request = r
 	return resp, nil
+}
+
+// refusal is the answer to an acquire on route ("try" or "wait"; "" for
+// other requests) with wait and ticket that a stack refuses before it
+// looks at the lock: API Gateway's 404 for a route an old stack does not
+// have, or a 422 naming the fields the route does not take; nil when the
+// request is served. refuseWait refuses every wait_seconds.
+func refusal(route string, wait time.Duration, ticket string, oldStack, refuseWait bool) *http.Response {
+	var bad []map[string]string
+	switch {
+	case route == "wait" && oldStack:
+		return jsonResponse(404, nil, map[string]any{"message": "Not Found"})
+	case wait > 0 && refuseWait:
+		bad = append(bad, map[string]string{"field": "wait_seconds", "detail": "is not a known member"})
+	case route == "wait" && wait == 0:
+		bad = append(bad, map[string]string{"field": "wait_seconds", "detail": "is required on the waiting route"})
+	case route == "try" && !oldStack && wait > 0:
+		bad = append(bad, map[string]string{"field": "wait_seconds", "detail": "this route does not wait: send waiting acquires to the waiting route"})
+	}
+	if route == "try" && !oldStack && ticket != "" {
+		bad = append(bad, map[string]string{"field": "queue_ticket", "detail": "only waiting acquires queue"})
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	resp := jsonResponse(422, nil, map[string]any{
+		"type": client.ProblemTypeBase + "validation-failed", "title": "validation-failed", "status": 422, "errors": bad,
+	})
+	resp.Header.Set("Content-Type", "application/problem+json")
+	return resp
 }
 
 // ServeHTTP serves the fake API over HTTP, for the examples: they run

@@ -23,7 +23,9 @@ type fakeSem struct {
 	// refuseWait answers 422 naming wait_seconds to an acquire that has
 	// it, as the service does until it waits for permits.
 	refuseWait bool
-	intercept  func(c semCall) (*http.Response, error)
+	// oldStack: a stack from before the waiting routes, as fakeAPI's.
+	oldStack  bool
+	intercept func(c semCall) (*http.Response, error)
 
 	mu      sync.Mutex
 	sems    map[string]*fakeSemaphore
@@ -51,6 +53,7 @@ type fakePermit struct {
 type semCall struct {
 	At      time.Time
 	Op      string // acquire, renew, release, status, watch, list, force
+	Route   string // an acquire's: "try" or "wait"
 	Name    string
 	Owner   string
 	Permits int
@@ -100,8 +103,10 @@ func (f *fakeSem) RoundTrip(r *http.Request) (*http.Response, error) {
 		switch {
 		case r.Method == http.MethodPost && strings.HasSuffix(c.Name, "/renew"):
 			c.Op, c.Name = "renew", strings.TrimSuffix(c.Name, "/renew")
+		case r.Method == http.MethodPost && strings.HasSuffix(c.Name, "/wait"):
+			c.Op, c.Route, c.Name = "acquire", "wait", strings.TrimSuffix(c.Name, "/wait")
 		case r.Method == http.MethodPost:
-			c.Op = "acquire"
+			c.Op, c.Route = "acquire", "try"
 		case r.Method == http.MethodDelete:
 			c.Op = "release"
 		case r.Method == http.MethodGet && strings.HasSuffix(c.Name, "/watch"):
@@ -131,12 +136,10 @@ func (f *fakeSem) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	var resp *http.Response
-	if c.Op == "acquire" && c.Wait > 0 && f.refuseWait {
-		resp = jsonResponse(422, nil, map[string]any{
-			"type": client.ProblemTypeBase + "validation-failed", "title": "validation-failed", "status": 422,
-			"errors": []map[string]string{{"field": "wait_seconds", "detail": "must be 0"}},
-		})
-	} else {
+	if c.Op == "acquire" {
+		resp = refusal(c.Route, c.Wait, c.Ticket, f.oldStack, f.refuseWait)
+	}
+	if resp == nil {
 		resp = f.serveWait(c)
 	}
 	resp.Request = r

@@ -109,10 +109,13 @@ func problem(resp *http.Response, data []byte) *ProblemError {
 	p := &ProblemError{}
 	if json.Unmarshal(data, p) != nil || (p.Type == "" && p.Title == "") {
 		var gw struct {
-			Message string `json:"message"`
+			Message *string `json:"message"`
 		}
 		_ = json.Unmarshal(data, &gw)
-		p = &ProblemError{Title: gw.Message}
+		p = &ProblemError{gateway: gw.Message != nil}
+		if gw.Message != nil {
+			p.Title = *gw.Message
+		}
 		if p.Title == "" {
 			p.Title = http.StatusText(resp.StatusCode)
 		}

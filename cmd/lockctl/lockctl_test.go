@@ -58,6 +58,7 @@ func TestProcess(t *testing.T) {
 	t.Run("ElectLoss", func(t *testing.T) { t.Parallel(); testElectLoss(t, bin) })
 	t.Run("ElectSignalWhileCampaigning", func(t *testing.T) { t.Parallel(); testElectSignalWhileCampaigning(t, bin) })
 	t.Run("DocExamples", func(t *testing.T) { t.Parallel(); testDocExamples(t, bin) })
+	t.Run("WaitRoute", func(t *testing.T) { t.Parallel(); testWaitRoute(t, bin) })
 }
 
 func buildLockctl(tb testing.TB) string {

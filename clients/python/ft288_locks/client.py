@@ -61,6 +61,7 @@ from .errors import (
     LockError,
     TransportError,
     ValidationError,
+    no_wait_route,
     problem_from_answer,
 )
 from .election import Election
@@ -81,6 +82,11 @@ Number = Union[int, float]
 
 class _NoServerWait(Exception):
     """The service rejected wait_seconds: it predates server-side waiting."""
+
+
+class _NoWaitRoute(Exception):
+    """The stack has no waiting route (API Gateway's 404 on …/wait): it
+    predates the split of try and waiting acquires."""
 
 
 class Client(AdminCalls):
@@ -143,6 +149,10 @@ class Client(AdminCalls):
         self.server_wait_supported: Optional[bool] = None
         """Whether the service holds waiting acquires; None until known."""
         self._semaphore_server_wait: Optional[bool] = None  # the same for semaphores
+        # The stack predates the waiting routes (its …/wait answered API
+        # Gateway's 404): waiting rounds go to the try route with
+        # wait_seconds, as before the split.
+        self._try_route_waits = False
         self._transport: Transport = transport or PooledTransport()
         self._cleanups = 0  # clean-up releases running, for drain()
         self._cleanups_done = threading.Condition()
@@ -308,6 +318,9 @@ class Client(AdminCalls):
                         resource, owner, ttl, ws, give_up, keepalive, delay, start, queue_ticket=ticket if ws else None,
                         permits=permits,
                     )
+                except _NoWaitRoute:
+                    self._try_route_waits = True
+                    continue
                 except _NoServerWait:
                     if permits:
                         self._semaphore_server_wait = False
@@ -405,7 +418,10 @@ class Client(AdminCalls):
         permits: int = 0,
     ) -> Lease:
         """One acquire request (of a permit of the semaphore resource when
-        permits is not 0). A grant that arrives after give_up is released.
+        permits is not 0): a try to POST /locks/{resource}
+        (/semaphores/{name}), or with wait_seconds a waiting round to its
+        …/wait (to the try route on a stack without the waiting routes). A
+        grant that arrives after give_up is released.
         A held answer of a waiting round carries its place in the lock's queue
         as the HeldError's (FullError's) ``_queue_ticket`` (None: no place)."""
         t0 = time.monotonic()  # before sending: the lease cannot have started earlier
@@ -423,9 +439,16 @@ class Client(AdminCalls):
             timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
         what = f"acquire semaphore {resource!r}" if permits else f"acquire {resource!r}"
         path = semaphore_path(resource) if permits else lock_path(resource)
+        wait_route = bool(wait_seconds) and not self._try_route_waits
+        if wait_route:
+            path += "/wait"
         try:
             resp, doc = self._send("POST", path, payload, timeout, what)
-        except ValidationError as e:
+        except LockError as e:
+            if wait_route and no_wait_route(e):
+                raise _NoWaitRoute() from e
+            if not isinstance(e, ValidationError):
+                raise
             if wait_seconds and any(f.field == "wait_seconds" for f in e.errors):
                 raise _NoServerWait() from e
             raise

@@ -251,7 +251,16 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
         cls = GatewayUnavailable
     elif status in (400, 413, 422):
         cls = GatewayRejected
-    return cls(status, title=title or reason, retry_after=retry_after)
+    err = cls(status, title=title or reason, retry_after=retry_after)
+    err._json_message = isinstance(doc, Mapping) and isinstance(doc.get("message"), str)  # type: ignore[attr-defined]
+    return err
+
+
+def no_wait_route(e: BaseException) -> bool:
+    """Whether e is API Gateway's own 404 ``{"message": ...}``, its answer for
+    a route it does not have (a stack without the waiting routes), and not
+    the service's problem+json not-found."""
+    return isinstance(e, GatewayError) and e.status == 404 and getattr(e, "_json_message", False)
 
 
 def _str(v: Any) -> str:

@@ -46,6 +46,7 @@ class Runner:
         self.tmp = tempfile.mkdtemp(prefix="ft288-locks-py-")
         self.proc: Optional[subprocess.Popen] = None
         self.url = ""
+        self._counts_mu = threading.Lock()
         try:
             binary = os.environ.get("LOCKS_LOCALD") or self._build()
             self.url = self._start(binary, "127.0.0.1:0")
@@ -79,10 +80,11 @@ class Runner:
             env.pop(k, None)
         env["LOG_LEVEL"] = "info"  # the "serving" line is at info
         self.log_path = os.path.join(self.tmp, "locald.log")
+        self.counts_path = os.path.join(self.tmp, "counts.json")
         self._log = open(self.log_path, "ab")
         offset = self._log.tell()  # this start's lines only
         self.proc = subprocess.Popen(
-            [binary, "-addr", addr], cwd=REPO_ROOT, env=env,
+            [binary, "-addr", addr, "-counts", self.counts_path], cwd=REPO_ROOT, env=env,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -103,6 +105,32 @@ class Runner:
                     break
                 time.sleep(0.05)
         raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+
+    def counts(self) -> Dict[str, Any]:
+        """What the runner counted so far (locald -counts): {"requests": {route
+        key: n}, "try_wait_seconds": n, ...}. Asks with SIGUSR1 and waits for
+        the "counts written" line it logs."""
+        with self._counts_mu:
+            offset = os.path.getsize(self.log_path)
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 10
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                buf = b""
+                while time.monotonic() < deadline:
+                    buf += f.read()
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        try:
+                            entry = json.loads(line)
+                        except ValueError:
+                            continue
+                        if entry.get("msg") == "counts written":
+                            with open(self.counts_path, "rb") as c:
+                                return json.load(c)
+                    time.sleep(0.01)
+        raise RuntimeError(f"locald wrote no counts within 10 s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 4000) -> str:
         try:
@@ -202,6 +230,136 @@ class DelayProxy:
         self.server.shutdown()
         self.server.server_close()  # waits for the handler threads
         self._thread.join()
+
+
+# -- version skew: an old stack, the released wire --------------------------------
+
+
+def acquire_route(path: str) -> str:
+    """"try" for /locks/{r} and /semaphores/{n}, "wait" for their …/wait, ""
+    for any other path."""
+    parts = path.split("?", 1)[0].split("/")
+    if len(parts) < 3 or parts[0] != "" or parts[1] not in ("locks", "semaphores") or not parts[2]:
+        return ""
+    if len(parts) == 3:
+        return "try"
+    if len(parts) == 4 and parts[3] == "wait":
+        return "wait"
+    return ""
+
+
+def _waits(body: Optional[bytes]) -> bool:
+    try:
+        w = json.loads(body or b"{}").get("wait_seconds")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(w, int) and w > 0
+
+
+class OldStackProxy:
+    """A proxy in front of upstream that answers as a stack from before the
+    waiting routes did: API Gateway's 404 {"message":"Not Found"} on POST
+    …/wait, and a try-acquire carrying wait_seconds > 0 served by upstream's
+    waiting route (the try route waited then). Everything else passes
+    through. ``acquires`` records (path, carried wait_seconds, status) of
+    each acquire as the client sent it; status is None while in flight."""
+
+    def __init__(self, upstream: str) -> None:
+        up = urllib.parse.urlsplit(upstream)
+        proxy = self
+        self.acquires: List[List[Any]] = []
+        self._mu = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                route = acquire_route(self.path) if self.command == "POST" else ""
+                rec: List[Any] = [self.path, _waits(body), None]
+                if route:
+                    with proxy._mu:
+                        proxy.acquires.append(rec)
+                if route == "wait":
+                    rec[2] = 404
+                    data = b'{"message":"Not Found"}'
+                    self.send_response(404)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                path = self.path + "/wait" if route == "try" and rec[1] else self.path
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+                try:
+                    conn.request(self.command, path, body=body or None, headers={"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    status, headers, data = resp.status, resp.getheaders(), resp.read()
+                finally:
+                    conn.close()
+                rec[2] = status
+                try:
+                    self.send_response(status)
+                    for k, v in headers:
+                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
+                            self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up on this answer
+
+            do_GET = do_POST = do_DELETE = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = False  # so that server_close() joins the handler threads
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="old-stack", daemon=True)
+        self._thread.start()
+
+    def snapshot(self) -> List[List[Any]]:
+        with self._mu:
+            return [list(r) for r in self.acquires]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join()
+
+
+class ReleasedWire:
+    """A transport that sends what the released clients sent: a waiting round
+    to the try route (its …/wait cut off), with its wait_seconds and
+    queue_ticket. ``acquires`` records (path, carried wait_seconds, status,
+    the fields a problem answer names) of each acquire."""
+
+    def __init__(self, transport: Callable[..., Response]) -> None:
+        self._next = transport
+        self.acquires: List[Any] = []
+        self._mu = threading.Lock()
+
+    def __call__(self, method, url, headers, body, timeout):  # the Transport signature
+        parts = urllib.parse.urlsplit(url)
+        route = acquire_route(parts.path) if method == "POST" else ""
+        if route == "wait":
+            url = urllib.parse.urlunsplit(parts._replace(path=parts.path[: -len("/wait")]))
+        resp = self._next(method, url, headers, body, timeout)
+        if route:
+            fields: List[str] = []
+            if resp.status >= 400:
+                try:
+                    fields = [e.get("field") for e in json.loads(resp.body).get("errors", [])]
+                except (ValueError, AttributeError):
+                    pass
+            with self._mu:
+                self.acquires.append((urllib.parse.urlsplit(url).path, _waits(body), resp.status, fields))
+        return resp
+
+    def snapshot(self) -> List[Any]:
+        with self._mu:
+            return list(self.acquires)
 
 
 # -- a connection-counting forwarder ---------------------------------------------------

@@ -96,10 +96,11 @@ class SemaphoreStubTests(TestCase):
 
         c = stub_client(handler)
         self.keep(c.acquire_semaphore("s", 1, wait=5, keepalive=False))
-        sem = [r.body for r in c._transport.sent("POST") if r.path == "/semaphores/s"]
-        self.assertEqual(["wait_seconds" in b for b in sem], [True, False, False, False])
+        sem = [(r.path, "wait_seconds" in r.body) for r in c._transport.sent("POST") if r.path.startswith("/semaphores/s")]
+        self.assertEqual(sem, [("/semaphores/s/wait", True), ("/semaphores/s", False), ("/semaphores/s", False),
+                               ("/semaphores/s", False)], "the refused round went to …/wait, the polls to the try route")
         self.keep(c.acquire("l", wait=5, keepalive=False))
-        self.assertIn("wait_seconds", c._transport.sent("POST", "/locks/l")[0].body)
+        self.assertIn("wait_seconds", c._transport.sent("POST", "/locks/l/wait")[0].body)
         self.assertIsNot(c.server_wait_supported, False)
 
     def test_renew_and_release_by_slot_and_a_refusal_loses_the_permit(self):

@@ -10,6 +10,7 @@ import {
   RequestFailedError,
   UnexpectedAnswerError,
   ValidationError,
+  isNoRoute,
   outcomeUnknown,
   problemFromAnswer,
   retryable,
@@ -243,6 +244,12 @@ export class Client {
   #serverWait: boolean | undefined;
   /** The same for semaphore acquires: a service may wait for locks and not (yet) for permits. */
   #semServerWait: boolean | undefined;
+  /**
+   * Whether the stack predates the waiting routes (its `…/wait` answered API
+   * Gateway's 404): waiting rounds then go to the try route with
+   * `wait_seconds`, as before the split.
+   */
+  #tryRouteWaits = false;
   readonly #pending = new Set<Promise<void>>();
 
   /**
@@ -330,11 +337,14 @@ export class Client {
    * Waits for a lease on `resource` (`ttlSeconds`, default 30) until `signal`
    * aborts or `waitMs` pass (default {@link DEFAULT_ACQUIRE_WAIT_MS}, 30 s;
    * `Infinity`: no limit). Where the service supports it, it waits at the
-   * service (`wait_seconds`, up to 20 s per request, within the time left,
+   * service (`POST /locks/{resource}/wait` with `wait_seconds`, up to 20 s per request, within the time left,
    * and at most ⅔ × (ttl − margin) whole seconds: the lease's local deadline
    * counts from before the request, so a grant at the end of a round still
-   * leaves a third of it for the first renewal). When that is under a second,
-   * and against an older service, which it remembers, it polls with jittered
+   * leaves a third of it for the first renewal). Against a stack without the
+   * waiting routes (API Gateway's 404 `{"message"}` on `…/wait`) it sends its
+   * rounds to the try route with `wait_seconds`, as released clients did.
+   * When that is under a second, and against an older service (422 naming
+   * `wait_seconds`), which it remembers, it polls with jittered
    * exponential backoff, waiting at least the service's Retry-After (capped
    * at the backoff maximum). Temporary failures (503, API Gateway's throttle
    * answers 429 and 500 `{"message"}`, other 5xx but the service's `internal`
@@ -567,8 +577,8 @@ export class Client {
   /**
    * Waits for one of the `permits` permits of the semaphore `name` as
    * {@link Client.acquire} waits for a lock (`waitMs`, default 30 s;
-   * `signal`): in rounds at the service that send back their place in the
-   * queue, or polling a service that does not wait for permits (it answers
+   * `signal`): in rounds at the service (`POST /semaphores/{name}/wait`) that
+   * send back their place in the queue, or polling a service that does not wait for permits (it answers
    * 422 to `wait_seconds`; remembered). Rejects with {@link FullError} when
    * the wait runs out while the semaphore stays full; otherwise as
    * {@link Client.tryAcquireSemaphore}.
@@ -774,9 +784,10 @@ export class Client {
           wait = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), roundLimit);
         }
         const serverWaits = wait >= 1;
+        const waitRoute = serverWaits && !this.#tryRouteWaits;
         const started = performance.now();
         const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds,
-          serverWaits ? queueTicket : undefined, permits);
+          serverWaits ? queueTicket : undefined, permits, waitRoute);
         const r = await settle(p, stop);
         if (r.status === "aborted") {
           this.#releaseLate(p, resource, owner, generated, permits);
@@ -811,6 +822,10 @@ export class Client {
           }
         } else {
           const err = r.error;
+          if (waitRoute && isNoRoute(err)) {
+            this.#tryRouteWaits = true; // a stack without the waiting routes: the old request, from now on
+            continue;
+          }
           if (serverWaits && err instanceof ValidationError && err.errors.some((f) => f.field === "wait_seconds")) {
             setServerWait(false); // an older service (for permits: one that does not wait for them yet): poll from now on
             continue;
@@ -834,10 +849,14 @@ export class Client {
     }
   }
 
-  /** One acquire request. It is deliberately not cancelled by the caller's signal, so that a late grant is heard and released. */
+  /**
+   * One acquire request: a try to `POST /locks/{resource}` (`/semaphores/{name}`),
+   * or with `waitRoute` a waiting round to its `…/wait`. It is deliberately not
+   * cancelled by the caller's signal, so that a late grant is heard and released.
+   */
   async #attempt(
     op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined,
-    queueTicket: string | undefined, permits: number,
+    queueTicket: string | undefined, permits: number, waitRoute = false,
   ): Promise<AttemptResult> {
     const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds };
     if (permits) payload.permits = permits;
@@ -845,7 +864,7 @@ export class Client {
     if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
     if (queueTicket !== undefined) payload.queue_ticket = queueTicket;
     const t0 = performance.now(); // before sending: the lease cannot have started earlier
-    const path = permits ? semaphorePath(resource) : lockPath(resource);
+    const path = (permits ? semaphorePath(resource) : lockPath(resource)) + (waitRoute ? "/wait" : "");
     const ans = await this.#send(op, "POST", path, payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
     const body = parseJSON(op, ans.text);
     if (permits && body.acquired === true) {

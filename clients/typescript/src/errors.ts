@@ -207,9 +207,24 @@ export function problemFromAnswer(operation: string, status: number, body: strin
     return new Cls(operation, init);
   }
   const init: ProblemInit = { status, title: str(o.message) ?? statusText(status), retryAfterMs };
-  if (status === 429 || status === 500 || status === 502 || status === 503 || status === 504) return new UnavailableError(operation, init);
-  if (status === 400 || status === 413 || status === 422) return new InvalidRequestError(operation, init);
-  return new ProblemError(operation, init);
+  let err: ProblemError;
+  if (status === 429 || status === 500 || status === 502 || status === 503 || status === 504) err = new UnavailableError(operation, init);
+  else if (status === 400 || status === 413 || status === 422) err = new InvalidRequestError(operation, init);
+  else err = new ProblemError(operation, init);
+  if (str(o.message) !== undefined) gatewayAnswers.add(err);
+  return err;
+}
+
+/** The errors built from API Gateway's own JSON `{"message"}` answers (not a problem document). */
+const gatewayAnswers = new WeakSet<ProblemError>();
+
+/**
+ * Whether `err` is API Gateway's own 404 `{"message": ...}`, its answer for a
+ * route it does not have (a stack without the waiting routes), and not the
+ * service's problem+json not-found. Internal: not exported by the package.
+ */
+export function isNoRoute(err: unknown): boolean {
+  return err instanceof ProblemError && err.status === 404 && gatewayAnswers.has(err);
 }
 
 function statusText(status: number): string {

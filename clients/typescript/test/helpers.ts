@@ -2,7 +2,7 @@
 // a stub fetch.
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -17,7 +17,15 @@ export interface Runner {
   url: string;
   /** The endpoint of the runner's own in-memory dynalite (DynamoDB's JSON API). */
   dynamodb: string;
+  /** What the runner counted so far (locald -counts, asked for with SIGUSR1). */
+  counts(): Promise<Counts>;
   stop(): Promise<void>;
+}
+
+/** locald's request counts (local.Counts): requests by route key, try-acquires that carried wait_seconds. */
+export interface Counts {
+  requests: Record<string, number>;
+  try_wait_seconds: number;
 }
 
 /** A TCP port that was free a moment ago on 127.0.0.1. */
@@ -46,7 +54,10 @@ export async function startRunner(): Promise<Runner> {
   const env = { ...process.env };
   // Exactly as `make run` starts it: none of the variables that change it.
   for (const k of ["DYNAMODB_ENDPOINT", "DYNAMODB_RETURNS_OLD_ITEM", "TABLE_NAME", "MAX_TTL_SECONDS", "TOMBSTONE_RETENTION_SECONDS"]) delete env[k];
-  const child = spawn(bin, ["-addr", `127.0.0.1:${await freePort()}`], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  const countsFile = join(dir, "counts.json");
+  const child = spawn(bin, ["-addr", `127.0.0.1:${await freePort()}`, "-counts", countsFile], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  // Resolved by the next "counts written" line: locald's answer to SIGUSR1.
+  let countsWritten: (() => void)[] = [];
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
@@ -59,6 +70,11 @@ export async function startRunner(): Promise<Runner> {
     createInterface({ input: child.stdout }).on("line", (line) => {
       try {
         const m = JSON.parse(line) as { msg?: string; url?: string; endpoint?: string };
+        if (m.msg === "counts written") {
+          const waiting = countsWritten;
+          countsWritten = [];
+          for (const w of waiting) w();
+        }
         if (m.msg === "started in-memory dynalite" && m.endpoint) dynamodb = m.endpoint;
         if (m.msg === "serving the lock API" && m.url) {
           clearTimeout(timer);
@@ -77,9 +93,24 @@ export async function startRunner(): Promise<Runner> {
     await rm(dir, { recursive: true, force: true });
     throw err;
   });
+  let asking = Promise.resolve();
   return {
     url,
     dynamodb,
+    counts() {
+      // One question at a time: each waits for the line its own signal brings.
+      const answer = asking.then(async () => {
+        const written = new Promise<void>((resolve) => countsWritten.push(resolve));
+        child.kill("SIGUSR1");
+        await written;
+        return JSON.parse(await readFile(countsFile, "utf8")) as Counts;
+      });
+      asking = answer.then(
+        () => undefined,
+        () => undefined,
+      );
+      return answer;
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill("SIGTERM");
@@ -152,6 +183,104 @@ export async function delayingProxy(target: string, delayMs: number): Promise<Pr
         server.close(() => resolve());
       }),
   };
+}
+
+/** The try route of an acquire path (`/locks/{r}`, `/semaphores/{n}`), "wait" for its `…/wait`, "" for any other. */
+export function acquireRoute(path: string): "try" | "wait" | "" {
+  if (/^\/(locks|semaphores)\/[^/?]+$/.test(path)) return "try";
+  if (/^\/(locks|semaphores)\/[^/?]+\/wait$/.test(path)) return "wait";
+  return "";
+}
+
+/**
+ * A proxy to target that answers as a stack from before the waiting routes
+ * did: API Gateway's 404 `{"message":"Not Found"}` on POST `…/wait`, and a
+ * try-acquire carrying `wait_seconds` > 0 served by target's waiting route
+ * (the try route waited then). Everything else passes through. `requests`
+ * records each request as the client sent it.
+ */
+export async function oldStackProxy(target: string): Promise<Proxy> {
+  const requests: Recorded[] = [];
+  const server: Server = createServer((req: IncomingMessage, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", async () => {
+      const body = Buffer.concat(chunks).toString();
+      let path = req.url ?? "/";
+      const rec: Recorded = { method: req.method ?? "", path, body };
+      requests.push(rec);
+      const route = req.method === "POST" ? acquireRoute(path) : "";
+      if (route === "wait") {
+        rec.upstream = 404;
+        res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ message: "Not Found" }));
+        return;
+      }
+      let waits = false;
+      try {
+        const w = (JSON.parse(body) as { wait_seconds?: unknown }).wait_seconds;
+        waits = typeof w === "number" && w > 0;
+      } catch {
+        // not JSON: passed on as it is
+      }
+      if (route === "try" && waits) path += "/wait";
+      try {
+        const up = await fetch(target + path, {
+          method: req.method,
+          headers: { "content-type": "application/json" },
+          body: req.method === "GET" ? undefined : body,
+        });
+        const text = await up.text();
+        rec.upstream = up.status;
+        const headers: Record<string, string> = {};
+        up.headers.forEach((v, k) => {
+          if (k !== "content-length" && k !== "transfer-encoding" && k !== "connection") headers[k] = v;
+        });
+        res.writeHead(up.status, headers).end(text);
+      } catch (err) {
+        res.writeHead(502).end(JSON.stringify({ message: String(err) }));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * A fetch that sends what the released clients sent: a waiting round to the
+ * try route (its `…/wait` cut off), with its `wait_seconds` and
+ * `queue_ticket`. It records each acquire and the status it got.
+ */
+export function releasedFetch(): { fetch: typeof globalThis.fetch; acquires: { path: string; waits: boolean; status: number; fields: string[] }[] } {
+  const acquires: { path: string; waits: boolean; status: number; fields: string[] }[] = [];
+  const f = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    const route = init.method === "POST" ? acquireRoute(url.pathname) : "";
+    if (route === "") return globalThis.fetch(url, init);
+    if (route === "wait") url.pathname = url.pathname.slice(0, -"/wait".length);
+    const body = typeof init.body === "string" ? (JSON.parse(init.body) as Record<string, unknown>) : {};
+    const res = await globalThis.fetch(url, init);
+    const text = await res.text();
+    let fields: string[] = [];
+    if (!res.ok) {
+      try {
+        fields = ((JSON.parse(text) as { errors?: { field: string }[] }).errors ?? []).map((e) => e.field);
+      } catch {
+        // no problem document
+      }
+    }
+    acquires.push({ path: url.pathname, waits: typeof body.wait_seconds === "number", status: res.status, fields });
+    return new Response(text, { status: res.status, headers: res.headers });
+  };
+  return { fetch: f as typeof globalThis.fetch, acquires };
 }
 
 export interface StubRequest {

@@ -22,7 +22,18 @@ import {
   type Observation,
 } from "../dist/esm/index.js";
 import { dynamoFence } from "../dist/esm/fence.js";
-import { aborted, delay, delayingProxy, dynamoCall, startRunner, uniqueName, until, type Runner } from "./helpers.js";
+import {
+  aborted,
+  delay,
+  delayingProxy,
+  dynamoCall,
+  oldStackProxy,
+  releasedFetch,
+  startRunner,
+  uniqueName,
+  until,
+  type Runner,
+} from "./helpers.js";
 
 let runner: Runner;
 let locks: Client;
@@ -478,5 +489,107 @@ describe("semaphores against the local runner", { concurrency: true }, () => {
     await locks.forceReleasePermit(name, a.slot, "test: holder is gone", { immediate: true });
     const reason = await aborted(a.signal, 5000);
     assert.ok(reason instanceof LeaseLostError && reason.forceReleased && reason.slot === a.slot, String(reason));
+  });
+});
+
+/** A lock, and a semaphore of one permit, for the version-skew tests that must hold for both. */
+const skewKinds = [
+  {
+    name: "lock",
+    path: (r: string) => `/locks/${r}`,
+    hold: async (r: string) => {
+      const l = await locks.tryAcquire(r, { owner: "holder", ttlSeconds: 30, keepAlive: false });
+      return () => l.release();
+    },
+    wait: async (c: Client, r: string) => (await c.acquire(r, { ttlSeconds: 30, waitMs: 20_000, keepAlive: false })).release(),
+  },
+  {
+    name: "semaphore",
+    path: (r: string) => `/semaphores/${r}`,
+    hold: async (r: string) => {
+      const p = await locks.tryAcquireSemaphore(r, 1, { owner: "holder", ttlSeconds: 30, keepAlive: false });
+      return () => p.release();
+    },
+    wait: async (c: Client, r: string) => (await c.acquireSemaphore(r, 1, { ttlSeconds: 30, waitMs: 20_000, keepAlive: false })).release(),
+  },
+];
+
+/** The try-acquires with wait_seconds the released-wire tests sent on purpose: the only ones the runner may count. */
+let releasedTryWaits = 0;
+
+describe("version skew against the local runner", { concurrency: true }, () => {
+  for (const k of skewKinds) {
+    test(`${k.name}: the released wire (try route + wait_seconds) gets 422 naming wait_seconds; the client reads it as an older service and polls`, async () => {
+      const res = uniqueName(`released-${k.name}`);
+      const release = await k.hold(res);
+      const wire = releasedFetch();
+      const c = new Client(runner.url, { fetch: wire.fetch, backoff: { baseMs: 10, maxMs: 200 } });
+      const waited = k.wait(c, res);
+      await until(() => wire.acquires.length >= 2, 10_000); // the refusal, then a poll answered "full"/"held"
+      await release();
+      await waited;
+      releasedTryWaits += wire.acquires.filter((a) => a.waits).length;
+      const [first, ...polls] = wire.acquires;
+      assert.deepEqual(first, { path: k.path(res), waits: true, status: 422, fields: ["wait_seconds"] });
+      assert.ok(polls.length >= 2, JSON.stringify(wire.acquires));
+      for (const p of polls) assert.deepEqual(p, { path: k.path(res), waits: false, status: 200, fields: [] });
+    });
+
+    test(`${k.name}: a new client against a stack without the waiting routes waits on the try route and does not ask …/wait again`, async () => {
+      const old = await oldStackProxy(runner.url);
+      try {
+        const res = uniqueName(`old-stack-${k.name}`);
+        const release = await k.hold(res);
+        const c = new Client(old.url, { backoff: { baseMs: 10, maxMs: 200 } });
+        const waited = k.wait(c, res);
+        const acquires = () => old.requests.filter((r) => r.method === "POST" && !r.path.endsWith("/renew"));
+        await until(() => acquires().length === 2, 10_000);
+        const inFlight = acquires()[1]!.upstream === undefined; // held at the runner: it waits there
+        await release();
+        await waited;
+        assert.ok(inFlight, "the round on the try route waited at the service");
+        const waits = (r: { body: string }) => typeof (JSON.parse(r.body) as { wait_seconds?: unknown }).wait_seconds === "number";
+        assert.deepEqual(acquires().map((r) => [r.path, waits(r), r.upstream]), [
+          [`${k.path(res)}/wait`, true, 404],
+          [k.path(res), true, 200],
+        ]);
+        const res2 = uniqueName(`old-stack-${k.name}`);
+        await k.wait(c, res2);
+        assert.deepEqual(acquires().slice(2).map((r) => [r.path, waits(r)]), [[k.path(res2), true]], "remembered: no …/wait");
+      } finally {
+        await old.close();
+      }
+    });
+  }
+});
+
+// Last in the file, alone (top-level suites run one after another): the
+// runner's counts move only by what this test sends.
+describe("counted at the local runner", () => {
+  test("every waiting acquire goes to …/wait, every try to the try route, and no wait_seconds reached a try route in this whole file but the released wire's", async () => {
+    const before = await runner.counts();
+    await (await locks.acquire(uniqueName("count-acquire"), { ttlSeconds: 30, keepAlive: false })).release(); // wait
+    await locks.withLock(uniqueName("count-with-lock"), async () => {}, { ttlSeconds: 30 }); // wait
+    const election = locks.election(uniqueName("count-election"));
+    await election.campaign({ ttlSeconds: 30 }); // wait
+    await election.resign();
+    await (await locks.tryAcquire(uniqueName("count-try"), { ttlSeconds: 30, keepAlive: false })).release(); // try
+    await (await locks.acquireSemaphore(uniqueName("count-sem"), 2, { ttlSeconds: 30, keepAlive: false })).release(); // semaphore wait
+    await locks.withSemaphore(uniqueName("count-with-sem"), 2, async () => {}, { ttlSeconds: 30 }); // semaphore wait
+    await (await locks.tryAcquireSemaphore(uniqueName("count-sem-try"), 2, { ttlSeconds: 30, keepAlive: false })).release(); // semaphore try
+    const after = await runner.counts();
+    const delta = (key: string) => (after.requests[key] ?? 0) - (before.requests[key] ?? 0);
+    const got = Object.fromEntries(
+      ["POST /locks/{resource}", "POST /locks/{resource}/wait", "POST /semaphores/{name}", "POST /semaphores/{name}/wait"].map((k) => [k, delta(k)]),
+    );
+    console.log(`runner counts of this test: ${JSON.stringify(got)}; try-acquires with wait_seconds in the whole file: ${after.try_wait_seconds}`);
+    assert.deepEqual(got, {
+      "POST /locks/{resource}": 1,
+      "POST /locks/{resource}/wait": 3,
+      "POST /semaphores/{name}": 1,
+      "POST /semaphores/{name}/wait": 2,
+    });
+    assert.ok(releasedTryWaits >= 2, "the released-wire tests ran first");
+    assert.equal(after.try_wait_seconds, releasedTryWaits, "no wait_seconds reached a try route but the released wire's");
   });
 });

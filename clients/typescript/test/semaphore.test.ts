@@ -90,12 +90,18 @@ describe("semaphores against a stub", { concurrency: true }, () => {
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     const p = await c.acquireSemaphore("s", 1, { waitMs: 5000, keepAlive: false });
-    const sem = stub.calls.filter((r) => r.url.pathname === "/semaphores/s" && r.method === "POST");
-    assert.deepEqual(sem.map((r) => r.body?.wait_seconds !== undefined), [true, false, false, false]);
+    const sem = stub.calls.filter((r) => r.url.pathname.startsWith("/semaphores/s") && r.method === "POST");
+    assert.deepEqual(
+      sem.map((r) => [r.url.pathname, r.body?.wait_seconds !== undefined]),
+      [["/semaphores/s/wait", true], ["/semaphores/s", false], ["/semaphores/s", false], ["/semaphores/s", false]],
+      "the refused round went to the waiting route, the polls to the try route",
+    );
     await c.acquireSemaphore("s", 1, { waitMs: 5000, keepAlive: false }).then((q) => q.release());
-    assert.equal(stub.calls.filter((r) => r.url.pathname === "/semaphores/s" && r.body?.wait_seconds !== undefined).length, 1, "remembered");
+    assert.equal(stub.calls.filter((r) => r.url.pathname.startsWith("/semaphores/s") && r.body?.wait_seconds !== undefined).length, 1, "remembered");
     const lease = await c.acquire("l", { waitMs: 5000, keepAlive: false });
-    assert.ok(typeof stub.calls.find((r) => r.url.pathname === "/locks/l")?.body?.wait_seconds === "number");
+    const lockRound = stub.calls.find((r) => r.url.pathname.startsWith("/locks/l"));
+    assert.equal(lockRound?.url.pathname, "/locks/l/wait");
+    assert.ok(typeof lockRound?.body?.wait_seconds === "number");
     await Promise.all([p.release(), lease.release()]);
   });
 

@@ -1,0 +1,255 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// wire is what one acquire request was on the wire, for comparing rounds.
+type wire struct {
+	Route  string // "try" or "wait"
+	Wait   time.Duration
+	Ticket string
+	At     time.Duration // since the bubble started
+}
+
+func (w wire) String() string {
+	return fmt.Sprintf("%s(wait %s, ticket %q) at %s", w.Route, w.Wait, w.Ticket, w.At)
+}
+
+// skewKind is a lock or a semaphore of one permit behind a fake stack, for
+// the version-skew tests that must hold for both.
+type skewKind struct {
+	name string
+	// setup returns a client of a fake stack (old: without the waiting
+	// routes; refuse: refusing wait_seconds everywhere) where holder holds
+	// "r" until release, and the acquires the stack received.
+	setup func(t *testing.T, old, refuse bool, release time.Duration) (c *client.Client, log func() []wire)
+	// acquire waits for "r" (or name) for owner.
+	acquire func(ctx context.Context, c *client.Client, name, owner string) error
+}
+
+var skewKinds = []skewKind{
+	{
+		name: "Lock",
+		setup: func(t *testing.T, old, refuse bool, release time.Duration) (*client.Client, func() []wire) {
+			f := newFakeAPI()
+			f.oldStack, f.refuseWait = old, refuse
+			f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: 5 * time.Minute})
+			time.AfterFunc(release, func() { f.serve(call{Op: "release", Resource: "r", Owner: "holder"}) })
+			return newFakeClient(t, f, client.WithoutKeepAlive()), func() []wire {
+				var out []wire
+				for _, c := range f.log("acquire") {
+					if c.Owner != "holder" {
+						out = append(out, wire{c.Route, c.Wait, c.Ticket, at(c.At)})
+					}
+				}
+				return out
+			}
+		},
+		acquire: func(ctx context.Context, c *client.Client, name, owner string) error {
+			_, err := c.Acquire(ctx, name, owner, time.Minute)
+			return err
+		},
+	},
+	{
+		name: "Semaphore",
+		setup: func(t *testing.T, old, refuse bool, release time.Duration) (*client.Client, func() []wire) {
+			f := newFakeSem()
+			f.oldStack, f.refuseWait = old, refuse
+			f.serve(semCall{Op: "acquire", Name: "r", Owner: "holder", Permits: 1, TTL: 5 * time.Minute})
+			time.AfterFunc(release, func() { f.serve(semCall{Op: "release", Name: "r", Owner: "holder", Slot: 0}) })
+			return newSemClient(t, f, nil, client.WithoutKeepAlive()), func() []wire {
+				var out []wire
+				for _, c := range f.log("acquire") {
+					if c.Owner != "holder" {
+						out = append(out, wire{c.Route, c.Wait, c.Ticket, at(c.At)})
+					}
+				}
+				return out
+			}
+		},
+		acquire: func(ctx context.Context, c *client.Client, name, owner string) error {
+			_, err := c.AcquireSemaphore(ctx, name, 1, owner, time.Minute)
+			return err
+		},
+	},
+}
+
+// TestAcquireWaitsOnWaitRoute: today's stack. Every waiting round goes to
+// …/wait with wait_seconds and the queue ticket; the try route never sees
+// either (the fake answers them 422, as the service does).
+func TestAcquireWaitsOnWaitRoute(t *testing.T) {
+	t.Parallel()
+	for _, k := range skewKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c, log := k.setup(t, false, false, sec(30))
+				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
+				defer cancel()
+				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
+					t.Errorf("granted at %s, want right after the release (30s)", got)
+				}
+				got := log()
+				tk := got[0].Ticket
+				if len(got) > 1 {
+					tk = got[1].Ticket
+				}
+				want := []wire{{"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
+				if !slices.Equal(got, want) || tk == "" {
+					t.Errorf("acquires: got %v, want %v with the first round's ticket", got, want)
+				}
+			})
+		})
+	}
+}
+
+// TestAcquireOldStack: a stack from before the waiting routes answers
+// …/wait with API Gateway's 404 {"message":"Not Found"}. The client sends
+// that round again at once as the released clients did (the try route
+// with wait_seconds, the queue ticket carried between rounds), waits at the
+// service, and never asks …/wait again for the client's life.
+func TestAcquireOldStack(t *testing.T) {
+	t.Parallel()
+	for _, k := range skewKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c, log := k.setup(t, true, false, sec(30))
+				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
+				defer cancel()
+				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
+					t.Errorf("granted at %s, want right after the release (30s): waiting at the service", got)
+				}
+				got := log()
+				tk := ""
+				if len(got) > 2 {
+					tk = got[2].Ticket
+				}
+				want := []wire{{"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
+				if !slices.Equal(got, want) || tk == "" {
+					t.Errorf("acquires: got %v, want %v with the first try's ticket", got, want)
+				}
+				// Remembered: the next acquire, of another name, goes to
+				// the try route at once.
+				if err := k.acquire(context.Background(), c, "free", "waiter"); err != nil {
+					t.Fatalf("second acquire: %v", err)
+				}
+				if got := log()[len(want):]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != sec(20) {
+					t.Errorf("second acquire: got %v, want one try with wait_seconds 20", got)
+				}
+			})
+		})
+	}
+}
+
+// TestAcquireOldestStack: a stack without the waiting routes that refuses
+// wait_seconds too (one from before server-side waiting): 404 on …/wait,
+// then 422 naming wait_seconds on the try route, then plain polls; both
+// remembered.
+func TestAcquireOldestStack(t *testing.T) {
+	t.Parallel()
+	for _, k := range skewKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c, log := k.setup(t, true, true, sec(1))
+				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
+				defer cancel()
+				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				if got := at(time.Now()); got > sec(1.2) {
+					t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
+				}
+				got := log()
+				if len(got) < 4 || got[0] != (wire{"wait", sec(10), "", 0}) || got[1] != (wire{"try", sec(10), "", 0}) {
+					t.Fatalf("acquires: got %v, want …/wait (404), the try route with wait_seconds (422), then polls", got)
+				}
+				for _, w := range got[2:] {
+					if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
+						t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
+					}
+				}
+				n := len(got)
+				if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
+					t.Fatalf("second acquire: %v", err)
+				}
+				if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
+					t.Errorf("second acquire: got %v, want one plain try", got)
+				}
+			})
+		})
+	}
+}
+
+// TestAcquireWaitingOff: today's stack with waiting turned off (…/wait
+// answers 422 naming wait_seconds): the client polls the try route.
+func TestAcquireWaitingOff(t *testing.T) {
+	t.Parallel()
+	for _, k := range skewKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c, log := k.setup(t, false, true, sec(1))
+				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
+				defer cancel()
+				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				got := log()
+				if len(got) < 3 || got[0] != (wire{"wait", sec(10), "", 0}) {
+					t.Fatalf("acquires: got %v, want …/wait (422), then polls", got)
+				}
+				for _, w := range got[1:] {
+					if w.Route != "try" || w.Wait != 0 {
+						t.Errorf("poll %v: want the try route without wait_seconds", w)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestAcquireServiceNotFoundIsNotOldStack: the service's own problem+json
+// 404 on …/wait is an answer of a stack that has the route, not API
+// Gateway's: the client does not fall back to the try route.
+func TestAcquireServiceNotFoundIsNotOldStack(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeAPI()
+		f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: 5 * time.Minute})
+		f.intercept = func(c call) (*http.Response, error) {
+			if c.Route == "wait" {
+				return problemResponse(404, "not-found"), nil
+			}
+			return nil, nil
+		}
+		c := newFakeClient(t, f, client.WithoutKeepAlive())
+		ctx, cancel := context.WithTimeout(context.Background(), sec(10))
+		defer cancel()
+		_, err := c.Acquire(ctx, "r", "waiter", time.Minute)
+		var p *client.ProblemError
+		if !errors.As(err, &p) || p.Slug() != "not-found" {
+			t.Fatalf("Acquire: got %v, want the service's not-found problem", err)
+		}
+		if calls := f.log("acquire"); len(calls) != 1 || calls[0].Route != "wait" {
+			t.Errorf("acquires: got %v, want one …/wait, no fallback", calls)
+		}
+	})
+}
