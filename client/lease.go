@@ -162,9 +162,8 @@ func (l *Lease) judge() {
 		l.mu.Unlock()
 		return
 	}
-	l.endLocked()
+	l.endLocked(l.lostError(ErrLeaseExpired))
 	l.mu.Unlock()
-	l.cancel(l.lostError(ErrLeaseExpired))
 }
 
 // expire runs when the watchdog fires, DeliveryAllowance before the local
@@ -180,15 +179,18 @@ func (l *Lease) expire() {
 		l.mu.Unlock()
 		return
 	}
-	l.endLocked()
+	l.endLocked(l.lostError(ErrLeaseExpired))
 	l.mu.Unlock()
-	l.cancel(l.lostError(ErrLeaseExpired))
 }
 
-// endLocked marks the lease ended, under l.mu; the caller cancels ctx.
-func (l *Lease) endLocked() {
+// endLocked ends the lease with cause, under l.mu: ctx is cancelled before
+// anyone can see ended, so that Check never finds the lease ended but its
+// ctx still live. (Cancelling only closes channels and starts AfterFunc
+// goroutines: nothing of it calls back into the lease.)
+func (l *Lease) endLocked(cause error) {
 	l.ended = true
 	l.watchdog.Stop()
+	l.cancel(cause)
 }
 
 // lose ends the lease for reason unless it has ended already.
@@ -198,9 +200,8 @@ func (l *Lease) lose(reason error) {
 		l.mu.Unlock()
 		return
 	}
-	l.endLocked()
+	l.endLocked(l.lostError(reason))
 	l.mu.Unlock()
-	l.cancel(l.lostError(reason))
 }
 
 // lostError is the *LeaseLostError of this lease lost for reason.
@@ -285,13 +286,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()
-	wasEnded := l.ended
-	l.endLocked()
+	l.endLocked(ErrReleased) // no-op for ctx when lost already: the loss stays the cause
 	end := l.start.Add(l.ttl) // retrying past it is pointless
 	l.mu.Unlock()
-	if !wasEnded {
-		l.cancel(ErrReleased)
-	}
 	do := l.c.lockRelease(l.resource, l.owner, l.token)
 	if l.permit != nil {
 		do = l.c.permitRelease(l.resource, l.owner, l.permit.slot, l.token)
