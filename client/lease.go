@@ -286,7 +286,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()
-	l.endLocked(ErrReleased) // no-op for ctx when lost already: the loss stays the cause
+	l.endLocked(ErrReleased)  // no-op for ctx when lost already: the loss stays the cause
 	end := l.start.Add(l.ttl) // retrying past it is pointless
 	l.mu.Unlock()
 	do := l.c.lockRelease(l.resource, l.owner, l.token)
