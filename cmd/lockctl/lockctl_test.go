@@ -33,12 +33,7 @@ import (
 // then built with -race too (which also reuses the test's build cache).
 var raceEnabled bool
 
-func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) != "" { // the test binary run as a command under lockctl
-		os.Exit(worker())
-	}
-	testenv.Main(m)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestProcess runs the real lockctl binary, built once into a temporary
 // directory, as separate processes.
