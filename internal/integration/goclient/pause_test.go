@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,13 +44,26 @@ func TestPausedHolder(t *testing.T) {
 			t.Parallel()
 			const rounds, batch = 20, 5
 			res := make([]pauseRound, rounds)
+			var retries atomic.Int64
 			for b := 0; b < rounds; b += batch {
 				var wg sync.WaitGroup
 				for i := b; i < min(b+batch, rounds); i++ {
 					wg.Go(func() {
-						var err error
-						if res[i], err = pauseHolder(bin, srv.URL, resourceName(t), mode.elect); err != nil {
-							t.Errorf("round %d: %v", i, err)
+						// A lease lost before the first step (its grant or
+						// renewals late on a loaded machine) tests nothing:
+						// the round starts again, twice at most.
+						for attempt := 1; ; attempt++ {
+							var err error
+							res[i], err = pauseHolder(bin, srv.URL, resourceName(t), mode.elect)
+							if errors.Is(err, errLostEarly) && attempt < 3 {
+								t.Logf("round %d starts again: %v", i, err)
+								retries.Add(1)
+								continue
+							}
+							if err != nil {
+								t.Errorf("round %d: %v", i, err)
+							}
+							return
 						}
 					})
 				}
@@ -69,8 +83,8 @@ func TestPausedHolder(t *testing.T) {
 				signalled = append(signalled, r.lostAfter)
 			}
 			slices.Sort(signalled)
-			t.Logf("%s: %d rounds; steps after resume %d (and %d checked before the stop, written after: fencing's case); loss signalled after resume: min %s, median %s, max %s",
-				mode.name, rounds, after, window, signalled[0], signalled[rounds/2], signalled[rounds-1])
+			t.Logf("%s: %d rounds; steps after resume %d (and %d checked before the stop, written after: fencing's case); loss signalled after resume: min %s, median %s, max %s; %d rounds started again (lease lost before the first step)",
+				mode.name, rounds, after, window, signalled[0], signalled[rounds/2], signalled[rounds-1], retries.Load())
 		})
 	}
 }
@@ -82,6 +96,9 @@ type pauseRound struct {
 	lostAfter  time.Duration // from the resume to the holder's "lost" line
 	otherToken int64         // the other owner's fencing token
 }
+
+// errLostEarly: the holder lost its lease before its first work step.
+var errLostEarly = errors.New("the lease was lost before the first work step")
 
 // pauseHolder runs one round against the service at url on lock res.
 func pauseHolder(bin, url, res string, elect bool) (pauseRound, error) {
@@ -128,6 +145,9 @@ func pauseHolder(bin, url, res string, elect bool) (pauseRound, error) {
 	if l, err := next("a first work step"); err != nil {
 		return r, err
 	} else if !strings.HasPrefix(l, "working with token ") {
+		if strings.HasPrefix(l, "lost at ") || strings.HasPrefix(l, "not leader at ") {
+			return r, fmt.Errorf("%w: %s; stderr %s", errLostEarly, l, stderr.String())
+		}
 		return r, fmt.Errorf("first line %q, want a work step", l)
 	}
 
