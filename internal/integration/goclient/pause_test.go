@@ -33,7 +33,8 @@ import (
 // checked before the stop and written after the resume is the window only
 // fencing closes (docs/clients.md, "What a pause does"): logged, not failed.
 func TestPausedHolder(t *testing.T) {
-	t.Parallel()
+	// Not parallel with the package's other tests: its 1 s leases and
+	// theirs would share the machine.
 	bin := buildHolder(t)
 	srv := testenv.Start(t, testenv.Options{})
 	for _, mode := range []struct {
