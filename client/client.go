@@ -44,6 +44,11 @@ const (
 	// sooner: Lease.Release, and the clean-up release of a grant nobody
 	// waited for.
 	ReleaseRetryTimeout = 10 * time.Second
+	// DeliveryAllowance is how long before the local deadline a lease's
+	// timer ends it, so that the asynchronous signal (Done, the Context)
+	// normally arrives before the deadline; Check and Err compare the clock
+	// with the deadline itself. The same in every client: docs/clients.md.
+	DeliveryAllowance = 5 * time.Millisecond
 	// SigV4Service is the service name requests are signed for.
 	SigV4Service = "execute-api"
 )

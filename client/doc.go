@@ -103,6 +103,20 @@
 // lock should run under Lease.Context and carry Lease.FencingToken to the
 // systems it writes.
 //
+// # Pauses: the clock is the truth
+//
+// Lease.Check (and Err, Done, and the Context's Err, Done and Value) read
+// the monotonic clock when called: past the local deadline they end the
+// lease right then, as the lease's timer would. After a pause (a long GC,
+// a stopped VM, SIGSTOP) the work's own timer may run before the lease's,
+// so a step that first calls Check is refused, while one that only waits
+// for Done may run. Call Check before each step that touches the protected
+// resource. The timer ends the lease DeliveryAllowance (5 ms) before the
+// local deadline, so Done is normally closed by then. A pause between the
+// Check and the write is stopped only by fencing: the protected system
+// refuses the old token. docs/clients.md, "What a pause does", has the
+// measured figures.
+//
 // # Releasing
 //
 // Lease.Release sends the lease's fencing token, so a newer lease of the
@@ -153,8 +167,9 @@
 // resource, so every candidate campaigning on that name, from any client
 // or `lockctl elect`, competes for one lock, and the leader is its holder.
 // Campaign waits at the service (as Acquire does, but until ctx ends) and
-// returns the leadership lease, which renews itself; its Context ends when
-// the leadership is lost, and its fencing token grows with every term, so
+// returns the leadership lease, which renews itself; its Check says whether
+// this candidate still leads, by the clock, and its Context ends when the
+// leadership is lost; its fencing token grows with every term, so
 // the leader's writes can be fenced. Resign releases it; Leader says who
 // leads now. The service never lets two candidates hold the lease at once,
 // but a leader learns of its loss only at its next renewal or local

@@ -58,8 +58,13 @@ func ExampleLease_Context() {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-time.After(50 * time.Millisecond):
-			return nil
 		}
+		// The timer above may fire first after a pause (GC, a stopped VM):
+		// Check reads the clock before the step.
+		if err := lease.Check(); err != nil {
+			return err
+		}
+		return nil // the step, with token
 	}
 	if err := work(lease.Context(), lease.FencingToken()); err != nil {
 		fmt.Println("stopped:", errors.Is(err, client.ErrLeaseLost))
@@ -70,6 +75,34 @@ func ExampleLease_Context() {
 	fmt.Println("after release:", context.Cause(lease.Context()))
 	// Output:
 	// after release: lease released
+}
+
+func ExampleLease_Check() {
+	c, err := client.New(endpoint())
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := c.TryAcquire(context.Background(), "example-check", "", 3*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+
+	for part := range 3 {
+		// Before each step: nil while the lease is held by the clock now.
+		// After a pause past the local deadline (GC, a stopped VM) it
+		// returns the loss at once, whichever timer runs first.
+		if err := lease.Check(); err != nil {
+			fmt.Println("stopped:", errors.Is(err, client.ErrLeaseLost))
+			return
+		}
+		// The step: a write that carries lease.FencingToken().
+		fmt.Printf("part %d written with the fencing token\n", part)
+	}
+	// Output:
+	// part 0 written with the fencing token
+	// part 1 written with the fencing token
+	// part 2 written with the fencing token
 }
 
 func ExampleClient_TryAcquire() {
@@ -104,8 +137,12 @@ func ExampleClient_WithLock() {
 		log.Fatal(err)
 	}
 	// Acquire (waiting up to DefaultAcquireWait, as the context has no
-	// deadline), run, release. ctx ends the moment the lease may be lost.
+	// deadline), run, release. ctx ends the moment the lease may be lost;
+	// lease.Check() reads the clock before each step.
 	err = c.WithLock(context.Background(), "example-with-lock", func(ctx context.Context, lease *client.Lease) error {
+		if err := lease.Check(); err != nil {
+			return err // the loss: WithLock returns it
+		}
 		fmt.Println("has a fencing token:", lease.FencingToken() > 0)
 		fmt.Println("default TTL:", lease.TTL())
 		return ctx.Err()
@@ -133,6 +170,8 @@ func ExampleElection() {
 	}
 	leader, err := e.Leader(ctx)
 	fmt.Println("leads:", err == nil && leader.Owner == lease.Owner())
+	// "Am I still leader?" by this candidate's own clock, before each step.
+	fmt.Println("leads by its lease:", lease.Check() == nil)
 
 	// Another candidate campaigns until its context ends.
 	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -153,6 +192,7 @@ func ExampleElection() {
 	fmt.Println("leads after Resign:", stillLeads || failed)
 	// Output:
 	// leads: true
+	// leads by its lease: true
 	// second candidate still waiting at its deadline: true
 	// leads after Resign: false
 }

@@ -20,13 +20,19 @@ type Lease struct {
 	ttl      time.Duration
 	margin   time.Duration
 
-	ctx    context.Context
+	ctx    context.Context // ends when the lease does; Context wraps it in lctx
 	cancel context.CancelCauseFunc
+	lctx   *judgedContext
+
+	// base and due let Check read the deadline without the lock: due is
+	// the deadline as nanoseconds after base, on the monotonic clock.
+	base time.Time
+	due  atomic.Int64
 
 	mu       sync.Mutex
 	lock     Lock      // the service's latest view
 	start    time.Time // when the request of the latest grant or renewal was sent
-	deadline time.Time // local, monotonic: start + ttl - margin
+	deadline time.Time // local, monotonic: start + ttl - margin; due is its copy
 	watchdog *time.Timer
 	ended    bool // lost or released; ctx is (being) cancelled
 	kaCancel context.CancelFunc
@@ -55,14 +61,16 @@ func newLease(c *Client, g grant, ttl time.Duration) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		c: c, resource: g.lock.Resource, owner: g.lock.Owner, token: g.lock.FencingToken,
-		ttl: ttl, margin: margin, ctx: ctx, cancel: cancel,
+		ttl: ttl, margin: margin, ctx: ctx, cancel: cancel, base: g.t0,
 		lock: g.lock, start: g.t0, deadline: g.t0.Add(ttl - margin),
 	}
+	l.lctx = &judgedContext{Context: ctx, l: l}
+	l.due.Store(int64(ttl - margin))
 	if g.permit != nil {
 		l.permit = &permitState{slot: g.permit.Slot, permits: g.permits, info: *g.permit}
 	}
 	l.mu.Lock()
-	l.watchdog = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.watchdog = time.AfterFunc(time.Until(l.deadline)-DeliveryAllowance, l.expire)
 	l.mu.Unlock()
 	if !c.noRenew {
 		l.KeepAlive(context.Background())
@@ -103,7 +111,8 @@ func (l *Lease) Lock() Lock {
 }
 
 // Deadline returns the local deadline: when the client gives the lease up
-// unless a renewal succeeds first.
+// unless a renewal succeeds first. The lease's timer ends it
+// DeliveryAllowance earlier, so that Done is normally closed by then.
 func (l *Lease) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -111,36 +120,77 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Context returns a context that is cancelled when the lease is lost or
-// released. Run the work the lock protects under it. context.Cause gives
-// the same error as Err.
-func (l *Lease) Context() context.Context { return l.ctx }
+// released. Its Err, Done and Value read the clock first, as Check does;
+// context.Cause gives the same error as Err. Contexts derived from it learn
+// of the loss from the lease's timer only: call Check before each step.
+func (l *Lease) Context() context.Context { return l.lctx }
 
-// Done returns a channel that is closed when the lease is lost or released.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+// Done returns a channel that is closed when the lease is lost or released;
+// past the local deadline it is closed before Done returns.
+func (l *Lease) Done() <-chan struct{} {
+	l.judge()
+	return l.ctx.Done()
+}
 
-// Err returns nil while the lease is held; then a *LeaseLostError matching
-// ErrLeaseLost when it was lost, or ErrReleased after Release.
-func (l *Lease) Err() error {
+// Check returns nil while the lease is held by the clock now: not released,
+// not lost, and the local deadline not passed. Otherwise it ends the lease
+// (if the deadline passed) and returns a *LeaseLostError matching
+// ErrLeaseLost, or ErrReleased after Release. Call it before each step that
+// touches the protected resource, and send FencingToken with the step.
+func (l *Lease) Check() error {
+	l.judge()
 	if l.ctx.Err() == nil {
 		return nil
 	}
 	return context.Cause(l.ctx)
 }
 
-// expire runs when the watchdog fires at the local deadline.
+// Err returns what Check returns: nil while the lease is held by the clock
+// now; then a *LeaseLostError matching ErrLeaseLost when it was lost, or
+// ErrReleased after Release.
+func (l *Lease) Err() error { return l.Check() }
+
+// judge ends the lease when its local deadline has passed by the clock now:
+// the watchdog's transition, made by whoever asks first (after a pause the
+// work's own timer may run before the watchdog's).
+func (l *Lease) judge() {
+	if time.Since(l.base) < time.Duration(l.due.Load()) || l.ctx.Err() != nil {
+		return
+	}
+	l.mu.Lock()
+	if l.ended || time.Now().Before(l.deadline) { // a renewal moved it meanwhile
+		l.mu.Unlock()
+		return
+	}
+	l.endLocked(l.lostError(ErrLeaseExpired))
+	l.mu.Unlock()
+}
+
+// expire runs when the watchdog fires, DeliveryAllowance before the local
+// deadline.
 func (l *Lease) expire() {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
 		return
 	}
-	if d := time.Until(l.deadline); d > 0 { // a renewal moved the deadline meanwhile
+	if d := time.Until(l.deadline) - DeliveryAllowance; d > 0 { // a renewal moved the deadline meanwhile
 		l.watchdog.Reset(d)
 		l.mu.Unlock()
 		return
 	}
+	l.endLocked(l.lostError(ErrLeaseExpired))
 	l.mu.Unlock()
-	l.lose(ErrLeaseExpired)
+}
+
+// endLocked ends the lease with cause, under l.mu: ctx is cancelled before
+// anyone can see ended, so that Check never finds the lease ended but its
+// ctx still live. (Cancelling only closes channels and starts AfterFunc
+// goroutines: nothing of it calls back into the lease.)
+func (l *Lease) endLocked(cause error) {
+	l.ended = true
+	l.watchdog.Stop()
+	l.cancel(cause)
 }
 
 // lose ends the lease for reason unless it has ended already.
@@ -150,10 +200,8 @@ func (l *Lease) lose(reason error) {
 		l.mu.Unlock()
 		return
 	}
-	l.ended = true
-	l.watchdog.Stop()
+	l.endLocked(l.lostError(reason))
 	l.mu.Unlock()
-	l.cancel(l.lostError(reason))
 }
 
 // lostError is the *LeaseLostError of this lease lost for reason.
@@ -190,7 +238,8 @@ func (l *Lease) extend(t0 time.Time, lock Lock, info *PermitInfo) bool {
 	}
 	if d := t0.Add(l.ttl - l.margin); d.After(l.deadline) {
 		l.deadline = d
-		l.watchdog.Reset(time.Until(d))
+		l.due.Store(int64(d.Sub(l.base)))
+		l.watchdog.Reset(time.Until(d) - DeliveryAllowance)
 	}
 	l.mu.Unlock()
 	return true
@@ -237,17 +286,49 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	l.mu.Lock()
-	wasEnded := l.ended
-	l.ended = true
-	l.watchdog.Stop()
+	l.endLocked(ErrReleased)  // no-op for ctx when lost already: the loss stays the cause
 	end := l.start.Add(l.ttl) // retrying past it is pointless
 	l.mu.Unlock()
-	if !wasEnded {
-		l.cancel(ErrReleased)
-	}
 	do := l.c.lockRelease(l.resource, l.owner, l.token)
 	if l.permit != nil {
 		do = l.c.permitRelease(l.resource, l.owner, l.permit.slot, l.token)
 	}
 	return l.c.releaseRetrying(ctx, do, end, &l.releaseUnsure)
 }
+
+// judgedContext is a context that judges lease l by the clock before it
+// answers: the lease's own Context (cancel nil: judging ends the lease), or
+// the context of a function run under the lease (cancel ends it with the
+// lease's error).
+type judgedContext struct {
+	context.Context
+	l      *Lease
+	cancel context.CancelCauseFunc
+}
+
+func (c *judgedContext) judge() {
+	if err := c.l.Check(); err != nil && c.cancel != nil {
+		c.cancel(err)
+	}
+}
+
+// Done judges the lease, then returns the context's channel.
+func (c *judgedContext) Done() <-chan struct{} {
+	c.judge()
+	return c.Context.Done()
+}
+
+// Err judges the lease, then returns the context's error.
+func (c *judgedContext) Err() error {
+	c.judge()
+	return c.Context.Err()
+}
+
+// Value judges the lease, so that context.Cause reads the clock too.
+func (c *judgedContext) Value(key any) any {
+	c.judge()
+	return c.Context.Value(key)
+}
+
+// String names the context for fmt.
+func (c *judgedContext) String() string { return "client.Lease(" + c.l.resource + ").Context" }

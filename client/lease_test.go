@@ -99,9 +99,11 @@ func TestKeepAliveSchedule(t *testing.T) {
 			wantRenewals: seconds(1, 10),
 		},
 		{
+			// The timer ends the lease DeliveryAllowance before its
+			// local deadline.
 			name:       "WithoutKeepAlive",
 			opts:       []client.Option{client.WithoutKeepAlive()},
-			wantLostAt: deadline3,
+			wantLostAt: deadline3 - client.DeliveryAllowance,
 		},
 		{
 			// A renewal by hand moves the schedule: the next is due an
@@ -304,8 +306,8 @@ func TestLeaseLostWhenRenewalRefused(t *testing.T) {
 
 // TestLeaseLostWhenServiceUnreachable: after one good renewal (at 1 s)
 // every request fails. The renewals are retried until the local deadline
-// of that renewal, 1 s + 2.7 s, and the lease is given up exactly then:
-// before the service's lease (1 s + 3 s) can have ended.
+// of that renewal, 1 s + 2.7 s, and the lease is given up DeliveryAllowance
+// before then: before the service's lease (1 s + 3 s) can have ended.
 func TestLeaseLostWhenServiceUnreachable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -347,8 +349,8 @@ func TestLeaseLostWhenServiceUnreachable(t *testing.T) {
 				}
 				l := fakeLease(t, newFakeClient(t, f), "r", "w1")
 				<-l.Done()
-				if got, want := at(time.Now()), time.Second+deadline3; got != want {
-					t.Errorf("lease lost at %s, want %s (last good renewal + ttl - margin)", got, want)
+				if got, want := at(time.Now()), time.Second+deadline3-client.DeliveryAllowance; got != want {
+					t.Errorf("lease lost at %s, want %s (last good renewal + ttl - margin - DeliveryAllowance)", got, want)
 				}
 				if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.Is(l.Err(), client.ErrLeaseExpired) {
 					t.Errorf("cause: got %v, want ErrLeaseLost with ErrLeaseExpired", l.Err())

@@ -127,13 +127,23 @@ func (o *output) next() (string, <-chan struct{}) {
 // The process is killed if it is still running after 20s.
 func startLockctl(tb testing.TB, bin, endpoint string, env []string, args ...string) *proc {
 	tb.Helper()
+	p, err := startProc(tb, bin, endpoint, env, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// startProc is startLockctl returning its error, for a test's goroutines;
+// tb only gets the clean-up.
+func startProc(tb testing.TB, bin, endpoint string, env []string, args ...string) (*proc, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan struct{})}
 	p.cmd.Env = append(append(os.Environ(), "LOCKS_ENDPOINT="+endpoint), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		cancel()
-		tb.Fatalf("start lockctl: %v", err)
+		return nil, fmt.Errorf("start lockctl: %v", err)
 	}
 	go func() {
 		defer cancel()
@@ -145,18 +155,26 @@ func startLockctl(tb testing.TB, bin, endpoint string, env []string, args ...str
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	})
-	return p
+	return p, nil
 }
 
 // wait waits up to limit for the process to exit and returns its code.
 func (p *proc) wait(tb testing.TB, limit time.Duration) int {
 	tb.Helper()
+	code, err := p.exit(limit)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return code
+}
+
+// exit is wait returning its error.
+func (p *proc) exit(limit time.Duration) (int, error) {
 	select {
 	case <-p.done:
-		return p.code
+		return p.code, nil
 	case <-time.After(limit):
-		tb.Fatalf("lockctl still running after %s; stderr: %s", limit, p.stderr.String())
-		return -1
+		return -1, fmt.Errorf("lockctl still running after %s; stderr: %s", limit, p.stderr.String())
 	}
 }
 
@@ -164,7 +182,16 @@ func (p *proc) wait(tb testing.TB, limit time.Duration) int {
 // command's) that starts with prefix, and returns the rest of that line.
 func (p *proc) waitLine(tb testing.TB, prefix string) string {
 	tb.Helper()
-	return p.waitOutput(tb, &p.stdout, "a line "+strconv.Quote(prefix), func(out string) (string, bool) {
+	v, err := p.line(prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+// line is waitLine returning its error.
+func (p *proc) line(prefix string) (string, error) {
+	return p.awaitOutput(&p.stdout, "a line "+strconv.Quote(prefix), func(out string) (string, bool) {
 		return findLine(out, prefix)
 	})
 }
@@ -173,21 +200,30 @@ func (p *proc) waitLine(tb testing.TB, prefix string) string {
 // in o, looking again at every write, and returns what found returns.
 func (p *proc) waitOutput(tb testing.TB, o *output, what string, found func(string) (string, bool)) string {
 	tb.Helper()
+	v, err := p.awaitOutput(o, what, found)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+// awaitOutput is waitOutput returning its error.
+func (p *proc) awaitOutput(o *output, what string, found func(string) (string, bool)) (string, error) {
 	timeout := time.After(10 * time.Second)
 	for {
 		out, changed := o.next()
 		if v, ok := found(out); ok {
-			return v
+			return v, nil
 		}
 		select {
 		case <-changed:
 		case <-p.done:
 			if v, ok := found(o.String()); ok {
-				return v // written just before lockctl exited
+				return v, nil // written just before lockctl exited
 			}
-			tb.Fatalf("lockctl exited %d before %s; stdout %q, stderr: %s", p.code, what, p.stdout.String(), p.stderr.String())
+			return "", fmt.Errorf("lockctl exited %d before %s; stdout %q, stderr: %s", p.code, what, p.stdout.String(), p.stderr.String())
 		case <-timeout:
-			tb.Fatalf("no %s within 10s; stdout %q, stderr: %s", what, p.stdout.String(), p.stderr.String())
+			return "", fmt.Errorf("no %s within 10s; stdout %q, stderr: %s", what, p.stdout.String(), p.stderr.String())
 		}
 	}
 }
@@ -589,23 +625,30 @@ func testCtrlZ(t *testing.T, bin string) {
 // stopped (state T in /proc/PID/stat) or not, as want says.
 func waitState(tb testing.TB, pid int, what string, want bool) {
 	tb.Helper()
+	if err := awaitState(pid, what, want); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// awaitState is waitState returning its error.
+func awaitState(pid int, what string, want bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if errors.Is(err, os.ErrNotExist) && !want {
-			return // gone: not stopped either
+			return nil // gone: not stopped either
 		}
 		if err != nil {
-			tb.Fatalf("%s (pid %d): %v", what, pid, err)
+			return fmt.Errorf("%s (pid %d): %v", what, pid, err)
 		}
 		// pid (comm) STATE ...; comm may hold spaces and parentheses.
 		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
 		state := strings.Fields(rest)[0]
 		if (state == "T") == want {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s (pid %d): state %s after 5s, want stopped %t", what, pid, state, want)
+			return fmt.Errorf("%s (pid %d): state %s after 5s, want stopped %t", what, pid, state, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

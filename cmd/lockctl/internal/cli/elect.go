@@ -77,8 +77,8 @@ func electCmd(args []string, env Env) int {
 		if lease == nil {
 			return code
 		}
-		if err := lease.Err(); err != nil { // lost between the grant and now
-			release(lease, env)
+		if err := lease.Check(); err != nil { // lost between the grant and now, by the clock
+			release(lease, lf.margin(), env)
 			if *once {
 				fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
 				return ExitLeaseLost

@@ -40,13 +40,20 @@ it waits for them or kills them itself. Processes that leave the group
 (setsid, daemons) are not covered.
 
 If the lease is lost, CMD's process group gets SIGTERM, then SIGKILL after
---grace, and lockctl exits 76. --on-lost HOOK runs first: sh -c HOOK, with
-LOCK_RESOURCE, LOCK_OWNER, LOCK_FENCING_TOKEN and LOCK_LOST_REASON in its
-environment and its output on lockctl's stderr; the SIGTERM follows when the
-hook exits, or half of --grace after the loss, and a hook still running at
---grace is killed with the command. Ctrl-Z (SIGTSTP) stops CMD's group together
-with lockctl, and continuing lockctl (fg, bg, SIGCONT) continues the group;
-a stop longer than the lease's local deadline loses the lease.
+--grace, and lockctl exits 76. --grace is a grace inside the lease: the
+local deadline is --grace + min(ttl/10, 1s) before the lease's end, and
+SIGKILL comes no later than min(ttl/10, 1s) before that end (by lockctl's
+clock), however late the loss is noticed. --on-lost HOOK runs first: sh -c
+HOOK, with LOCK_RESOURCE, LOCK_OWNER, LOCK_FENCING_TOKEN and
+LOCK_LOST_REASON in its environment and its output on lockctl's stderr;
+the SIGTERM follows when the hook exits, or half-way to the SIGKILL, and a
+hook still running --grace after the loss is killed. Ctrl-Z (SIGTSTP, or
+kill -TSTP on lockctl) stops CMD's group together with lockctl, and
+continuing lockctl (fg, bg, SIGCONT) continues the group; continued past
+the lease's local deadline, the group stays stopped: --on-lost runs, then
+the group is killed (SIGKILL). A SIGSTOP sent to lockctl alone does not
+stop CMD, which runs on unrenewed: stop lockctl with SIGTSTP, and fence
+the writes with LOCK_FENCING_TOKEN.
 
 When the lock is held by another owner, lockctl exits 75 and says so on
 stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
@@ -54,8 +61,11 @@ success, like flock -n -E 0.`
 
 // runOptions say how to stop the command when the lease is lost.
 type runOptions struct {
-	// grace is the time from the loss to SIGKILL.
+	// grace is the time from the loss to SIGKILL, within the lease.
 	grace time.Duration
+	// margin is the lease's local safety margin (leaseFlags.margin): its
+	// local deadline is margin before its end.
+	margin time.Duration
 	// onLost is the hook run (sh -c) on the loss before SIGTERM; "" none.
 	onLost string
 	// again: lockctl campaigns again after a loss (elect), rather than
@@ -84,7 +94,7 @@ func (fs *flagSet) leaseFlags() *leaseFlags {
 	return &leaseFlags{
 		ttl:       fs.duration("ttl", 30*time.Second, "lease length in whole `seconds` (90 or 90s); renewed every ttl/3"),
 		owner:     fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)"),
-		grace:     fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL (at most ttl/2 − min(ttl/10, 1s); default 10 or that)"),
+		grace:     fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL, inside the lease (at most ttl/2 − min(ttl/10, 1s); default 10 or that)"),
 		onLost:    fs.String("on-lost", "", "when the lease is lost, run sh -c `HOOK` before stopping the command (LOCK_* in its environment; within --grace)"),
 		lockDelay: fs.lockDelayFlag(),
 	}
@@ -126,7 +136,7 @@ func (lf *leaseFlags) margin() time.Duration {
 
 // runOptions returns how to stop the command on a loss.
 func (lf *leaseFlags) runOptions() runOptions {
-	return runOptions{grace: *lf.grace, onLost: *lf.onLost}
+	return runOptions{grace: *lf.grace, margin: lf.margin(), onLost: *lf.onLost}
 }
 
 // runCmd is `lockctl run`.
@@ -197,8 +207,8 @@ func runCmd(args []string, env Env) int {
 	if lease == nil {
 		return code
 	}
-	if err := lease.Err(); err != nil { // lost between the grant and now
-		release(lease, env) // the service may still hold it (a slow answer)
+	if err := lease.Check(); err != nil { // lost between the grant and now, by the clock
+		release(lease, lf.margin(), env) // the service may still hold it (a slow answer)
 		fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command; exiting %d\n", err, ExitLeaseLost)
 		return ExitLeaseLost
 	}
@@ -245,7 +255,7 @@ func waitForLock(com *common, margin time.Duration, doing string, take func(cont
 	case sig := <-sigc:
 		cancel()
 		if r := <-done; r.lease != nil {
-			release(r.lease, env)
+			release(r.lease, margin, env)
 		}
 		drain(c, sigc)
 		fmt.Fprintf(env.Stderr, "lockctl: %v while %s\n", sig, doing)
@@ -254,10 +264,16 @@ func waitForLock(com *common, margin time.Duration, doing string, take func(cont
 }
 
 // release ends the lease and returns the service's answer; the client
-// retries temporary failures for up to releaseTimeout. A failure is
+// retries temporary failures for up to releaseTimeout, and not past the
+// lease's end by lockctl's clock (its local deadline + margin), so that
+// lockctl exits by then when the service does not answer. A failure is
 // reported; the lease runs out by itself.
-func release(lease *client.Lease, env Env) error {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+func release(lease *client.Lease, margin time.Duration, env Env) error {
+	end := lease.Deadline().Add(margin)
+	if limit := time.Now().Add(releaseTimeout); limit.Before(end) {
+		end = limit
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
 	err := lease.Release(ctx)
 	if err != nil && !errors.Is(lease.Err(), client.ErrLeaseLost) {

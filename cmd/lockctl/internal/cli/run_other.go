@@ -19,7 +19,7 @@ func runSupported() error {
 
 // runLocked is never reached (see runSupported).
 func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
-	release(lease, env)
+	release(lease, opt.margin, env)
 	fmt.Fprintln(env.Stderr, "lockctl:", runSupported())
 	return ExitError, false
 }

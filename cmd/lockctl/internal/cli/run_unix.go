@@ -66,7 +66,7 @@ func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan o
 	// exits: pin this goroutine (main) to its thread for good.
 	runtime.LockOSThread()
 	if err := cmd.Start(); err != nil {
-		release(lease, env)
+		release(lease, opt.margin, env)
 		fmt.Fprintf(env.Stderr, "lockctl: start %s: %v\n", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127, false
@@ -116,14 +116,17 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		poll       <-chan time.Time // ticks once it was, until the group is empty
 		term       <-chan time.Time // after a lost lease, when SIGTERM is due at the latest
 		termSent   bool             // after a lost lease, the group got SIGTERM
-		kill       <-chan time.Time // the end of the grace period
+		kill       <-chan time.Time // after a lost lease, when SIGKILL is due
+		killAt     time.Time        // when kill fires
 		stopped    bool             // lockctl stopped the group on SIGTSTP
+		frozen     bool             // the group stays stopped: continued past the local deadline
 		leaseDone  = lease.Done()
 		interrupts int              // Ctrl-Cs so far
 		signalled  bool             // a signal asked lockctl to stop
 		report     <-chan time.Time // when to name what still runs after one
 		hook       *exec.Cmd        // the --on-lost hook, while it runs
 		hookDone   <-chan error
+		hookKill   <-chan time.Time // --grace after the loss: the hook's end
 	)
 	var ticker *time.Ticker
 	mainExited := func(err error) {
@@ -145,8 +148,26 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 			t.Stop()
 		}
 	}()
+	killGroup := func() {
+		select {
+		case err := <-waited: // reaped meanwhile: the group may be gone
+			mainExited(err)
+		default:
+		}
+		// While the leader is not reaped, or the group has members, the
+		// group id cannot have been reused.
+		if !exited || !groupGone(pgid) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
 	sendTerm := func() {
 		termSent, term = true, nil
+		if frozen {
+			// Continued, it would run on under a lease that may be
+			// another's by now; SIGKILL ends a stopped process as it is.
+			killGroup()
+			return
+		}
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
 		// A stopped process acts on SIGTERM only once continued.
 		_ = syscall.Kill(-pgid, syscall.SIGCONT)
@@ -157,12 +178,64 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 			fmt.Fprintf(env.Stderr, "lockctl: --on-lost: %v\n", err)
 		}
 	}
+	startLostHook := func() bool {
+		var err error
+		if hook, hookDone, err = startHook(opt.onLost, lease, opt.env, env); err != nil {
+			fmt.Fprintf(env.Stderr, "lockctl: --on-lost: %v\n", err)
+			return false
+		}
+		hookKill = after(opt.grace)
+		return true
+	}
+	// onLoss stops the command after the lease was lost (see runHelp):
+	// SIGKILL comes grace after the loss, and no later than the lease's
+	// end at the service less min(ttl/10, 1s), by lockctl's clock: grace
+	// after the local deadline, whatever the loss's lateness (a pause of
+	// lockctl's). A frozen group is never continued: --on-lost, then
+	// SIGKILL.
+	onLoss := func() {
+		leaseDone = nil
+		now := time.Now()
+		if frozen {
+			if opt.onLost == "" {
+				fmt.Fprintf(env.Stderr, "lockctl: %v; lockctl was stopped past the lease's local deadline: the command stays stopped and is killed (SIGKILL)\n", lease.Err())
+				killGroup()
+				return
+			}
+			fmt.Fprintf(env.Stderr, "lockctl: %v; lockctl was stopped past the lease's local deadline: the command stays stopped while --on-lost runs, then is killed (SIGKILL within %s)\n", lease.Err(), opt.grace/2)
+			if !startLostHook() {
+				killGroup()
+				return
+			}
+			term = after(opt.grace / 2)
+			return
+		}
+		left := max(0, min(opt.grace, lease.Deadline().Add(opt.grace).Sub(now)))
+		killAt, kill = now.Add(left), after(left)
+		if opt.onLost == "" {
+			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), left.Round(time.Millisecond))
+			sendTerm()
+			return
+		}
+		// The hook comes first, in the first half of what is left of the
+		// grace period: SIGKILL stays due at its end.
+		fmt.Fprintf(env.Stderr, "lockctl: %v; running --on-lost, then stopping the command (SIGTERM within %s, SIGKILL after %s)\n", lease.Err(), (left / 2).Round(time.Millisecond), left.Round(time.Millisecond))
+		if !startLostHook() {
+			sendTerm()
+			return
+		}
+		term = after(left / 2)
+	}
 	// The group outlives its main process while anything it left behind
 	// runs: the lease must cover that too.
 	for !exited || !groupGone(pgid) {
 		select {
 		case sig := <-sigc:
 			signalled = true
+			if frozen { // never continued: it goes now
+				killGroup()
+				break
+			}
 			s := sig.(syscall.Signal)
 			if s == syscall.SIGINT {
 				// Ctrl-C escalates: a command's background children
@@ -192,53 +265,42 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 			case stopped: // SIGCONT after our stop
 				stopped = false
-				// If the local deadline passed while stopped, the lease
-				// is lost: the group stays stopped until the loss below
-				// has sent it SIGTERM.
-				if leaseDone == nil || time.Now().Before(lease.Deadline()) {
+				// The clock first: past the local deadline the lease is
+				// lost (Check ends it now), and the group stays stopped.
+				switch {
+				case leaseDone != nil && lease.Check() != nil:
+					frozen = true
+					onLoss()
+				case frozen:
+				case !killAt.IsZero() && !time.Now().Before(killAt):
+					killGroup() // stopped through the end of the grace period
+				default:
 					_ = syscall.Kill(-pgid, syscall.SIGCONT)
 				}
 			}
 		case <-leaseDone:
-			leaseDone = nil
-			kill = after(opt.grace)
-			if opt.onLost == "" {
-				fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), opt.grace)
-				sendTerm()
-				break
+			// Running while the group is stopped by us means lockctl was
+			// continued, and its SIGCONT is still on its way: the lease's
+			// timer came first. The group stays stopped.
+			if stopped {
+				stopped, frozen = false, true
 			}
-			// The hook comes first, in the first half of the grace
-			// period: SIGKILL stays due at its end.
-			fmt.Fprintf(env.Stderr, "lockctl: %v; running --on-lost, then stopping the command (SIGTERM within %s, SIGKILL after %s)\n", lease.Err(), opt.grace/2, opt.grace)
-			var err error
-			if hook, hookDone, err = startHook(opt.onLost, lease, opt.env, env); err != nil {
-				fmt.Fprintf(env.Stderr, "lockctl: --on-lost: %v\n", err)
-				sendTerm()
-				break
-			}
-			term = after(opt.grace / 2)
+			onLoss()
 		case err := <-hookDone:
 			hookEnded(err)
 			if !termSent {
 				sendTerm()
 			}
 		case <-term:
-			fmt.Fprintf(env.Stderr, "lockctl: --on-lost still runs after %s; stopping the command\n", opt.grace/2)
+			fmt.Fprintln(env.Stderr, "lockctl: --on-lost still runs; stopping the command")
 			sendTerm()
 		case <-kill:
 			kill = nil
+			killGroup()
+		case <-hookKill:
+			hookKill = nil
 			if hook != nil {
 				_ = syscall.Kill(-hook.Process.Pid, syscall.SIGKILL)
-			}
-			select {
-			case err := <-waited: // reaped meanwhile: the group may be gone
-				mainExited(err)
-			default:
-			}
-			// While the leader is not reaped, or the group has members, the
-			// group id cannot have been reused.
-			if !exited || !groupGone(pgid) {
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			}
 		case err := <-waited:
 			mainExited(err)
@@ -249,7 +311,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		select {
 		case err := <-hookDone:
 			hookEnded(err)
-		case <-kill:
+		case <-hookKill:
 			_ = syscall.Kill(-hook.Process.Pid, syscall.SIGKILL)
 			hookEnded(<-hookDone)
 		}
@@ -257,7 +319,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 
 	if err := lease.Err(); errors.Is(err, client.ErrLeaseLost) {
 		if errors.Is(err, client.ErrLeaseExpired) {
-			release(lease, env) // the service may still hold it
+			release(lease, opt.margin, env) // the service may still hold it
 		}
 		again := opt.again && !signalled
 		then := fmt.Sprintf("exiting %d", ExitLeaseLost)
@@ -272,7 +334,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; %s\n", lease.Resource(), then)
 		return ExitLeaseLost, !signalled
 	}
-	err := release(lease, env)
+	err := release(lease, opt.margin, env)
 	var p *client.ProblemError
 	if errors.Is(err, client.ErrNotFound) && errors.As(err, &p) && p.ForceReleased {
 		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
