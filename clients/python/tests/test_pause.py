@@ -106,7 +106,9 @@ class PauseTests(TestCase):
         late_steps = sum(r["steps_after_resume"] for r in results)
         restarts = sum(r["restarts"] for r in results)
         signalled = sorted(r["lost_after_resume_ms"] for r in results)
-        print(f"\n{mode}: {ROUNDS} rounds, steps after resume {late_steps} of {sum(r['steps'] for r in results)}; "
+        late_rounds = sum(r["steps_after_resume"] > 0 for r in results)
+        print(f"\n{mode}: {ROUNDS} rounds, {late_rounds} with a step after resume "
+              f"({late_steps} of {sum(r['steps'] for r in results)} steps); "
               f"loss signalled {signalled[0]:.2f} / {statistics.median(signalled):.2f} / {signalled[-1]:.2f} ms "
               f"(min / median / max) after the resume; {restarts} rounds restarted (lost before the pause)",
               file=sys.stderr)

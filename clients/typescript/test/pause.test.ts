@@ -175,8 +175,8 @@ async function rounds(t: TestContext, modes: (i: number) => Mode): Promise<Round
   }
   const ms = results.map((r) => r.lostAfterResumeMs).sort((a, b) => a - b);
   t.diagnostic(
-    `${ROUNDS} rounds (${[...new Set(results.map((r) => r.mode))].join(", ")}): steps after resume ` +
-      `${results.reduce((n, r) => n + r.stepsAfterResume, 0)} of ${results.reduce((n, r) => n + r.steps, 0)}; ` +
+    `${ROUNDS} rounds (${[...new Set(results.map((r) => r.mode))].join(", ")}): ${results.filter((r) => r.stepsAfterResume > 0).length} ` +
+      `with a step after resume (${results.reduce((n, r) => n + r.stepsAfterResume, 0)} of ${results.reduce((n, r) => n + r.steps, 0)} steps); ` +
       `loss signalled ${ms[0]!.toFixed(2)} / ${ms[Math.floor(ms.length / 2)]!.toFixed(2)} / ${ms.at(-1)!.toFixed(2)} ms ` +
       `(min / median / max) after the resume; ${results.reduce((n, r) => n + r.restarts, 0)} rounds restarted (lost before the pause)`,
   );
