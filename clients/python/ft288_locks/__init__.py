@@ -33,6 +33,7 @@ from ._defaults import (
     DEFAULT_TIMEOUT,
     DEFAULT_TTL,
     DEFAULT_USER_AGENT,
+    DELIVERY_ALLOWANCE,
     MAX_SERVER_WAIT,
     RELEASE_RETRY_TIMEOUT,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_TTL",
     "DEFAULT_USER_AGENT",
+    "DELIVERY_ALLOWANCE",
     "Election",
     "FencedError",
     "FieldError",

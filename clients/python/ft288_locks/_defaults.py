@@ -16,6 +16,12 @@ RELEASE_RETRY_TIMEOUT = 10.0
 """How long Lease.release() retries temporary failures (503, throttling, no
 answer), in seconds, unless it is given another timeout."""
 
+DELIVERY_ALLOWANCE = 0.005
+"""How long before a lease's local deadline its thread ends it, in seconds
+(5 ms): ``lost`` is then normally set, and its waiters woken, before the
+deadline. ``check()``, ``held`` and ``lost.is_set()`` compare the clock with
+the deadline itself."""
+
 DEFAULT_TIMEOUT = 30.0
 """Bounds one HTTP exchange, in seconds (a server-side wait is added to it)."""
 

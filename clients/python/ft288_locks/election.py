@@ -88,7 +88,8 @@ class Election:
     @property
     def lease(self) -> Optional[Lease]:
         """The lease of the last campaign (it may have been lost since); None
-        before the first and after resign()."""
+        before the first and after resign(). "Do I lead?" is its ``held`` or
+        ``check()``, which read the clock at the moment they are asked."""
         with self._mu:
             return self._lease
 
@@ -99,9 +100,11 @@ class Election:
                  timeout: Optional[Number] = None) -> Lease:
         """Waits until this candidate leads and returns the leadership lease,
         which renews itself (every ttl/3) until resign() or until it is lost:
-        ``lease.lost`` is set, and ``lease.check()`` raises LeaseLostError, the
-        moment leadership may have passed to another candidate. Campaign
-        again to lead again.
+        ``lease.check()`` raises LeaseLostError, ``lease.held`` is False and
+        ``lease.lost`` is set the moment leadership may have passed to another
+        candidate, by the clock when they are asked. Call ``lease.check()``
+        before each step the leadership protects. Campaign again to lead
+        again.
 
         ``owner`` names the candidate as leader() and observe() show it
         (default: a new unique ``host:pid:random``). ``timeout``: seconds to

@@ -6,9 +6,9 @@ import datetime as _dt
 import logging
 import threading
 import time
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
-from ._defaults import RELEASE_RETRY_TIMEOUT
+from ._defaults import DELIVERY_ALLOWANCE, RELEASE_RETRY_TIMEOUT
 from ._model import Lock, PermitInfo
 from ._retry import Backoff, definitive, hint, maybe_granted, retryable
 from .errors import LeaseExpired, LeaseLostError, LeaseReleased, LockError, NotFoundError
@@ -47,6 +47,26 @@ def round_limit(ttl: float, margin: float) -> float:
     return (ttl - margin) * 2 / 3
 
 
+class _LostEvent(threading.Event):
+    """A lease's ``lost``: is_set() and wait() first end the lease if its
+    local deadline has passed by the clock now, as Lease.held does, so a
+    process resumed from a pause sees the loss before the lease's thread
+    has run."""
+
+    def __init__(self, expire_if_due: Callable[[], None]) -> None:
+        super().__init__()
+        self._expire_if_due = expire_if_due
+
+    def is_set(self) -> bool:
+        self._expire_if_due()
+        return super().is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if super().wait(timeout):
+            return True
+        return self.is_set()
+
+
 class Lease:
     """A lock held by this client; made by Client.try_acquire/acquire/lock.
 
@@ -62,14 +82,20 @@ class Lease:
     that time has passed, as after a grant late in a wait at the service —
     retrying temporary failures with short backoff until the deadline,
     unless the lease was made with ``keepalive=False``, and in either case
-    sets ``lost`` when the local deadline passes without a successful
-    renewal. A refused renewal (NotFoundError, ForbiddenError,
-    StaleTokenError, or another answer renewing cannot get past) sets
-    ``lost`` at once. release() stops the thread and waits for it.
+    ends the lease and sets ``lost`` DELIVERY_ALLOWANCE (5 ms) before the
+    local deadline when no renewal succeeded, so that ``lost``'s waiters
+    wake before it. A refused renewal (NotFoundError, ForbiddenError,
+    StaleTokenError, or another answer renewing cannot get past) ends it at
+    once. release() stops the thread and waits for it.
 
-    ``lost`` is a threading.Event; ``check()`` raises LeaseLostError (with the
-    reason) once it is set. A Lease is safe for use from several threads and
-    is a context manager that releases it (see Client.lock).
+    Every question reads the clock: ``check()`` (raises LeaseLostError with
+    the reason), ``held``, ``reason`` and ``lost.is_set()``/``lost.wait()``
+    end the lease at the moment they are asked if its local deadline has
+    passed, so a process resumed from a pause learns of the loss at its
+    first question, before the thread has run. Call ``check()`` before each
+    step that touches the protected resource. A Lease is safe for use from
+    several threads and is a context manager that releases it (see
+    Client.lock).
     """
 
     _slot: Optional[int] = None  # a Permit's slot, for its LeaseLostError
@@ -85,9 +111,10 @@ class Lease:
         self._keepalive = keepalive
         self._interval = min(ttl / 3, round_limit(ttl, margin))
 
-        self.lost = threading.Event()
+        self.lost: threading.Event = _LostEvent(self._expire_if_due)
         """Set when the lease is lost: a renewal or the release was refused, or
-        the local deadline passed without a successful renewal."""
+        the local deadline passed without a successful renewal. Its
+        is_set() and wait() read the clock, as ``held`` does."""
 
         self._mu = threading.Lock()
         self._release_mu = threading.Lock()
@@ -159,25 +186,34 @@ class Lease:
     @property
     def held(self) -> bool:
         """Whether the lease is neither lost nor released and its local deadline
-        has not passed."""
+        has not passed, by the clock now (past it, this ends the lease)."""
+        self._expire_if_due()
         with self._mu:
-            return not self._ended and time.monotonic() < self._deadline
+            return not self._ended
 
     @property
     def reason(self) -> Optional[BaseException]:
-        """Why the lease was lost; None while it is not."""
+        """Why the lease was lost (by the clock now, as ``held``); None while
+        it is not."""
+        self._expire_if_due()
         with self._mu:
             return self._reason
 
     def check(self) -> None:
         """Raises LeaseLostError (its ``reason`` says why) if the lease is lost,
-        including when its local deadline has just passed, and LeaseReleased
-        after release(). Call it before every step of the protected work."""
+        including when its local deadline has just passed by the clock now,
+        and LeaseReleased after release(). Call it before each step that
+        touches the protected resource."""
+        self._expire_if_due()
+        self._raise_if_ended()
+
+    def _expire_if_due(self) -> None:
+        """Ends the lease if its local deadline has passed by the clock now:
+        the one judgement behind every question."""
         with self._mu:
             expired = not self._ended and time.monotonic() >= self._deadline
         if expired:
             self._lose(LeaseExpired())
-        self._raise_if_ended()
 
     def __repr__(self) -> str:
         return (
@@ -240,18 +276,19 @@ class Lease:
         self._stop.set()
 
     def _run(self, t0: float) -> None:
-        """The lease's thread: renewals (with keep-alive) and the deadline."""
+        """The lease's thread: renewals (with keep-alive) and the deadline,
+        which it acts on DELIVERY_ALLOWANCE early."""
         next_renewal = t0 + self._interval
         while not self._stop.is_set():
             with self._mu:
                 if self._ended:
                     return
-                deadline = self._deadline
+                wake = self._deadline - DELIVERY_ALLOWANCE
             now = time.monotonic()
-            if now >= deadline:
+            if now >= wake:
                 self._lose(LeaseExpired())
                 return
-            until = min(next_renewal, deadline) if self._keepalive else deadline
+            until = min(next_renewal, wake) if self._keepalive else wake
             if self._stop.wait(until - now):
                 return
             if self._keepalive and time.monotonic() >= next_renewal:
@@ -260,9 +297,10 @@ class Lease:
                     next_renewal = sent + self._interval
 
     def _renew_until_deadline(self) -> Optional[float]:
-        """Renews, retrying temporary failures with short backoff until the
-        local deadline. Returns when the successful request was sent, or None
-        when the lease ended, release() was called or the deadline passed."""
+        """Renews, retrying temporary failures with short backoff until
+        DELIVERY_ALLOWANCE before the local deadline, when the thread must
+        end the lease. Returns when the successful request was sent, or None
+        when the lease ended, release() was called or that time passed."""
         c = self._client
         b = Backoff(c.backoff.base, max(c.backoff.base, min(c.backoff.max, self._ttl / 8)))
         attempt = 0
@@ -270,7 +308,7 @@ class Lease:
             with self._mu:
                 if self._ended:
                     return None
-                deadline = self._deadline
+                deadline = self._deadline - DELIVERY_ALLOWANCE
             sent = time.monotonic()
             if sent >= deadline:
                 return None
@@ -358,6 +396,7 @@ class Lease:
         point before the release; an exception in flight propagates as is.
         A release that keeps failing is logged, not raised (the lease runs
         out by itself)."""
+        self._expire_if_due()  # a block that ran past the deadline ran partly unprotected
         try:
             self.release()
         except LockError as e:

@@ -15,7 +15,7 @@ import {
   problemFromAnswer,
   retryable,
 } from "./errors.js";
-import { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
+import { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, clockReading, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
 import { RequestSigner, SigningUnavailableError, resolveRegion, type SigV4Options } from "./sigv4.js";
 import { Election } from "./election.js";
 import {
@@ -164,7 +164,7 @@ export interface AcquireOptions extends TryAcquireOptions {
 /** {@link Client.withLock}'s options: it waits for the lock as {@link Client.acquire} does. */
 export type WithLockOptions = AcquireOptions;
 
-/** The work {@link Client.withLock} runs: `signal` aborts when the lease is lost (or the caller's signal aborts). */
+/** The work {@link Client.withLock} runs: `signal` aborts when the lease is lost (or the caller's signal aborts); `signal.throwIfAborted()` and `lease.check()` read the clock. */
 export type LockedFunction<T> = (signal: AbortSignal, fencingToken: number, lease: Lease) => Promise<T> | T;
 
 /** The work {@link Client.withSemaphore} runs: `signal` aborts when the permit is lost (or the caller's signal aborts). */
@@ -372,7 +372,9 @@ export class Client {
    * always releases it. It waits for the lock as {@link Client.acquire} does
    * (30 s by default; `waitMs: 0` tries once, so a second host skips the job
    * with a {@link HeldError}). `signal` aborts when the lease is lost (and
-   * when `options.signal` does). It resolves to what `fn` returns, and
+   * when `options.signal` does); its `aborted` and `throwIfAborted()` read
+   * the clock as `lease.check()` does: call one of them before each step
+   * that touches the protected resource. It resolves to what `fn` returns, and
    * rejects with what `fn` throws; when `fn` returns but the lease was lost
    * meanwhile, or the release shows that it had ended at the service, it
    * rejects with a {@link LeaseLostError}: the work ran at least partly
@@ -382,7 +384,7 @@ export class Client {
    */
   async withLock<T>(resource: string, fn: LockedFunction<T>, options: WithLockOptions = {}): Promise<T> {
     const lease = await this.acquire(resource, options);
-    const signal = options.signal ? AbortSignal.any([lease.signal, options.signal]) : lease.signal;
+    const signal = options.signal ? clockReading(AbortSignal.any([lease.signal, options.signal]), () => lease.held) : lease.signal;
     let result: T;
     try {
       result = await fn(signal, lease.fencingToken, lease);
@@ -605,7 +607,7 @@ export class Client {
    */
   async withSemaphore<T>(name: string, permits: number, fn: PermitFunction<T>, options: WithLockOptions = {}): Promise<T> {
     const permit = await this.acquireSemaphore(name, permits, options);
-    const signal = options.signal ? AbortSignal.any([permit.signal, options.signal]) : permit.signal;
+    const signal = options.signal ? clockReading(AbortSignal.any([permit.signal, options.signal]), () => permit.held) : permit.signal;
     let result: T;
     try {
       result = await fn(signal, permit.fencingToken, permit);

@@ -97,7 +97,11 @@ export class Election {
     this.#backoff = setup.backoff;
   }
 
-  /** The leadership lease of this election's latest campaign while it holds it; undefined otherwise. */
+  /**
+   * The leadership lease of this election's latest campaign while it holds
+   * it, judged by the clock now (as `lease.held`): undefined once the lease's
+   * local deadline has passed, also before any timer has run.
+   */
   get lease(): Lease | undefined {
     return this.#lease?.held ? this.#lease : undefined;
   }

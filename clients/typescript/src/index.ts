@@ -40,7 +40,7 @@ export type {
   SemaphoreWatchResult,
 } from "./types.js";
 export { Election, type Leader, type Observation, type CampaignOptions, type ObserveOptions } from "./election.js";
-export { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS } from "./lease.js";
+export { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, DELIVERY_ALLOWANCE_MS } from "./lease.js";
 export {
   SIGV4_SERVICE,
   SIGV4_INSTALL,

@@ -19,6 +19,55 @@ import { Backoff, sleep } from "./util.js";
  */
 export const RELEASE_RETRY_TIMEOUT_MS = 10_000;
 
+/**
+ * How long before a lease's local deadline its timer ends it, in ms: the
+ * asynchronous signal (the `abort` event, `signal.onabort`) is then normally
+ * delivered before the deadline. The synchronous checks (`held`, `check()`,
+ * `signal.aborted`, `signal.throwIfAborted()`) compare the clock with the
+ * deadline itself. The same in the Go and Python clients.
+ */
+export const DELIVERY_ALLOWANCE_MS = 5;
+
+const nativeAborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted")!.get!;
+const nativeReason = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "reason")!.get!;
+const nativeThrowIfAborted = AbortSignal.prototype.throwIfAborted;
+
+/**
+ * Makes `signal`'s `aborted`, `reason` and `throwIfAborted()` call `due`
+ * first (own properties of this instance): `due` aborts the signal when the
+ * clock says the lease is over, so these answer by the clock at the moment
+ * they are asked. Code that reads them (fetch, timers/promises, your own
+ * checks) sees the loss even before the timer has run; the `abort` event
+ * still fires only when something aborts the signal.
+ */
+export function clockReading(signal: AbortSignal, due: () => void): AbortSignal {
+  Object.defineProperties(signal, {
+    aborted: {
+      configurable: true,
+      get(this: AbortSignal) {
+        due();
+        return nativeAborted.call(this) as boolean;
+      },
+    },
+    reason: {
+      configurable: true,
+      get(this: AbortSignal) {
+        due();
+        return nativeReason.call(this) as unknown;
+      },
+    },
+    throwIfAborted: {
+      configurable: true,
+      writable: true,
+      value(this: AbortSignal) {
+        due();
+        nativeThrowIfAborted.call(this);
+      },
+    },
+  });
+  return signal;
+}
+
 /** The margin of a lease of `ttlMs`: `optionMs` unless it is not below the TTL, else min(ttl/10, 1 s). */
 export function leaseMarginMs(ttlMs: number, optionMs: number | undefined): number {
   return optionMs !== undefined && optionMs > 0 && optionMs < ttlMs ? optionMs : Math.min(ttlMs / 10, 1000);
@@ -102,11 +151,17 @@ export interface LeaseSetup {
  * Unless turned off, a keep-alive renews the lease every ttl/3 (every
  * ⅔ × (ttl − margin) when that is shorter: a margin over ttl/2), timed from
  * the request that granted it, from the moment the lease exists — at once
- * when that time has passed, as after a grant late in a wait at the service. `signal` aborts the moment the
- * lease is lost — a renewal was refused, or none succeeded before the local
- * deadline — with a {@link LeaseLostError} as its reason, or after `release()`
- * with a {@link LeaseReleasedError}. Run the protected work under it and send
- * `fencingToken` with every write to the protected system.
+ * when that time has passed, as after a grant late in a wait at the service.
+ * The lease is lost when a renewal is refused, or when none succeeded before
+ * the local deadline. Every way of asking — `held`, `check()`, and the
+ * `signal`'s `aborted`, `reason` and `throwIfAborted()` — reads the clock at
+ * the moment it is asked and ends the lease then if the deadline has passed,
+ * so a process resumed from a pause learns of the loss at its first
+ * question; a timer ends the lease {@link DELIVERY_ALLOWANCE_MS} before the
+ * deadline to wake `signal`'s listeners. `signal`'s reason is a
+ * {@link LeaseLostError}, or after `release()` a {@link LeaseReleasedError}.
+ * Call `check()` before each step that touches the protected resource, and
+ * send `fencingToken` with every write to it.
  *
  * It is `AsyncDisposable`: `await using lease = await client.acquire(...)`
  * releases it when the block ends (see {@link Lease.[Symbol.asyncDispose]}).
@@ -126,6 +181,7 @@ export class Lease implements AsyncDisposable {
   readonly #ttlMs: number;
   readonly #marginMs: number;
   readonly #ac = new AbortController();
+  readonly #signal = clockReading(this.#ac.signal, () => this.#expireIfDue());
   readonly #release: ReleaseState = { unsure: false };
   #lock: LockInfo;
   #deadline: number;
@@ -162,14 +218,31 @@ export class Lease implements AsyncDisposable {
     if (setup.keepAlive) this.keepAlive();
   }
 
-  /** Aborts when the lease is lost (reason: {@link LeaseLostError}) or released (reason: {@link LeaseReleasedError}). */
+  /**
+   * Aborts when the lease is lost (reason: {@link LeaseLostError}) or
+   * released (reason: {@link LeaseReleasedError}). Its `aborted`, `reason`
+   * and `throwIfAborted()` read the clock as `held` does; its `abort` event
+   * comes from the timer, {@link DELIVERY_ALLOWANCE_MS} before the deadline.
+   */
   get signal(): AbortSignal {
-    return this.#ac.signal;
+    return this.#signal;
   }
 
-  /** True until the lease is lost or released. */
+  /** True while the lease is neither lost nor released and its local deadline has not passed, by the clock now. */
   get held(): boolean {
+    this.#expireIfDue();
     return !this.#ended;
+  }
+
+  /**
+   * Throws the {@link LeaseLostError} if the lease is lost — also when its
+   * local deadline has just passed, by the clock now — and the
+   * {@link LeaseReleasedError} after `release()`. Call it before each step
+   * that touches the protected resource.
+   */
+  check(): void {
+    this.#expireIfDue();
+    if (this.#ended) throw nativeReason.call(this.#ac.signal);
   }
 
   /** The local deadline on the performance.now() clock: the lease is given up then unless a renewal succeeds first. */
@@ -179,6 +252,7 @@ export class Lease implements AsyncDisposable {
 
   /** Milliseconds left until the local deadline (0 once the lease has ended). */
   get remainingMs(): number {
+    this.#expireIfDue();
     return this.#ended ? 0 : Math.max(0, this.#deadline - performance.now());
   }
 
@@ -187,7 +261,7 @@ export class Lease implements AsyncDisposable {
     return this.#lock;
   }
 
-  /** When the lease ends by the service's clock, as of the latest grant or renewal. Informational only: use `signal`, `held` or `deadline`. */
+  /** When the lease ends by the service's clock, as of the latest grant or renewal. Informational only: use `check()`, `held` or `signal`. */
   get expiresAt(): Date {
     return this.#lock.expiresAt;
   }
@@ -200,7 +274,7 @@ export class Lease implements AsyncDisposable {
    * local deadline. Aborting `options.signal` only abandons this request.
    */
   async renew(options: { signal?: AbortSignal } = {}): Promise<void> {
-    if (this.#ended) throw this.#ac.signal.reason;
+    this.check();
     const t0 = performance.now();
     let lock: LockInfo;
     try {
@@ -214,11 +288,11 @@ export class Lease implements AsyncDisposable {
       if (options.signal?.aborted && err === options.signal.reason) throw err;
       if (!retryable(err)) {
         this.#lose(err instanceof Error ? err : new Error(String(err)));
-        throw this.#ac.signal.reason;
+        throw nativeReason.call(this.#ac.signal);
       }
       throw err;
     }
-    if (!this.#extend(t0, lock)) throw this.#ac.signal.reason;
+    if (!this.#extend(t0, lock)) throw nativeReason.call(this.#ac.signal);
   }
 
   /**
@@ -285,7 +359,8 @@ export class Lease implements AsyncDisposable {
    */
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#settled) return;
-    const reason: unknown = this.#ac.signal.reason;
+    this.#expireIfDue(); // a block that ran past the deadline ran partly unprotected
+    const reason: unknown = nativeReason.call(this.#ac.signal);
     const lost = reason instanceof LeaseLostError ? reason : undefined;
     try {
       await this.release();
@@ -299,15 +374,21 @@ export class Lease implements AsyncDisposable {
     if (lost) throw lost;
   }
 
+  /** Ends the lease if its local deadline has passed by the clock now: the one judgement of every query. */
+  #expireIfDue(): void {
+    if (!this.#ended && performance.now() >= this.#deadline) this.#lose(new LeaseExpiredError());
+  }
+
+  /** Sets the timer that ends the lease {@link DELIVERY_ALLOWANCE_MS} before its local deadline. */
   #arm(): void {
     clearTimeout(this.#watchdog);
-    this.#watchdog = setTimeout(() => this.#expire(), Math.max(0, this.#deadline - performance.now()));
+    this.#watchdog = setTimeout(() => this.#expire(), Math.max(0, this.#deadline - DELIVERY_ALLOWANCE_MS - performance.now()));
     this.#watchdog.unref();
   }
 
   #expire(): void {
     if (this.#ended) return;
-    if (performance.now() < this.#deadline) {
+    if (performance.now() < this.#deadline - DELIVERY_ALLOWANCE_MS) {
       this.#arm(); // a renewal moved the deadline, or the timer fired early
       return;
     }
