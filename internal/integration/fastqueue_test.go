@@ -47,7 +47,7 @@ func zeroHold(t *testing.T, srv *testenv.Server, waiters, skip, n int) ([]time.D
 			owner := "w" + strconv.Itoa(w)
 			ticket := ""
 			for {
-				r := call(t, srv, "POST", lockPath(r0), fifoBody(owner, 30, 10, ticket))
+				r := call(t, srv, "POST", waitPath(r0), fifoBody(owner, 30, 10, ticket))
 				got := time.Now()
 				if r.status != 200 {
 					t.Errorf("%s's waiting acquire: got %d %s, want 200", owner, r.status, r.raw)
