@@ -84,9 +84,10 @@ var skewKinds = []skewKind{
 	},
 }
 
-// TestAcquireWaitsOnWaitRoute: today's stack. Every waiting round goes to
-// …/wait with wait_seconds and the queue ticket; the try route never sees
-// either (the fake answers them 422, as the service does).
+// TestAcquireWaitsOnWaitRoute: today's stack. A try finds the lock held;
+// then every waiting round goes to …/wait with wait_seconds and the queue
+// ticket; the try route never sees either (the fake answers them 422, as
+// the service does).
 func TestAcquireWaitsOnWaitRoute(t *testing.T) {
 	t.Parallel()
 	for _, k := range skewKinds {
@@ -103,11 +104,11 @@ func TestAcquireWaitsOnWaitRoute(t *testing.T) {
 					t.Errorf("granted at %s, want right after the release (30s)", got)
 				}
 				got := log()
-				tk := got[0].Ticket
-				if len(got) > 1 {
-					tk = got[1].Ticket
+				tk := ""
+				if len(got) > 2 {
+					tk = got[2].Ticket
 				}
-				want := []wire{{"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
+				want := []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
 				if !slices.Equal(got, want) || tk == "" {
 					t.Errorf("acquires: got %v, want %v with the first round's ticket", got, want)
 				}
@@ -117,10 +118,11 @@ func TestAcquireWaitsOnWaitRoute(t *testing.T) {
 }
 
 // TestAcquireOldStack: a stack from before the waiting routes answers
-// …/wait with API Gateway's 404 {"message":"Not Found"}. The client sends
-// that round again at once as the released clients did (the try route
-// with wait_seconds, the queue ticket carried between rounds), waits at the
-// service, and never asks …/wait again for the client's life.
+// …/wait with API Gateway's 404 {"message":"Not Found"}. After its try
+// found the lock held, the client sends that round again at once as the
+// released clients did (the try route with wait_seconds, the queue ticket
+// carried between rounds), waits at the service, and never asks …/wait
+// again for the client's life.
 func TestAcquireOldStack(t *testing.T) {
 	t.Parallel()
 	for _, k := range skewKinds {
@@ -138,20 +140,28 @@ func TestAcquireOldStack(t *testing.T) {
 				}
 				got := log()
 				tk := ""
-				if len(got) > 2 {
-					tk = got[2].Ticket
+				if len(got) > 3 {
+					tk = got[3].Ticket
 				}
-				want := []wire{{"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
+				want := []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
 				if !slices.Equal(got, want) || tk == "" {
-					t.Errorf("acquires: got %v, want %v with the first try's ticket", got, want)
+					t.Errorf("acquires: got %v, want %v with the first round's ticket", got, want)
 				}
-				// Remembered: the next acquire, of another name, goes to
-				// the try route at once.
-				if err := k.acquire(context.Background(), c, "free", "waiter"); err != nil {
-					t.Fatalf("second acquire: %v", err)
+				// Remembered: the next acquire of a held lock (waiter
+				// holds r now) waits on the try route at once.
+				ctx, cancel = context.WithTimeout(context.Background(), sec(3))
+				defer cancel()
+				if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
+					t.Fatalf("second acquire: got %v, want ErrHeld", err)
 				}
-				if got := log()[len(want):]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != sec(20) {
-					t.Errorf("second acquire: got %v, want one try with wait_seconds 20", got)
+				got = log()[len(want):]
+				if len(got) < 2 || got[0].Route != "try" || got[0].Wait != 0 || got[1].Route != "try" || got[1].Wait != sec(3) {
+					t.Errorf("second acquire: got %v, want a try, then a round on the try route with wait_seconds 3", got)
+				}
+				for _, w := range got {
+					if w.Route == "wait" {
+						t.Errorf("second acquire sent %v, want nothing to …/wait", w)
+					}
 				}
 			})
 		})
@@ -178,20 +188,31 @@ func TestAcquireOldestStack(t *testing.T) {
 					t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
 				}
 				got := log()
-				if len(got) < 4 || got[0] != (wire{"wait", sec(10), "", 0}) || got[1] != (wire{"try", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want …/wait (404), the try route with wait_seconds (422), then polls", got)
+				if len(got) < 5 || got[0] != (wire{"try", 0, "", 0}) || got[1] != (wire{"wait", sec(10), "", 0}) ||
+					got[2] != (wire{"try", sec(10), "", 0}) {
+					t.Fatalf("acquires: got %v, want a try, …/wait (404), the try route with wait_seconds (422), then polls", got)
 				}
-				for _, w := range got[2:] {
+				for _, w := range got[3:] {
 					if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
 						t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
 					}
 				}
+				// Remembered: the next acquire of a held lock (waiter holds
+				// r now) polls at once.
 				n := len(got)
-				if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
-					t.Fatalf("second acquire: %v", err)
+				ctx, cancel = context.WithTimeout(context.Background(), sec(1))
+				defer cancel()
+				if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
+					t.Fatalf("second acquire: got %v, want ErrHeld", err)
 				}
-				if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
-					t.Errorf("second acquire: got %v, want one plain try", got)
+				got = log()[n:]
+				if len(got) < 2 {
+					t.Errorf("second acquire: got %v, want polls", got)
+				}
+				for _, w := range got {
+					if w.Route != "try" || w.Wait != 0 {
+						t.Errorf("second acquire sent %v, want only plain tries", w)
+					}
 				}
 			})
 		})
@@ -213,10 +234,10 @@ func TestAcquireWaitingOff(t *testing.T) {
 					t.Fatalf("acquire: %v", err)
 				}
 				got := log()
-				if len(got) < 3 || got[0] != (wire{"wait", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want …/wait (422), then polls", got)
+				if len(got) < 4 || got[0] != (wire{"try", 0, "", 0}) || got[1] != (wire{"wait", sec(10), "", 0}) {
+					t.Fatalf("acquires: got %v, want a try, …/wait (422), then polls", got)
 				}
-				for _, w := range got[1:] {
+				for _, w := range got[2:] {
 					if w.Route != "try" || w.Wait != 0 {
 						t.Errorf("poll %v: want the try route without wait_seconds", w)
 					}
@@ -248,8 +269,75 @@ func TestAcquireServiceNotFoundIsNotOldStack(t *testing.T) {
 		if !errors.As(err, &p) || p.Slug() != "not-found" {
 			t.Fatalf("Acquire: got %v, want the service's not-found problem", err)
 		}
-		if calls := f.log("acquire"); len(calls) != 1 || calls[0].Route != "wait" {
-			t.Errorf("acquires: got %v, want one …/wait, no fallback", calls)
+		if calls := f.log("acquire"); len(calls) != 2 || calls[0].Route != "try" || calls[1].Route != "wait" {
+			t.Errorf("acquires: got %v, want a try, then one …/wait, no fallback", calls)
+		}
+	})
+}
+
+// TestAcquireTriesFirst: a waiting acquire's first request is a try on the
+// quick route, so an uncontended one is that one request and never reaches
+// the waiting route (whose throttle is small); only a try answered held
+// (full) goes on, at once, to rounds on …/wait.
+func TestAcquireTriesFirst(t *testing.T) {
+	t.Parallel()
+	for _, k := range skewKinds {
+		for _, tt := range []struct {
+			name    string
+			res     string // "r" is held until 5 s
+			wantAt  time.Duration
+			wantLog []wire
+		}{
+			{name: "Free", res: "free", wantLog: []wire{{"try", 0, "", 0}}},
+			{name: "Held", res: "r", wantAt: sec(5), wantLog: []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}}},
+		} {
+			t.Run(k.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, false, false, sec(5))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(30))
+					defer cancel()
+					if err := k.acquire(ctx, c, tt.res, "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
+					}
+					if got := at(time.Now()); got < tt.wantAt || got > tt.wantAt+sec(0.02) {
+						t.Errorf("granted at %s, want %s", got, tt.wantAt)
+					}
+					if got := log(); !slices.Equal(got, tt.wantLog) {
+						t.Errorf("acquires: got %v, want %v", got, tt.wantLog)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestAcquireRetriesTheTry: a try that fails (503) is retried as a try:
+// only a clean "held" sends an acquire to the waiting route.
+func TestAcquireRetriesTheTry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeAPI()
+		failures := 2
+		f.intercept = func(c call) (*http.Response, error) {
+			if c.Op == "acquire" && failures > 0 {
+				failures--
+				return problemResponse(503, "service-unavailable"), nil
+			}
+			return nil, nil
+		}
+		c := newFakeClient(t, f, client.WithoutKeepAlive())
+		if _, err := c.Acquire(context.Background(), "r", "waiter", time.Minute); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		calls := f.log("acquire")
+		if len(calls) != 3 {
+			t.Fatalf("acquires: got %v, want two refused tries and a granted one", calls)
+		}
+		for _, c := range calls {
+			if c.Route != "try" || c.Wait != 0 {
+				t.Errorf("acquire %v to %q with wait %s: want a try without wait_seconds", c, c.Route, c.Wait)
+			}
 		}
 	})
 }

@@ -212,9 +212,10 @@ func TestAcquireSendsQueueTicket(t *testing.T) {
 		for _, c := range calls {
 			tickets = append(tickets, c.Ticket)
 		}
-		// Rounds at 0, 19.5 and 39 s: the first has no place yet, the
-		// others send back the one the first was given.
-		if want := []string{"", "tk1", "tk1"}; !slices.Equal(tickets, want) {
+		// The try at 0 s, then rounds at 0, 19.5 and 39 s: the try and
+		// the first round have no place yet, the others send back the one
+		// the first round was given.
+		if want := []string{"", "", "tk1", "tk1"}; !slices.Equal(tickets, want) {
 			t.Errorf("queue_ticket of each round: got %q, want %q", tickets, want)
 		}
 		if _, err := c.TryAcquire(context.Background(), "r", "other", sec(60)); !errors.Is(err, client.ErrHeld) {
