@@ -67,6 +67,8 @@ class SemaphoreStubTests(TestCase):
         def handler(req):
             if req.method == "DELETE":
                 return answer(204)
+            if "wait_seconds" not in req.body:
+                return full(req)  # the try
             rounds.append(req.body)
             if len(rounds) < 3:
                 time.sleep(1.1)  # the service held the round
@@ -75,30 +77,37 @@ class SemaphoreStubTests(TestCase):
 
         c = stub_client(handler)
         self.keep(c.acquire_semaphore("s", 1, wait=10, keepalive=False))
+        posts = c._transport.sent("POST")
+        self.assertEqual([p.path for p in posts], ["/semaphores/s"] + ["/semaphores/s/wait"] * 3, "a try, then rounds")
         self.assertEqual(len(rounds), 3)
         self.assertTrue(all(r.get("wait_seconds", 0) >= 1 for r in rounds), rounds)
         self.assertEqual([r.get("queue_ticket") for r in rounds], [None, "tk1", "tk1"])
 
     def test_polls_a_service_that_refuses_wait_for_permits_and_waits_for_locks(self):
-        n = {"sem": 0}
+        n = {"sem": 0, "lock": 0}
 
         def handler(req):
             if req.method == "DELETE":
                 return answer(204)
+            if req.path == "/locks/l":
+                n["lock"] += 1
+                if n["lock"] == 1:
+                    return answer(200, {"acquired": False, "resource": "l"})  # the lock's try: held
             if req.path.startswith("/locks/"):
                 return answer(200, {"acquired": True, "lock": lock_doc("l", req.body["owner"])})
             if "wait_seconds" in req.body:
                 return problem(422, "validation-failed", errors=[{"field": "wait_seconds", "detail": "must be 0"}])
             n["sem"] += 1
-            if n["sem"] < 3:
+            if n["sem"] < 4:
                 return full(req)
             return answer(200, {"acquired": True, "permit": permit_doc("s", 0, req.body["owner"], 4)})
 
         c = stub_client(handler)
         self.keep(c.acquire_semaphore("s", 1, wait=5, keepalive=False))
         sem = [(r.path, "wait_seconds" in r.body) for r in c._transport.sent("POST") if r.path.startswith("/semaphores/s")]
-        self.assertEqual(sem, [("/semaphores/s/wait", True), ("/semaphores/s", False), ("/semaphores/s", False),
-                               ("/semaphores/s", False)], "the refused round went to …/wait, the polls to the try route")
+        self.assertEqual(sem, [("/semaphores/s", False), ("/semaphores/s/wait", True), ("/semaphores/s", False),
+                               ("/semaphores/s", False), ("/semaphores/s", False)],
+                         "the try, the refused round on …/wait, the polls on the try route")
         self.keep(c.acquire("l", wait=5, keepalive=False))
         self.assertIn("wait_seconds", c._transport.sent("POST", "/locks/l/wait")[0].body)
         self.assertIsNot(c.server_wait_supported, False)
