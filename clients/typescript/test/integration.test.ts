@@ -450,11 +450,22 @@ describe("semaphores against the local runner", { concurrency: true }, () => {
     let running = 0;
     let most = 0;
     const tokens = new Set<number>();
+    // N reached is an event, not a race against the clock: the first holder
+    // keeps its permit until a second permit is held too. (Holding a fixed
+    // 200 ms instead made the test depend on the service's speed: when
+    // grants came 200 ms or more apart, as on a loaded machine, the holds
+    // never overlapped and most stayed 1.) Every holder then keeps its
+    // permit 200 ms, the window in which a third grant would show.
+    let bothHeld!: () => void;
+    const pair = new Promise<void>((resolve) => (bothHeld = resolve));
     await Promise.all(
       Array.from({ length: 6 }, () =>
         locks.withSemaphore(name, 2, async (signal, token) => {
           most = Math.max(most, ++running);
           tokens.add(token);
+          if (running === 2) bothHeld();
+          // A permit lost meanwhile ends the wait (and fails the test below).
+          await Promise.race([pair, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
           await delay(200);
           running--;
           signal.throwIfAborted();
