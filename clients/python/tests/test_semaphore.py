@@ -192,6 +192,12 @@ class SemaphoreRunnerTests(TestCase):
         mu = threading.Lock()
         state = {"running": 0, "most": 0}
         tokens, errors = set(), []
+        # N reached is an event, not a race against the clock: the first
+        # holder keeps its permit until a second one is held too (with a
+        # fixed hold, grants 0.2 s or more apart, as on a loaded machine,
+        # never overlapped). Every holder then holds 0.2 s, the window in
+        # which a third grant would show.
+        pair = threading.Event()
 
         def worker():
             try:
@@ -200,6 +206,9 @@ class SemaphoreRunnerTests(TestCase):
                         state["running"] += 1
                         state["most"] = max(state["most"], state["running"])
                         tokens.add(permit.fencing_token)
+                        if state["running"] == 2:
+                            pair.set()
+                    pair.wait(20)  # bounded: without a second holder the test fails below
                     time.sleep(0.2)
                     permit.check()
                     with mu:
