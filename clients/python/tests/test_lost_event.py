@@ -1,13 +1,14 @@
-"""Review of issue 22: every question about a lease reads the clock.
+"""Every question about a lease reads the clock, and agrees: ``held`` is never
+False for a lost lease while ``lost.is_set()`` is False.
 
-``Lease._lose`` marks the lease ended under its lock, releases the lock, and
-only then sets ``lost``. A thread descheduled between the two (the GIL
+``Lease._lose`` once marked the lease ended under its lock, released the lock,
+and only then set ``lost``. A thread descheduled between the two (the GIL
 hands over every 5 ms; the lease's own thread runs _lose 5 ms before the
-deadline) leaves a window in which ``held`` says False while
+deadline) left a window in which ``held`` says False while
 ``lost.is_set()`` says False too, also past the local deadline: is_set()'s
 clock reading (_expire_if_due) sees the lease ended and does nothing, and the
 Event is not set yet. The test holds the thread that ends the lease at that
-point (a patched ``lost.set``, standing in for the preemption) and asks
+point for 0.5 s (a patched ``lost.set``, standing in for the preemption) and asks
 ``lost.is_set()`` from another thread, after the deadline by the clock."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class LostEventWindowTests(TestCase):
 
         def descheduled_set() -> None:
             entered.set()  # _lose has marked the lease ended, lost not set yet
-            resume.wait(5)
+            resume.wait(0.5)
             real_set()
 
         lease.lost.set = descheduled_set  # type: ignore[method-assign]
