@@ -136,7 +136,7 @@ func (h *Handler) AcquireWait(ctx context.Context, req events.APIGatewayV2HTTPRe
 // acquire is the route of Acquire (waits false) and of AcquireWait: parse,
 // one AcquireWait, map its outcome.
 func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string, waits bool) (result, error) {
-	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds", "queue_ticket")
+	b, err := parseBody(req, pickExample(waits, exampleLease, exampleLeaseWait), "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}

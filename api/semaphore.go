@@ -16,6 +16,7 @@ import (
 // an empty one.
 const (
 	exampleSemaphore        = `{"owner": "worker-1", "ttl_seconds": 30, "permits": 3}`
+	exampleSemaphoreWait    = `{"owner": "worker-1", "ttl_seconds": 30, "permits": 3, "wait_seconds": 10}`
 	exampleSemaphoreRenew   = `{"owner": "worker-1", "slot": 0, "ttl_seconds": 30}`
 	exampleSemaphoreRelease = `{"owner": "worker-1", "slot": 0}`
 	exampleSemaphoreForce   = `{"slot": 0, "reason": "the holder's host is gone"}`
@@ -198,7 +199,7 @@ func (h *Handler) serveSemaphore(ctx context.Context, req *events.APIGatewayV2HT
 // semAcquire is the route of AcquireSemaphore (waits false) and of
 // AcquireSemaphoreWait, as acquire is for a lock.
 func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string, waits bool) (result, error) {
-	b, err := parseBody(req, exampleSemaphore, "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds", "queue_ticket")
+	b, err := parseBody(req, pickExample(waits, exampleSemaphore, exampleSemaphoreWait), "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}

@@ -13,12 +13,12 @@ import (
 // ("The request body must be a JSON object, e.g. {…}.").
 var exampleInDetail = regexp.MustCompile(`e\.g\. (\{.*\})\.$`)
 
-// TestReviewWaitRouteBodyExample: a user who sends a waiting acquire with no
+// TestWaitRouteBodyExample: a user who sends a waiting acquire with no
 // body gets a 400 whose detail offers an example body. Pasted as offered,
 // that example must be accepted by the route that offered it. On the
 // waiting routes (issue 21) the example is the try route's, without the
 // required wait_seconds, so the pasted example is refused 422.
-func TestReviewWaitRouteBodyExample(t *testing.T) {
+func TestWaitRouteBodyExample(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Start(t, testenv.Options{})
 	for _, tc := range []struct{ name, path string }{
