@@ -215,19 +215,17 @@ func TestFairWaitingNoBarging(t *testing.T) {
 	held := acquire(t, srv, r0, "holder", 30)
 	answer := fifoWait(t, slow, r0, "waiter", 10, "")
 	awaitJoin(t, srv, r0, "waiter", 1)
-	// From now on the waiter's reads reach the store only after 1.5 s: it
-	// cannot see the release before the barging attempt.
-	var delayed atomic.Int32
+	// From now on the waiter's reads are held at the proxy until the
+	// barging attempt has been answered: it cannot see the release first
+	// (an event, not a delay a loaded machine could outrun).
+	reads := newHold(t)
 	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
 		if r.Op == "GetItem" {
-			delayed.Add(1)
-			return faultproxy.Action{Fault: faultproxy.Delay, Delay: 1500 * time.Millisecond}
+			reads.wait()
 		}
 		return faultproxy.Action{}
 	})
-	for delayed.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	await(t, reads.arrived, "the waiter's next read")
 	release(t, srv, r0, "holder", held)
 	srv.Ops.Take()
 	if r := call(t, srv, "POST", lockPath(r0), acquireBody("barger", 30)); r.status != 200 || r.json["acquired"] != false {
@@ -236,6 +234,7 @@ func TestFairWaitingNoBarging(t *testing.T) {
 	if ops := srv.Ops.Take(); ops["UpdateItem"] != 1 || len(ops) != 1 {
 		t.Errorf("the refused acquire sent %v, want 1 UpdateItem", ops)
 	}
+	reads.release()
 	lock := granted(t, "waiter", <-answer)
 	release(t, srv, r0, "waiter", lock)
 	srv.Ops.Take()
@@ -361,10 +360,13 @@ func TestFairWaitingForceRelease(t *testing.T) {
 			answer := fifoWait(t, srv, r0, "waiter", 10, "")
 			awaitJoin(t, srv, r0, "waiter", 1)
 			b, _ := json.Marshal(map[string]any{"reason": "host gone", "immediate": immediate})
-			if r := call(t, srv, "DELETE", adminPath(r0), string(b)); r.status != 200 {
-				t.Fatalf("force release: got %d %s", r.status, r.raw)
+			fr := call(t, srv, "DELETE", adminPath(r0), string(b))
+			if fr.status != 200 {
+				t.Fatalf("force release: got %d %s", fr.status, fr.raw)
 			}
-			freeAt, _ := strconv.ParseInt(lockItem(t, srv, r0)[locklogic.AttrFreeAt].(*types.AttributeValueMemberN).Value, 10, 64)
+			// free_at as the force release answered it: the head may take
+			// the lock (and rewrite free_at) before any read of the item.
+			freeAt := msOf(t, fr.json, "free_at")
 			got := <-answer
 			at := msOf(t, granted(t, "waiter", got), "acquired_at")
 			if at < freeAt {
@@ -457,13 +459,16 @@ func TestFairWaitingJoinSDKRetry(t *testing.T) {
 // caller may no longer be waiting for.
 func TestFairWaitingGrantGuard(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
+	clock := testenv.NewClock()
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
 	r0 := res(t)
 	held := acquire(t, srv, r0, "holder", 30)
-	start := time.Now()
 	answer := fifoWait(t, srv, r0, "waiter", 2, "")
 	awaitJoin(t, srv, r0, "waiter", 1)
-	time.Sleep(time.Until(start.Add(2*time.Second - locklogic.GrantGuard/2)))
+	// The waiter arrived at the clock's time (which stands still): move
+	// it into the last GrantGuard of the wait, then free the lock. A
+	// real-time sleep raced the waiter's arrival on a loaded machine.
+	clock.Advance(2*time.Second - locklogic.GrantGuard/2)
 	release(t, srv, r0, "holder", held)
 	if got := <-answer; got.json["acquired"] != false {
 		t.Fatalf("waiter: got %d %s, want held: the lock came free in the last %s of its wait", got.status, got.raw, locklogic.GrantGuard)
