@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -241,62 +242,83 @@ func FuzzHandlers(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, route, store uint8, resource string, body []byte, encoding uint8, decodedPath bool, arn string) {
 		rt := routeNamed(t, fuzzRoutes[int(route)%len(fuzzRoutes)])
-		op := rt.OperationID()
 		state := int(store) % storeStates
-		param, key := "resource", resource
-		if strings.HasPrefix(rt.Path, "/semaphores/") {
-			param, key = "name", locklogic.SemaphorePrefix+resource
-		}
-		req := fuzzEvent(rt, param, resource, decodedPath, body, encoding, arn)
 		db, reads := fuzzStore(state)
-		h := fuzzHandler(db)
-
-		resp, err := rt.Handle(h, context.Background(), req)
-		if err != nil {
-			t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
-		}
-		checkAnswer(t, op, resource, state, resp)
-		if resp.StatusCode == 200 && rt.Quick() {
-			// A try never waits: a body asking it to was refused.
-			var m map[string]json.RawMessage
-			if json.Unmarshal(body, &m) == nil && integerLiteral(m["wait_seconds"]) && string(m["wait_seconds"]) != "0" &&
-				!strings.HasPrefix(string(m["wait_seconds"]), "-") {
-				t.Fatalf("%s: got 200 for a body with wait_seconds %s, want 422 naming it", rt.Key(), m["wait_seconds"])
-			}
-		}
-
-		// A request answered 400, 413 or 422 never reached the store, and
-		// every key and owner that did reach it is valid.
-		reached := len(db.Updates()) > 0 || db.Gets() > 0
-		if c := resp.StatusCode; reached && (c == 400 || c == 413 || c == 422) {
-			t.Errorf("%s: got %d after %d writes and %d reads, want a client error to stay off the store", rt.Key(), c, len(db.Updates()), db.Gets())
-		}
-		keys := *reads
-		for _, in := range db.Updates() {
-			keys = append(keys, in.Key)
-			o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
-			if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil {
-				// A waiter's join: the owner is in its queue entry.
-				o, _ = qe.Value[0].(*types.AttributeValueMemberM).Value[locklogic.AttrOwner].(*types.AttributeValueMemberS)
-			}
-			if o == nil {
-				t.Fatalf("%s: write without an owner value", rt.Key())
-			}
-			if !validOwner(o.Value) {
-				t.Errorf("%s: owner %q reached the store; it is not a valid trimmed owner", rt.Key(), o.Value)
-			}
-		}
-		for _, k := range keys {
-			r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
-			if r == nil || r.Value != key {
-				t.Fatalf("%s: store key %v, want %q", rt.Key(), k, key)
-			}
-			var v locklogic.ValidationError
-			if locklogic.ValidateResource(strings.TrimPrefix(r.Value, locklogic.SemaphorePrefix), &v); v.Err() != nil {
-				t.Errorf("%s: resource %q reached the store: %v", rt.Key(), r.Value, v.Err())
-			}
-		}
+		serveFuzzed(t, fuzzed{rt, resource, body, encoding, decodedPath, arn}, db, reads, func(resp events.APIGatewayV2HTTPResponse) {
+			checkAnswer(t, rt.OperationID(), resource, state, resp)
+		})
 	})
+}
+
+// fuzzed is one fuzzed request: its route, the decoded path parameter, and
+// how its body and path are delivered (see fuzzEvent).
+type fuzzed struct {
+	rt          Route
+	value       string
+	body        []byte
+	encoding    uint8
+	decodedPath bool
+	arn         string
+}
+
+// serveFuzzed is the harness of both fuzz targets: it sends f to its
+// route's handler over db, has check judge the answer, and holds the
+// request to the API's promise: the handler returns no error, a try never
+// waits, a client error (400, 413, 422) stays off the store, and every key
+// and owner that reached the store is valid. reads are the keys db read.
+func serveFuzzed(t *testing.T, f fuzzed, db *dynamofake.DB, reads *[]map[string]types.AttributeValue, check func(events.APIGatewayV2HTTPResponse)) {
+	t.Helper()
+	rt := f.rt
+	param, key, validate := "resource", f.value, locklogic.ValidateResource
+	if strings.HasPrefix(rt.Path, "/semaphores/") {
+		param, key, validate = "name", locklogic.SemaphorePrefix+f.value, locklogic.ValidateSemaphoreName
+	}
+	req := fuzzEvent(rt, param, f.value, f.decodedPath, f.body, f.encoding, f.arn)
+	resp, err := rt.Handle(fuzzHandler(db), context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
+	}
+	check(resp)
+	if resp.StatusCode == 200 && rt.Quick() {
+		// A try never waits: a body asking it to was refused.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(f.body, &m) == nil && integerLiteral(m["wait_seconds"]) && string(m["wait_seconds"]) != "0" &&
+			!strings.HasPrefix(string(m["wait_seconds"]), "-") {
+			t.Fatalf("%s: got 200 for a body with wait_seconds %s, want 422 naming it", rt.Key(), m["wait_seconds"])
+		}
+	}
+
+	reached := len(db.Updates()) > 0 || db.Gets() > 0
+	if c := resp.StatusCode; reached && (c == 400 || c == 413 || c == 422) {
+		t.Errorf("%s: got %d after %d writes and %d reads, want a client error to stay off the store", rt.Key(), c, len(db.Updates()), db.Gets())
+	}
+	keys := *reads
+	for _, in := range db.Updates() {
+		keys = append(keys, in.Key)
+		o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
+		if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil && len(qe.Value) == 1 {
+			// A waiter's join: the owner is in its queue entry.
+			if m, ok := qe.Value[0].(*types.AttributeValueMemberM); ok {
+				o, _ = m.Value[locklogic.AttrOwner].(*types.AttributeValueMemberS)
+			}
+		}
+		if o == nil {
+			t.Fatalf("%s: write without an owner value: %s", rt.Key(), aws.ToString(in.UpdateExpression))
+		}
+		if !validOwner(o.Value) {
+			t.Errorf("%s: owner %q reached the store; it is not a valid trimmed owner", rt.Key(), o.Value)
+		}
+	}
+	for _, k := range keys {
+		r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
+		if r == nil || r.Value != key {
+			t.Fatalf("%s: store key %v, want %q", rt.Key(), k, key)
+		}
+		var v locklogic.ValidationError
+		if validate(f.value, &v); v.Err() != nil {
+			t.Errorf("%s: %s %q reached the store: %v", rt.Key(), param, f.value, v.Err())
+		}
+	}
 }
 
 // validOwner reports whether s is an owner as the service stores it: valid
@@ -322,24 +344,10 @@ var okStatuses = map[string][]int{
 // the fake store in state, against the API's documented shapes.
 func checkAnswer(tb testing.TB, route, resource string, state int, resp events.APIGatewayV2HTTPResponse) {
 	tb.Helper()
-	c := resp.StatusCode
-	if !slices.Contains(okStatuses[route], c) {
-		tb.Fatalf("%s: got status %d (body %q), want one of %v", route, c, resp.Body, okStatuses[route])
-	}
-	if c >= 400 {
-		checkProblem(tb, route, resp)
+	m := answerBody(tb, route, okStatuses[route], resp)
+	if m == nil {
 		return
 	}
-	if c == 204 {
-		if resp.Body != "" {
-			tb.Fatalf("%s: got 204 with body %q, want none", route, resp.Body)
-		}
-		return
-	}
-	if ct := resp.Headers["content-type"]; ct != "application/json" {
-		tb.Fatalf("%s: got 200 with content-type %q, want application/json", route, ct)
-	}
-	m := jsonObject(tb, route, resp.Body)
 	switch route {
 	case "status":
 		checkLock(tb, route, resource, m)
@@ -388,14 +396,7 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 		}
 		if acquired == "true" {
 			wantKeys(tb, route, m, "acquired", "permit")
-			p := jsonObject(tb, route, string(m["permit"]))
-			wantKeys(tb, route, p, "name", "slot", "owner", "fencing_token", "acquired_at", "expires_at")
-			if got := jsonString(tb, route, p["name"]); got != resource {
-				tb.Fatalf("%s: got permit name %q, want %q", route, got, resource)
-			}
-			if o := jsonString(tb, route, p["owner"]); !validOwner(o) {
-				tb.Fatalf("%s: got permit owner %q, want a valid trimmed owner", route, o)
-			}
+			checkPermit(tb, route, resource, jsonObject(tb, route, string(m["permit"])))
 			return
 		}
 		// The fake store refuses every write when held or absent, the
@@ -415,7 +416,35 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 	}
 }
 
-// checkProblem checks that resp is an RFC 9457 problem of this API.
+// answerBody checks what every answer of route shares: a status among ok,
+// an RFC 9457 problem for a 4xx, no body with a 204, else a JSON object,
+// which it returns (nil when there is no more to check).
+func answerBody(tb testing.TB, route string, ok []int, resp events.APIGatewayV2HTTPResponse) map[string]json.RawMessage {
+	tb.Helper()
+	c := resp.StatusCode
+	if !slices.Contains(ok, c) {
+		tb.Fatalf("%s: got status %d (body %q), want one of %v", route, c, resp.Body, ok)
+	}
+	if c >= 400 {
+		checkProblem(tb, route, resp)
+		return nil
+	}
+	if c == 204 {
+		if resp.Body != "" {
+			tb.Fatalf("%s: got 204 with body %q, want none", route, resp.Body)
+		}
+		return nil
+	}
+	if ct := resp.Headers["content-type"]; ct != "application/json" {
+		tb.Fatalf("%s: got 200 with content-type %q, want application/json", route, ct)
+	}
+	return jsonObject(tb, route, resp.Body)
+}
+
+// checkProblem checks that resp is an RFC 9457 problem of this API about
+// route's resource (its instance under /locks/ or /semaphores/), with the
+// members its type has: a permits-mismatch the semaphore's permits, a
+// not-found perhaps force_released.
 func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPResponse) {
 	tb.Helper()
 	if ct := resp.Headers["content-type"]; ct != "application/problem+json" {
@@ -423,14 +452,20 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	}
 	m := jsonObject(tb, route, resp.Body)
 	keys := []string{"type", "title", "status", "detail", "instance"}
-	if resp.StatusCode == 422 {
+	typ := jsonString(tb, route, m["type"])
+	switch {
+	case resp.StatusCode == 422:
 		keys = append(keys, "errors")
-	}
-	if resp.StatusCode == 409 && strings.HasPrefix(route, "acquireSemaphore") {
-		keys = append(keys, "permits") // permits-mismatch: the semaphore's N
+	case typ == ProblemTypeBase+"permits-mismatch":
+		keys = append(keys, "permits")
+		if p, err := strconv.Atoi(string(m["permits"])); err != nil || p < 1 || p > locklogic.MaxPermits {
+			tb.Fatalf("%s: got permits %s in a permits-mismatch, want 1 to %d", route, m["permits"], locklogic.MaxPermits)
+		}
+	case resp.StatusCode == 404 && string(m["force_released"]) == "true":
+		keys = append(keys, "force_released")
 	}
 	wantKeys(tb, route, m, keys...)
-	if typ := jsonString(tb, route, m["type"]); !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
+	if !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
 		tb.Fatalf("%s: got problem type %q, want %s<slug>", route, typ, ProblemTypeBase)
 	}
 	if jsonString(tb, route, m["title"]) == "" || jsonString(tb, route, m["detail"]) == "" {
@@ -441,7 +476,7 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	}
 	inst := jsonString(tb, route, m["instance"])
 	prefix := "/locks/"
-	if strings.HasPrefix(route, "acquireSemaphore") {
+	if strings.Contains(strings.ToLower(route), "semaphore") {
 		prefix = "/semaphores/"
 	}
 	if !strings.HasPrefix(inst, prefix) || !isURIPath(inst) {

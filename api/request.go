@@ -34,9 +34,8 @@ type body struct {
 
 // Examples of each route's body, for the hint of an answer to an empty one.
 const (
-	exampleLease        = `{"owner": "worker-1", "ttl_seconds": 30}`
-	exampleRelease      = `{"owner": "worker-1"}`
-	exampleForceRelease = `{"reason": "the holder's host is gone"}`
+	exampleLease   = `{"owner": "worker-1", "ttl_seconds": 30}`
+	exampleRelease = `{"owner": "worker-1"}`
 )
 
 // parseBody reads req's body as one JSON object whose member names are all
