@@ -18,41 +18,23 @@ import (
 // the audit line, the answers' shape); they differ only in their service
 // calls and wire types. Who may call them is adminauth.go's.
 
-// Admin is the admin function's entry point: it serves every api.Routes
-// row marked Admin, chosen by the event's route key. An event of another
-// route is answered 404 as API Gateway answers an unknown route.
+// Admin is the admin function's entry point, the Handle of every api.Routes
+// row marked Admin: GET /admin/locks (the leases whose name starts with
+// ?prefix, a page of at most ?limit, from ?cursor on), DELETE
+// /admin/locks/{resource} with body {"reason"} (it ends the live lease
+// whoever holds it and answers what it ended), and their semaphore twins
+// GET /admin/semaphores (one row per permit that keeps its slot) and DELETE
+// /admin/semaphores/{name} with body {"slot", "reason"}. It picks the row
+// by the event's route key; an event of another route is answered 404 as
+// API Gateway answers an unknown route.
 func (h *Handler) Admin(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	for _, r := range Routes {
-		if r.Admin && r.Key() == req.RouteKey {
-			return r.Handle(h, ctx, req)
+	for id := range rows {
+		if rows[id].Admin && rows[id].key == req.RouteKey {
+			return h.serve(ctx, &req, id)
 		}
 	}
 	return events.APIGatewayV2HTTPResponse{StatusCode: 404, Headers: map[string]string{"content-type": "application/json"},
 		Body: `{"message":"Not Found"}`}, nil
-}
-
-// ListLocks serves GET /admin/locks: the live leases whose name starts
-// with ?prefix, a page of at most ?limit, from ?cursor on.
-func (h *Handler) ListLocks(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeList)
-}
-
-// ForceRelease serves DELETE /admin/locks/{resource} with body {"reason"}:
-// it ends the live lease whoever holds it and answers what it ended.
-func (h *Handler) ForceRelease(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeForceRelease)
-}
-
-// ListSemaphores serves GET /admin/semaphores: one row per permit that
-// keeps its slot, of the semaphores whose name starts with ?prefix.
-func (h *Handler) ListSemaphores(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemList)
-}
-
-// ForceReleaseSemaphore serves DELETE /admin/semaphores/{name} with body
-// {"slot", "reason"}: it ends the permit in that slot whoever holds it.
-func (h *Handler) ForceReleaseSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemForceRelease)
 }
 
 // AdminLockJSON is a lease as the admin routes show it: LockJSON's members

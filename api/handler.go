@@ -199,7 +199,8 @@ func (h *Handler) checkWaiting(waits bool, wait int64, ticket string, try, wait2
 	}
 }
 
-// Status serves GET /locks/{resource}: the live lease, or 404.
+// Status serves GET /locks/{resource}: the live lease, or 404; and GET
+// /semaphores/{name}: N and the live permits.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeStatus, routeSemStatus))
 }
@@ -213,7 +214,8 @@ func (h *Handler) status(ctx context.Context, resource string) (result, error) {
 }
 
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
-// optional "fencing_token": 204, or 404/403/409.
+// optional "fencing_token": 204, or 404/403/409; and DELETE
+// /semaphores/{name}, whose body also names the "slot".
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeRelease, routeSemRelease))
 }
@@ -237,7 +239,8 @@ func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPReque
 }
 
 // Renew serves POST /locks/{resource}/renew with body {"owner",
-// "ttl_seconds"} and an optional "fencing_token".
+// "ttl_seconds"} and an optional "fencing_token"; and POST
+// /semaphores/{name}/renew, whose body also names the "slot".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeRenew, routeSemRenew))
 }
@@ -263,7 +266,8 @@ func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 
 // Watch serves GET /locks/{resource}/watch?index=I&wait_seconds=N: the
 // lock's state as soon as its index differs from I, or when N seconds have
-// passed (locklogic.Service.Watch).
+// passed (locklogic.Service.Watch); and GET /semaphores/{name}/watch
+// (locklogic.Service.WatchSemaphore).
 func (h *Handler) Watch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeWatch, routeSemWatch))
 }

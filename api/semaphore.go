@@ -19,43 +19,6 @@ const (
 	exampleSemaphoreRelease = `{"owner": "worker-1", "slot": 0}`
 )
 
-// AcquireSemaphore serves POST /semaphores/{name} with body {"owner",
-// "ttl_seconds", "permits"} and an optional "lock_delay_seconds": a permit,
-// or full, at once (a try, as Acquire's).
-func (h *Handler) AcquireSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemAcquire)
-}
-
-// AcquireSemaphoreWait serves POST /semaphores/{name}/wait: the try body
-// plus "wait_seconds" (required) and an optional "queue_ticket", a waiting
-// acquire in the semaphore's queue, as AcquireWait's for a lock.
-func (h *Handler) AcquireSemaphoreWait(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemAcquireWait)
-}
-
-// SemaphoreStatus serves GET /semaphores/{name}: N and the live permits.
-func (h *Handler) SemaphoreStatus(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemStatus)
-}
-
-// ReleaseSemaphore serves DELETE /semaphores/{name} with body {"owner",
-// "slot"} and an optional "fencing_token": 204, or 404/403/409.
-func (h *Handler) ReleaseSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemRelease)
-}
-
-// RenewSemaphore serves POST /semaphores/{name}/renew with body {"owner",
-// "slot", "ttl_seconds"} and an optional "fencing_token".
-func (h *Handler) RenewSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemRenew)
-}
-
-// WatchSemaphore serves GET /semaphores/{name}/watch?index=I&wait_seconds=N
-// (locklogic.Service.WatchSemaphore).
-func (h *Handler) WatchSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemWatch)
-}
-
 // PermitJSON is a permit as the API shows it.
 type PermitJSON struct {
 	Name             string `json:"name"`
