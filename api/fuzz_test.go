@@ -352,68 +352,75 @@ func checkAnswer(tb testing.TB, route, resource string, state int, resp events.A
 	case "status":
 		checkLock(tb, route, resource, m)
 	case "renew":
-		wantKeys(tb, route, m, "renewed", "lock")
-		if string(m["renewed"]) != "true" {
-			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
-		}
-		checkLock(tb, route, resource, jsonObject(tb, route, string(m["lock"])))
+		checkRenewed(tb, route, resource, m, lockShape)
 	case "acquire", "acquireWait":
-		acquired := string(m["acquired"])
-		if want := strconv.FormatBool(state == storeFree); acquired != want {
-			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
-		}
-		if acquired == "true" {
-			wantKeys(tb, route, m, "acquired", "lock")
-			checkLock(tb, route, resource, jsonObject(tb, route, string(m["lock"])))
-			return
-		}
-		keys := []string{"acquired", "resource"}
-		if t, ok := m["queue_ticket"]; ok {
-			// A waiter's place: only where the queue's writes succeed.
-			var v locklogic.ValidationError
-			if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" ||
-				state != storeQueued || route != "acquireWait" {
-				tb.Fatalf("%s: got queue_ticket %s with the store %d, want a ticket of a queued waiter", route, t, state)
-			}
-			keys = append(keys, "queue_ticket")
-		}
-		if state == storeHeld {
-			wantKeys(tb, route, m, append(keys, "expires_at")...)
-			checkTime(tb, route, "expires_at", m["expires_at"])
-			if resp.Headers["retry-after"] == "" {
-				tb.Errorf("%s: held with a known expiry but no Retry-After", route)
-			}
-		} else {
-			wantKeys(tb, route, m, keys...)
-		}
-		if got := jsonString(tb, route, m["resource"]); got != resource {
-			tb.Fatalf("%s: got resource %q, want %q", route, got, resource)
-		}
+		// A waiter's place: only where the queue's writes succeed.
+		checkAcquired(tb, route, resource, m, resp, lockShape, state == storeFree, state == storeHeld, state == storeQueued && route == "acquireWait")
 	case "acquireSemaphore", "acquireSemaphoreWait":
-		acquired := string(m["acquired"])
-		if want := strconv.FormatBool(state == storeFree); acquired != want {
-			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
-		}
-		if acquired == "true" {
-			wantKeys(tb, route, m, "acquired", "permit")
-			checkPermit(tb, route, resource, jsonObject(tb, route, string(m["permit"])))
-			return
-		}
 		// The fake store refuses every write when held or absent, the
 		// joins too: no place to answer.
-		if state == storeHeld {
-			wantKeys(tb, route, m, "acquired", "name", "free_at")
-			checkTime(tb, route, "free_at", m["free_at"])
-			if resp.Headers["retry-after"] == "" {
-				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
-			}
-		} else {
-			wantKeys(tb, route, m, "acquired", "name")
+		checkAcquired(tb, route, resource, m, resp, permitShape, state == storeFree, state == storeHeld, false)
+	}
+}
+
+// leaseShape is how an answer shows a kind of lease: its member in an
+// acquire's or a renewal's answer and its check, the member naming its lock
+// or semaphore, and the one telling when the lease that blocks it ends.
+type leaseShape struct {
+	member, name, until string
+	check               func(tb testing.TB, route, name string, m map[string]json.RawMessage)
+}
+
+var (
+	lockShape   = leaseShape{member: "lock", name: "resource", until: "expires_at", check: checkLock}
+	permitShape = leaseShape{member: "permit", name: "name", until: "free_at", check: checkPermit}
+)
+
+// checkAcquired checks m, the answer of an acquire on name: a grant when
+// granted, else refused, saying when the blocking lease ends (and a
+// Retry-After) when until is known, and with a valid queue_ticket only when
+// ticketOK.
+func checkAcquired(tb testing.TB, route, name string, m map[string]json.RawMessage, resp events.APIGatewayV2HTTPResponse, k leaseShape,
+	granted, until, ticketOK bool) {
+	tb.Helper()
+	acquired := string(m["acquired"])
+	if want := strconv.FormatBool(granted); acquired != want {
+		tb.Fatalf("%s: got acquired %s, want %s: %s", route, acquired, want, resp.Body)
+	}
+	if granted {
+		wantKeys(tb, route, m, "acquired", k.member)
+		k.check(tb, route, name, jsonObject(tb, route, string(m[k.member])))
+		return
+	}
+	keys := []string{"acquired", k.name}
+	if t, ok := m["queue_ticket"]; ok {
+		var v locklogic.ValidationError
+		if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" || !ticketOK {
+			tb.Fatalf("%s: got queue_ticket %s, want one only from a waiting route where the queue's writes succeed", route, t)
 		}
-		if got := jsonString(tb, route, m["name"]); got != resource {
-			tb.Fatalf("%s: got name %q, want %q", route, got, resource)
+		keys = append(keys, "queue_ticket")
+	}
+	if until {
+		keys = append(keys, k.until)
+		checkTime(tb, route, k.until, m[k.until])
+		if resp.Headers["retry-after"] == "" {
+			tb.Errorf("%s: refused with a known %s but no Retry-After", route, k.until)
 		}
 	}
+	wantKeys(tb, route, m, keys...)
+	if got := jsonString(tb, route, m[k.name]); got != name {
+		tb.Fatalf("%s: got %s %q, want %q", route, k.name, got, name)
+	}
+}
+
+// checkRenewed checks m is a renewal's answer: renewed, and the lease.
+func checkRenewed(tb testing.TB, route, name string, m map[string]json.RawMessage, k leaseShape) {
+	tb.Helper()
+	wantKeys(tb, route, m, "renewed", k.member)
+	if string(m["renewed"]) != "true" {
+		tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
+	}
+	k.check(tb, route, name, jsonObject(tb, route, string(m[k.member])))
 }
 
 // answerBody checks what every answer of route shares: a status among ok,

@@ -191,38 +191,10 @@ func checkSemAnswer(tb testing.TB, route, name string, state int, resp events.AP
 			checkPermit(tb, route, name, p)
 		}
 	case "renewSemaphore":
-		wantKeys(tb, route, m, "renewed", "permit")
-		if string(m["renewed"]) != "true" {
-			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
-		}
-		checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
+		checkRenewed(tb, route, name, m, permitShape)
 	case "acquireSemaphore", "acquireSemaphoreWait":
-		acquired := string(m["acquired"])
-		if want := strconv.FormatBool(state == semFree); acquired != want {
-			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
-		}
-		if acquired == "true" {
-			wantKeys(tb, route, m, "acquired", "permit")
-			checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
-			return
-		}
-		var keys []string
-		if _, ok := m["queue_ticket"]; ok && route == "acquireSemaphoreWait" {
-			keys = append(keys, "queue_ticket") // a waiter's place: only a waiting acquire has one
-		}
-		if state == semFull {
-			// Full, with when a permit comes free.
-			wantKeys(tb, route, m, append(keys, "acquired", "name", "free_at")...)
-			checkTime(tb, route, "free_at", m["free_at"])
-			if resp.Headers["retry-after"] == "" {
-				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
-			}
-		} else {
-			wantKeys(tb, route, m, append(keys, "acquired", "name")...)
-		}
-		if got := jsonString(tb, route, m["name"]); got != name {
-			tb.Fatalf("%s: got name %q, want %q", route, got, name)
-		}
+		// Full, with when a permit comes free.
+		checkAcquired(tb, route, name, m, resp, permitShape, state == semFree, state == semFull, route == "acquireSemaphoreWait")
 	}
 }
 
