@@ -158,71 +158,54 @@ func TestAcquireOldStack(t *testing.T) {
 	}
 }
 
-// TestAcquireOldestStack: a stack without the waiting routes that refuses
-// wait_seconds too (one from before server-side waiting): 404 on …/wait,
-// then 422 naming wait_seconds on the try route, then plain polls; both
-// remembered.
-func TestAcquireOldestStack(t *testing.T) {
+// TestAcquirePollsWhenNotWaited: a stack that does not wait, because it
+// is from before server-side waiting (without the waiting routes and
+// refusing wait_seconds: 404 on …/wait, then 422 naming wait_seconds on
+// the try route) or has waiting turned off (…/wait answers 422 naming
+// wait_seconds): the client polls the try route, and remembers it.
+func TestAcquirePollsWhenNotWaited(t *testing.T) {
 	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, true, true, sec(1))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got > sec(1.2) {
-					t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
-				}
-				got := log()
-				if len(got) < 4 || got[0] != (wire{"wait", sec(10), "", 0}) || got[1] != (wire{"try", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want …/wait (404), the try route with wait_seconds (422), then polls", got)
-				}
-				for _, w := range got[2:] {
-					if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
-						t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
+	for _, tc := range []struct {
+		name    string
+		old     bool
+		refused []wire // the rounds refused before the polls
+	}{
+		{"OldestStack", true, []wire{{"wait", sec(10), "", 0}, {"try", sec(10), "", 0}}},
+		{"WaitingOff", false, []wire{{"wait", sec(10), "", 0}}},
+	} {
+		for _, k := range skewKinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, tc.old, true, sec(1))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(10))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
 					}
-				}
-				n := len(got)
-				if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
-					t.Fatalf("second acquire: %v", err)
-				}
-				if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
-					t.Errorf("second acquire: got %v, want one plain try", got)
-				}
-			})
-		})
-	}
-}
-
-// TestAcquireWaitingOff: today's stack with waiting turned off (…/wait
-// answers 422 naming wait_seconds): the client polls the try route.
-func TestAcquireWaitingOff(t *testing.T) {
-	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, false, true, sec(1))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				got := log()
-				if len(got) < 3 || got[0] != (wire{"wait", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want …/wait (422), then polls", got)
-				}
-				for _, w := range got[1:] {
-					if w.Route != "try" || w.Wait != 0 {
-						t.Errorf("poll %v: want the try route without wait_seconds", w)
+					if got := at(time.Now()); got > sec(1.2) {
+						t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
 					}
-				}
+					got := log()
+					n := len(tc.refused)
+					if len(got) < n+2 || !slices.Equal(got[:n], tc.refused) {
+						t.Fatalf("acquires: got %v, want %v refused, then polls", got, tc.refused)
+					}
+					for _, w := range got[n:] {
+						if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
+							t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
+						}
+					}
+					n = len(got)
+					if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
+						t.Fatalf("second acquire: %v", err)
+					}
+					if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
+						t.Errorf("second acquire: got %v, want one plain try", got)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
