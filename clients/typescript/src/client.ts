@@ -12,6 +12,7 @@ import {
   ValidationError,
   isNoRoute,
   outcomeUnknown,
+  queueTicketOf,
   problemFromAnswer,
   retryable,
 } from "./errors.js";
@@ -833,6 +834,9 @@ export class Client {
             continue;
           }
           if (!retryable(err)) throw err;
+          // A 503's place in the queue (its queue write may have landed):
+          // the next round reclaims it, as a held round's.
+          queueTicket = queueTicketOf(err) ?? queueTicket;
           last = err;
           lastUnknown = outcomeUnknown(err);
         }
