@@ -151,8 +151,7 @@ func TestReleasedClientPollsNewService(t *testing.T) {
 			release := k.hold(t, newClient(t, srv.URL), res)
 			wire := newWireLog(true)
 			c := newClient(t, srv.URL, client.WithHTTPClient(&http.Client{Transport: wire}))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
+			ctx := testContext(t, 20*time.Second)
 			done := make(chan error, 1)
 			go func() { done <- k.wait(ctx, c, res) }()
 			// The refusal, then one poll answered "held".
@@ -203,8 +202,7 @@ func TestNewClientOldStack(t *testing.T) {
 			}
 			wire := newWireLog(false)
 			c := newClient(t, old.URL, client.WithHTTPClient(&http.Client{Transport: wire}))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
+			ctx := testContext(t, 20*time.Second)
 			done := make(chan error, 1)
 			go func() { done <- k.wait(ctx, c, res) }()
 			// The service reads the item only while a request waits.
@@ -247,8 +245,7 @@ func TestClientWaitsOnWaitRoute(t *testing.T) {
 	store, reads := storeReads(t)
 	srv := testenv.Start(t, testenv.Options{StoreEndpoint: store})
 	c := newClient(t, srv.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	drain := func() {
 		for len(reads) > 0 {
 			<-reads
