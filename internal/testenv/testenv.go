@@ -250,6 +250,23 @@ type Server struct {
 // key, try-acquires that carried wait_seconds, refusals (local.Counts).
 func (s *Server) Counts() local.Counts { return s.runner.Counts() }
 
+// CheckRoutes fails tb unless the server's runner has counted want[key]
+// requests on each route key of want and no try-acquire that carried
+// wait_seconds, and logs what it counted.
+func (s *Server) CheckRoutes(tb testing.TB, want map[string]int64) {
+	tb.Helper()
+	got := s.Counts()
+	for key, n := range want {
+		if got.Requests[key] != n {
+			tb.Errorf("%s: got %d requests, want %d", key, got.Requests[key], n)
+		}
+	}
+	if got.TryWaitSeconds != 0 {
+		tb.Errorf("try-acquires with wait_seconds: got %d, want 0", got.TryWaitSeconds)
+	}
+	tb.Logf("runner counts: %v, try-acquires with wait_seconds %d", got.Requests, got.TryWaitSeconds)
+}
+
 // Start starts a Server that is closed when tb ends.
 func Start(tb testing.TB, opt Options) *Server {
 	tb.Helper()
