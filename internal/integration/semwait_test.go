@@ -1,10 +1,7 @@
 package integration_test
 
 import (
-	"encoding/json"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,92 +253,6 @@ func TestSemaphoreWaitDepartedWaiter(t *testing.T) {
 			t.Errorf("the acquire sent %v, want 1 UpdateItem", ops)
 		}
 	})
-}
-
-// TestSemaphoreWaitForceRelease: a force release of a slot whose permit
-// has a lock-delay, while the head waits, keeps the slot's lock-delay (the
-// head takes it at the slot's free_at, not before); an immediate one frees
-// it for the head at once.
-func TestSemaphoreWaitForceRelease(t *testing.T) {
-	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	for _, immediate := range []bool{false, true} {
-		t.Run(map[bool]string{false: "LockDelay", true: "Immediate"}[immediate], func(t *testing.T) {
-			t.Parallel()
-			name := res(t)
-			key := locklogic.SemaphorePrefix + name
-			r := call(t, srv, "POST", semPath(name), semBody(map[string]any{"owner": "holder", "ttl_seconds": 30, "permits": 1,
-				"lock_delay_seconds": 2}))
-			if r.json["acquired"] != true {
-				t.Fatalf("holder: %s", r.raw)
-			}
-			answer := semWaitFor(t, srv, name, "waiter", 1, 10, "")
-			awaitJoin(t, srv, key, "waiter", 1)
-			b, _ := json.Marshal(map[string]any{"slot": 0, "reason": "host gone", "immediate": immediate})
-			r = call(t, srv, "DELETE", "/admin/semaphores/"+url.PathEscape(name), string(b))
-			if r.status != 200 {
-				t.Fatalf("force release: got %d %s", r.status, r.raw)
-			}
-			// The slot's free_at as the force release answered it: the
-			// head may take the slot (and rewrite f0) before any read of
-			// the item.
-			freeAt := msOf(t, r.json, "free_at")
-			at := msOf(t, semGranted(t, "waiter", <-answer), "acquired_at")
-			if at < freeAt {
-				t.Errorf("the head took the slot %d ms before its free_at", freeAt-at)
-			}
-			if at > freeAt+1500 {
-				t.Errorf("the head took the slot %d ms after its free_at, want at once (within 1.5 s on a loaded machine)", at-freeAt)
-			}
-		})
-	}
-}
-
-// TestSemaphoreWaitHeadGrantSDKRetry: the head's grant of a permit lands
-// but its answer is lost; the SDK's retry finds the head's entry gone and
-// is refused. The waiter must find its own grant (its grant id, in some
-// slot) on the item and answer it, not wait on behind its own permit.
-func TestSemaphoreWaitHeadGrantSDKRetry(t *testing.T) {
-	t.Parallel()
-	for _, fault := range []faultproxy.Fault{faultproxy.AppliedThen500, faultproxy.AppliedThenReset} {
-		t.Run(fault.String(), func(t *testing.T) {
-			t.Parallel()
-			proxy := newProxy(t)
-			srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
-			direct := testenv.Start(t, testenv.Options{})
-			name := res(t)
-			key := locklogic.SemaphorePrefix + name
-			var n atomic.Int32
-			proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
-				// The head's grant: the only write conditioned on the
-				// head's place that takes a slot (a keep of place 0 sets
-				// no token).
-				body := string(r.Body)
-				if r.Op == "UpdateItem" && strings.Contains(body, "#q[0].#qi = :tk") && strings.Contains(body, "if_not_exists") && n.Add(1) == 1 {
-					return faultproxy.Action{Fault: fault}
-				}
-				return faultproxy.Action{}
-			})
-			held := semAcquire(t, direct, name, "holder", 30, 2)
-			other := semAcquire(t, direct, name, "other", 30, 2)
-			answer := semWaitFor(t, srv, name, "waiter", 2, 3, "")
-			awaitJoin(t, direct, key, "waiter", 1)
-			semRelease(t, direct, name, "holder", held)
-			got := <-answer
-			if n.Load() == 0 {
-				t.Fatal("the head's grant was never sent")
-			}
-			p := semGranted(t, "waiter whose grant's answer was lost", got)
-			holders, st := semHolders(t, direct, name)
-			if k, ok := holders["waiter"]; !ok || k != slotOf(t, p) || len(holders) != 2 {
-				t.Errorf("the store holds %s; want the waiter's permit in the slot it was answered, beside other's", st.raw)
-			}
-			if q := queueOf(t, direct, key); len(q) != 0 {
-				t.Errorf("queue: %+v, want empty (the grant removed the head's entry)", q)
-			}
-			semRelease(t, direct, name, "other", other)
-		})
-	}
 }
 
 // TestSemaphoreWaitGrantGuard: with a waiter queued, a slot freed in the
