@@ -22,7 +22,7 @@ import time
 import unittest
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ft288_locks import Response
 
@@ -178,42 +178,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# -- a delaying proxy ------------------------------------------------------------
+# -- proxies ---------------------------------------------------------------------
 
 
-class DelayProxy:
-    """An HTTP proxy in front of upstream that forwards each request at once
-    and holds back the answer for delay(method, path) seconds, or until the
-    client hangs up."""
+def _forward(up: urllib.parse.SplitResult, method: str, path: str, body: bytes,
+             timeout: float) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    """Sends a request to upstream and returns its status, headers and body."""
+    conn = http.client.HTTPConnection(up.hostname, up.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body or None, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.getheaders(), resp.read()
+    finally:
+        conn.close()
 
-    def __init__(self, upstream: str, delay: Callable[[str, str], float]) -> None:
-        up = urllib.parse.urlsplit(upstream)
-        proxy = self
 
+def _answer(handler: http.server.BaseHTTPRequestHandler, status: int, headers: List[Tuple[str, str]],
+            data: bytes) -> None:
+    """Answers with status, headers (but for hop-by-hop and per-server ones)
+    and data; a client that gave up on the answer is no error."""
+    try:
+        handler.send_response(status)
+        for k, v in headers:
+            if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
+                handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except OSError:
+        pass  # the client gave up on this answer
+
+
+class _Proxy:
+    """An HTTP server on 127.0.0.1 that hands each request and its body to
+    handle(handler, body), each in a thread of its own; close() joins them."""
+
+    def __init__(self, name: str, handle: Callable[[http.server.BaseHTTPRequestHandler, bytes], None]) -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
-            def _forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=10)
-                try:
-                    conn.request(self.command, self.path, body=body or None,
-                                 headers={"Content-Type": "application/json"})
-                    resp = conn.getresponse()
-                    status, headers, data = resp.status, resp.getheaders(), resp.read()
-                finally:
-                    conn.close()
-                # Hold the answer back, but stop as soon as the client hangs up.
-                select.select([self.connection], [], [], delay(self.command, self.path))
-                try:
-                    self.send_response(status)
-                    for k, v in headers:
-                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
-                            self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass  # the client gave up on this answer
+            def _handle(self) -> None:
+                handle(self, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
-            do_GET = do_POST = do_DELETE = _forward
+            do_GET = do_POST = do_DELETE = _handle
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -223,13 +227,30 @@ class DelayProxy:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="delay-proxy", daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name=name, daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()  # waits for the handler threads
         self._thread.join()
+
+
+class DelayProxy(_Proxy):
+    """An HTTP proxy in front of upstream that forwards each request at once
+    and holds back the answer for delay(method, path) seconds, or until the
+    client hangs up."""
+
+    def __init__(self, upstream: str, delay: Callable[[str, str], float]) -> None:
+        up = urllib.parse.urlsplit(upstream)
+
+        def handle(h: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
+            status, headers, data = _forward(up, h.command, h.path, body, 10)
+            # Hold the answer back, but stop as soon as the client hangs up.
+            select.select([h.connection], [], [], delay(h.command, h.path))
+            _answer(h, status, headers, data)
+
+        super().__init__("delay-proxy", handle)
 
 
 # -- version skew: an old stack, the released wire --------------------------------
@@ -256,7 +277,7 @@ def _waits(body: Optional[bytes]) -> bool:
     return isinstance(w, int) and w > 0
 
 
-class OldStackProxy:
+class OldStackProxy(_Proxy):
     """A proxy in front of upstream that answers as a stack from before the
     waiting routes did: API Gateway's 404 {"message":"Not Found"} on POST
     …/wait, and a try-acquire carrying wait_seconds > 0 served by upstream's
@@ -266,67 +287,30 @@ class OldStackProxy:
 
     def __init__(self, upstream: str) -> None:
         up = urllib.parse.urlsplit(upstream)
-        proxy = self
         self.acquires: List[List[Any]] = []
         self._mu = threading.Lock()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                route = acquire_route(self.path) if self.command == "POST" else ""
-                rec: List[Any] = [self.path, _waits(body), None]
-                if route:
-                    with proxy._mu:
-                        proxy.acquires.append(rec)
-                if route == "wait":
-                    rec[2] = 404
-                    data = b'{"message":"Not Found"}'
-                    self.send_response(404)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                path = self.path + "/wait" if route == "try" and rec[1] else self.path
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
-                try:
-                    conn.request(self.command, path, body=body or None, headers={"Content-Type": "application/json"})
-                    resp = conn.getresponse()
-                    status, headers, data = resp.status, resp.getheaders(), resp.read()
-                finally:
-                    conn.close()
-                rec[2] = status
-                try:
-                    self.send_response(status)
-                    for k, v in headers:
-                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
-                            self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass  # the client gave up on this answer
+        def handle(h: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
+            route = acquire_route(h.path) if h.command == "POST" else ""
+            rec: List[Any] = [h.path, _waits(body), None]
+            if route:
+                with self._mu:
+                    self.acquires.append(rec)
+            if route == "wait":
+                rec[2] = 404
+                data = b'{"message":"Not Found"}'
+                _answer(h, 404, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))], data)
+                return
+            path = h.path + "/wait" if route == "try" and rec[1] else h.path
+            status, headers, data = _forward(up, h.command, path, body, 60)
+            rec[2] = status
+            _answer(h, status, headers, data)
 
-            do_GET = do_POST = do_DELETE = _forward
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = False  # so that server_close() joins the handler threads
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="old-stack", daemon=True)
-        self._thread.start()
+        super().__init__("old-stack", handle)
 
     def snapshot(self) -> List[List[Any]]:
         with self._mu:
             return [list(r) for r in self.acquires]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join()
 
 
 class ReleasedWire:
