@@ -87,7 +87,29 @@ class Runner:
             [binary, "-addr", addr, "-counts", self.counts_path], cwd=REPO_ROOT, env=env,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        entry = self._await_log(offset, "serving the lock API", 60, 0.05)
+        if entry is None:
+            raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+        return entry["url"]
+
+    def counts(self) -> Dict[str, Any]:
+        """What the runner counted so far (locald -counts): {"requests": {route
+        key: n}, "try_wait_seconds": n, ...}. Asks with SIGUSR1 and waits for
+        the "counts written" line it logs."""
+        with self._counts_mu:
+            offset = os.path.getsize(self.log_path)
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGUSR1)
+            if self._await_log(offset, "counts written", 10, 0.01) is None:
+                raise RuntimeError(f"locald wrote no counts within 10 s:\n{self.log_tail()}")
+            with open(self.counts_path, "rb") as c:
+                return json.load(c)
+
+    def _await_log(self, offset: int, msg: str, timeout: float, poll: float) -> Optional[Dict[str, Any]]:
+        """The first JSON line of locald's log after offset whose msg is msg,
+        read as locald writes it (every poll seconds); None after timeout
+        seconds, or once locald has exited without writing it."""
+        deadline = time.monotonic() + timeout
         with open(self.log_path, "rb") as f:
             f.seek(offset)
             buf = b""
@@ -99,38 +121,12 @@ class Runner:
                         entry = json.loads(line)
                     except ValueError:
                         continue
-                    if entry.get("msg") == "serving the lock API":
-                        return entry["url"]
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
-
-    def counts(self) -> Dict[str, Any]:
-        """What the runner counted so far (locald -counts): {"requests": {route
-        key: n}, "try_wait_seconds": n, ...}. Asks with SIGUSR1 and waits for
-        the "counts written" line it logs."""
-        with self._counts_mu:
-            offset = os.path.getsize(self.log_path)
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGUSR1)
-            deadline = time.monotonic() + 10
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                buf = b""
-                while time.monotonic() < deadline:
-                    buf += f.read()
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        try:
-                            entry = json.loads(line)
-                        except ValueError:
-                            continue
-                        if entry.get("msg") == "counts written":
-                            with open(self.counts_path, "rb") as c:
-                                return json.load(c)
-                    time.sleep(0.01)
-        raise RuntimeError(f"locald wrote no counts within 10 s:\n{self.log_tail()}")
+                    if entry.get("msg") == msg:
+                        return entry
+                if self.proc is None or self.proc.poll() is not None:
+                    return None
+                time.sleep(poll)
+        return None
 
     def log_tail(self, n: int = 4000) -> str:
         try:
