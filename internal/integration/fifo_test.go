@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -139,6 +140,19 @@ func msOf(tb testing.TB, lock map[string]any, field string) int64 {
 	return at.UnixMilli()
 }
 
+// firstAnswer waits for the first answer on answers[j] of any j in
+// pending and returns j and the answer.
+func firstAnswer(answers []<-chan timedReply, pending map[int]bool) (int, timedReply) {
+	var idx []int
+	var cases []reflect.SelectCase
+	for j := range pending {
+		idx = append(idx, j)
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(answers[j])})
+	}
+	i, v, _ := reflect.Select(cases)
+	return idx[i], v.Interface().(timedReply)
+}
+
 // TestFairWaitingArrivalOrder: four waiters arrive in a known order (each
 // starts once the one before it is in the queue); every one takes the lock
 // and releases it at once, and the grants come in arrival order, whichever
@@ -162,20 +176,7 @@ func TestFairWaitingArrivalOrder(t *testing.T) {
 	pending := map[int]bool{0: true, 1: true, 2: true, 3: true}
 	for len(pending) > 0 {
 		// Whichever answer comes first: a grant out of order shows here.
-		got, answer := -1, timedReply{}
-		for got < 0 {
-			for j := range pending {
-				select {
-				case answer = <-answers[j]:
-					got = j
-				default:
-				}
-				if got >= 0 {
-					break
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
+		got, answer := firstAnswer(answers, pending)
 		delete(pending, got)
 		order = append(order, got)
 		owner := "w" + strconv.Itoa(got)

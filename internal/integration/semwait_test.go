@@ -85,20 +85,7 @@ func TestSemaphoreWaitArrivalOrder(t *testing.T) {
 	}
 	var order []int
 	for len(pending) > 0 {
-		got, answer := -1, timedReply{}
-		for got < 0 {
-			for j := range pending {
-				select {
-				case answer = <-answers[j]:
-					got = j
-				default:
-				}
-				if got >= 0 {
-					break
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
+		got, answer := firstAnswer(answers, pending)
 		delete(pending, got)
 		order = append(order, got)
 		owner := "w" + strconv.Itoa(got)
