@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -220,5 +221,26 @@ func TestRowsOf(t *testing.T) {
 		if ri.id != id || ri.key != ri.Key() || (ri.param == "name") != strings.Contains(ri.Path, "{name}") {
 			t.Errorf("rows[%d]: %+v", id, ri)
 		}
+	}
+}
+
+// TestOneEntryPointPerFunction: the rows of one function share its entry
+// point (Route.Handle), which serves each of them by the event's route key,
+// as the function's main does; each function has its own.
+func TestOneEntryPointPerFunction(t *testing.T) {
+	entry := map[string]uintptr{}
+	for _, r := range Routes {
+		p := reflect.ValueOf(r.Handle).Pointer()
+		if q, ok := entry[r.Name]; ok && q != p {
+			t.Errorf("%s: its Handle is not the one of the other rows of function %q", r.Key(), r.Name)
+		}
+		entry[r.Name] = p
+	}
+	seen := map[uintptr]string{}
+	for name, p := range entry {
+		if other, ok := seen[p]; ok {
+			t.Errorf("functions %q and %q share one entry point", name, other)
+		}
+		seen[p] = name
 	}
 }

@@ -34,10 +34,9 @@ type body struct {
 
 // Examples of each route's body, for the hint of an answer to an empty one.
 const (
-	exampleLease        = `{"owner": "worker-1", "ttl_seconds": 30}`
-	exampleLeaseWait    = `{"owner": "worker-1", "ttl_seconds": 30, "wait_seconds": 10}`
-	exampleRelease      = `{"owner": "worker-1"}`
-	exampleForceRelease = `{"reason": "the holder's host is gone"}`
+	exampleLease     = `{"owner": "worker-1", "ttl_seconds": 30}`
+	exampleLeaseWait = `{"owner": "worker-1", "ttl_seconds": 30, "wait_seconds": 10}`
+	exampleRelease   = `{"owner": "worker-1"}`
 )
 
 // pickExample returns the example body of a waiting route (waits) or of

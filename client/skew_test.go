@@ -84,145 +84,117 @@ var skewKinds = []skewKind{
 	},
 }
 
-// TestAcquireWaitsOnWaitRoute: today's stack. Every waiting round goes to
-// …/wait with wait_seconds and the queue ticket; the try route never sees
-// either (the fake answers them 422, as the service does).
-func TestAcquireWaitsOnWaitRoute(t *testing.T) {
+// TestAcquireWaitingRounds: where a waiting acquire's rounds go, by the
+// stack's version. Today's stack: every waiting round goes to …/wait with
+// wait_seconds and the queue ticket; the try route never sees either (the
+// fake answers them 422, as the service does). A stack from before the
+// waiting routes answers …/wait with API Gateway's 404 {"message":"Not
+// Found"}: the client sends that round again at once as the released
+// clients did (the try route with wait_seconds, the queue ticket carried
+// between rounds), waits at the service, and never asks …/wait again for
+// the client's life. Either way the waiter is granted right after the
+// release, and the next acquire goes to the remembered route at once.
+func TestAcquireWaitingRounds(t *testing.T) {
 	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, false, false, sec(30))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
-					t.Errorf("granted at %s, want right after the release (30s)", got)
-				}
-				got := log()
-				tk := got[0].Ticket
-				if len(got) > 1 {
-					tk = got[1].Ticket
-				}
-				want := []wire{{"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
-				if !slices.Equal(got, want) || tk == "" {
-					t.Errorf("acquires: got %v, want %v with the first round's ticket", got, want)
-				}
-			})
-		})
-	}
-}
-
-// TestAcquireOldStack: a stack from before the waiting routes answers
-// …/wait with API Gateway's 404 {"message":"Not Found"}. The client sends
-// that round again at once as the released clients did (the try route
-// with wait_seconds, the queue ticket carried between rounds), waits at the
-// service, and never asks …/wait again for the client's life.
-func TestAcquireOldStack(t *testing.T) {
-	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, true, false, sec(30))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
-					t.Errorf("granted at %s, want right after the release (30s): waiting at the service", got)
-				}
-				got := log()
-				tk := ""
-				if len(got) > 2 {
-					tk = got[2].Ticket
-				}
-				want := []wire{{"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
-				if !slices.Equal(got, want) || tk == "" {
-					t.Errorf("acquires: got %v, want %v with the first try's ticket", got, want)
-				}
-				// Remembered: the next acquire, of another name, goes to
-				// the try route at once.
-				if err := k.acquire(context.Background(), c, "free", "waiter"); err != nil {
-					t.Fatalf("second acquire: %v", err)
-				}
-				if got := log()[len(want):]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != sec(20) {
-					t.Errorf("second acquire: got %v, want one try with wait_seconds 20", got)
-				}
-			})
-		})
-	}
-}
-
-// TestAcquireOldestStack: a stack without the waiting routes that refuses
-// wait_seconds too (one from before server-side waiting): 404 on …/wait,
-// then 422 naming wait_seconds on the try route, then plain polls; both
-// remembered.
-func TestAcquireOldestStack(t *testing.T) {
-	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, true, true, sec(1))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got > sec(1.2) {
-					t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
-				}
-				got := log()
-				if len(got) < 4 || got[0] != (wire{"wait", sec(10), "", 0}) || got[1] != (wire{"try", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want …/wait (404), the try route with wait_seconds (422), then polls", got)
-				}
-				for _, w := range got[2:] {
-					if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
-						t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
+	for _, tc := range []struct {
+		name string
+		old  bool
+		// rounds are the waiter's acquires, the last carrying tk, the
+		// ticket of a round before it.
+		rounds func(tk string) []wire
+		next   string // the route of the next acquire
+	}{
+		{"WaitRoute", false, func(tk string) []wire {
+			return []wire{{"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
+		}, "wait"},
+		{"OldStack", true, func(tk string) []wire {
+			return []wire{{"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
+		}, "try"},
+	} {
+		for _, k := range skewKinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, tc.old, false, sec(30))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(50))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
 					}
-				}
-				n := len(got)
-				if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
-					t.Fatalf("second acquire: %v", err)
-				}
-				if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
-					t.Errorf("second acquire: got %v, want one plain try", got)
-				}
+					if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
+						t.Errorf("granted at %s, want right after the release (30s): waiting at the service", got)
+					}
+					got := log()
+					tk := ""
+					if len(got) > 0 {
+						tk = got[len(got)-1].Ticket
+					}
+					want := tc.rounds(tk)
+					if !slices.Equal(got, want) || tk == "" {
+						t.Errorf("acquires: got %v, want %v with an earlier round's ticket", got, want)
+					}
+					// Remembered: the next acquire, of another name, goes to
+					// that route at once.
+					if err := k.acquire(context.Background(), c, "free", "waiter"); err != nil {
+						t.Fatalf("second acquire: %v", err)
+					}
+					if got := log()[len(want):]; len(got) != 1 || got[0].Route != tc.next || got[0].Wait != sec(20) {
+						t.Errorf("second acquire: got %v, want one %s with wait_seconds 20", got, tc.next)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
-// TestAcquireWaitingOff: today's stack with waiting turned off (…/wait
-// answers 422 naming wait_seconds): the client polls the try route.
-func TestAcquireWaitingOff(t *testing.T) {
+// TestAcquirePollsWhenNotWaited: a stack that does not wait, because it
+// is from before server-side waiting (without the waiting routes and
+// refusing wait_seconds: 404 on …/wait, then 422 naming wait_seconds on
+// the try route) or has waiting turned off (…/wait answers 422 naming
+// wait_seconds): the client polls the try route, and remembers it.
+func TestAcquirePollsWhenNotWaited(t *testing.T) {
 	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, false, true, sec(1))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				got := log()
-				if len(got) < 3 || got[0] != (wire{"wait", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want …/wait (422), then polls", got)
-				}
-				for _, w := range got[1:] {
-					if w.Route != "try" || w.Wait != 0 {
-						t.Errorf("poll %v: want the try route without wait_seconds", w)
+	for _, tc := range []struct {
+		name    string
+		old     bool
+		refused []wire // the rounds refused before the polls
+	}{
+		{"OldestStack", true, []wire{{"wait", sec(10), "", 0}, {"try", sec(10), "", 0}}},
+		{"WaitingOff", false, []wire{{"wait", sec(10), "", 0}}},
+	} {
+		for _, k := range skewKinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, tc.old, true, sec(1))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(10))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
 					}
-				}
+					if got := at(time.Now()); got > sec(1.2) {
+						t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
+					}
+					got := log()
+					n := len(tc.refused)
+					if len(got) < n+2 || !slices.Equal(got[:n], tc.refused) {
+						t.Fatalf("acquires: got %v, want %v refused, then polls", got, tc.refused)
+					}
+					for _, w := range got[n:] {
+						if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
+							t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
+						}
+					}
+					n = len(got)
+					if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
+						t.Fatalf("second acquire: %v", err)
+					}
+					if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
+						t.Errorf("second acquire: got %v, want one plain try", got)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

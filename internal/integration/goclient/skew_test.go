@@ -151,8 +151,7 @@ func TestReleasedClientPollsNewService(t *testing.T) {
 			release := k.hold(t, newClient(t, srv.URL), res)
 			wire := newWireLog(true)
 			c := newClient(t, srv.URL, client.WithHTTPClient(&http.Client{Transport: wire}))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
+			ctx := testContext(t, 20*time.Second)
 			done := make(chan error, 1)
 			go func() { done <- k.wait(ctx, c, res) }()
 			// The refusal, then one poll answered "held".
@@ -203,8 +202,7 @@ func TestNewClientOldStack(t *testing.T) {
 			}
 			wire := newWireLog(false)
 			c := newClient(t, old.URL, client.WithHTTPClient(&http.Client{Transport: wire}))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
+			ctx := testContext(t, 20*time.Second)
 			done := make(chan error, 1)
 			go func() { done <- k.wait(ctx, c, res) }()
 			// The service reads the item only while a request waits.
@@ -247,8 +245,7 @@ func TestClientWaitsOnWaitRoute(t *testing.T) {
 	store, reads := storeReads(t)
 	srv := testenv.Start(t, testenv.Options{StoreEndpoint: store})
 	c := newClient(t, srv.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	drain := func() {
 		for len(reads) > 0 {
 			<-reads
@@ -304,20 +301,10 @@ func TestClientWaitsOnWaitRoute(t *testing.T) {
 		_ = p.Release(ctx)
 	}
 
-	got := srv.Counts()
-	want := map[string]int64{
+	srv.CheckRoutes(t, map[string]int64{
 		"POST /locks/{resource}":       2,
 		"POST /locks/{resource}/wait":  3,
 		"POST /semaphores/{name}":      2,
 		"POST /semaphores/{name}/wait": 2,
-	}
-	for key, n := range want {
-		if got.Requests[key] != n {
-			t.Errorf("%s: got %d requests, want %d", key, got.Requests[key], n)
-		}
-	}
-	if got.TryWaitSeconds != 0 {
-		t.Errorf("try-acquires with wait_seconds: got %d, want 0", got.TryWaitSeconds)
-	}
-	t.Logf("runner counts: %v, try-acquires with wait_seconds %d", got.Requests, got.TryWaitSeconds)
+	})
 }
