@@ -99,7 +99,7 @@ func TestForceReleaseBody(t *testing.T) {
 			db := &dynamofake.DB{}
 			ev := loadEvent(t, "admin-force-release-iam.json")
 			ev.Body = tc.body
-			resp, _ := newTestHandler(db, io.Discard).ForceRelease(context.Background(), ev)
+			resp, _ := newTestHandler(db, io.Discard).Admin(context.Background(), ev)
 			want422(t, resp, tc.field)
 			if len(db.Updates()) != 0 {
 				t.Errorf("an invalid force release reached the store")
@@ -149,7 +149,7 @@ func TestListEvent(t *testing.T) {
 			db := &dynamofake.DB{}
 			ev := loadEvent(t, "admin-list-iam.json")
 			ev.QueryStringParameters = tc.query
-			resp, _ := newTestHandler(db, io.Discard).ListLocks(context.Background(), ev)
+			resp, _ := newTestHandler(db, io.Discard).Admin(context.Background(), ev)
 			want422(t, resp, tc.field)
 			if len(db.Scans()) != 0 {
 				t.Errorf("an invalid listing reached the store")

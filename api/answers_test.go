@@ -59,7 +59,7 @@ func TestEveryFieldErrorAtOnce(t *testing.T) {
 // TestEmptyBodyHints: the 400 for an empty body shows the route's own body.
 func TestEmptyBodyHints(t *testing.T) {
 	for route, want := range map[string]string{
-		"acquire": exampleLease, "wait": exampleLease, "renew": exampleLease, "release": exampleRelease, "admin": exampleForceRelease,
+		"acquire": exampleLease, "wait": exampleLeaseWait, "renew": exampleLease, "release": exampleRelease, "admin": exampleForceRelease,
 	} {
 		resp := serveRoute(t, newTestHandler(&dynamofake.DB{}, io.Discard), route, " ")
 		if p := decodeBody(t, resp); resp.StatusCode != 400 || !strings.Contains(p["detail"].(string), want) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ft288/locks/locklogic"
 )
@@ -17,8 +18,8 @@ import (
 // A request on a quick route (try-acquire, renew, release, status, of locks
 // and semaphores) holds one Lambda execution for one store call: ~15 ms,
 // up to StoreBudget (3 s) when DynamoDB is slow. A request on a waiting
-// route (wait, watch) may hold one for a whole round
-// (locklogic.MaxWaitLimit, 20 s). Lambda's concurrency is one pool per
+// route (wait, watch) may hold one for a whole round and its last store
+// call (WaitHold: locklogic.MaxWaitLimit, 20 s, plus StoreBudget, 3 s). Lambda's concurrency is one pool per
 // account and Region (1,000 by default, as few as 10 on new accounts), so
 // without a bound enough waiters fill it and renewals are throttled: every
 // holder then loses its lease. Two bounds, both read from Routes by the CDK
@@ -27,10 +28,10 @@ import (
 //   - Route throttles (on by default; best-effort targets, as API Gateway
 //     applies them): each quick route admits QuickThrottle (1,000
 //     requests/s); a waiting route admitting R requests a second with burst
-//     B keeps at most about B + R × 20 s executions at once (Holds), and
-//     the four together at most WaitingBound (600) of a default account's
-//     1,000. The 400 left serve the quick routes while their mean duration
-//     is under 400 / 8,000 s = 50 ms at all eight routes' full rate, and the
+//     B keeps at most about B + R × 23 s executions at once (Holds), and
+//     the four together at most WaitingBound (672) of a default account's
+//     1,000. The 328 left serve the quick routes while their mean duration
+//     is under 328 / 8,000 s = 41 ms at all eight routes' full rate, and the
 //     account's other functions. API Gateway answers a throttled route 429
 //     {"message":"Too Many Requests"}.
 //   - Reserved concurrency (-c reserve=true): the one hard cap. Each
@@ -57,11 +58,15 @@ type Throttle struct {
 	Burst int
 }
 
+// WaitHold is the longest a waiting request holds its execution: a whole
+// round (locklogic.MaxWaitLimit), whose last write may start just before
+// the round's end, and that write's StoreBudget.
+const WaitHold = locklogic.MaxWaitLimit*time.Second + StoreBudget
+
 // Holds returns how many executions a waiting route throttled by t may hold
-// at once at most: its burst, and its rate for a whole round
-// (locklogic.MaxWaitLimit seconds).
+// at once at most: its burst, and its rate for WaitHold.
 func (t Throttle) Holds() int {
-	return t.Burst + int(math.Ceil(t.Rate*locklogic.MaxWaitLimit))
+	return t.Burst + int(math.Ceil(t.Rate*WaitHold.Seconds()))
 }
 
 // Route throttles, by the work one request of each route does.
@@ -70,15 +75,15 @@ var (
 	// status, of locks and of semaphores. One execution per store call.
 	QuickThrottle = Throttle{Rate: 1000, Burst: 1000}
 	// WaitThrottle bounds waiting lock acquires (POST
-	// /locks/{resource}/wait): at most 75 + 15 × 20 = 375 at once.
+	// /locks/{resource}/wait): at most 75 + 15 × 23 = 420 at once.
 	WaitThrottle = Throttle{Rate: 15, Burst: 75}
 	// SemaphoreWaitThrottle bounds waiting semaphore acquires: at most
-	// 20 + 4 × 20 = 100 at once.
+	// 20 + 4 × 23 = 112 at once.
 	SemaphoreWaitThrottle = Throttle{Rate: 4, Burst: 20}
-	// WatchThrottle bounds lock watches: at most 20 + 4 × 20 = 100 at once.
+	// WatchThrottle bounds lock watches: at most 20 + 4 × 23 = 112 at once.
 	WatchThrottle = Throttle{Rate: 4, Burst: 20}
-	// SemaphoreWatchThrottle bounds semaphore watches: at most 5 + 1 × 20
-	// = 25 at once.
+	// SemaphoreWatchThrottle bounds semaphore watches: at most 5 + 1 × 23
+	// = 28 at once.
 	SemaphoreWatchThrottle = Throttle{Rate: 1, Burst: 5}
 	// AdminThrottle bounds the operator routes (a listing scans).
 	AdminThrottle = Throttle{Rate: 5, Burst: 10}
@@ -90,7 +95,7 @@ var (
 
 // WaitingBound is how many executions the waiting routes' default
 // throttles let waiters and watchers hold at once: the sum of their Holds.
-const WaitingBound = 600
+const WaitingBound = 672
 
 // MinQuickRate is the least a quick route admits by default, requests/s.
 const MinQuickRate = 1000

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -66,9 +67,10 @@ func TestQuickRoutesCarryLoad(t *testing.T) {
 
 // TestWaitingBound: the waiting routes' default throttles let waiters and
 // watchers hold at most WaitingBound executions together (a burst, and the
-// rate for a whole 20 s round), which leaves a default account's pool
-// room for the quick routes at their full rate while their mean duration
-// stays under 50 ms (Little's law), as docs/operations.md states.
+// rate for WaitHold, a 20 s round and its last store call), which leaves a
+// default account's pool room for the quick routes at their full rate while
+// their mean duration stays under 41 ms (Little's law), as
+// docs/operations.md states.
 func TestWaitingBound(t *testing.T) {
 	holds, quick := 0, 0.0
 	for _, r := range Routes {
@@ -82,12 +84,12 @@ func TestWaitingBound(t *testing.T) {
 	if holds != WaitingBound {
 		t.Errorf("the waiting routes hold up to %d executions, want WaitingBound (%d)", holds, WaitingBound)
 	}
-	if left := DefaultAccountConcurrency - WaitingBound; float64(left)/quick != 0.05 {
-		t.Errorf("%d executions left for %g quick requests/s: they fill the pool at %g s each, want the documented 50 ms",
+	if left := DefaultAccountConcurrency - WaitingBound; float64(left)/quick != 0.041 {
+		t.Errorf("%d executions left for %g quick requests/s: they fill the pool at %g s each, want the documented 41 ms",
 			left, quick, float64(left)/quick)
 	}
-	if got := (Throttle{Rate: 15, Burst: 75}).Holds(); got != 375 {
-		t.Errorf("Holds of 15/s burst 75: got %d, want 375", got)
+	if got := (Throttle{Rate: 15, Burst: 75}).Holds(); got != 420 {
+		t.Errorf("Holds of 15/s burst 75: got %d, want 420", got)
 	}
 }
 
@@ -219,5 +221,26 @@ func TestRowsOf(t *testing.T) {
 		if ri.id != id || ri.key != ri.Key() || (ri.param == "name") != strings.Contains(ri.Path, "{name}") {
 			t.Errorf("rows[%d]: %+v", id, ri)
 		}
+	}
+}
+
+// TestOneEntryPointPerFunction: the rows of one function share its entry
+// point (Route.Handle), which serves each of them by the event's route key,
+// as the function's main does; each function has its own.
+func TestOneEntryPointPerFunction(t *testing.T) {
+	entry := map[string]uintptr{}
+	for _, r := range Routes {
+		p := reflect.ValueOf(r.Handle).Pointer()
+		if q, ok := entry[r.Name]; ok && q != p {
+			t.Errorf("%s: its Handle is not the one of the other rows of function %q", r.Key(), r.Name)
+		}
+		entry[r.Name] = p
+	}
+	seen := map[uintptr]string{}
+	for name, p := range entry {
+		if other, ok := seen[p]; ok {
+			t.Errorf("functions %q and %q share one entry point", name, other)
+		}
+		seen[p] = name
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -241,62 +242,84 @@ func FuzzHandlers(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, route, store uint8, resource string, body []byte, encoding uint8, decodedPath bool, arn string) {
 		rt := routeNamed(t, fuzzRoutes[int(route)%len(fuzzRoutes)])
-		op := rt.OperationID()
 		state := int(store) % storeStates
-		param, key := "resource", resource
-		if strings.HasPrefix(rt.Path, "/semaphores/") {
-			param, key = "name", locklogic.SemaphorePrefix+resource
-		}
-		req := fuzzEvent(rt, param, resource, decodedPath, body, encoding, arn)
 		db, reads := fuzzStore(state)
-		h := fuzzHandler(db)
-
-		resp, err := rt.Handle(h, context.Background(), req)
-		if err != nil {
-			t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
-		}
-		checkAnswer(t, op, resource, state, resp)
-		if resp.StatusCode == 200 && rt.Quick() {
-			// A try never waits: a body asking it to was refused.
-			var m map[string]json.RawMessage
-			if json.Unmarshal(body, &m) == nil && integerLiteral(m["wait_seconds"]) && string(m["wait_seconds"]) != "0" &&
-				!strings.HasPrefix(string(m["wait_seconds"]), "-") {
-				t.Fatalf("%s: got 200 for a body with wait_seconds %s, want 422 naming it", rt.Key(), m["wait_seconds"])
-			}
-		}
-
-		// A request answered 400, 413 or 422 never reached the store, and
-		// every key and owner that did reach it is valid.
-		reached := len(db.Updates()) > 0 || db.Gets() > 0
-		if c := resp.StatusCode; reached && (c == 400 || c == 413 || c == 422) {
-			t.Errorf("%s: got %d after %d writes and %d reads, want a client error to stay off the store", rt.Key(), c, len(db.Updates()), db.Gets())
-		}
-		keys := *reads
-		for _, in := range db.Updates() {
-			keys = append(keys, in.Key)
-			o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
-			if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil {
-				// A waiter's join: the owner is in its queue entry.
-				o, _ = qe.Value[0].(*types.AttributeValueMemberM).Value[locklogic.AttrOwner].(*types.AttributeValueMemberS)
-			}
-			if o == nil {
-				t.Fatalf("%s: write without an owner value", rt.Key())
-			}
-			if !validOwner(o.Value) {
-				t.Errorf("%s: owner %q reached the store; it is not a valid trimmed owner", rt.Key(), o.Value)
-			}
-		}
-		for _, k := range keys {
-			r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
-			if r == nil || r.Value != key {
-				t.Fatalf("%s: store key %v, want %q", rt.Key(), k, key)
-			}
-			var v locklogic.ValidationError
-			if locklogic.ValidateResource(strings.TrimPrefix(r.Value, locklogic.SemaphorePrefix), &v); v.Err() != nil {
-				t.Errorf("%s: resource %q reached the store: %v", rt.Key(), r.Value, v.Err())
-			}
-		}
+		serveFuzzed(t, fuzzed{rt, resource, body, encoding, decodedPath, arn}, db, reads, func(resp events.APIGatewayV2HTTPResponse) {
+			checkAnswer(t, rt.OperationID(), resource, state, resp)
+		})
 	})
+}
+
+// fuzzed is one fuzzed request: its route, the decoded path parameter, and
+// how its body and path are delivered (see fuzzEvent).
+type fuzzed struct {
+	rt          Route
+	value       string
+	body        []byte
+	encoding    uint8
+	decodedPath bool
+	arn         string
+}
+
+// serveFuzzed is the harness of both fuzz targets: it sends f to its
+// route's handler over db, has check judge the answer, and holds the
+// request to the API's promise: the handler returns no error, a try never
+// waits, a client error (400, 413, 422) stays off the store, and every key
+// and owner that reached the store is valid. reads are the keys db read.
+func serveFuzzed(t *testing.T, f fuzzed, db *dynamofake.DB, reads *[]map[string]types.AttributeValue, check func(events.APIGatewayV2HTTPResponse)) {
+	t.Helper()
+	rt := f.rt
+	param, key, validate := "resource", f.value, locklogic.ValidateResource
+	if strings.HasPrefix(rt.Path, "/semaphores/") {
+		param, key, validate = "name", locklogic.SemaphorePrefix+f.value, locklogic.ValidateSemaphoreName
+	}
+	req := fuzzEvent(rt, param, f.value, f.decodedPath, f.body, f.encoding, f.arn)
+	resp, err := rt.Handle(fuzzHandler(db), context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
+	}
+	check(resp)
+	if op := rt.OperationID(); resp.StatusCode == 200 && (op == "acquire" || op == "acquireSemaphore") {
+		// A try never waits: a body asking it to was refused. (Status
+		// reads no body; renew and release have their own members.)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(f.body, &m) == nil && integerLiteral(m["wait_seconds"]) && string(m["wait_seconds"]) != "0" &&
+			!strings.HasPrefix(string(m["wait_seconds"]), "-") {
+			t.Fatalf("%s: got 200 for a body with wait_seconds %s, want 422 naming it", rt.Key(), m["wait_seconds"])
+		}
+	}
+
+	reached := len(db.Updates()) > 0 || db.Gets() > 0
+	if c := resp.StatusCode; reached && (c == 400 || c == 413 || c == 422) {
+		t.Errorf("%s: got %d after %d writes and %d reads, want a client error to stay off the store", rt.Key(), c, len(db.Updates()), db.Gets())
+	}
+	keys := *reads
+	for _, in := range db.Updates() {
+		keys = append(keys, in.Key)
+		o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
+		if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil && len(qe.Value) == 1 {
+			// A waiter's join: the owner is in its queue entry.
+			if m, ok := qe.Value[0].(*types.AttributeValueMemberM); ok {
+				o, _ = m.Value[locklogic.AttrOwner].(*types.AttributeValueMemberS)
+			}
+		}
+		if o == nil {
+			t.Fatalf("%s: write without an owner value: %s", rt.Key(), aws.ToString(in.UpdateExpression))
+		}
+		if !validOwner(o.Value) {
+			t.Errorf("%s: owner %q reached the store; it is not a valid trimmed owner", rt.Key(), o.Value)
+		}
+	}
+	for _, k := range keys {
+		r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
+		if r == nil || r.Value != key {
+			t.Fatalf("%s: store key %v, want %q", rt.Key(), k, key)
+		}
+		var v locklogic.ValidationError
+		if validate(f.value, &v); v.Err() != nil {
+			t.Errorf("%s: %s %q reached the store: %v", rt.Key(), param, f.value, v.Err())
+		}
+	}
 }
 
 // validOwner reports whether s is an owner as the service stores it: valid
@@ -322,100 +345,114 @@ var okStatuses = map[string][]int{
 // the fake store in state, against the API's documented shapes.
 func checkAnswer(tb testing.TB, route, resource string, state int, resp events.APIGatewayV2HTTPResponse) {
 	tb.Helper()
+	m := answerBody(tb, route, okStatuses[route], resp)
+	if m == nil {
+		return
+	}
+	switch route {
+	case "status":
+		checkLock(tb, route, resource, m)
+	case "renew":
+		checkRenewed(tb, route, resource, m, lockShape)
+	case "acquire", "acquireWait":
+		// A waiter's place: only where the queue's writes succeed.
+		checkAcquired(tb, route, resource, m, resp, lockShape, state == storeFree, state == storeHeld, state == storeQueued && route == "acquireWait")
+	case "acquireSemaphore", "acquireSemaphoreWait":
+		// The fake store refuses every write when held or absent, the
+		// joins too: no place to answer.
+		checkAcquired(tb, route, resource, m, resp, permitShape, state == storeFree, state == storeHeld, false)
+	}
+}
+
+// leaseShape is how an answer shows a kind of lease: its member in an
+// acquire's or a renewal's answer and its check, the member naming its lock
+// or semaphore, and the one telling when the lease that blocks it ends.
+type leaseShape struct {
+	member, name, until string
+	check               func(tb testing.TB, route, name string, m map[string]json.RawMessage)
+}
+
+var (
+	lockShape   = leaseShape{member: "lock", name: "resource", until: "expires_at", check: checkLock}
+	permitShape = leaseShape{member: "permit", name: "name", until: "free_at", check: checkPermit}
+)
+
+// checkAcquired checks m, the answer of an acquire on name: a grant when
+// granted, else refused, saying when the blocking lease ends (and a
+// Retry-After) when until is known, and with a valid queue_ticket only when
+// ticketOK.
+func checkAcquired(tb testing.TB, route, name string, m map[string]json.RawMessage, resp events.APIGatewayV2HTTPResponse, k leaseShape,
+	granted, until, ticketOK bool) {
+	tb.Helper()
+	acquired := string(m["acquired"])
+	if want := strconv.FormatBool(granted); acquired != want {
+		tb.Fatalf("%s: got acquired %s, want %s: %s", route, acquired, want, resp.Body)
+	}
+	if granted {
+		wantKeys(tb, route, m, "acquired", k.member)
+		k.check(tb, route, name, jsonObject(tb, route, string(m[k.member])))
+		return
+	}
+	keys := []string{"acquired", k.name}
+	if t, ok := m["queue_ticket"]; ok {
+		var v locklogic.ValidationError
+		if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" || !ticketOK {
+			tb.Fatalf("%s: got queue_ticket %s, want one only from a waiting route where the queue's writes succeed", route, t)
+		}
+		keys = append(keys, "queue_ticket")
+	}
+	if until {
+		keys = append(keys, k.until)
+		checkTime(tb, route, k.until, m[k.until])
+		if resp.Headers["retry-after"] == "" {
+			tb.Errorf("%s: refused with a known %s but no Retry-After", route, k.until)
+		}
+	}
+	wantKeys(tb, route, m, keys...)
+	if got := jsonString(tb, route, m[k.name]); got != name {
+		tb.Fatalf("%s: got %s %q, want %q", route, k.name, got, name)
+	}
+}
+
+// checkRenewed checks m is a renewal's answer: renewed, and the lease.
+func checkRenewed(tb testing.TB, route, name string, m map[string]json.RawMessage, k leaseShape) {
+	tb.Helper()
+	wantKeys(tb, route, m, "renewed", k.member)
+	if string(m["renewed"]) != "true" {
+		tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
+	}
+	k.check(tb, route, name, jsonObject(tb, route, string(m[k.member])))
+}
+
+// answerBody checks what every answer of route shares: a status among ok,
+// an RFC 9457 problem for a 4xx, no body with a 204, else a JSON object,
+// which it returns (nil when there is no more to check).
+func answerBody(tb testing.TB, route string, ok []int, resp events.APIGatewayV2HTTPResponse) map[string]json.RawMessage {
+	tb.Helper()
 	c := resp.StatusCode
-	if !slices.Contains(okStatuses[route], c) {
-		tb.Fatalf("%s: got status %d (body %q), want one of %v", route, c, resp.Body, okStatuses[route])
+	if !slices.Contains(ok, c) {
+		tb.Fatalf("%s: got status %d (body %q), want one of %v", route, c, resp.Body, ok)
 	}
 	if c >= 400 {
 		checkProblem(tb, route, resp)
-		return
+		return nil
 	}
 	if c == 204 {
 		if resp.Body != "" {
 			tb.Fatalf("%s: got 204 with body %q, want none", route, resp.Body)
 		}
-		return
+		return nil
 	}
 	if ct := resp.Headers["content-type"]; ct != "application/json" {
 		tb.Fatalf("%s: got 200 with content-type %q, want application/json", route, ct)
 	}
-	m := jsonObject(tb, route, resp.Body)
-	switch route {
-	case "status":
-		checkLock(tb, route, resource, m)
-	case "renew":
-		wantKeys(tb, route, m, "renewed", "lock")
-		if string(m["renewed"]) != "true" {
-			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
-		}
-		checkLock(tb, route, resource, jsonObject(tb, route, string(m["lock"])))
-	case "acquire", "acquireWait":
-		acquired := string(m["acquired"])
-		if want := strconv.FormatBool(state == storeFree); acquired != want {
-			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
-		}
-		if acquired == "true" {
-			wantKeys(tb, route, m, "acquired", "lock")
-			checkLock(tb, route, resource, jsonObject(tb, route, string(m["lock"])))
-			return
-		}
-		keys := []string{"acquired", "resource"}
-		if t, ok := m["queue_ticket"]; ok {
-			// A waiter's place: only where the queue's writes succeed.
-			var v locklogic.ValidationError
-			if locklogic.ValidateQueueTicket(jsonString(tb, route, t), &v); v.Err() != nil || jsonString(tb, route, t) == "" ||
-				state != storeQueued || route != "acquireWait" {
-				tb.Fatalf("%s: got queue_ticket %s with the store %d, want a ticket of a queued waiter", route, t, state)
-			}
-			keys = append(keys, "queue_ticket")
-		}
-		if state == storeHeld {
-			wantKeys(tb, route, m, append(keys, "expires_at")...)
-			checkTime(tb, route, "expires_at", m["expires_at"])
-			if resp.Headers["retry-after"] == "" {
-				tb.Errorf("%s: held with a known expiry but no Retry-After", route)
-			}
-		} else {
-			wantKeys(tb, route, m, keys...)
-		}
-		if got := jsonString(tb, route, m["resource"]); got != resource {
-			tb.Fatalf("%s: got resource %q, want %q", route, got, resource)
-		}
-	case "acquireSemaphore", "acquireSemaphoreWait":
-		acquired := string(m["acquired"])
-		if want := strconv.FormatBool(state == storeFree); acquired != want {
-			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
-		}
-		if acquired == "true" {
-			wantKeys(tb, route, m, "acquired", "permit")
-			p := jsonObject(tb, route, string(m["permit"]))
-			wantKeys(tb, route, p, "name", "slot", "owner", "fencing_token", "acquired_at", "expires_at")
-			if got := jsonString(tb, route, p["name"]); got != resource {
-				tb.Fatalf("%s: got permit name %q, want %q", route, got, resource)
-			}
-			if o := jsonString(tb, route, p["owner"]); !validOwner(o) {
-				tb.Fatalf("%s: got permit owner %q, want a valid trimmed owner", route, o)
-			}
-			return
-		}
-		// The fake store refuses every write when held or absent, the
-		// joins too: no place to answer.
-		if state == storeHeld {
-			wantKeys(tb, route, m, "acquired", "name", "free_at")
-			checkTime(tb, route, "free_at", m["free_at"])
-			if resp.Headers["retry-after"] == "" {
-				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
-			}
-		} else {
-			wantKeys(tb, route, m, "acquired", "name")
-		}
-		if got := jsonString(tb, route, m["name"]); got != resource {
-			tb.Fatalf("%s: got name %q, want %q", route, got, resource)
-		}
-	}
+	return jsonObject(tb, route, resp.Body)
 }
 
-// checkProblem checks that resp is an RFC 9457 problem of this API.
+// checkProblem checks that resp is an RFC 9457 problem of this API about
+// route's resource (its instance under /locks/ or /semaphores/), with the
+// members its type has: a permits-mismatch the semaphore's permits, a
+// not-found perhaps force_released.
 func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPResponse) {
 	tb.Helper()
 	if ct := resp.Headers["content-type"]; ct != "application/problem+json" {
@@ -423,14 +460,20 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	}
 	m := jsonObject(tb, route, resp.Body)
 	keys := []string{"type", "title", "status", "detail", "instance"}
-	if resp.StatusCode == 422 {
+	typ := jsonString(tb, route, m["type"])
+	switch {
+	case resp.StatusCode == 422:
 		keys = append(keys, "errors")
-	}
-	if resp.StatusCode == 409 && strings.HasPrefix(route, "acquireSemaphore") {
-		keys = append(keys, "permits") // permits-mismatch: the semaphore's N
+	case typ == ProblemTypeBase+"permits-mismatch":
+		keys = append(keys, "permits")
+		if p, err := strconv.Atoi(string(m["permits"])); err != nil || p < 1 || p > locklogic.MaxPermits {
+			tb.Fatalf("%s: got permits %s in a permits-mismatch, want 1 to %d", route, m["permits"], locklogic.MaxPermits)
+		}
+	case resp.StatusCode == 404 && string(m["force_released"]) == "true":
+		keys = append(keys, "force_released")
 	}
 	wantKeys(tb, route, m, keys...)
-	if typ := jsonString(tb, route, m["type"]); !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
+	if !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
 		tb.Fatalf("%s: got problem type %q, want %s<slug>", route, typ, ProblemTypeBase)
 	}
 	if jsonString(tb, route, m["title"]) == "" || jsonString(tb, route, m["detail"]) == "" {
@@ -441,7 +484,7 @@ func checkProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPRespo
 	}
 	inst := jsonString(tb, route, m["instance"])
 	prefix := "/locks/"
-	if strings.HasPrefix(route, "acquireSemaphore") {
+	if strings.Contains(strings.ToLower(route), "semaphore") {
 		prefix = "/semaphores/"
 	}
 	if !strings.HasPrefix(inst, prefix) || !isURIPath(inst) {

@@ -136,7 +136,7 @@ func (h *Handler) AcquireWait(ctx context.Context, req events.APIGatewayV2HTTPRe
 // acquire is the route of Acquire (waits false) and of AcquireWait: parse,
 // one AcquireWait, map its outcome.
 func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string, waits bool) (result, error) {
-	b, err := parseBody(req, exampleLease, "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds", "queue_ticket")
+	b, err := parseBody(req, pickExample(waits, exampleLease, exampleLeaseWait), "owner", "ttl_seconds", "wait_seconds", "lock_delay_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}
@@ -199,7 +199,8 @@ func (h *Handler) checkWaiting(waits bool, wait int64, ticket string, try, wait2
 	}
 }
 
-// Status serves GET /locks/{resource}: the live lease, or 404.
+// Status serves GET /locks/{resource}: the live lease, or 404; and GET
+// /semaphores/{name}: N and the live permits.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeStatus, routeSemStatus))
 }
@@ -213,7 +214,8 @@ func (h *Handler) status(ctx context.Context, resource string) (result, error) {
 }
 
 // Release serves DELETE /locks/{resource} with body {"owner"} and an
-// optional "fencing_token": 204, or 404/403/409.
+// optional "fencing_token": 204, or 404/403/409; and DELETE
+// /semaphores/{name}, whose body also names the "slot".
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeRelease, routeSemRelease))
 }
@@ -237,7 +239,8 @@ func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPReque
 }
 
 // Renew serves POST /locks/{resource}/renew with body {"owner",
-// "ttl_seconds"} and an optional "fencing_token".
+// "ttl_seconds"} and an optional "fencing_token"; and POST
+// /semaphores/{name}/renew, whose body also names the "slot".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeRenew, routeSemRenew))
 }
@@ -261,21 +264,10 @@ func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 	return result{status: 200, body: renewedBody(lock), outcome: "renewed"}, nil
 }
 
-// ListLocks serves GET /admin/locks: the live leases whose name starts
-// with ?prefix, a page of at most ?limit, from ?cursor on.
-func (h *Handler) ListLocks(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeList)
-}
-
-// ForceRelease serves DELETE /admin/locks/{resource} with body {"reason"}:
-// it ends the live lease whoever holds it and answers what it ended.
-func (h *Handler) ForceRelease(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeForceRelease)
-}
-
 // Watch serves GET /locks/{resource}/watch?index=I&wait_seconds=N: the
 // lock's state as soon as its index differs from I, or when N seconds have
-// passed (locklogic.Service.Watch).
+// passed (locklogic.Service.Watch); and GET /semaphores/{name}/watch
+// (locklogic.Service.WatchSemaphore).
 func (h *Handler) Watch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, pick(&req, routeWatch, routeSemWatch))
 }
@@ -353,19 +345,6 @@ type WatchResponse struct {
 	BlockedUntil string `json:"blocked_until,omitempty"`
 }
 
-// Admin is the admin function's entry point: it serves every api.Routes
-// row marked Admin, chosen by the event's route key. An event of another
-// route is answered 404 as API Gateway answers an unknown route.
-func (h *Handler) Admin(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	for _, r := range Routes {
-		if r.Admin && r.Key() == req.RouteKey {
-			return r.Handle(h, ctx, req)
-		}
-	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: 404, Headers: map[string]string{"content-type": "application/json"},
-		Body: `{"message":"Not Found"}`}, nil
-}
-
 // Routes' work on the store, as serve runs it: each names one row of
 // Routes (Route.id), whose descriptor (rows) says the rest. A switch rather
 // than a function value: a pointer passed to a function value escapes, and
@@ -431,10 +410,10 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.release(ctx, req, resource)
 	case routeRenew:
 		res, err = h.renew(ctx, req, resource)
-	case routeList:
-		res, err = h.list(ctx, req)
-	case routeForceRelease:
-		res, err = h.forceRelease(ctx, req, resource)
+	case routeList, routeSemList:
+		res, err = h.list(ctx, req, route)
+	case routeForceRelease, routeSemForceRelease:
+		res, err = h.forceRelease(ctx, req, route, resource)
 	case routeWatch:
 		res, err = h.watch(ctx, req, resource)
 	default:
@@ -527,136 +506,6 @@ func stringify(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// AdminLockJSON is a lease as the admin routes show it: LockJSON's members
-// and the IAM principal bound to the lease, when there is one.
-type AdminLockJSON struct {
-	Resource         string `json:"resource"`
-	Owner            string `json:"owner"`
-	Principal        string `json:"principal,omitempty"`
-	FencingToken     int64  `json:"fencing_token"`
-	AcquiredAt       string `json:"acquired_at"`
-	ExpiresAt        string `json:"expires_at"`
-	LockDelaySeconds int64  `json:"lock_delay_seconds,omitempty"`
-	// ForceReleased marks a lease an operator ended, listed while its
-	// lock-delay still blocks the lock.
-	ForceReleased bool `json:"force_released,omitempty"`
-}
-
-// ListResponse is the 200 body of GET /admin/locks: one page of leases and,
-// when the listing goes on, the cursor to ask for the next page with.
-type ListResponse struct {
-	Locks  []AdminLockJSON `json:"locks"`
-	Cursor string          `json:"cursor,omitempty"`
-}
-
-// ForceReleaseResponse is the 200 body of DELETE /admin/locks/{resource}:
-// the lease it ended, as it was, the reason given, whether the lock was
-// freed at once, and when others may take it.
-type ForceReleaseResponse struct {
-	Ended     AdminLockJSON `json:"ended"`
-	Reason    string        `json:"reason"`
-	Immediate bool          `json:"immediate"`
-	FreeAt    string        `json:"free_at"`
-}
-
-func adminLockJSON(l locklogic.Lock) AdminLockJSON {
-	j := lockJSON(l)
-	return AdminLockJSON{Resource: j.Resource, Owner: j.Owner, Principal: l.Principal, FencingToken: j.FencingToken,
-		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds, ForceReleased: l.ForceReleased}
-}
-
-// listParams are the query parameters GET /admin/locks accepts.
-var listParams = []string{"prefix", "limit", "cursor"}
-
-// list is ListLocks' route: read the query, one List, the page.
-func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest) (result, error) {
-	lr, err := listQuery(req)
-	if err != nil {
-		return result{}, err
-	}
-	page, err := h.svc.List(ctx, lr, h.budget())
-	if err != nil {
-		return result{}, err
-	}
-	body := ListResponse{Locks: make([]AdminLockJSON, len(page.Locks)), Cursor: page.Cursor}
-	for i, l := range page.Locks {
-		body.Locks[i] = adminLockJSON(l)
-	}
-	return result{status: 200, body: body, outcome: "listed"}, nil
-}
-
-// listQuery reads a listing's query parameters.
-func listQuery(req *events.APIGatewayV2HTTPRequest) (locklogic.ListRequest, error) {
-	var v locklogic.ValidationError
-	q := req.QueryStringParameters
-	for name := range q {
-		if !contains(listParams, name) {
-			v.Add(name, "is not a known query parameter; allowed: "+strings.Join(listParams, ", "))
-		}
-	}
-	lr := locklogic.ListRequest{Prefix: q["prefix"], Cursor: q["cursor"]}
-	if s, ok := q["limit"]; ok {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || !integerLiteral([]byte(s)) || n < 1 {
-			v.Add("limit", "must be an integer from 1 to "+strconv.Itoa(locklogic.MaxListLimit))
-		}
-		lr.Limit = n
-	}
-	return lr, v.Err()
-}
-
-// forceRelease is ForceRelease's route: parse, one ForceRelease, one audit
-// line for every attempt that reached the store, refused or not.
-func (h *Handler) forceRelease(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
-	b, err := parseBody(req, exampleForceRelease, "reason", "immediate", "fencing_token")
-	if err != nil {
-		return result{}, err
-	}
-	fr := locklogic.ForceReleaseRequest{Resource: resource, Reason: b.str("reason"),
-		Immediate: b.bool("immediate"), FencingToken: b.int("fencing_token", false)}
-	if h.svc.ValidateForceRelease(&fr, &b.errs); b.errs.Err() != nil {
-		return result{}, &b.errs
-	}
-	res, err := h.svc.ForceRelease(ctx, fr)
-	h.audit(ctx, req, fr, res, err)
-	if err != nil {
-		return result{}, err
-	}
-	return result{status: 200, outcome: "force-released", body: ForceReleaseResponse{Ended: adminLockJSON(res.Ended),
-		Reason: fr.Reason, Immediate: res.Immediate, FreeAt: string(appendTime(nil, res.FreeAt))}}, nil
-}
-
-// audit writes the audit line of a force release: who asked, what for, and
-// what came of it — the lease it ended, or the refusal and the lease that
-// stayed (a LeaseChangedError's).
-func (h *Handler) audit(ctx context.Context, req *events.APIGatewayV2HTTPRequest, fr locklogic.ForceReleaseRequest, res locklogic.ForceReleaseResult, err error) {
-	outcome, lock := "force-released", res.Ended
-	if err != nil {
-		outcome = problemFor(err, fr.Resource).Type[len(ProblemTypeBase):]
-		var changed *locklogic.LeaseChangedError
-		if errors.As(err, &changed) {
-			lock = changed.Current
-		}
-	}
-	attrs := []slog.Attr{
-		slog.String("action", "force-release"),
-		slog.String("outcome", outcome),
-		slog.String("request_id", req.RequestContext.RequestID),
-		slog.String("principal", caller(*req)),
-		slog.String("resource", fr.Resource),
-		slog.Bool("immediate", fr.Immediate),
-		slog.String("reason", fr.Reason),
-	}
-	if fr.FencingToken != nil {
-		attrs = append(attrs, slog.Int64("expected_token", *fr.FencingToken))
-	}
-	if lock.Owner != "" {
-		attrs = append(attrs, slog.String("owner", lock.Owner), slog.String("owner_principal", lock.Principal),
-			slog.Int64("fencing_token", lock.FencingToken))
-	}
-	h.log.LogAttrs(ctx, slog.LevelInfo, "audit", attrs...)
 }
 
 // arrived is when req reached the service: API Gateway's timeEpoch,

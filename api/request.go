@@ -34,10 +34,19 @@ type body struct {
 
 // Examples of each route's body, for the hint of an answer to an empty one.
 const (
-	exampleLease        = `{"owner": "worker-1", "ttl_seconds": 30}`
-	exampleRelease      = `{"owner": "worker-1"}`
-	exampleForceRelease = `{"reason": "the holder's host is gone"}`
+	exampleLease     = `{"owner": "worker-1", "ttl_seconds": 30}`
+	exampleLeaseWait = `{"owner": "worker-1", "ttl_seconds": 30, "wait_seconds": 10}`
+	exampleRelease   = `{"owner": "worker-1"}`
 )
+
+// pickExample returns the example body of a waiting route (waits) or of
+// its try route: each route's hint must be a body that route accepts.
+func pickExample(waits bool, try, wait string) string {
+	if waits {
+		return wait
+	}
+	return try
+}
 
 // parseBody reads req's body as one JSON object whose member names are all
 // in allowed. Size and syntax problems are *bodyError (an empty body's hint

@@ -53,8 +53,10 @@ type Route struct {
 	// other lock route is quick: one store call, or a few. Rows of one
 	// function must agree.
 	Waits bool
-	// Handle is a method expression on *Handler, so the table can be read
-	// (by the CDK app) without building a Handler.
+	// Handle is the entry point of the row's function, which the rows of
+	// one function share: it serves each by the event's route key. A
+	// method expression on *Handler, so the table can be read (by the CDK
+	// app) without building a Handler.
 	Handle func(h *Handler, ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 
 	// id is the handler's constant for the row (serve's switch): every
@@ -108,28 +110,28 @@ var Routes = []Route{
 	{Name: "watch", Method: "GET", Path: "/locks/{resource}/watch", Timeout: WaitTimeout, Waits: true,
 		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch, id: routeWatch, perCall: true},
 	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).ListLocks, id: routeList, perCall: true},
+		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeList, perCall: true},
 	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).ForceRelease, id: routeForceRelease},
+		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeForceRelease},
 	// Semaphores: each row on the function of the same job as the lock's,
 	// so capacity isolation and IAM carry over (the function tells the
 	// rows apart by the event's route key).
 	{Name: "acquire", Operation: "acquireSemaphore", Method: "POST", Path: "/semaphores/{name}", Timeout: RouteTimeout,
-		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).AcquireSemaphore, id: routeSemAcquire, perCall: true},
+		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeSemAcquire, perCall: true},
 	{Name: "wait", Operation: "acquireSemaphoreWait", Method: "POST", Path: "/semaphores/{name}/wait", Timeout: WaitTimeout, Waits: true,
-		Throttle: SemaphoreWaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireSemaphoreWait, id: routeSemAcquireWait, perCall: true},
+		Throttle: SemaphoreWaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireWait, id: routeSemAcquireWait, perCall: true},
 	{Name: "status", Operation: "semaphoreStatus", Method: "GET", Path: "/semaphores/{name}", Timeout: RouteTimeout,
-		Throttle: QuickThrottle, Handle: (*Handler).SemaphoreStatus, id: routeSemStatus},
+		Throttle: QuickThrottle, Handle: (*Handler).Status, id: routeSemStatus},
 	{Name: "release", Operation: "releaseSemaphore", Method: "DELETE", Path: "/semaphores/{name}", Timeout: RouteTimeout,
-		Throttle: QuickThrottle, Reserve: ReleaseReserve, Handle: (*Handler).ReleaseSemaphore, id: routeSemRelease},
+		Throttle: QuickThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release, id: routeSemRelease},
 	{Name: "renew", Operation: "renewSemaphore", Method: "POST", Path: "/semaphores/{name}/renew", Timeout: RouteTimeout,
-		Throttle: QuickThrottle, Reserve: RenewReserve, Handle: (*Handler).RenewSemaphore, id: routeSemRenew},
+		Throttle: QuickThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew, id: routeSemRenew},
 	{Name: "watch", Operation: "watchSemaphore", Method: "GET", Path: "/semaphores/{name}/watch", Timeout: WaitTimeout, Waits: true,
-		Throttle: SemaphoreWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).WatchSemaphore, id: routeSemWatch, perCall: true},
+		Throttle: SemaphoreWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch, id: routeSemWatch, perCall: true},
 	{Name: "admin", Operation: "listSemaphores", Admin: true, Method: "GET", Path: "/admin/semaphores", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).ListSemaphores, id: routeSemList, perCall: true},
+		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemList, perCall: true},
 	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",
-		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).ForceReleaseSemaphore, id: routeSemForceRelease},
+		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemForceRelease},
 }
 
 // OperationID returns the route's OpenAPI operationId: Operation, or Name

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"math"
 	"strconv"
 
@@ -16,59 +15,10 @@ import (
 // an empty one.
 const (
 	exampleSemaphore        = `{"owner": "worker-1", "ttl_seconds": 30, "permits": 3}`
+	exampleSemaphoreWait    = `{"owner": "worker-1", "ttl_seconds": 30, "permits": 3, "wait_seconds": 10}`
 	exampleSemaphoreRenew   = `{"owner": "worker-1", "slot": 0, "ttl_seconds": 30}`
 	exampleSemaphoreRelease = `{"owner": "worker-1", "slot": 0}`
-	exampleSemaphoreForce   = `{"slot": 0, "reason": "the holder's host is gone"}`
 )
-
-// AcquireSemaphore serves POST /semaphores/{name} with body {"owner",
-// "ttl_seconds", "permits"} and an optional "lock_delay_seconds": a permit,
-// or full, at once (a try, as Acquire's).
-func (h *Handler) AcquireSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemAcquire)
-}
-
-// AcquireSemaphoreWait serves POST /semaphores/{name}/wait: the try body
-// plus "wait_seconds" (required) and an optional "queue_ticket", a waiting
-// acquire in the semaphore's queue, as AcquireWait's for a lock.
-func (h *Handler) AcquireSemaphoreWait(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemAcquireWait)
-}
-
-// SemaphoreStatus serves GET /semaphores/{name}: N and the live permits.
-func (h *Handler) SemaphoreStatus(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemStatus)
-}
-
-// ReleaseSemaphore serves DELETE /semaphores/{name} with body {"owner",
-// "slot"} and an optional "fencing_token": 204, or 404/403/409.
-func (h *Handler) ReleaseSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemRelease)
-}
-
-// RenewSemaphore serves POST /semaphores/{name}/renew with body {"owner",
-// "slot", "ttl_seconds"} and an optional "fencing_token".
-func (h *Handler) RenewSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemRenew)
-}
-
-// WatchSemaphore serves GET /semaphores/{name}/watch?index=I&wait_seconds=N
-// (locklogic.Service.WatchSemaphore).
-func (h *Handler) WatchSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemWatch)
-}
-
-// ListSemaphores serves GET /admin/semaphores: one row per permit that
-// keeps its slot, of the semaphores whose name starts with ?prefix.
-func (h *Handler) ListSemaphores(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemList)
-}
-
-// ForceReleaseSemaphore serves DELETE /admin/semaphores/{name} with body
-// {"slot", "reason"}: it ends the permit in that slot whoever holds it.
-func (h *Handler) ForceReleaseSemaphore(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, routeSemForceRelease)
-}
 
 // PermitJSON is a permit as the API shows it.
 type PermitJSON struct {
@@ -85,29 +35,6 @@ func permitJSON(p locklogic.Permit) PermitJSON {
 	l := lockJSON(p.Lock)
 	return PermitJSON{Name: l.Resource, Slot: p.Slot, Owner: l.Owner, FencingToken: l.FencingToken, AcquiredAt: l.AcquiredAt,
 		ExpiresAt: l.ExpiresAt, LockDelaySeconds: l.LockDelaySeconds}
-}
-
-// AdminPermitJSON is a permit as the admin routes show it: PermitJSON's
-// members, the semaphore's N, the IAM principal bound to the permit and
-// whether an operator ended it.
-type AdminPermitJSON struct {
-	Name             string `json:"name"`
-	Slot             int    `json:"slot"`
-	Permits          int64  `json:"permits"`
-	Owner            string `json:"owner"`
-	Principal        string `json:"principal,omitempty"`
-	FencingToken     int64  `json:"fencing_token"`
-	AcquiredAt       string `json:"acquired_at"`
-	ExpiresAt        string `json:"expires_at"`
-	LockDelaySeconds int64  `json:"lock_delay_seconds,omitempty"`
-	ForceReleased    bool   `json:"force_released,omitempty"`
-}
-
-func adminPermitJSON(p locklogic.Permit) AdminPermitJSON {
-	l := lockJSON(p.Lock)
-	return AdminPermitJSON{Name: l.Resource, Slot: p.Slot, Permits: p.Permits, Owner: l.Owner, Principal: p.Principal,
-		FencingToken: l.FencingToken, AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt, LockDelaySeconds: l.LockDelaySeconds,
-		ForceReleased: p.ForceReleased}
 }
 
 // SemaphoreAcquireResponse is the 200 body of POST /semaphores/{name}: a
@@ -147,21 +74,6 @@ type SemaphoreWatchResponse struct {
 	Holders      []PermitJSON `json:"holders"`
 }
 
-// SemaphoreListResponse is the 200 body of GET /admin/semaphores.
-type SemaphoreListResponse struct {
-	Holders []AdminPermitJSON `json:"holders"`
-	Cursor  string            `json:"cursor,omitempty"`
-}
-
-// SemaphoreForceReleaseResponse is the 200 body of DELETE
-// /admin/semaphores/{name}.
-type SemaphoreForceReleaseResponse struct {
-	Ended     AdminPermitJSON `json:"ended"`
-	Reason    string          `json:"reason"`
-	Immediate bool            `json:"immediate"`
-	FreeAt    string          `json:"free_at"`
-}
-
 func holdersJSON(ps []locklogic.Permit) []PermitJSON {
 	out := make([]PermitJSON, len(ps))
 	for i, p := range ps {
@@ -187,10 +99,6 @@ func (h *Handler) serveSemaphore(ctx context.Context, req *events.APIGatewayV2HT
 		return h.semRenew(ctx, req, name)
 	case routeSemWatch:
 		return h.semWatch(ctx, req, name)
-	case routeSemList:
-		return h.semList(ctx, req)
-	case routeSemForceRelease:
-		return h.semForceRelease(ctx, req, name)
 	}
 	return result{}, errors.New("no such route")
 }
@@ -198,7 +106,7 @@ func (h *Handler) serveSemaphore(ctx context.Context, req *events.APIGatewayV2HT
 // semAcquire is the route of AcquireSemaphore (waits false) and of
 // AcquireSemaphoreWait, as acquire is for a lock.
 func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string, waits bool) (result, error) {
-	b, err := parseBody(req, exampleSemaphore, "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds", "queue_ticket")
+	b, err := parseBody(req, pickExample(waits, exampleSemaphore, exampleSemaphoreWait), "owner", "ttl_seconds", "permits", "lock_delay_seconds", "wait_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}
@@ -285,71 +193,4 @@ func (h *Handler) semWatch(ctx context.Context, req *events.APIGatewayV2HTTPRequ
 		outcome = "changed"
 	}
 	return result{status: 200, body: body, outcome: outcome, waits: wr.WaitSeconds > 0}, nil
-}
-
-func (h *Handler) semList(ctx context.Context, req *events.APIGatewayV2HTTPRequest) (result, error) {
-	lr, err := listQuery(req)
-	if err != nil {
-		return result{}, err
-	}
-	page, err := h.svc.ListSemaphores(ctx, lr, h.budget())
-	if err != nil {
-		return result{}, err
-	}
-	body := SemaphoreListResponse{Holders: make([]AdminPermitJSON, len(page.Permits)), Cursor: page.Cursor}
-	for i, p := range page.Permits {
-		body.Holders[i] = adminPermitJSON(p)
-	}
-	return result{status: 200, body: body, outcome: "listed"}, nil
-}
-
-func (h *Handler) semForceRelease(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string) (result, error) {
-	b, err := parseBody(req, exampleSemaphoreForce, "slot", "reason", "immediate", "fencing_token")
-	if err != nil {
-		return result{}, err
-	}
-	fr := locklogic.SemaphoreForceReleaseRequest{Name: name, Slot: deref(b.int("slot", true)), Reason: b.str("reason"),
-		Immediate: b.bool("immediate"), FencingToken: b.int("fencing_token", false)}
-	if h.svc.ValidateSemaphoreForceRelease(&fr, &b.errs); b.errs.Err() != nil {
-		return result{}, &b.errs
-	}
-	res, err := h.svc.ForceReleaseSemaphore(ctx, fr)
-	h.semAudit(ctx, req, fr, res, err)
-	if err != nil {
-		return result{}, err
-	}
-	return result{status: 200, outcome: "force-released", body: SemaphoreForceReleaseResponse{Ended: adminPermitJSON(res.Ended),
-		Reason: fr.Reason, Immediate: res.Immediate, FreeAt: string(appendTime(nil, res.FreeAt))}}, nil
-}
-
-// semAudit writes the audit line of a permit's force release, as audit
-// does for a lock's, with the slot.
-func (h *Handler) semAudit(ctx context.Context, req *events.APIGatewayV2HTTPRequest, fr locklogic.SemaphoreForceReleaseRequest,
-	res locklogic.SemaphoreForceReleaseResult, err error) {
-	outcome, p := "force-released", res.Ended
-	if err != nil {
-		outcome = problemOf(err, fr.Name, true).Type[len(ProblemTypeBase):]
-		var changed *locklogic.PermitChangedError
-		if errors.As(err, &changed) {
-			p = changed.Current
-		}
-	}
-	attrs := []slog.Attr{
-		slog.String("action", "force-release-semaphore"),
-		slog.String("outcome", outcome),
-		slog.String("request_id", req.RequestContext.RequestID),
-		slog.String("principal", caller(*req)),
-		slog.String("resource", fr.Name),
-		slog.Int64("slot", fr.Slot),
-		slog.Bool("immediate", fr.Immediate),
-		slog.String("reason", fr.Reason),
-	}
-	if fr.FencingToken != nil {
-		attrs = append(attrs, slog.Int64("expected_token", *fr.FencingToken))
-	}
-	if p.Owner != "" {
-		attrs = append(attrs, slog.String("owner", p.Owner), slog.String("owner_principal", p.Principal),
-			slog.Int64("fencing_token", p.FencingToken))
-	}
-	h.log.LogAttrs(ctx, slog.LevelInfo, "audit", attrs...)
 }

@@ -1,10 +1,7 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,20 +28,9 @@ const (
 	semStates
 )
 
-// fuzzSemRoutes are the semaphore routes with a body, and status.
-var fuzzSemRoutes = []string{"POST /semaphores/{name}", "GET /semaphores/{name}", "DELETE /semaphores/{name}", "POST /semaphores/{name}/renew",
-	"POST /semaphores/{name}/wait"}
-
-func routeKeyed(tb testing.TB, key string) Route {
-	tb.Helper()
-	for _, r := range Routes {
-		if r.Key() == key {
-			return r
-		}
-	}
-	tb.Fatalf("no route %q", key)
-	return Route{}
-}
+// fuzzSemRoutes are the semaphore routes with a body, and status, by
+// operation id.
+var fuzzSemRoutes = []string{"acquireSemaphore", "semaphoreStatus", "releaseSemaphore", "renewSemaphore", "acquireSemaphoreWait"}
 
 // semItem is a semaphore item of permits permits, counter 7, with a live
 // permit of each owner in holders, slot by slot.
@@ -159,62 +145,23 @@ func FuzzSemaphoreHandlers(f *testing.F) {
 		f.Add(s.route, s.store, s.name, []byte(s.body), s.encoding, s.decodedPath, s.arn)
 	}
 	f.Fuzz(func(t *testing.T, route, store uint8, name string, body []byte, encoding uint8, decodedPath bool, arn string) {
-		rt := routeKeyed(t, fuzzSemRoutes[int(route)%len(fuzzSemRoutes)])
+		rt := routeNamed(t, fuzzSemRoutes[int(route)%len(fuzzSemRoutes)])
 		state := int(store) % semStates
-		req := fuzzEvent(rt, "name", name, decodedPath, body, encoding, arn)
 		db, reads := fuzzSemStore(state)
-		h := fuzzHandler(db)
-
-		resp, err := rt.Handle(h, context.Background(), req)
-		if err != nil {
-			t.Fatalf("%s: handler returned error %v, want nil (failures are problem answers)", rt.Key(), err)
-		}
-		checkSemAnswer(t, rt.Key(), name, state, resp)
-
-		// A request answered 400, 413 or 422 never reached the store, and
-		// every key and owner that did reach it is valid.
-		reached := len(db.Updates()) > 0 || db.Gets() > 0
-		if c := resp.StatusCode; reached && (c == 400 || c == 413 || c == 422) {
-			t.Errorf("%s: got %d after %d writes and %d reads, want a client error to stay off the store", rt.Key(), c, len(db.Updates()), db.Gets())
-		}
-		keys := *reads
-		for _, in := range db.Updates() {
-			keys = append(keys, in.Key)
-			o, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
-			if qe, ok := in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL); ok && o == nil && len(qe.Value) == 1 {
-				// A queue join carries its owner inside the waiter's entry.
-				if m, ok := qe.Value[0].(*types.AttributeValueMemberM); ok {
-					o, _ = m.Value["owner"].(*types.AttributeValueMemberS)
-				}
-			}
-			if o == nil {
-				t.Fatalf("%s: write without an owner value: %s", rt.Key(), aws.ToString(in.UpdateExpression))
-			}
-			if !validOwner(o.Value) {
-				t.Errorf("%s: owner %q reached the store; it is not a valid trimmed owner", rt.Key(), o.Value)
-			}
-		}
-		for _, k := range keys {
-			r, _ := k[locklogic.AttrResource].(*types.AttributeValueMemberS)
-			if r == nil || r.Value != locklogic.SemaphorePrefix+name {
-				t.Fatalf("%s: store key %v, want %q", rt.Key(), k, locklogic.SemaphorePrefix+name)
-			}
-			var v locklogic.ValidationError
-			if locklogic.ValidateSemaphoreName(name, &v); v.Err() != nil {
-				t.Errorf("%s: name %q reached the store: %v", rt.Key(), name, v.Err())
-			}
-		}
+		serveFuzzed(t, fuzzed{rt, name, body, encoding, decodedPath, arn}, db, reads, func(resp events.APIGatewayV2HTTPResponse) {
+			checkSemAnswer(t, rt.OperationID(), name, state, resp)
+		})
 	})
 }
 
 // okSemStatuses are the statuses each semaphore route may answer when the
 // store works.
 var okSemStatuses = map[string][]int{
-	"POST /semaphores/{name}":       {200, 400, 409, 413, 422},
-	"GET /semaphores/{name}":        {200, 422},
-	"DELETE /semaphores/{name}":     {204, 400, 403, 404, 409, 413, 422},
-	"POST /semaphores/{name}/renew": {200, 400, 403, 404, 409, 413, 422},
-	"POST /semaphores/{name}/wait":  {200, 400, 409, 413, 422},
+	"acquireSemaphore":     {200, 400, 409, 413, 422},
+	"semaphoreStatus":      {200, 422},
+	"releaseSemaphore":     {204, 400, 403, 404, 409, 413, 422},
+	"renewSemaphore":       {200, 400, 403, 404, 409, 413, 422},
+	"acquireSemaphoreWait": {200, 400, 409, 413, 422},
 }
 
 // checkSemAnswer checks resp, the answer of route to a request on
@@ -222,26 +169,12 @@ var okSemStatuses = map[string][]int{
 // shapes (api.md, "Semaphores").
 func checkSemAnswer(tb testing.TB, route, name string, state int, resp events.APIGatewayV2HTTPResponse) {
 	tb.Helper()
-	c := resp.StatusCode
-	if !slices.Contains(okSemStatuses[route], c) {
-		tb.Fatalf("%s: got status %d (body %q), want one of %v", route, c, resp.Body, okSemStatuses[route])
-	}
-	if c >= 400 {
-		checkSemProblem(tb, route, resp)
+	m := answerBody(tb, route, okSemStatuses[route], resp)
+	if m == nil {
 		return
 	}
-	if c == 204 {
-		if resp.Body != "" {
-			tb.Fatalf("%s: got 204 with body %q, want none", route, resp.Body)
-		}
-		return
-	}
-	if ct := resp.Headers["content-type"]; ct != "application/json" {
-		tb.Fatalf("%s: got 200 with content-type %q, want application/json", route, ct)
-	}
-	m := jsonObject(tb, route, resp.Body)
 	switch route {
-	case "GET /semaphores/{name}":
+	case "semaphoreStatus":
 		if state == semAbsent {
 			wantKeys(tb, route, m, "name", "holders")
 		} else {
@@ -257,39 +190,11 @@ func checkSemAnswer(tb testing.TB, route, name string, state int, resp events.AP
 		for _, p := range holders {
 			checkPermit(tb, route, name, p)
 		}
-	case "POST /semaphores/{name}/renew":
-		wantKeys(tb, route, m, "renewed", "permit")
-		if string(m["renewed"]) != "true" {
-			tb.Fatalf("%s: got renewed %s, want true", route, m["renewed"])
-		}
-		checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
-	case "POST /semaphores/{name}", "POST /semaphores/{name}/wait":
-		acquired := string(m["acquired"])
-		if want := strconv.FormatBool(state == semFree); acquired != want {
-			tb.Fatalf("%s: got acquired %s with the store %d, want %s: %s", route, acquired, state, want, resp.Body)
-		}
-		if acquired == "true" {
-			wantKeys(tb, route, m, "acquired", "permit")
-			checkPermit(tb, route, name, jsonObject(tb, route, string(m["permit"])))
-			return
-		}
-		var keys []string
-		if _, ok := m["queue_ticket"]; ok && route == "POST /semaphores/{name}/wait" {
-			keys = append(keys, "queue_ticket") // a waiter's place: only a waiting acquire has one
-		}
-		if state == semFull {
-			// Full, with when a permit comes free.
-			wantKeys(tb, route, m, append(keys, "acquired", "name", "free_at")...)
-			checkTime(tb, route, "free_at", m["free_at"])
-			if resp.Headers["retry-after"] == "" {
-				tb.Errorf("%s: full with a known free_at but no Retry-After", route)
-			}
-		} else {
-			wantKeys(tb, route, m, append(keys, "acquired", "name")...)
-		}
-		if got := jsonString(tb, route, m["name"]); got != name {
-			tb.Fatalf("%s: got name %q, want %q", route, got, name)
-		}
+	case "renewSemaphore":
+		checkRenewed(tb, route, name, m, permitShape)
+	case "acquireSemaphore", "acquireSemaphoreWait":
+		// Full, with when a permit comes free.
+		checkAcquired(tb, route, name, m, resp, permitShape, state == semFree, state == semFull, route == "acquireSemaphoreWait")
 	}
 }
 
@@ -316,56 +221,5 @@ func checkPermit(tb testing.TB, route, name string, m map[string]json.RawMessage
 	acq, exp := checkTime(tb, route, "acquired_at", m["acquired_at"]), checkTime(tb, route, "expires_at", m["expires_at"])
 	if !exp.After(acq) {
 		tb.Fatalf("%s: permit expires at %v, not after it was acquired at %v", route, exp, acq)
-	}
-}
-
-// checkSemProblem checks that resp is an RFC 9457 problem of this API
-// about a semaphore: as checkProblem, its instance under /semaphores/, and
-// a permits-mismatch with the semaphore's permits.
-func checkSemProblem(tb testing.TB, route string, resp events.APIGatewayV2HTTPResponse) {
-	tb.Helper()
-	if ct := resp.Headers["content-type"]; ct != "application/problem+json" {
-		tb.Fatalf("%s: got %d with content-type %q, want application/problem+json", route, resp.StatusCode, ct)
-	}
-	m := jsonObject(tb, route, resp.Body)
-	keys := []string{"type", "title", "status", "detail", "instance"}
-	typ := jsonString(tb, route, m["type"])
-	switch {
-	case resp.StatusCode == 422:
-		keys = append(keys, "errors")
-	case typ == ProblemTypeBase+"permits-mismatch":
-		keys = append(keys, "permits")
-		if p, err := strconv.Atoi(string(m["permits"])); err != nil || p < 1 || p > locklogic.MaxPermits {
-			tb.Fatalf("%s: got permits %s in a permits-mismatch, want 1 to %d", route, m["permits"], locklogic.MaxPermits)
-		}
-	case resp.StatusCode == 404:
-		if _, ok := m["force_released"]; ok {
-			keys = append(keys, "force_released")
-		}
-	}
-	wantKeys(tb, route, m, keys...)
-	if !strings.HasPrefix(typ, ProblemTypeBase) || len(typ) == len(ProblemTypeBase) {
-		tb.Fatalf("%s: got problem type %q, want %s<slug>", route, typ, ProblemTypeBase)
-	}
-	if jsonString(tb, route, m["title"]) == "" || jsonString(tb, route, m["detail"]) == "" {
-		tb.Fatalf("%s: problem with an empty title or detail: %s", route, resp.Body)
-	}
-	if s := string(m["status"]); s != strconv.Itoa(resp.StatusCode) {
-		tb.Fatalf("%s: got problem status %s in a %d answer", route, s, resp.StatusCode)
-	}
-	if inst := jsonString(tb, route, m["instance"]); !strings.HasPrefix(inst, "/semaphores/") || !isURIPath(inst) {
-		tb.Fatalf("%s: got instance %q, want a percent-encoded path under /semaphores/", route, inst)
-	}
-	if resp.StatusCode == 422 {
-		var errs []map[string]json.RawMessage
-		if err := json.Unmarshal(m["errors"], &errs); err != nil || len(errs) == 0 {
-			tb.Fatalf("%s: got 422 errors %s, want a non-empty list", route, m["errors"])
-		}
-		for _, e := range errs {
-			wantKeys(tb, route, e, "field", "detail")
-			if jsonString(tb, route, e["field"]); jsonString(tb, route, e["detail"]) == "" {
-				tb.Fatalf("%s: got field error %s, want a detail", route, m["errors"])
-			}
-		}
 	}
 }

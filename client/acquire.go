@@ -148,9 +148,10 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 		if r.out == granted {
 			return newLease(c, r.grant, ttl), nil
 		}
-		if errors.Is(r.err, ErrHeld) {
+		if errors.Is(r.err, ErrHeld) || r.ticket != "" {
 			// The next round keeps the place in the lock's queue this
-			// one answered, if any (fair waiting at the service).
+			// one answered, if any (fair waiting at the service): a held
+			// round's, or a 503's whose queue write may have landed.
 			a.ticket = r.ticket
 		}
 		if !errors.Is(r.err, ErrHeld) && !retryable(r.err) {
@@ -272,7 +273,7 @@ type attemptResult struct {
 	grant grant // when out is granted
 	err   error // otherwise
 	// ticket is the place in the lock's queue a waiting round that ended
-	// held answered (queue_ticket), "" when none.
+	// held, or answered 503, answered (queue_ticket), "" when none.
 	ticket string
 	// waitRoute: the request went to the waiting route (…/wait).
 	waitRoute bool
@@ -518,7 +519,11 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 	t0 := time.Now()
 	resp, err := c.send(ctx, http.MethodPost, path, req)
 	if err != nil {
-		return fail(outcomeOf(err), err)
+		r := fail(outcomeOf(err), err)
+		if p := (*ProblemError)(nil); errors.As(err, &p) {
+			r.ticket = p.queueTicket // a 503's place in the queue, if any
+		}
+		return r
 	}
 	if a.permits > 0 {
 		return a.permitAnswer(resp, t0, fail)

@@ -44,27 +44,32 @@ type LockPage struct {
 // (live, or expired but in their lock-delay) whose name starts with prefix.
 // A page may be short, even empty, and still have a Cursor: follow it.
 func (c *Client) List(ctx context.Context, prefix string, opt ListOptions) (LockPage, error) {
-	path, err := listPath("/admin/locks", prefix, opt)
-	if err != nil {
-		return LockPage{}, fmt.Errorf("list %q: %w", prefix, err)
-	}
-	resp, err := c.send(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return LockPage{}, fmt.Errorf("list %q: %w", prefix, err)
-	}
-	var page LockPage
-	if err := resp.decode(&page); err != nil {
-		return LockPage{}, fmt.Errorf("list %q: %w", prefix, err)
-	}
-	for _, l := range page.Locks {
-		if l.Resource == "" || !strings.HasPrefix(l.Resource, prefix) || l.FencingToken <= 0 {
-			return LockPage{}, fmt.Errorf("list %q: malformed lock in response: %+v", prefix, l)
+	path, bad := listPath("/admin/locks", prefix, opt)
+	return call(ctx, c, request{op: fmt.Sprintf("list %q", prefix), bad: bad, method: http.MethodGet, path: path}, func(p *LockPage) error {
+		p.Locks = nonNil(p.Locks)
+		return checkRows(p.Locks, "lock", func(l AdminLock) bool {
+			return strings.HasPrefix(l.Resource, prefix) && l.Resource != "" && l.FencingToken > 0
+		})
+	})
+}
+
+// checkRows checks a listing's rows with ok; what names a row in the error.
+func checkRows[R any](rows []R, what string, ok func(R) bool) error {
+	for _, r := range rows {
+		if !ok(r) {
+			return fmt.Errorf("malformed %s in response: %+v", what, r)
 		}
 	}
-	if page.Locks == nil {
-		page.Locks = []AdminLock{}
+	return nil
+}
+
+// nonNil returns rows, or an empty slice for nil: a page's rows are never
+// nil.
+func nonNil[R any](rows []R) []R {
+	if rows == nil {
+		return []R{}
 	}
-	return page, nil
+	return rows
 }
 
 // listPath is the path of a listing's page at route.
@@ -94,18 +99,28 @@ func listPath(route, prefix string, opt ListOptions) (string, error) {
 // ListAll returns every lease List finds under prefix, following the
 // cursor page by page until the listing ends or ctx does.
 func (c *Client) ListAll(ctx context.Context, prefix string) ([]AdminLock, error) {
-	locks := []AdminLock{}
+	return listAll(func(opt ListOptions) ([]AdminLock, string, error) {
+		page, err := c.List(ctx, prefix, opt)
+		return page.Locks, page.Cursor, err
+	})
+}
+
+// listAll follows a listing's cursor from its first page on (next asks
+// for one), until the listing ends or a page fails; the rows so far come
+// with the failure.
+func listAll[R any](next func(ListOptions) (rows []R, cursor string, err error)) ([]R, error) {
+	all := []R{}
 	opt := ListOptions{Limit: 1000}
 	for {
-		page, err := c.List(ctx, prefix, opt)
+		rows, cursor, err := next(opt)
 		if err != nil {
-			return locks, err
+			return all, err
 		}
-		locks = append(locks, page.Locks...)
-		if page.Cursor == "" {
-			return locks, nil
+		all = append(all, rows...)
+		if cursor == "" {
+			return all, nil
 		}
-		opt.Cursor = page.Cursor
+		opt.Cursor = cursor
 	}
 }
 
@@ -146,30 +161,22 @@ type ForceReleased struct {
 // returns ErrNotFound when no lease blocks the lock, or ErrStaleToken with
 // a *ProblemError whose Current is the lease that does.
 func (c *Client) ForceRelease(ctx context.Context, resource, reason string, opts ...ForceReleaseOptions) (ForceReleased, error) {
+	req, bad := forceReleaseBody(reason, opts)
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(reason) == "" {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w: resource and reason must not be empty, and resource has no \"/\"", resource, ErrValidation)
+		bad = fmt.Errorf("%w: resource and reason must not be empty, and resource has no \"/\"", ErrValidation)
 	}
-	req, err := forceReleaseBody(reason, opts)
-	if err != nil {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
-	}
-	resp, err := c.send(ctx, http.MethodDelete, "/admin/locks/"+url.PathEscape(resource), req)
-	if err != nil {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
-	}
-	var body struct {
-		Ended     AdminLock `json:"ended"`
-		Reason    string    `json:"reason"`
-		Immediate bool      `json:"immediate"`
-		FreeAt    time.Time `json:"free_at"`
-	}
-	if err := resp.decode(&body); err != nil {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
-	}
-	if err := body.Ended.check(resource); err != nil {
-		return ForceReleased{}, fmt.Errorf("force-release %q: %w", resource, err)
-	}
-	return ForceReleased{AdminLock: body.Ended, Reason: body.Reason, Immediate: body.Immediate, FreeAt: body.FreeAt}, nil
+	f, err := call(ctx, c, request{op: fmt.Sprintf("force-release %q", resource), bad: bad, method: http.MethodDelete,
+		path: "/admin/locks/" + url.PathEscape(resource), payload: req}, func(f *forced[AdminLock]) error { return f.Ended.check(resource) })
+	return ForceReleased{AdminLock: f.Ended, Reason: f.Reason, Immediate: f.Immediate, FreeAt: f.FreeAt}, err
+}
+
+// forced is a force release's answer, the lease it ended of type L (an
+// AdminLock or an AdminPermit).
+type forced[L any] struct {
+	Ended     L         `json:"ended"`
+	Reason    string    `json:"reason"`
+	Immediate bool      `json:"immediate"`
+	FreeAt    time.Time `json:"free_at"`
 }
 
 // forceReleaseBody is the body of a force release with reason and opts.

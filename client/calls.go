@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -36,24 +37,73 @@ func (l Lock) check(resource string) error {
 	return nil
 }
 
+// request is one call of the API: the operation that names it in errors
+// (`renew "payment:42"`), what is wrong with its arguments (nil: nothing;
+// it is then not sent), and the HTTP request.
+type request struct {
+	op      string
+	bad     error
+	method  string
+	path    string
+	payload any
+}
+
+// noAnswer is the answer type of a call whose success has no body.
+type noAnswer struct{}
+
+// call makes r and returns its 2xx answer decoded as T, then checked by
+// check (nil: none). It is the one place where a call's failures are
+// named: every error is "op: cause".
+func call[T any](ctx context.Context, c *Client, r request, check func(*T) error) (T, error) {
+	var out T
+	err := r.bad
+	if err == nil {
+		err = c.answer(ctx, r, &out)
+	}
+	if err == nil && check != nil {
+		err = check(&out)
+	}
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", r.op, err)
+	}
+	return out, nil
+}
+
+// answer sends r and decodes its answer into out (a *noAnswer: nothing to
+// decode).
+func (c *Client) answer(ctx context.Context, r request, out any) error {
+	resp, err := c.send(ctx, r.method, r.path, r.payload)
+	if err != nil {
+		return err
+	}
+	if _, none := out.(*noAnswer); none {
+		return nil
+	}
+	return resp.decode(out)
+}
+
+// checkName checks a lock's or a semaphore's name (what) before it is sent.
+func checkName(what, name string) error {
+	if name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("%w: %s must be non-empty and without \"/\"", ErrValidation, what)
+	}
+	return nil
+}
+
+// withToken adds the fencing_token member to payload unless token is 0.
+func withToken(payload map[string]any, token int64) map[string]any {
+	if token != 0 {
+		payload["fencing_token"] = token
+	}
+	return payload
+}
+
 // Status returns the live lease on resource, or ErrNotFound when there is
 // none.
 func (c *Client) Status(ctx context.Context, resource string) (Lock, error) {
-	if resource == "" || strings.Contains(resource, "/") {
-		return Lock{}, fmt.Errorf("status %q: %w: resource must be non-empty and without \"/\"", resource, ErrValidation)
-	}
-	resp, err := c.send(ctx, http.MethodGet, lockPath(resource), nil)
-	if err != nil {
-		return Lock{}, fmt.Errorf("status %q: %w", resource, err)
-	}
-	var lock Lock
-	if err := resp.decode(&lock); err != nil {
-		return Lock{}, fmt.Errorf("status %q: %w", resource, err)
-	}
-	if err := lock.check(resource); err != nil {
-		return Lock{}, fmt.Errorf("status %q: %w", resource, err)
-	}
-	return lock, nil
+	return call(ctx, c, request{op: fmt.Sprintf("status %q", resource), bad: checkName("resource", resource),
+		method: http.MethodGet, path: lockPath(resource)}, func(l *Lock) error { return l.check(resource) })
 }
 
 // Renew extends owner's live lease on resource to ttl (0: DefaultTTL) from
@@ -65,31 +115,24 @@ func (c *Client) Renew(ctx context.Context, resource, owner string, ttl time.Dur
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	if err := checkArgs(resource, owner, ttl); err != nil {
-		return Lock{}, fmt.Errorf("renew %q: %w", resource, err)
-	}
-	req := map[string]any{"owner": owner, "ttl_seconds": int64(ttl / time.Second)}
-	if token != 0 {
-		req["fencing_token"] = token
-	}
-	resp, err := c.send(ctx, http.MethodPost, lockPath(resource)+"/renew", req)
-	if err != nil {
-		return Lock{}, fmt.Errorf("renew %q: %w", resource, err)
-	}
-	var body struct {
+	type answer struct {
 		Renewed bool `json:"renewed"`
 		Lock    Lock `json:"lock"`
 	}
-	if err := resp.decode(&body); err != nil {
-		return Lock{}, fmt.Errorf("renew %q: %w", resource, err)
+	body, err := call(ctx, c, request{op: fmt.Sprintf("renew %q", resource), bad: checkArgs(resource, owner, ttl),
+		method: http.MethodPost, path: lockPath(resource) + "/renew",
+		payload: withToken(map[string]any{"owner": owner, "ttl_seconds": int64(ttl / time.Second)}, token),
+	}, func(b *answer) error { return checkRenewed(b.Renewed, b.Lock.check(resource)) })
+	return body.Lock, err
+}
+
+// checkRenewed is a renewal answer's check: renewed, and its lease's check
+// (leaseErr).
+func checkRenewed(renewed bool, leaseErr error) error {
+	if !renewed {
+		return errors.New("malformed response: renewed is false")
 	}
-	if !body.Renewed {
-		return Lock{}, fmt.Errorf("renew %q: malformed response: renewed is false", resource)
-	}
-	if err := body.Lock.check(resource); err != nil {
-		return Lock{}, fmt.Errorf("renew %q: %w", resource, err)
-	}
-	return body.Lock, nil
+	return leaseErr
 }
 
 // Release ends owner's live lease on resource. With token non-zero the live
@@ -97,17 +140,13 @@ func (c *Client) Renew(ctx context.Context, resource, owner string, ttl time.Dur
 // no live lease (it expired or was released), ErrForbidden when another
 // owner holds it and ErrStaleToken when a newer lease replaced token's.
 func (c *Client) Release(ctx context.Context, resource, owner string, token int64) error {
+	var bad error
 	if resource == "" || strings.Contains(resource, "/") || strings.TrimSpace(owner) == "" {
-		return fmt.Errorf("release %q: %w: resource and owner must not be empty, and resource has no \"/\"", resource, ErrValidation)
+		bad = fmt.Errorf("%w: resource and owner must not be empty, and resource has no \"/\"", ErrValidation)
 	}
-	req := map[string]any{"owner": owner}
-	if token != 0 {
-		req["fencing_token"] = token
-	}
-	if _, err := c.send(ctx, http.MethodDelete, lockPath(resource), req); err != nil {
-		return fmt.Errorf("release %q: %w", resource, err)
-	}
-	return nil
+	_, err := call[noAnswer](ctx, c, request{op: fmt.Sprintf("release %q", resource), bad: bad,
+		method: http.MethodDelete, path: lockPath(resource), payload: withToken(map[string]any{"owner": owner}, token)}, nil)
+	return err
 }
 
 func checkArgs(resource, owner string, ttl time.Duration) error {

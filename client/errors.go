@@ -112,6 +112,11 @@ type ProblemError struct {
 	RetryAfter time.Duration `json:"-"`
 	// gateway: the answer was API Gateway's own JSON {"message": ...}.
 	gateway bool
+	// queueTicket is the waiter's place in the queue that a waiting
+	// round's 503 may carry (queue_ticket): the service could not learn
+	// whether its queue write landed, and the next round reclaims the
+	// place with it.
+	queueTicket string
 }
 
 // Slug returns the problem's slug ("not-found", "stale-token", ...), or ""

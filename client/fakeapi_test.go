@@ -110,17 +110,8 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 		Delay int64  `json:"lock_delay_seconds"`
 		Queue string `json:"queue_ticket"`
 	}
-	if r.Body != nil {
-		data, err := io.ReadAll(r.Body)
-		r.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		if len(data) > 0 {
-			if err := json.Unmarshal(data, &body); err != nil {
-				return nil, fmt.Errorf("fake API: request body: %w", err)
-			}
-		}
+	if err := readBody(r, &body); err != nil {
+		return nil, fmt.Errorf("fake API: %w", err)
 	}
 	path, ok := strings.CutPrefix(r.URL.Path, "/locks/")
 	if !ok {
@@ -152,19 +143,42 @@ func (f *fakeAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.calls = append(f.calls, c)
 	intercept := f.intercept
 	f.mu.Unlock()
+	return fakeAnswer(r, intercept, c, func() *http.Response {
+		if resp := refusal(c.Route, c.Wait, c.Ticket, f.oldStack, f.refuseWait); resp != nil {
+			return resp
+		}
+		return f.serveWait(c)
+	})
+}
+
+// readBody reads r's JSON body, if it has one, into v.
+func readBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return nil
+	}
+	data, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil || len(data) == 0 {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	return nil
+}
+
+// fakeAnswer is a fake's answer to r, logged as c: intercept's (nil: none),
+// unless it gives none, else serve's.
+func fakeAnswer[C any](r *http.Request, intercept func(C) (*http.Response, error), c C, serve func() *http.Response) (*http.Response, error) {
+	var resp *http.Response
 	if intercept != nil {
-		resp, err := intercept(c)
-		if err != nil {
+		var err error
+		if resp, err = intercept(c); err != nil {
 			return nil, err
 		}
-		if resp != nil {
-			resp.Request = r
-			return resp, nil
-		}
 	}
-	resp := refusal(c.Route, c.Wait, c.Ticket, f.oldStack, f.refuseWait)
 	if resp == nil {
-		resp = f.serveWait(c)
+		resp = serve()
 	}
 	resp.Request = r
 	return resp, nil

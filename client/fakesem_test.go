@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -78,17 +76,8 @@ func (f *fakeSem) RoundTrip(r *http.Request) (*http.Response, error) {
 		Queue   string `json:"queue_ticket"`
 		Reason  string `json:"reason"`
 	}
-	if r.Body != nil {
-		data, err := io.ReadAll(r.Body)
-		r.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		if len(data) > 0 {
-			if err := json.Unmarshal(data, &body); err != nil {
-				return nil, fmt.Errorf("fake semaphores: request body: %w", err)
-			}
-		}
+	if err := readBody(r, &body); err != nil {
+		return nil, fmt.Errorf("fake semaphores: %w", err)
 	}
 	c := semCall{At: time.Now(), Owner: body.Owner, Permits: body.Permits, Slot: body.Slot, Token: body.Token,
 		TTL: time.Duration(body.TTL) * time.Second, Wait: time.Duration(body.Wait) * time.Second, Ticket: body.Queue, Reason: body.Reason}
@@ -125,25 +114,12 @@ func (f *fakeSem) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.calls = append(f.calls, c)
 	intercept := f.intercept
 	f.mu.Unlock()
-	if intercept != nil {
-		resp, err := intercept(c)
-		if err != nil {
-			return nil, err
+	return fakeAnswer(r, intercept, c, func() *http.Response {
+		if resp := refusal(c.Route, c.Wait, c.Ticket, f.oldStack, f.refuseWait); c.Op == "acquire" && resp != nil {
+			return resp
 		}
-		if resp != nil {
-			resp.Request = r
-			return resp, nil
-		}
-	}
-	var resp *http.Response
-	if c.Op == "acquire" {
-		resp = refusal(c.Route, c.Wait, c.Ticket, f.oldStack, f.refuseWait)
-	}
-	if resp == nil {
-		resp = f.serveWait(c)
-	}
-	resp.Request = r
-	return resp, nil
+		return f.serveWait(c)
+	})
 }
 
 // serveWait holds a waiting acquire while the semaphore is full, as the

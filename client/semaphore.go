@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,54 +173,33 @@ func (c *Client) RenewPermit(ctx context.Context, name, owner string, slot int, 
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	if err := checkArgs(name, owner, ttl); err != nil {
-		return PermitInfo{}, fmt.Errorf("renew semaphore %q: %w", name, err)
-	}
-	if err := checkSlot(slot); err != nil {
-		return PermitInfo{}, fmt.Errorf("renew semaphore %q: %w", name, err)
-	}
-	req := map[string]any{"owner": owner, "slot": slot, "ttl_seconds": int64(ttl / time.Second)}
-	if token != 0 {
-		req["fencing_token"] = token
-	}
-	resp, err := c.send(ctx, http.MethodPost, semaphorePath(name)+"/renew", req)
-	if err != nil {
-		return PermitInfo{}, fmt.Errorf("renew semaphore %q: %w", name, err)
-	}
-	var body struct {
+	type answer struct {
 		Renewed bool       `json:"renewed"`
 		Permit  PermitInfo `json:"permit"`
 	}
-	if err := resp.decode(&body); err != nil {
-		return PermitInfo{}, fmt.Errorf("renew semaphore %q: %w", name, err)
-	}
-	if !body.Renewed {
-		return PermitInfo{}, fmt.Errorf("renew semaphore %q: malformed response: renewed is false", name)
-	}
-	if err := body.Permit.check(name); err != nil || body.Permit.Slot != slot {
-		return PermitInfo{}, fmt.Errorf("renew semaphore %q: malformed permit in response", name)
-	}
-	return body.Permit, nil
+	body, err := call(ctx, c, request{op: fmt.Sprintf("renew semaphore %q", name), bad: cmp.Or(checkArgs(name, owner, ttl), checkSlot(slot)),
+		method: http.MethodPost, path: semaphorePath(name) + "/renew",
+		payload: withToken(map[string]any{"owner": owner, "slot": slot, "ttl_seconds": int64(ttl / time.Second)}, token),
+	}, func(b *answer) error {
+		if err := b.Permit.check(name); err != nil || b.Permit.Slot != slot {
+			return checkRenewed(b.Renewed, errors.New("malformed permit in response"))
+		}
+		return checkRenewed(b.Renewed, nil)
+	})
+	return body.Permit, err
 }
 
 // ReleasePermit ends owner's live permit in slot of the semaphore name;
 // with token non-zero the permit must carry that fencing token. The slot is
 // free at once. Errors as for Release.
 func (c *Client) ReleasePermit(ctx context.Context, name, owner string, slot int, token int64) error {
+	bad := checkSlot(slot)
 	if name == "" || strings.Contains(name, "/") || strings.TrimSpace(owner) == "" {
-		return fmt.Errorf("release semaphore %q: %w: name and owner must not be empty, and name has no \"/\"", name, ErrValidation)
+		bad = fmt.Errorf("%w: name and owner must not be empty, and name has no \"/\"", ErrValidation)
 	}
-	if err := checkSlot(slot); err != nil {
-		return fmt.Errorf("release semaphore %q: %w", name, err)
-	}
-	req := map[string]any{"owner": owner, "slot": slot}
-	if token != 0 {
-		req["fencing_token"] = token
-	}
-	if _, err := c.send(ctx, http.MethodDelete, semaphorePath(name), req); err != nil {
-		return fmt.Errorf("release semaphore %q: %w", name, err)
-	}
-	return nil
+	_, err := call[noAnswer](ctx, c, request{op: fmt.Sprintf("release semaphore %q", name), bad: bad, method: http.MethodDelete,
+		path: semaphorePath(name), payload: withToken(map[string]any{"owner": owner, "slot": slot}, token)}, nil)
+	return err
 }
 
 // permitRelease is the release request of owner's permit in slot, for
@@ -261,25 +241,11 @@ type SemaphoreStatus struct {
 // SemaphoreStatus reads the semaphore name strongly consistently: its
 // number of permits and its live permits (none is not an error).
 func (c *Client) SemaphoreStatus(ctx context.Context, name string) (SemaphoreStatus, error) {
-	if name == "" || strings.Contains(name, "/") {
-		return SemaphoreStatus{}, fmt.Errorf("status of semaphore %q: %w: name must be non-empty and without \"/\"", name, ErrValidation)
-	}
-	resp, err := c.send(ctx, http.MethodGet, semaphorePath(name), nil)
-	if err != nil {
-		return SemaphoreStatus{}, fmt.Errorf("status of semaphore %q: %w", name, err)
-	}
-	var st SemaphoreStatus
-	if err := resp.decode(&st); err != nil {
-		return SemaphoreStatus{}, fmt.Errorf("status of semaphore %q: %w", name, err)
-	}
-	if err := checkHolders(name, st.Holders); err != nil {
-		return SemaphoreStatus{}, fmt.Errorf("status of semaphore %q: %w", name, err)
-	}
-	if st.Holders == nil {
-		st.Holders = []PermitInfo{}
-	}
-	st.Name = name
-	return st, nil
+	return call(ctx, c, request{op: fmt.Sprintf("status of semaphore %q", name), bad: checkName("name", name),
+		method: http.MethodGet, path: semaphorePath(name)}, func(st *SemaphoreStatus) error {
+		st.Holders, st.Name = nonNil(st.Holders), name
+		return checkHolders(name, st.Holders)
+	})
 }
 
 // SemaphoreWatchResult is one answer of WatchSemaphore.
@@ -361,46 +327,24 @@ type PermitPage struct {
 // semaphore that reaches it. A page may be short, even empty, and still
 // have a Cursor: follow it. An admin call.
 func (c *Client) ListSemaphores(ctx context.Context, prefix string, opt ListOptions) (PermitPage, error) {
-	path, err := listPath("/admin/semaphores", prefix, opt)
-	if err != nil {
-		return PermitPage{}, fmt.Errorf("list semaphores %q: %w", prefix, err)
-	}
-	resp, err := c.send(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return PermitPage{}, fmt.Errorf("list semaphores %q: %w", prefix, err)
-	}
-	var page PermitPage
-	if err := resp.decode(&page); err != nil {
-		return PermitPage{}, fmt.Errorf("list semaphores %q: %w", prefix, err)
-	}
-	for _, p := range page.Holders {
-		if p.Name == "" || !strings.HasPrefix(p.Name, prefix) || p.FencingToken <= 0 || p.Slot < 0 || p.Permits < 1 {
-			return PermitPage{}, fmt.Errorf("list semaphores %q: malformed permit in response: %+v", prefix, p)
-		}
-	}
-	if page.Holders == nil {
-		page.Holders = []AdminPermit{}
-	}
-	return page, nil
+	path, bad := listPath("/admin/semaphores", prefix, opt)
+	return call(ctx, c, request{op: fmt.Sprintf("list semaphores %q", prefix), bad: bad, method: http.MethodGet, path: path},
+		func(p *PermitPage) error {
+			p.Holders = nonNil(p.Holders)
+			return checkRows(p.Holders, "permit", func(p AdminPermit) bool {
+				return strings.HasPrefix(p.Name, prefix) && p.Name != "" && p.FencingToken > 0 && p.Slot >= 0 && p.Permits >= 1
+			})
+		})
 }
 
 // ListAllSemaphores returns every permit ListSemaphores finds under
 // prefix, following the cursor page by page until the listing ends or ctx
 // does.
 func (c *Client) ListAllSemaphores(ctx context.Context, prefix string) ([]AdminPermit, error) {
-	all := []AdminPermit{}
-	opt := ListOptions{Limit: 1000}
-	for {
+	return listAll(func(opt ListOptions) ([]AdminPermit, string, error) {
 		page, err := c.ListSemaphores(ctx, prefix, opt)
-		if err != nil {
-			return all, err
-		}
-		all = append(all, page.Holders...)
-		if page.Cursor == "" {
-			return all, nil
-		}
-		opt.Cursor = page.Cursor
-	}
+		return page.Holders, page.Cursor, err
+	})
 }
 
 // PermitForceReleased is what ForceReleasePermit did: the permit it ended,
@@ -423,34 +367,22 @@ type PermitForceReleased struct {
 // when no permit keeps the slot, or ErrStaleToken with a *ProblemError
 // whose CurrentPermit is the permit that does. An admin call.
 func (c *Client) ForceReleasePermit(ctx context.Context, name string, slot int, reason string, opts ...ForceReleaseOptions) (PermitForceReleased, error) {
-	label := fmt.Sprintf("force-release semaphore %q slot %d", name, slot)
+	req, bad := forceReleaseBody(reason, opts)
+	if bad == nil {
+		req["slot"] = slot
+	}
+	bad = cmp.Or(checkSlot(slot), bad)
 	if name == "" || strings.Contains(name, "/") || strings.TrimSpace(reason) == "" {
-		return PermitForceReleased{}, fmt.Errorf("%s: %w: name and reason must not be empty, and name has no \"/\"", label, ErrValidation)
+		bad = fmt.Errorf("%w: name and reason must not be empty, and name has no \"/\"", ErrValidation)
 	}
-	if err := checkSlot(slot); err != nil {
-		return PermitForceReleased{}, fmt.Errorf("%s: %w", label, err)
-	}
-	req, err := forceReleaseBody(reason, opts)
-	if err != nil {
-		return PermitForceReleased{}, fmt.Errorf("%s: %w", label, err)
-	}
-	req["slot"] = slot
-	resp, err := c.send(ctx, http.MethodDelete, "/admin"+semaphorePath(name), req)
-	if err != nil {
-		return PermitForceReleased{}, fmt.Errorf("%s: %w", label, err)
-	}
-	var body PermitForceReleased
-	var ended struct {
-		Ended AdminPermit `json:"ended"`
-	}
-	if err := resp.decode(&body); err != nil {
-		return PermitForceReleased{}, fmt.Errorf("%s: %w", label, err)
-	}
-	if err := resp.decode(&ended); err != nil || ended.Ended.check(name) != nil || ended.Ended.Slot != slot {
-		return PermitForceReleased{}, fmt.Errorf("%s: malformed response: no permit ended", label)
-	}
-	body.AdminPermit = ended.Ended
-	return body, nil
+	f, err := call(ctx, c, request{op: fmt.Sprintf("force-release semaphore %q slot %d", name, slot), bad: bad, method: http.MethodDelete,
+		path: "/admin" + semaphorePath(name), payload: req}, func(f *forced[AdminPermit]) error {
+		if f.Ended.check(name) != nil || f.Ended.Slot != slot {
+			return errors.New("malformed response: no permit ended")
+		}
+		return nil
+	})
+	return PermitForceReleased{AdminPermit: f.Ended, Reason: f.Reason, Immediate: f.Immediate, FreeAt: f.FreeAt}, err
 }
 
 // checkSlot checks a slot before it is sent.

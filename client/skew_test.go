@@ -84,166 +84,140 @@ var skewKinds = []skewKind{
 	},
 }
 
-// TestAcquireWaitsOnWaitRoute: today's stack. A try finds the lock held;
-// then every waiting round goes to …/wait with wait_seconds and the queue
-// ticket; the try route never sees either (the fake answers them 422, as
-// the service does).
-func TestAcquireWaitsOnWaitRoute(t *testing.T) {
+// TestAcquireWaitingRounds: where a waiting acquire's rounds go, by the
+// stack's version, once its try found the lock held. Today's stack: every
+// waiting round goes to …/wait with
+// wait_seconds and the queue ticket; the try route never sees either (the
+// fake answers them 422, as the service does). A stack from before the
+// waiting routes answers …/wait with API Gateway's 404 {"message":"Not
+// Found"}: the client sends that round again at once as the released
+// clients did (the try route with wait_seconds, the queue ticket carried
+// between rounds), waits at the service, and never asks …/wait again for
+// the client's life. Either way the waiter is granted right after the
+// release, and the next acquire of a held lock, after its try, waits on the
+// remembered route at once.
+func TestAcquireWaitingRounds(t *testing.T) {
 	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, false, false, sec(30))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
-					t.Errorf("granted at %s, want right after the release (30s)", got)
-				}
-				got := log()
-				tk := ""
-				if len(got) > 2 {
-					tk = got[2].Ticket
-				}
-				want := []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
-				if !slices.Equal(got, want) || tk == "" {
-					t.Errorf("acquires: got %v, want %v with the first round's ticket", got, want)
-				}
+	for _, tc := range []struct {
+		name string
+		old  bool
+		// rounds are the waiter's acquires, the last carrying tk, the
+		// ticket of a round before it.
+		rounds func(tk string) []wire
+		next   string // the route of the next acquire
+	}{
+		{"WaitRoute", false, func(tk string) []wire {
+			return []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
+		}, "wait"},
+		{"OldStack", true, func(tk string) []wire {
+			return []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
+		}, "try"},
+	} {
+		for _, k := range skewKinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, tc.old, false, sec(30))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(50))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
+					}
+					if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
+						t.Errorf("granted at %s, want right after the release (30s): waiting at the service", got)
+					}
+					got := log()
+					tk := ""
+					if len(got) > 0 {
+						tk = got[len(got)-1].Ticket
+					}
+					want := tc.rounds(tk)
+					if !slices.Equal(got, want) || tk == "" {
+						t.Errorf("acquires: got %v, want %v with an earlier round's ticket", got, want)
+					}
+					// Remembered: the next acquire of a held lock (waiter
+					// holds r now) tries, then waits on that route at once.
+					ctx, cancel = context.WithTimeout(context.Background(), sec(3))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
+						t.Fatalf("second acquire: got %v, want ErrHeld", err)
+					}
+					got = log()[len(want):]
+					if len(got) < 2 || got[0].Route != "try" || got[0].Wait != 0 || got[1].Route != tc.next || got[1].Wait != sec(3) {
+						t.Errorf("second acquire: got %v, want a try, then a round on %s with wait_seconds 3", got, tc.next)
+					}
+					for _, w := range got[1:] {
+						// Once under a second is left, the last attempts
+						// are plain tries.
+						if w.Wait > 0 && w.Route != tc.next || w.Route == "wait" && tc.next != "wait" {
+							t.Errorf("second acquire sent %v, want its rounds on %s only", w, tc.next)
+						}
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
-// TestAcquireOldStack: a stack from before the waiting routes answers
-// …/wait with API Gateway's 404 {"message":"Not Found"}. After its try
-// found the lock held, the client sends that round again at once as the
-// released clients did (the try route with wait_seconds, the queue ticket
-// carried between rounds), waits at the service, and never asks …/wait
-// again for the client's life.
-func TestAcquireOldStack(t *testing.T) {
+// TestAcquirePollsWhenNotWaited: a stack that does not wait, because it
+// is from before server-side waiting (without the waiting routes and
+// refusing wait_seconds: 404 on …/wait, then 422 naming wait_seconds on
+// the try route) or has waiting turned off (…/wait answers 422 naming
+// wait_seconds): after its try found the lock held, the client polls the
+// try route, and remembers it.
+func TestAcquirePollsWhenNotWaited(t *testing.T) {
 	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, true, false, sec(30))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got < sec(30) || got > sec(30.02) {
-					t.Errorf("granted at %s, want right after the release (30s): waiting at the service", got)
-				}
-				got := log()
-				tk := ""
-				if len(got) > 3 {
-					tk = got[3].Ticket
-				}
-				want := []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
-				if !slices.Equal(got, want) || tk == "" {
-					t.Errorf("acquires: got %v, want %v with the first round's ticket", got, want)
-				}
-				// Remembered: the next acquire of a held lock (waiter
-				// holds r now) waits on the try route at once.
-				ctx, cancel = context.WithTimeout(context.Background(), sec(3))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
-					t.Fatalf("second acquire: got %v, want ErrHeld", err)
-				}
-				got = log()[len(want):]
-				if len(got) < 2 || got[0].Route != "try" || got[0].Wait != 0 || got[1].Route != "try" || got[1].Wait != sec(3) {
-					t.Errorf("second acquire: got %v, want a try, then a round on the try route with wait_seconds 3", got)
-				}
-				for _, w := range got {
-					if w.Route == "wait" {
-						t.Errorf("second acquire sent %v, want nothing to …/wait", w)
+	for _, tc := range []struct {
+		name    string
+		old     bool
+		refused []wire // the rounds refused before the polls
+	}{
+		{"OldestStack", true, []wire{{"try", 0, "", 0}, {"wait", sec(10), "", 0}, {"try", sec(10), "", 0}}},
+		{"WaitingOff", false, []wire{{"try", 0, "", 0}, {"wait", sec(10), "", 0}}},
+	} {
+		for _, k := range skewKinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, tc.old, true, sec(1))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(10))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
 					}
-				}
+					if got := at(time.Now()); got > sec(1.2) {
+						t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
+					}
+					got := log()
+					n := len(tc.refused)
+					if len(got) < n+2 || !slices.Equal(got[:n], tc.refused) {
+						t.Fatalf("acquires: got %v, want %v refused, then polls", got, tc.refused)
+					}
+					for _, w := range got[n:] {
+						if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
+							t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
+						}
+					}
+					// Remembered: the next acquire of a held lock (waiter
+					// holds r now) polls at once.
+					n = len(got)
+					ctx, cancel = context.WithTimeout(context.Background(), sec(1))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
+						t.Fatalf("second acquire: got %v, want ErrHeld", err)
+					}
+					got = log()[n:]
+					if len(got) < 2 {
+						t.Errorf("second acquire: got %v, want polls", got)
+					}
+					for _, w := range got {
+						if w.Route != "try" || w.Wait != 0 {
+							t.Errorf("second acquire sent %v, want only plain tries", w)
+						}
+					}
+				})
 			})
-		})
-	}
-}
-
-// TestAcquireOldestStack: a stack without the waiting routes that refuses
-// wait_seconds too (one from before server-side waiting): 404 on …/wait,
-// then 422 naming wait_seconds on the try route, then plain polls; both
-// remembered.
-func TestAcquireOldestStack(t *testing.T) {
-	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, true, true, sec(1))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				if got := at(time.Now()); got > sec(1.2) {
-					t.Errorf("granted at %s, want soon after the release at 1s (polling every 200ms at most)", got)
-				}
-				got := log()
-				if len(got) < 5 || got[0] != (wire{"try", 0, "", 0}) || got[1] != (wire{"wait", sec(10), "", 0}) ||
-					got[2] != (wire{"try", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want a try, …/wait (404), the try route with wait_seconds (422), then polls", got)
-				}
-				for _, w := range got[3:] {
-					if w.Route != "try" || w.Wait != 0 || w.Ticket != "" {
-						t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
-					}
-				}
-				// Remembered: the next acquire of a held lock (waiter holds
-				// r now) polls at once.
-				n := len(got)
-				ctx, cancel = context.WithTimeout(context.Background(), sec(1))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
-					t.Fatalf("second acquire: got %v, want ErrHeld", err)
-				}
-				got = log()[n:]
-				if len(got) < 2 {
-					t.Errorf("second acquire: got %v, want polls", got)
-				}
-				for _, w := range got {
-					if w.Route != "try" || w.Wait != 0 {
-						t.Errorf("second acquire sent %v, want only plain tries", w)
-					}
-				}
-			})
-		})
-	}
-}
-
-// TestAcquireWaitingOff: today's stack with waiting turned off (…/wait
-// answers 422 naming wait_seconds): the client polls the try route.
-func TestAcquireWaitingOff(t *testing.T) {
-	t.Parallel()
-	for _, k := range skewKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				c, log := k.setup(t, false, true, sec(1))
-				ctx, cancel := context.WithTimeout(context.Background(), sec(10))
-				defer cancel()
-				if err := k.acquire(ctx, c, "r", "waiter"); err != nil {
-					t.Fatalf("acquire: %v", err)
-				}
-				got := log()
-				if len(got) < 4 || got[0] != (wire{"try", 0, "", 0}) || got[1] != (wire{"wait", sec(10), "", 0}) {
-					t.Fatalf("acquires: got %v, want a try, …/wait (422), then polls", got)
-				}
-				for _, w := range got[2:] {
-					if w.Route != "try" || w.Wait != 0 {
-						t.Errorf("poll %v: want the try route without wait_seconds", w)
-					}
-				}
-			})
-		})
+		}
 	}
 }
 

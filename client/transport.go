@@ -122,6 +122,14 @@ func problem(resp *http.Response, data []byte) *ProblemError {
 	}
 	p.Status = resp.StatusCode
 	p.RetryAfter = parseRetryAfter(resp.Header)
+	if !p.gateway {
+		var ext struct {
+			QueueTicket string `json:"queue_ticket"`
+		}
+		if json.Unmarshal(data, &ext) == nil {
+			p.queueTicket = ext.QueueTicket
+		}
+	}
 	// current is a lock's lease, or a semaphore's permit (it has a slot).
 	var cur struct {
 		Current *struct {

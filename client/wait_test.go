@@ -226,3 +226,104 @@ func TestAcquireSendsQueueTicket(t *testing.T) {
 		}
 	})
 }
+
+// TestAcquireKeepsUnavailableTicket: a waiting round answered 503 with a
+// queue_ticket (the service joined the queue, or may have, but could not
+// learn its own entry) is retried with that ticket, as a held round's, so
+// the waiter reclaims its place instead of queueing behind it; the rounds
+// after keep it. (The waiter's first request is its try, answered held.)
+func TestAcquireKeepsUnavailableTicket(t *testing.T) {
+	t.Parallel()
+	unavailable := func() *http.Response {
+		resp := jsonResponse(503, map[string]string{"Retry-After": "1"}, map[string]any{
+			"type": client.ProblemTypeBase + "service-unavailable", "title": "Lock store unavailable", "status": 503,
+			"queue_ticket": "ghost-1",
+		})
+		resp.Header.Set("Content-Type", "application/problem+json")
+		return resp
+	}
+	for _, tc := range []struct {
+		name string
+		// setup returns a client of a fake that holds "r" for another
+		// owner until 30 s and answers the first waiting round 503 with
+		// a ticket, and the tickets of the waiter's rounds so far.
+		setup   func(t *testing.T) (*client.Client, func() []string)
+		acquire func(ctx context.Context, c *client.Client) (release func(context.Context) error, err error)
+	}{
+		{
+			name: "Lock",
+			setup: func(t *testing.T) (*client.Client, func() []string) {
+				f := newFakeAPI()
+				f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: 5 * time.Minute})
+				time.AfterFunc(sec(30), func() { f.serve(call{Op: "release", Resource: "r", Owner: "holder"}) })
+				f.intercept = func(c call) (*http.Response, error) {
+					if c.Route == "wait" && len(f.log("acquire")) == 2 { // the try, then the first round
+						return unavailable(), nil
+					}
+					return nil, nil
+				}
+				return newFakeClient(t, f, client.WithoutKeepAlive()), func() (out []string) {
+					for _, c := range f.log("acquire") {
+						out = append(out, c.Ticket)
+					}
+					return out
+				}
+			},
+			acquire: func(ctx context.Context, c *client.Client) (func(context.Context) error, error) {
+				l, err := c.Acquire(ctx, "r", "waiter", sec(60))
+				if err != nil {
+					return nil, err
+				}
+				return l.Release, nil
+			},
+		},
+		{
+			name: "Semaphore",
+			setup: func(t *testing.T) (*client.Client, func() []string) {
+				f := newFakeSem()
+				f.serve(semCall{Op: "acquire", Name: "r", Owner: "holder", Permits: 1, TTL: 5 * time.Minute})
+				time.AfterFunc(sec(30), func() { f.serve(semCall{Op: "release", Name: "r", Owner: "holder", Slot: 0}) })
+				f.intercept = func(c semCall) (*http.Response, error) {
+					if c.Route == "wait" && len(f.log("acquire")) == 2 { // the try, then the first round
+						return unavailable(), nil
+					}
+					return nil, nil
+				}
+				return newSemClient(t, f, nil, client.WithoutKeepAlive()), func() (out []string) {
+					for _, c := range f.log("acquire") {
+						out = append(out, c.Ticket)
+					}
+					return out
+				}
+			},
+			acquire: func(ctx context.Context, c *client.Client) (func(context.Context) error, error) {
+				p, err := c.AcquireSemaphore(ctx, "r", 1, "waiter", sec(60))
+				if err != nil {
+					return nil, err
+				}
+				return p.Release, nil
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c, tickets := tc.setup(t)
+				ctx, cancel := context.WithTimeout(context.Background(), sec(50))
+				defer cancel()
+				release, err := tc.acquire(ctx, c)
+				if err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				defer release(context.Background())
+				// The try and the round answered 503 at 0 s, then rounds
+				// from about 1 s on: each sends back the 503's ticket (the
+				// fake keeps a ticket it is sent).
+				got := tickets()
+				if len(got) < 4 || got[0] != "" || got[1] != "" || slices.ContainsFunc(got[2:], func(tk string) bool { return tk != "ghost-1" }) {
+					t.Errorf("queue_ticket of each acquire: got %q, want \"\" (the try), \"\" (the first round) and then \"ghost-1\" in every round", got)
+				}
+			})
+		})
+	}
+}

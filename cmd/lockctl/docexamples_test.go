@@ -11,22 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ft288/locks/internal/doccheck"
 	"github.com/ft288/locks/internal/testenv"
 )
 
-// docBlock is a fenced block of a Markdown document.
-type docBlock struct {
-	file string // relative to the repository's root
-	line int    // of the opening fence
-	lang string // the info string: sh, console, text, …
-	body string
-}
-
-func (b docBlock) String() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
-
 var (
-	// fenceRE matches a fenced block that starts at the beginning of a line.
-	fenceRE = regexp.MustCompile("(?ms)^```([^\n`]*)\n(.*?)^```[ \t]*$")
 	// callRE matches a shell line that runs lockctl: at the start of a
 	// command, after any variable assignments.
 	callRE = regexp.MustCompile(`(?m)(^|[;&|(]|\$\()\s*([A-Za-z_][A-Za-z0-9_]*=\S*\s+)*lockctl(\s|$)`)
@@ -39,32 +28,15 @@ var (
 	ownerRE = regexp.MustCompile(`[^\s"]+:\d+:[0-9a-f]{16}`)
 )
 
-// docBlocks returns the fenced blocks of README.md, docs/*.md and
-// client/README.md under root.
-func docBlocks(tb testing.TB, root string) []docBlock {
+// docBlocks returns the fenced blocks of the documents whose examples the
+// tests run (doccheck.Examples), or fails the test.
+func docBlocks(tb testing.TB, root string) []doccheck.Block {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	blocks, err := doccheck.Examples(root)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	files = append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "client", "README.md")}, files...)
-	var out []docBlock
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rel, _ := filepath.Rel(root, f)
-		for _, m := range fenceRE.FindAllStringSubmatchIndex(string(data), -1) {
-			out = append(out, docBlock{
-				file: filepath.ToSlash(rel),
-				line: strings.Count(string(data[:m[0]]), "\n") + 1,
-				lang: strings.TrimSpace(string(data[m[2]:m[3]])),
-				body: string(data[m[4]:m[5]]),
-			})
-		}
-	}
-	return out
+	return blocks
 }
 
 // consoleCommands returns the commands ("$ " lines) of a console block and
@@ -82,10 +54,10 @@ func consoleCommands(body string) (cmds, outs []string) {
 
 // callsLockctl reports whether a block runs lockctl: one of its commands
 // (a console block's "$ " lines, another block's lines) calls it.
-func callsLockctl(b docBlock) bool {
-	script := b.body
-	if b.lang == "console" {
-		cmds, _ := consoleCommands(b.body)
+func callsLockctl(b doccheck.Block) bool {
+	script := b.Body
+	if b.Lang == "console" {
+		cmds, _ := consoleCommands(b.Body)
 		script = strings.Join(cmds, "\n")
 	}
 	return callRE.MatchString(commentRE.ReplaceAllString(script, ""))
@@ -110,17 +82,17 @@ func normalize(s string) string {
 // ```cron line is TestReadmeCronExample's (local/cmd/locald).
 func testDocExamples(t *testing.T, bin string) {
 	srv := testenv.Start(t, testenv.Options{Timeouts: shortWatch}) // `lockctl watch` examples
-	var blocks []docBlock
+	var blocks []doccheck.Block
 	for _, b := range docBlocks(t, filepath.Join("..", "..")) {
 		if !callsLockctl(b) {
 			continue
 		}
-		switch b.lang {
+		switch b.Lang {
 		case "sh", "console":
 			blocks = append(blocks, b)
 		case "text", "cron":
 		default:
-			t.Errorf("%s: a ```%s block that calls lockctl: make it ```sh or ```console, or ```text if it is not a program", b, b.lang)
+			t.Errorf("%s: a ```%s block that calls lockctl: make it ```sh or ```console, or ```text if it is not a program", b, b.Lang)
 		}
 	}
 	if len(blocks) < 3 {
@@ -139,17 +111,17 @@ func testDocExamples(t *testing.T, bin string) {
 				"AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=made/up+secret", "AWS_SESSION_TOKEN=",
 				"AWS_REGION=", "AWS_DEFAULT_REGION=", "AWS_PROFILE=", "AWS_EC2_METADATA_DISABLED=true",
 				"AWS_CONFIG_FILE="+filepath.Join(dir, "aws-config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "aws-credentials"))
-			if b.lang == "console" {
+			if b.Lang == "console" {
 				runConsole(t, b, dir, env)
 				return
 			}
-			cmd := exec.Command("sh", "-eu", "-c", b.body)
+			cmd := exec.Command("sh", "-eu", "-c", b.Body)
 			cmd.Dir, cmd.Env = dir, env
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", b, err, out)
 			}
-			if strings.Contains(b.body, "./report.sh") {
+			if strings.Contains(b.Body, "./report.sh") {
 				ran, err := os.ReadFile(filepath.Join(dir, "ran"))
 				if err != nil || !regexp.MustCompile(`^\S+ [1-9][0-9]*\n$`).Match(ran) {
 					t.Errorf("%s: the job wrote %q (%v), want one line with its resource and fencing token; output:\n%s", b, ran, err, out)
@@ -161,8 +133,8 @@ func testDocExamples(t *testing.T, bin string) {
 
 // runConsole runs a console block's commands in one shell, in order, and
 // compares what each prints (stdout and stderr) with the block.
-func runConsole(t *testing.T, b docBlock, dir string, env []string) {
-	cmds, outs := consoleCommands(b.body)
+func runConsole(t *testing.T, b doccheck.Block, dir string, env []string) {
+	cmds, outs := consoleCommands(b.Body)
 	var script strings.Builder
 	for i, c := range cmds {
 		fmt.Fprintf(&script, "echo '@@@ %d'\n{ %s\n} 2>&1\n", i, c)

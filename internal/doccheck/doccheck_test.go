@@ -283,3 +283,39 @@ func TestLicenseFindsProblems(t *testing.T) {
 		t.Errorf("another license in LICENSE: got %v, %v; want one problem naming the missing title", problems, err)
 	}
 }
+
+// TestExamples: the fenced blocks of the example documents, with their
+// file, line, info string and body; a file missing is an error.
+func TestExamples(t *testing.T) {
+	dir := t.TempDir()
+	for name, doc := range map[string]string{
+		"README.md":        "# X\n\n```go\npackage main\n```\n\ntext\n```sh \nlockctl status r\n```\n",
+		"client/README.md": "no blocks\n",
+		"docs/a.md":        "```\nplain\n```\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Examples(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Block{
+		{File: "README.md", Line: 3, Lang: "go", Body: "package main\n"},
+		{File: "README.md", Line: 8, Lang: "sh", Body: "lockctl status r\n"},
+		{File: "docs/a.md", Line: 1, Lang: "", Body: "plain\n"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if err := os.Remove(filepath.Join(dir, "client", "README.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Examples(dir); err == nil {
+		t.Errorf("got no error without client/README.md, want one")
+	}
+}

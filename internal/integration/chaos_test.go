@@ -36,6 +36,7 @@ func runChaos(tb testing.TB, cfg chaos.Config) *chaos.Result {
 	chaosSlots <- struct{}{}
 	defer func() { <-chaosSlots }()
 	cfg.Endpoint, cfg.Table = testenv.Endpoint(), testenv.Table
+	cfg.OldItemOnFailure = cfg.OldItemOnFailure || testenv.DefaultStore() == testenv.StoreOldItem
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := chaos.Run(ctx, cfg)

@@ -154,14 +154,10 @@ func wantProblem(tb testing.TB, r reply, status int, slug string) {
 	}
 }
 
-// newProxy starts a fault proxy in front of the test dynalite, closed when
-// tb ends.
+// newProxy starts a fault proxy in front of the test dynalite, in the
+// harness's store mode (testenv.DefaultStore, as a server started with
+// default Options runs), closed when tb ends.
 func newProxy(tb testing.TB) *faultproxy.Proxy {
 	tb.Helper()
-	p, err := faultproxy.New(testenv.Endpoint(), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { p.Close() })
-	return p
+	return testenv.NewProxy(tb, testenv.StoreDefault, nil)
 }

@@ -433,6 +433,12 @@ func TestOneRequestPerOperation(t *testing.T) {
 	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
 	r0 := res(t)
 	srv.Ops.Take()
+	// A refused renew is explained by a read on dynalite's path; on the
+	// path AWS takes (testenv.StoreOldItem) the refusal carries the item.
+	refused := map[string]int{"UpdateItem": 1, "GetItem": 1}
+	if srv.Store == testenv.StoreOldItem {
+		refused = map[string]int{"UpdateItem": 1}
+	}
 	steps := []struct {
 		name, method, path, body string
 		want                     map[string]int
@@ -442,7 +448,7 @@ func TestOneRequestPerOperation(t *testing.T) {
 		{"AcquireHeld", "POST", lockPath(r0), acquireBody("w2", 5), map[string]int{"UpdateItem": 1}},
 		{"Status", "GET", lockPath(r0), "", map[string]int{"GetItem": 1}},
 		{"Renew", "POST", lockPath(r0) + "/renew", renewBody("w1", 5), map[string]int{"UpdateItem": 1}},
-		{"RenewForbidden", "POST", lockPath(r0) + "/renew", renewBody("w2", 5), map[string]int{"UpdateItem": 1, "GetItem": 1}},
+		{"RenewForbidden", "POST", lockPath(r0) + "/renew", renewBody("w2", 5), refused},
 		{"Release", "DELETE", lockPath(r0), ownerBody("w1"), map[string]int{"UpdateItem": 1}},
 		{"StatusAbsent", "GET", lockPath(r0), "", map[string]int{"GetItem": 1}},
 		{"AcquireAfterRelease", "POST", lockPath(r0), acquireBody("w2", 5), map[string]int{"UpdateItem": 1}},

@@ -196,12 +196,16 @@ func TestRenewalsOutOfOrder(t *testing.T) {
 // it, and the waiter is not granted.
 func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 	t.Parallel()
-	proxy := newProxy(t)
+	// Dynalite's path: the waiter reads the item after its refused first
+	// write (the read this history holds). With the old item returned it
+	// joins the queue at once, and its owner's plain acquire is then
+	// refused for the queued waiter: no newer lease can come.
+	proxy := testenv.NewProxy(t, testenv.StoreDynalite, nil)
 	// A shared stepping clock stamps the newer grant after the waiter's
 	// arrival, as it is in real time.
 	now := steppingClock()
-	waiterSrv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now})
-	srv := testenv.Start(t, testenv.Options{Now: now})
+	waiterSrv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now, Store: testenv.StoreDynalite})
+	srv := testenv.Start(t, testenv.Options{Now: now, Store: testenv.StoreDynalite})
 	r0 := res(t)
 	path := lockPath(r0)
 	other := token(t, acquire(t, srv, r0, "w2", 30))
@@ -209,15 +213,16 @@ func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 	// The waiter's first read (after its first write was refused) waits
 	// in the plan until w2 has released, and is then answered "free" by
 	// the store; that answer is held until the newer lease is granted.
-	firstRead, released, readAnswered, hold := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	// (Holds let go when the test ends, so a failure cannot hang it.)
+	released, hold, readAnswered := newHold(t), newHold(t), make(chan struct{})
+	firstRead := released.arrived
 	var reads atomic.Int32
 	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
 		if r.Op != "GetItem" || reads.Add(1) != 1 {
 			return faultproxy.Action{}
 		}
-		close(firstRead)
-		<-released
-		return faultproxy.Action{Answered: readAnswered, HoldAnswer: hold}
+		released.wait()
+		return faultproxy.Action{Answered: readAnswered, HoldAnswer: hold.open}
 	})
 	waited := make(chan reply, 1)
 	go func() {
@@ -227,10 +232,10 @@ func TestWaitCannotReplaceNewerSameOwnerLease(t *testing.T) {
 	if r := call(t, srv, "DELETE", path, ownerBody("w2", other)); r.status != 204 {
 		t.Fatalf("release by w2: got %d %s", r.status, r.raw)
 	}
-	close(released)
+	released.release()
 	<-readAnswered
 	newer := acquire(t, srv, r0, "w1", 30)
-	close(hold)
+	hold.release()
 
 	got := <-waited
 	if got.status != 200 || got.json["acquired"] != false {

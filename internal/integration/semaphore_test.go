@@ -343,7 +343,7 @@ func (s *oldItemStore) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 // DynamoDB does.
 func TestSemaphoreRequestCounts(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
+	srv := testenv.Start(t, testenv.Options{Store: testenv.StoreDynalite})
 	const permits = 2
 	a := semOwner(t, "a", permits, 0, false)
 	b := semOwner(t, "b", permits, 0, false) // the same home slot as a

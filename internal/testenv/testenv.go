@@ -4,6 +4,10 @@
 // handlers, with a swappable clock and a count of the DynamoDB requests the
 // SDK sends. Every answer those servers give is held to api/openapi.yaml
 // (internal/verify/contract): one it does not describe fails the test.
+// A server runs on dynalite's path (a refused write comes back without the
+// old item) or on the path AWS takes (StoreOldItem: with it); TESTENV_STORE
+// =old-item runs every server and proxy that does not choose on the
+// second (StoreEnv).
 package testenv
 
 import (
@@ -23,6 +27,7 @@ import (
 
 	"github.com/ft288/locks/api"
 	"github.com/ft288/locks/internal/verify/contract"
+	"github.com/ft288/locks/internal/verify/faultproxy"
 	"github.com/ft288/locks/local"
 	"github.com/ft288/locks/locklogic"
 )
@@ -149,6 +154,81 @@ type Options struct {
 	// local.Capacity). The zero value is off: a test is throttled only
 	// when it asks to be.
 	Capacity local.Capacity
+	// Store is how the store answers a write refused by its condition
+	// (StoreDefault: the harness's mode, see DefaultStore). In
+	// StoreOldItem the service runs with OldItemOnFailure, as in AWS;
+	// without StoreEndpoint the server reaches dynalite through a fault
+	// proxy of its own in old-item mode, and with one, that endpoint must
+	// return the old item itself (NewProxy gives such a proxy).
+	Store StoreMode
+}
+
+// StoreMode says how the store answers a write refused by its condition.
+type StoreMode int
+
+// The store modes.
+const (
+	// StoreDefault is the harness's mode: DefaultStore.
+	StoreDefault StoreMode = iota
+	// StoreDynalite answers as dynalite does: the refusal alone, so the
+	// service reads the item to explain it (OldItemOnFailure off).
+	StoreDynalite
+	// StoreOldItem answers as DynamoDB does: the refusal of a write that
+	// asks for it carries the old item (a fault proxy reads the item and
+	// adds it; see faultproxy.Proxy.SetOldItemOnFailure for how that
+	// differs from DynamoDB), and the service relies on it
+	// (OldItemOnFailure on): the path AWS takes.
+	StoreOldItem
+)
+
+// StoreEnv is the environment variable that sets the harness's mode:
+// "old-item" runs every server and proxy that does not choose a mode in
+// StoreOldItem (a whole suite on the path AWS takes); anything else, or
+// unset, in StoreDynalite.
+const StoreEnv = "TESTENV_STORE"
+
+// DefaultStore returns the harness's mode, from StoreEnv.
+func DefaultStore() StoreMode {
+	if os.Getenv(StoreEnv) == "old-item" {
+		return StoreOldItem
+	}
+	return StoreDynalite
+}
+
+// Resolve returns m, or the harness's mode for StoreDefault.
+func (m StoreMode) Resolve() StoreMode {
+	if m == StoreDefault {
+		return DefaultStore()
+	}
+	return m
+}
+
+// String names the mode as StoreEnv does.
+func (m StoreMode) String() string {
+	switch m.Resolve() {
+	case StoreOldItem:
+		return "old-item"
+	default:
+		return "dynalite"
+	}
+}
+
+// NewProxy starts a fault proxy in front of the test dynalite with plan
+// (nil: none), in store mode mode (StoreDefault: the harness's), closed
+// when tb ends. A server whose StoreEndpoint it is must run in the same
+// mode.
+func NewProxy(tb testing.TB, mode StoreMode, plan faultproxy.Plan) *faultproxy.Proxy {
+	tb.Helper()
+	if endpoint == "" {
+		tb.Fatal("testenv: dynalite is not running; call testenv.Main from TestMain")
+	}
+	p, err := faultproxy.New(endpoint, plan)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.SetOldItemOnFailure(mode.Resolve() == StoreOldItem)
+	tb.Cleanup(func() { p.Close() })
+	return p
 }
 
 // Server is a local runner over the real handlers, served by httptest.
@@ -160,6 +240,8 @@ type Server struct {
 	// DB is the server's DynamoDB client (for tests that inspect or
 	// delete items directly, e.g. to simulate TTL garbage collection).
 	DB *dynamodb.Client
+	// Store is the mode the server runs in (never StoreDefault).
+	Store StoreMode
 
 	runner *local.Runner
 }
@@ -168,6 +250,23 @@ type Server struct {
 // key, try-acquires that carried wait_seconds, refusals (local.Counts).
 func (s *Server) Counts() local.Counts { return s.runner.Counts() }
 
+// CheckRoutes fails tb unless the server's runner has counted want[key]
+// requests on each route key of want and no try-acquire that carried
+// wait_seconds, and logs what it counted.
+func (s *Server) CheckRoutes(tb testing.TB, want map[string]int64) {
+	tb.Helper()
+	got := s.Counts()
+	for key, n := range want {
+		if got.Requests[key] != n {
+			tb.Errorf("%s: got %d requests, want %d", key, got.Requests[key], n)
+		}
+	}
+	if got.TryWaitSeconds != 0 {
+		tb.Errorf("try-acquires with wait_seconds: got %d, want 0", got.TryWaitSeconds)
+	}
+	tb.Logf("runner counts: %v, try-acquires with wait_seconds %d", got.Requests, got.TryWaitSeconds)
+}
+
 // Start starts a Server that is closed when tb ends.
 func Start(tb testing.TB, opt Options) *Server {
 	tb.Helper()
@@ -175,9 +274,13 @@ func Start(tb testing.TB, opt Options) *Server {
 		tb.Fatal("testenv: dynalite is not running; call testenv.Main from TestMain")
 	}
 	ops := &OpCounter{counts: map[string]int{}, next: http.DefaultTransport}
+	mode := opt.Store.Resolve()
 	store := endpoint
-	if opt.StoreEndpoint != "" {
+	switch {
+	case opt.StoreEndpoint != "":
 		store = opt.StoreEndpoint
+	case mode == StoreOldItem:
+		store = NewProxy(tb, mode, nil).URL()
 	}
 	db, err := api.NewDynamoDB(context.Background(), store, func(o *dynamodb.Options) {
 		o.HTTPClient = &http.Client{Transport: ops, Timeout: 10 * time.Second}
@@ -186,7 +289,7 @@ func Start(tb testing.TB, opt Options) *Server {
 		tb.Fatalf("dynamodb client: %v", err)
 	}
 	svc := locklogic.New(db, locklogic.Config{Table: Table, MaxTTLSeconds: opt.MaxTTLSeconds, Retention: opt.Retention, Now: opt.Now,
-		FairWaiting: !opt.RandomWaiting})
+		FairWaiting: !opt.RandomWaiting, OldItemOnFailure: mode == StoreOldItem})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if opt.LogTo != nil {
 		log = api.NewLoggerTo(opt.LogTo, slog.LevelInfo)
@@ -209,7 +312,7 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	srv := httptest.NewServer(doc.Middleware(runner, func(m *contract.Mismatch) { tb.Errorf("%v", m) }))
 	tb.Cleanup(srv.Close)
-	return &Server{URL: srv.URL, Ops: ops, DB: db, runner: runner}
+	return &Server{URL: srv.URL, Ops: ops, DB: db, Store: mode, runner: runner}
 }
 
 // loadContract loads api/openapi.yaml once per test binary.

@@ -5,7 +5,7 @@ the stack names its administrators (docs/api.md, "Admin API")."""
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 from ._args import check_resource, check_slot, check_token, escape
 from ._http import Response, parse_time
@@ -14,6 +14,9 @@ from .errors import InvalidRequest, TransportError
 
 MAX_LIST_LIMIT = 1000
 """The most leases one page of Client.list() may ask for."""
+
+_R = TypeVar("_R")
+_P = TypeVar("_P", LockPage, PermitPage)
 
 
 class AdminCalls:
@@ -24,6 +27,23 @@ class AdminCalls:
     def _send(self, method: str, path: str, payload: Any, timeout: float, what: str) -> Tuple[Response, Any]:
         raise NotImplementedError
 
+    def _page(self, what: str, route: str, field: str, prefix: str, limit: Optional[int], cursor: Optional[str],
+              parse: Callable[[Any], _R], name_of: Callable[[_R], str]) -> Tuple[List[_R], Optional[str]]:
+        """One page of the listing at route: its rows (the list under
+        ``field``, each parsed and checked to be under ``prefix``) and the
+        next page's cursor, None after the last."""
+        _, doc = self._send("GET", _list_path(what, route, prefix, limit, cursor), None, self.timeout, what)
+        if not isinstance(doc, dict) or not isinstance(doc.get(field, []), list):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        rows = [parse(d) for d in doc.get(field) or []]
+        for row in rows:
+            if not name_of(row).startswith(prefix):
+                raise TransportError(f"{what}: the response lists {name_of(row)!r}, outside the prefix")
+        next_cursor = doc.get("cursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise TransportError(f"{what}: malformed cursor: {next_cursor!r:.200}")
+        return rows, next_cursor or None
+
     def list(self, prefix: str = "", *, limit: Optional[int] = None, cursor: Optional[str] = None) -> LockPage:
         """One page of the leases that keep others from their lock (live, or
         expired but inside their lock-delay) whose name starts with
@@ -31,31 +51,15 @@ class AdminCalls:
         100). A page may be short, even empty, and still have a ``cursor``:
         pass it back for the next page, until it is None."""
         what = f"list {prefix!r}"
-        path = _list_path(what, "/admin/locks", prefix, limit, cursor)
-        _, doc = self._send("GET", path, None, self.timeout, what)
-        if not isinstance(doc, dict) or not isinstance(doc.get("locks", []), list):
-            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
-        locks = [parse_lock(AdminLock, d, what) for d in doc.get("locks") or []]
-        for lock in locks:
-            if not lock.resource.startswith(prefix):
-                raise TransportError(f"{what}: the response lists {lock.resource!r}, outside the prefix")
-        next_cursor = doc.get("cursor")
-        if next_cursor is not None and not isinstance(next_cursor, str):
-            raise TransportError(f"{what}: malformed cursor: {next_cursor!r:.200}")
-        return LockPage(locks, next_cursor or None)
+        locks, next_cursor = self._page(what, "/admin/locks", "locks", prefix, limit, cursor,
+                                        lambda d: parse_lock(AdminLock, d, what), lambda lock: lock.resource)
+        return LockPage(locks, next_cursor)
 
     def list_all(self, prefix: str = "") -> List[AdminLock]:
         """Every lease list() finds under ``prefix``, following the cursors
         (pages of 1000). Not a snapshot of one moment: each lease was blocking
         its lock when its page was read."""
-        locks: List[AdminLock] = []
-        cursor = None
-        while True:
-            page = self.list(prefix, limit=MAX_LIST_LIMIT, cursor=cursor)
-            locks.extend(page.locks)
-            if page.cursor is None:
-                return locks
-            cursor = page.cursor
+        return _follow(lambda cursor: self.list(prefix, limit=MAX_LIST_LIMIT, cursor=cursor), lambda page: page.locks)
 
     def force_release(
         self,
@@ -95,29 +99,15 @@ class AdminCalls:
         reaches it. Follow ``cursor`` until it is None, or use
         list_all_semaphores()."""
         what = f"list semaphores {prefix!r}"
-        _, doc = self._send("GET", _list_path(what, "/admin/semaphores", prefix, limit, cursor), None, self.timeout, what)
-        if not isinstance(doc, dict) or not isinstance(doc.get("holders", []), list):
-            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
-        holders = [parse_permit(AdminPermit, d, what) for d in doc.get("holders") or []]
-        for p in holders:
-            if not p.name.startswith(prefix):
-                raise TransportError(f"{what}: the response lists {p.name!r}, outside the prefix")
-        next_cursor = doc.get("cursor")
-        if next_cursor is not None and not isinstance(next_cursor, str):
-            raise TransportError(f"{what}: malformed cursor: {next_cursor!r:.200}")
-        return PermitPage(holders, next_cursor or None)
+        holders, next_cursor = self._page(what, "/admin/semaphores", "holders", prefix, limit, cursor,
+                                          lambda d: parse_permit(AdminPermit, d, what), lambda p: p.name)
+        return PermitPage(holders, next_cursor)
 
     def list_all_semaphores(self, prefix: str = "") -> List[AdminPermit]:
         """Every permit list_semaphores() finds under ``prefix``, following the
         cursors."""
-        out: List[AdminPermit] = []
-        cursor = None
-        while True:
-            page = self.list_semaphores(prefix, limit=MAX_LIST_LIMIT, cursor=cursor)
-            out.extend(page.holders)
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        return _follow(lambda cursor: self.list_semaphores(prefix, limit=MAX_LIST_LIMIT, cursor=cursor),
+                       lambda page: page.holders)
 
     def force_release_permit(
         self,
@@ -145,6 +135,19 @@ class AdminCalls:
         if ended.slot != slot or not isinstance(got_reason, str) or not isinstance(got_immediate, bool):
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
         return PermitForceReleased(ended, got_reason, got_immediate, parse_time(doc.get("free_at")))
+
+
+def _follow(page: Callable[[Optional[str]], _P], rows: Callable[[_P], List[_R]]) -> List[_R]:
+    """The rows of every page, from the first (cursor None) on, following
+    each page's cursor until it is None."""
+    out: List[_R] = []
+    cursor = None
+    while True:
+        p = page(cursor)
+        out.extend(rows(p))
+        if p.cursor is None:
+            return out
+        cursor = p.cursor
 
 
 def _list_path(what: str, route: str, prefix: str, limit: Optional[int], cursor: Optional[str]) -> str:

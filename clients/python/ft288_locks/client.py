@@ -351,6 +351,9 @@ class Client(AdminCalls):
                     if not retryable(e):
                         raise
                     last = e
+                    # A 503's place in the queue (its queue write may have
+                    # landed): the next round reclaims it, as a held one's.
+                    ticket = getattr(e, "_queue_ticket", None) or ticket
                 now = time.monotonic()
                 if give_up is not None and now >= give_up:
                     break

@@ -244,6 +244,10 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
         )
         if isinstance(err, PermitsMismatchError) and type(doc.get("permits")) is int:
             err.permits = doc["permits"]
+        # A waiting round's 503 may carry the waiter's place in the queue
+        # (its queue write may have landed): the next round reclaims it.
+        ticket = doc.get("queue_ticket")
+        err._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
         return err
     title = _str(doc.get("message")) if isinstance(doc, Mapping) else ""
     cls = GatewayError

@@ -272,7 +272,9 @@ class Lease:
                 return
             self._ended = True
             self._reason = reason
-        self.lost.set()
+            # Under the lock, so no thread sees the lease ended (held False)
+            # while lost is not yet set: is_set() waits for _mu.
+            self.lost.set()
         self._stop.set()
 
     def _run(self, t0: float) -> None:

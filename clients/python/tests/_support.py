@@ -22,7 +22,7 @@ import time
 import unittest
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ft288_locks import Response
 
@@ -87,7 +87,29 @@ class Runner:
             [binary, "-addr", addr, "-counts", self.counts_path], cwd=REPO_ROOT, env=env,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        entry = self._await_log(offset, "serving the lock API", 60, 0.05)
+        if entry is None:
+            raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+        return entry["url"]
+
+    def counts(self) -> Dict[str, Any]:
+        """What the runner counted so far (locald -counts): {"requests": {route
+        key: n}, "try_wait_seconds": n, ...}. Asks with SIGUSR1 and waits for
+        the "counts written" line it logs."""
+        with self._counts_mu:
+            offset = os.path.getsize(self.log_path)
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGUSR1)
+            if self._await_log(offset, "counts written", 10, 0.01) is None:
+                raise RuntimeError(f"locald wrote no counts within 10 s:\n{self.log_tail()}")
+            with open(self.counts_path, "rb") as c:
+                return json.load(c)
+
+    def _await_log(self, offset: int, msg: str, timeout: float, poll: float) -> Optional[Dict[str, Any]]:
+        """The first JSON line of locald's log after offset whose msg is msg,
+        read as locald writes it (every poll seconds); None after timeout
+        seconds, or once locald has exited without writing it."""
+        deadline = time.monotonic() + timeout
         with open(self.log_path, "rb") as f:
             f.seek(offset)
             buf = b""
@@ -99,38 +121,12 @@ class Runner:
                         entry = json.loads(line)
                     except ValueError:
                         continue
-                    if entry.get("msg") == "serving the lock API":
-                        return entry["url"]
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError(f"locald did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
-
-    def counts(self) -> Dict[str, Any]:
-        """What the runner counted so far (locald -counts): {"requests": {route
-        key: n}, "try_wait_seconds": n, ...}. Asks with SIGUSR1 and waits for
-        the "counts written" line it logs."""
-        with self._counts_mu:
-            offset = os.path.getsize(self.log_path)
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGUSR1)
-            deadline = time.monotonic() + 10
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                buf = b""
-                while time.monotonic() < deadline:
-                    buf += f.read()
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        try:
-                            entry = json.loads(line)
-                        except ValueError:
-                            continue
-                        if entry.get("msg") == "counts written":
-                            with open(self.counts_path, "rb") as c:
-                                return json.load(c)
-                    time.sleep(0.01)
-        raise RuntimeError(f"locald wrote no counts within 10 s:\n{self.log_tail()}")
+                    if entry.get("msg") == msg:
+                        return entry
+                if self.proc is None or self.proc.poll() is not None:
+                    return None
+                time.sleep(poll)
+        return None
 
     def log_tail(self, n: int = 4000) -> str:
         try:
@@ -178,42 +174,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# -- a delaying proxy ------------------------------------------------------------
+# -- proxies ---------------------------------------------------------------------
 
 
-class DelayProxy:
-    """An HTTP proxy in front of upstream that forwards each request at once
-    and holds back the answer for delay(method, path) seconds, or until the
-    client hangs up."""
+def _forward(up: urllib.parse.SplitResult, method: str, path: str, body: bytes,
+             timeout: float) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    """Sends a request to upstream and returns its status, headers and body."""
+    conn = http.client.HTTPConnection(up.hostname, up.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body or None, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.getheaders(), resp.read()
+    finally:
+        conn.close()
 
-    def __init__(self, upstream: str, delay: Callable[[str, str], float]) -> None:
-        up = urllib.parse.urlsplit(upstream)
-        proxy = self
 
+def _answer(handler: http.server.BaseHTTPRequestHandler, status: int, headers: List[Tuple[str, str]],
+            data: bytes) -> None:
+    """Answers with status, headers (but for hop-by-hop and per-server ones)
+    and data; a client that gave up on the answer is no error."""
+    try:
+        handler.send_response(status)
+        for k, v in headers:
+            if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
+                handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except OSError:
+        pass  # the client gave up on this answer
+
+
+class _Proxy:
+    """An HTTP server on 127.0.0.1 that hands each request and its body to
+    handle(handler, body), each in a thread of its own; close() joins them."""
+
+    def __init__(self, name: str, handle: Callable[[http.server.BaseHTTPRequestHandler, bytes], None]) -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
-            def _forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=10)
-                try:
-                    conn.request(self.command, self.path, body=body or None,
-                                 headers={"Content-Type": "application/json"})
-                    resp = conn.getresponse()
-                    status, headers, data = resp.status, resp.getheaders(), resp.read()
-                finally:
-                    conn.close()
-                # Hold the answer back, but stop as soon as the client hangs up.
-                select.select([self.connection], [], [], delay(self.command, self.path))
-                try:
-                    self.send_response(status)
-                    for k, v in headers:
-                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
-                            self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass  # the client gave up on this answer
+            def _handle(self) -> None:
+                handle(self, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
-            do_GET = do_POST = do_DELETE = _forward
+            do_GET = do_POST = do_DELETE = _handle
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -223,13 +223,30 @@ class DelayProxy:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="delay-proxy", daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name=name, daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()  # waits for the handler threads
         self._thread.join()
+
+
+class DelayProxy(_Proxy):
+    """An HTTP proxy in front of upstream that forwards each request at once
+    and holds back the answer for delay(method, path) seconds, or until the
+    client hangs up."""
+
+    def __init__(self, upstream: str, delay: Callable[[str, str], float]) -> None:
+        up = urllib.parse.urlsplit(upstream)
+
+        def handle(h: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
+            status, headers, data = _forward(up, h.command, h.path, body, 10)
+            # Hold the answer back, but stop as soon as the client hangs up.
+            select.select([h.connection], [], [], delay(h.command, h.path))
+            _answer(h, status, headers, data)
+
+        super().__init__("delay-proxy", handle)
 
 
 # -- version skew: an old stack, the released wire --------------------------------
@@ -256,7 +273,7 @@ def _waits(body: Optional[bytes]) -> bool:
     return isinstance(w, int) and w > 0
 
 
-class OldStackProxy:
+class OldStackProxy(_Proxy):
     """A proxy in front of upstream that answers as a stack from before the
     waiting routes did: API Gateway's 404 {"message":"Not Found"} on POST
     …/wait, and a try-acquire carrying wait_seconds > 0 served by upstream's
@@ -266,67 +283,30 @@ class OldStackProxy:
 
     def __init__(self, upstream: str) -> None:
         up = urllib.parse.urlsplit(upstream)
-        proxy = self
         self.acquires: List[List[Any]] = []
         self._mu = threading.Lock()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                route = acquire_route(self.path) if self.command == "POST" else ""
-                rec: List[Any] = [self.path, _waits(body), None]
-                if route:
-                    with proxy._mu:
-                        proxy.acquires.append(rec)
-                if route == "wait":
-                    rec[2] = 404
-                    data = b'{"message":"Not Found"}'
-                    self.send_response(404)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                path = self.path + "/wait" if route == "try" and rec[1] else self.path
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
-                try:
-                    conn.request(self.command, path, body=body or None, headers={"Content-Type": "application/json"})
-                    resp = conn.getresponse()
-                    status, headers, data = resp.status, resp.getheaders(), resp.read()
-                finally:
-                    conn.close()
-                rec[2] = status
-                try:
-                    self.send_response(status)
-                    for k, v in headers:
-                        if k.lower() not in ("connection", "transfer-encoding", "date", "server"):
-                            self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass  # the client gave up on this answer
+        def handle(h: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
+            route = acquire_route(h.path) if h.command == "POST" else ""
+            rec: List[Any] = [h.path, _waits(body), None]
+            if route:
+                with self._mu:
+                    self.acquires.append(rec)
+            if route == "wait":
+                rec[2] = 404
+                data = b'{"message":"Not Found"}'
+                _answer(h, 404, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))], data)
+                return
+            path = h.path + "/wait" if route == "try" and rec[1] else h.path
+            status, headers, data = _forward(up, h.command, path, body, 60)
+            rec[2] = status
+            _answer(h, status, headers, data)
 
-            do_GET = do_POST = do_DELETE = _forward
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = False  # so that server_close() joins the handler threads
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="old-stack", daemon=True)
-        self._thread.start()
+        super().__init__("old-stack", handle)
 
     def snapshot(self) -> List[List[Any]]:
         with self._mu:
             return [list(r) for r in self.acquires]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join()
 
 
 class ReleasedWire:

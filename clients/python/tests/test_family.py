@@ -193,6 +193,23 @@ class AdminRequestTests(TestCase):
             with self.subTest(kw=kw), self.assertRaises(fl.InvalidRequest):
                 c.list(**kw)
 
+    def test_listings_refuse_a_malformed_page(self):
+        permit = dict(lock_doc("job-1", "a"), name="job-1", slot=0, permits=2)
+        del permit["resource"]
+        for call, field, row in ((Client.list, "locks", lock_doc("job-1", "a")),
+                                 (Client.list_semaphores, "holders", permit)):
+            for what, doc in (("a row outside the prefix", {field: [row]}),
+                              ("rows that are no list", {field: {"0": row}}),
+                              ("a cursor that is no string", {field: [], "cursor": 5})):
+                with self.subTest(call=call.__name__, page=what):
+                    c = client(Stub(lambda req, doc=doc: answer(200, doc)))
+                    with self.assertRaises(fl.TransportError):
+                        call(c, "other-")
+            # The same row under its own prefix is a page.
+            c = client(Stub(lambda req, field=field, row=row: answer(200, {field: [row], "cursor": "c"})))
+            page = call(c, "job-")
+            self.assertEqual((len(getattr(page, field)), page.cursor), (1, "c"))
+
     def test_force_release_request_and_answers(self):
         ended = lock_doc("job 1", "a", token=5)
 

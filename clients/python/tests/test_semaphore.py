@@ -83,6 +83,23 @@ class SemaphoreStubTests(TestCase):
         self.assertTrue(all(r.get("wait_seconds", 0) >= 1 for r in rounds), rounds)
         self.assertEqual([r.get("queue_ticket") for r in rounds], [None, "tk1", "tk1"])
 
+    def test_unavailable_round_ticket_sent_back(self):
+        rounds = []
+
+        def handler(req):
+            rounds.append(req.body)
+            if len(rounds) == 1:
+                return full(req)  # the try finds it full
+            if len(rounds) == 2:
+                return problem(503, "service-unavailable", queue_ticket="ghost-1", headers={"Retry-After": "0"})
+            if len(rounds) == 3:
+                return full(req, queue_ticket=req.body.get("queue_ticket") or "st-new")
+            return answer(200, {"acquired": True, "permit": permit_doc("s", 0, req.body["owner"], 9)})
+
+        c = stub_client(handler)
+        self.keep(c.acquire_semaphore("s", 1, wait=10, keepalive=False))
+        self.assertEqual([r.get("queue_ticket") for r in rounds], [None, None, "ghost-1", "ghost-1"])
+
     def test_polls_a_service_that_refuses_wait_for_permits_and_waits_for_locks(self):
         n = {"sem": 0, "lock": 0}
 

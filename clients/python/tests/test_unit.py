@@ -176,6 +176,26 @@ class ServerSideWaitTests(TestCase):
             client(stub).try_acquire("r", keepalive=False)
         self.assertNotIn("queue_ticket", stub.sent("POST")[0].body)
 
+    def test_unavailable_round_ticket_sent_back(self):
+        # A waiting round answered 503 with the waiter's place (the service
+        # may have joined the queue but could not learn its entry) is
+        # retried with it, and the rounds after keep it. The first request
+        # is the try, answered held.
+        def handler(req):
+            n = len(stub.sent("POST")) - 1
+            if n == 0:
+                return held(req)
+            if n == 1:
+                return problem(503, "service-unavailable", queue_ticket="ghost-1", headers={"Retry-After": "0"})
+            if n == 2:
+                return held(req, queue_ticket=req.body.get("queue_ticket") or "tk-new")
+            return grant(req)
+
+        stub = Stub(handler)
+        c = client(stub, backoff=(0.01, 0.05))
+        self.keep(c.acquire("r", wait=10, ttl=60, keepalive=False))
+        self.assertEqual([p.body.get("queue_ticket") for p in stub.sent("POST")], [None, None, "ghost-1", "ghost-1"])
+
 
 class UnheardGrantTests(TestCase):
     """A grant that may exist but that nobody will use is released."""

@@ -12,6 +12,7 @@ import {
   ValidationError,
   isNoRoute,
   outcomeUnknown,
+  queueTicketOf,
   problemFromAnswer,
   retryable,
 } from "./errors.js";
@@ -503,27 +504,16 @@ export class Client {
    */
   async list(prefix = "", options: ListOptions = {}): Promise<LockPage> {
     const op = `list ${JSON.stringify(prefix)}`;
-    const ans = await this.#send(op, "GET", listPath(op, "/admin/locks", prefix, options), undefined, options);
-    const body = parseJSON(op, ans.text);
-    if (!Array.isArray(body.locks)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "locks"`);
-    const locks = body.locks.map((v: unknown) => {
+    const { rows: locks, cursor } = await this.#page(op, "/admin/locks", "locks", prefix, options, (v) => {
       const l = decodeAdminLock(v);
-      if (!l || !l.resource.startsWith(prefix)) throw new UnexpectedAnswerError(`${op}: malformed lock in answer`);
-      return l;
+      return l && l.resource.startsWith(prefix) ? l : undefined;
     });
-    return { locks, cursor: typeof body.cursor === "string" && body.cursor !== "" ? body.cursor : undefined };
+    return { locks, cursor };
   }
 
   /** Admin: every lease {@link Client.list} finds under `prefix`, following the cursor page by page. */
   async listAll(prefix = "", options: { signal?: AbortSignal } = {}): Promise<AdminLock[]> {
-    const all: AdminLock[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await this.list(prefix, { limit: 1000, cursor, signal: options.signal });
-      all.push(...page.locks);
-      cursor = page.cursor;
-    } while (cursor);
-    return all;
+    return followPages((cursor) => this.list(prefix, { limit: 1000, cursor, signal: options.signal }), (page) => page.locks);
   }
 
   /**
@@ -700,27 +690,16 @@ export class Client {
    */
   async listSemaphores(prefix = "", options: ListOptions = {}): Promise<PermitPage> {
     const op = `list semaphores ${JSON.stringify(prefix)}`;
-    const ans = await this.#send(op, "GET", listPath(op, "/admin/semaphores", prefix, options), undefined, options);
-    const body = parseJSON(op, ans.text);
-    if (!Array.isArray(body.holders)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "holders"`);
-    const holders = body.holders.map((v: unknown) => {
+    const { rows: holders, cursor } = await this.#page(op, "/admin/semaphores", "holders", prefix, options, (v) => {
       const p = decodeAdminPermit(v);
-      if (!p || !p.name.startsWith(prefix)) throw new UnexpectedAnswerError(`${op}: malformed permit in answer`);
-      return p;
+      return p && p.name.startsWith(prefix) ? p : undefined;
     });
-    return { holders, cursor: typeof body.cursor === "string" && body.cursor !== "" ? body.cursor : undefined };
+    return { holders, cursor };
   }
 
   /** Admin: every permit {@link Client.listSemaphores} finds under `prefix`, following the cursor page by page. */
   async listAllSemaphores(prefix = "", options: { signal?: AbortSignal } = {}): Promise<AdminPermit[]> {
-    const all: AdminPermit[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await this.listSemaphores(prefix, { limit: 1000, cursor, signal: options.signal });
-      all.push(...page.holders);
-      cursor = page.cursor;
-    } while (cursor);
-    return all;
+    return followPages((cursor) => this.listSemaphores(prefix, { limit: 1000, cursor, signal: options.signal }), (page) => page.holders);
   }
 
   /**
@@ -848,6 +827,9 @@ export class Client {
             continue;
           }
           if (!retryable(err)) throw err;
+          // A 503's place in the queue (its queue write may have landed):
+          // the next round reclaims it, as a held round's.
+          queueTicket = queueTicketOf(err) ?? queueTicket;
           last = err;
           lastUnknown = outcomeUnknown(err);
         }
@@ -953,6 +935,28 @@ export class Client {
   }
 
   /** One request; resolves to a 2xx answer, rejects with a ProblemError for any other status, a RequestFailedError without an answer, or `signal.reason`. */
+  /**
+   * One page of the listing at `route`: its rows (the array under `field`,
+   * each decoded; `decode` answers undefined for a row that is malformed or
+   * outside the prefix) and the next page's cursor, undefined after the last.
+   */
+  async #page<T>(op: string, route: string, field: "locks" | "holders", prefix: string, options: ListOptions,
+    decode: (v: unknown) => T | undefined): Promise<{ rows: T[]; cursor?: string }> {
+    const ans = await this.#send(op, "GET", listPath(op, route, prefix, options), undefined, options);
+    const body = parseJSON(op, ans.text);
+    const rows: unknown = body[field];
+    if (!Array.isArray(rows)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "${field}"`);
+    const what = field === "locks" ? "lock" : "permit";
+    return {
+      rows: rows.map((v: unknown) => {
+        const row = decode(v);
+        if (row === undefined) throw new UnexpectedAnswerError(`${op}: malformed ${what} in answer`);
+        return row;
+      }),
+      cursor: typeof body.cursor === "string" && body.cursor !== "" ? body.cursor : undefined,
+    };
+  }
+
   async #send(op: string, method: string, path: string, payload: unknown, options: RequestOptions): Promise<{ status: number; headers: Headers; text: string }> {
     const url = new URL(this.endpoint + path);
     const body = payload === undefined ? undefined : JSON.stringify(payload);
@@ -1058,6 +1062,18 @@ function checkWatchArgs(op: string, index: unknown, waitSeconds: unknown): void 
   if (!(typeof waitSeconds === "number" && Number.isSafeInteger(waitSeconds) && waitSeconds >= 0 && waitSeconds <= MAX_SERVER_WAIT_SECONDS)) {
     throw new RangeError(`${op}: waitSeconds ${String(waitSeconds)}: want a whole number from 0 to ${MAX_SERVER_WAIT_SECONDS}`);
   }
+}
+
+/** The rows of every page, from the first on, following each page's cursor until it has none. */
+async function followPages<P extends { cursor?: string }, T>(page: (cursor: string | undefined) => Promise<P>, rows: (p: P) => T[]): Promise<T[]> {
+  const all: T[] = [];
+  let cursor: string | undefined;
+  do {
+    const p = await page(cursor);
+    all.push(...rows(p));
+    cursor = p.cursor;
+  } while (cursor);
+  return all;
 }
 
 /** The path of one page of a listing at `route`. */

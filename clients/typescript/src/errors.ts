@@ -204,7 +204,10 @@ export function problemFromAnswer(operation: string, status: number, body: strin
     };
     const slug = type?.startsWith(PROBLEM_TYPE_BASE) ? type.slice(PROBLEM_TYPE_BASE.length) : "";
     const Cls = Object.hasOwn(bySlug, slug) ? bySlug[slug]! : ProblemError;
-    return new Cls(operation, init);
+    const err = new Cls(operation, init);
+    const ticket = str(o.queue_ticket);
+    if (ticket) queueTickets.set(err, ticket);
+    return err;
   }
   const init: ProblemInit = { status, title: str(o.message) ?? statusText(status), retryAfterMs };
   let err: ProblemError;
@@ -213,6 +216,22 @@ export function problemFromAnswer(operation: string, status: number, body: strin
   else err = new ProblemError(operation, init);
   if (str(o.message) !== undefined) gatewayAnswers.add(err);
   return err;
+}
+
+/**
+ * The waiter's place in the queue that a waiting round's 503 may carry
+ * (`queue_ticket`: the service could not learn whether its queue write
+ * landed), by error.
+ */
+const queueTickets = new WeakMap<ProblemError, string>();
+
+/**
+ * The `queue_ticket` of the problem answer `err`, if it carries one: the
+ * next round sends it back to reclaim the place. Internal: not exported by
+ * the package.
+ */
+export function queueTicketOf(err: unknown): string | undefined {
+  return err instanceof ProblemError ? queueTickets.get(err) : undefined;
 }
 
 /** The errors built from API Gateway's own JSON `{"message"}` answers (not a problem document). */

@@ -120,6 +120,20 @@ describe("server-side waiting", { concurrency: true }, () => {
     assert.equal("queue_ticket" in once.calls[0]!.body!, false, "tryAcquire has no place to keep");
   });
 
+  test("a waiting round's 503 with a queue_ticket is retried with that ticket, as a held round's", async () => {
+    const stub = stubFetch((req, n) => {
+      if (n === 0) return json(200, { acquired: false, resource: "r" }); // the try finds it held
+      // The service may have joined the queue but could not learn its entry.
+      if (n === 1) return problem(503, "service-unavailable", { queue_ticket: "ghost-1" }, { "retry-after": "0" });
+      if (n === 2) return json(200, { acquired: false, resource: "r", queue_ticket: String(req.body?.queue_ticket ?? "tk-new") });
+      return json(200, { acquired: true, lock: lockDoc("r", String(req.body?.owner), 101) });
+    });
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
+    await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
+    const tickets = stub.calls.map((r) => r.body?.queue_ticket);
+    assert.deepEqual(tickets, [undefined, undefined, "ghost-1", "ghost-1"], "the try, the first round, then the retry reclaims the 503's place, and the rounds after keep it");
+  });
+
   test("an older service's 422 on wait_seconds switches to polling with backoff, honouring Retry-After, and is remembered", async () => {
     let grantFrom = 3;
     const stub = granting(

@@ -14,6 +14,7 @@ import {
   ServiceUnavailableError,
   StaleTokenError,
   UnavailableError,
+  UnexpectedAnswerError,
   fromEnv,
   withLock,
 } from "../dist/esm/index.js";
@@ -170,6 +171,29 @@ describe("admin", { concurrency: true }, () => {
     assert.equal(stub.calls[2]!.url.search, "?prefix=job&limit=1000&cursor=c%201");
     await assert.rejects(c.list("a/b"), TypeError);
     await assert.rejects(c.list("", { limit: 1001 }), RangeError);
+  });
+
+  test("list and listSemaphores refuse a malformed page: a row outside the prefix or malformed, rows that are no array", async () => {
+    const { resource, ...rest } = lockDoc("job-1", "w", 3);
+    const permit = { ...rest, name: resource, slot: 0, permits: 2 };
+    const listings = [
+      { call: (c: Client, prefix: string) => c.list(prefix), field: "locks", row: lockDoc("job-1", "w", 3), rows: (p: object) => (p as { locks: unknown[] }).locks },
+      { call: (c: Client, prefix: string) => c.listSemaphores(prefix), field: "holders", row: permit, rows: (p: object) => (p as { holders: unknown[] }).holders },
+    ];
+    for (const { call, field, row, rows } of listings) {
+      for (const [what, body, prefix] of [
+        ["a row outside the prefix", { [field]: [row] }, "other-"],
+        ["a malformed row", { [field]: [{ ...row, fencing_token: "3" }] }, "job-"],
+        ["rows that are no array", { [field]: { 0: row } }, "job-"],
+      ] as const) {
+        const c = new Client(BASE, { fetch: admin(() => json(200, body)).fetch });
+        await assert.rejects(call(c, prefix), UnexpectedAnswerError, `${field}: ${what}`);
+      }
+      // The same row under its own prefix is a page.
+      const c = new Client(BASE, { fetch: admin(() => json(200, { [field]: [row], cursor: "c" })).fetch });
+      const page = await call(c, "job-");
+      assert.deepEqual([rows(page).length, page.cursor], [1, "c"], field);
+    }
   });
 
   test("forceRelease sends reason, immediate and the token; a 409 carries the current lease", async () => {

@@ -142,17 +142,33 @@ export interface Proxy {
   close(): Promise<void>;
 }
 
-/** An HTTP proxy to target that answers acquires (POST /locks/{r}) `delayMs` late, after forwarding them at once. */
-export async function delayingProxy(target: string, delayMs: number): Promise<Proxy> {
+/**
+ * What a proxy does with a request: answer it itself (`answer`), or forward
+ * it to target's `path` (the request's own when absent) and hold target's
+ * answer back `holdMs`.
+ */
+interface ProxyStep {
+  answer?: { status: number; body: string };
+  path?: string;
+  holdMs?: number;
+}
+
+/** An HTTP proxy to target that does with each request what `step` says, and records it in `requests`. */
+async function proxy(target: string, step: (rec: Recorded) => ProxyStep): Promise<Proxy> {
   const requests: Recorded[] = [];
   const server: Server = createServer((req: IncomingMessage, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", async () => {
       const body = Buffer.concat(chunks).toString();
-      const path = req.url ?? "/";
-      const rec: Recorded = { method: req.method ?? "", path, body };
+      const rec: Recorded = { method: req.method ?? "", path: req.url ?? "/", body };
       requests.push(rec);
+      const { answer, path = rec.path, holdMs = 0 } = step(rec);
+      if (answer) {
+        rec.upstream = answer.status;
+        res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.body);
+        return;
+      }
       try {
         const up = await fetch(target + path, {
           method: req.method,
@@ -161,7 +177,7 @@ export async function delayingProxy(target: string, delayMs: number): Promise<Pr
         });
         const text = await up.text();
         rec.upstream = up.status;
-        if (req.method === "POST" && !path.endsWith("/renew")) await new Promise((r) => setTimeout(r, delayMs));
+        if (holdMs > 0) await new Promise((r) => setTimeout(r, holdMs));
         const headers: Record<string, string> = {};
         up.headers.forEach((v, k) => {
           if (k !== "content-length" && k !== "transfer-encoding" && k !== "connection") headers[k] = v;
@@ -183,6 +199,11 @@ export async function delayingProxy(target: string, delayMs: number): Promise<Pr
         server.close(() => resolve());
       }),
   };
+}
+
+/** An HTTP proxy to target that answers acquires (POST /locks/{r}) `delayMs` late, after forwarding them at once. */
+export function delayingProxy(target: string, delayMs: number): Promise<Proxy> {
+  return proxy(target, (rec) => ({ holdMs: rec.method === "POST" && !rec.path.endsWith("/renew") ? delayMs : 0 }));
 }
 
 /** The try route of an acquire path (`/locks/{r}`, `/semaphores/{n}`), "wait" for its `…/wait`, "" for any other. */
@@ -199,59 +220,19 @@ export function acquireRoute(path: string): "try" | "wait" | "" {
  * (the try route waited then). Everything else passes through. `requests`
  * records each request as the client sent it.
  */
-export async function oldStackProxy(target: string): Promise<Proxy> {
-  const requests: Recorded[] = [];
-  const server: Server = createServer((req: IncomingMessage, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", async () => {
-      const body = Buffer.concat(chunks).toString();
-      let path = req.url ?? "/";
-      const rec: Recorded = { method: req.method ?? "", path, body };
-      requests.push(rec);
-      const route = req.method === "POST" ? acquireRoute(path) : "";
-      if (route === "wait") {
-        rec.upstream = 404;
-        res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ message: "Not Found" }));
-        return;
-      }
-      let waits = false;
-      try {
-        const w = (JSON.parse(body) as { wait_seconds?: unknown }).wait_seconds;
-        waits = typeof w === "number" && w > 0;
-      } catch {
-        // not JSON: passed on as it is
-      }
-      if (route === "try" && waits) path += "/wait";
-      try {
-        const up = await fetch(target + path, {
-          method: req.method,
-          headers: { "content-type": "application/json" },
-          body: req.method === "GET" ? undefined : body,
-        });
-        const text = await up.text();
-        rec.upstream = up.status;
-        const headers: Record<string, string> = {};
-        up.headers.forEach((v, k) => {
-          if (k !== "content-length" && k !== "transfer-encoding" && k !== "connection") headers[k] = v;
-        });
-        res.writeHead(up.status, headers).end(text);
-      } catch (err) {
-        res.writeHead(502).end(JSON.stringify({ message: String(err) }));
-      }
-    });
+export function oldStackProxy(target: string): Promise<Proxy> {
+  return proxy(target, (rec) => {
+    const route = rec.method === "POST" ? acquireRoute(rec.path) : "";
+    if (route === "wait") return { answer: { status: 404, body: JSON.stringify({ message: "Not Found" }) } };
+    let waits = false;
+    try {
+      const w = (JSON.parse(rec.body) as { wait_seconds?: unknown }).wait_seconds;
+      waits = typeof w === "number" && w > 0;
+    } catch {
+      // not JSON: passed on as it is
+    }
+    return { path: route === "try" && waits ? rec.path + "/wait" : rec.path };
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /**

@@ -29,6 +29,18 @@ const fullDoc = (name: string, extra: Record<string, unknown> = {}) =>
   json(200, { acquired: false, name, free_at: new Date(Date.now() + 5000).toISOString(), ...extra }, { "retry-after": "5" });
 
 describe("semaphores against a stub", { concurrency: true }, () => {
+  test("a waiting round's 503 with a queue_ticket is retried with that ticket, as a full round's", async () => {
+    const stub = stubFetch((req, n) => {
+      if (n === 0) return fullDoc("s"); // the try finds it full
+      if (n === 1) return problem(503, "service-unavailable", { queue_ticket: "ghost-1", instance: "/semaphores/s/wait" }, { "retry-after": "0" });
+      if (n === 2) return fullDoc("s", { queue_ticket: String(req.body?.queue_ticket ?? "st-new") });
+      return json(200, { acquired: true, permit: permitDoc("s", 0, String(req.body?.owner), 9) });
+    });
+    const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
+    await c.acquireSemaphore("s", 1, { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
+    assert.deepEqual(stub.calls.map((r) => r.body?.queue_ticket), [undefined, undefined, "ghost-1", "ghost-1"]);
+  });
+
   test("a permit, full, and permits mismatch are told apart", async () => {
     const stub = stubFetch((req, n) => {
       if (n === 0) return json(200, { acquired: true, permit: permitDoc("s", 1, String(req.body?.owner), 7) });

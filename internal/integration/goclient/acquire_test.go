@@ -15,8 +15,7 @@ import (
 
 func TestTryAcquire(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
+	c := startClient(t)
 	res := resourceName(t) + " odd:chars?&%é"
 	ctx := context.Background()
 
@@ -99,8 +98,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 				at  time.Time
 			}
 			got := make(chan result, 1)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testContext(t, 10*time.Second)
 			go func() {
 				l, err := waiter.Acquire(ctx, res, "waiter", 30*time.Second)
 				got <- result{l, err, time.Now()}
@@ -181,8 +179,7 @@ func TestDefaultOwnerUnique(t *testing.T) {
 // Status shows it.
 func TestWithLockDelayLocal(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
+	c := startClient(t)
 	res := resourceName(t)
 	l, err := c.TryAcquire(context.Background(), res, "", 3*time.Second, client.WithLockDelay(30*time.Second))
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 // TestListAndForceRelease: List pages through the leases under a prefix,
@@ -17,8 +16,7 @@ import (
 // next grant has a larger token, a second force release is ErrNotFound.
 func TestListAndForceRelease(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
+	c := startClient(t)
 	ctx := context.Background()
 	prefix := resourceName(t) + ":"
 	var want []string

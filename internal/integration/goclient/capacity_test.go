@@ -117,8 +117,7 @@ func TestHotLockUnderStackCapacity(t *testing.T) {
 	)
 	srv := testenv.Start(t, testenv.Options{Capacity: local.StackCapacity()})
 	res := resourceName(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 2*time.Minute)
 	var (
 		holders atomic.Int32
 		mu      sync.Mutex

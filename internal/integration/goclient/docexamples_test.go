@@ -15,48 +15,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft288/locks/internal/doccheck"
 	"github.com/ft288/locks/internal/testenv"
 )
 
-// docBlock is a fenced block of a Markdown document.
-type docBlock struct {
-	file string // relative to the repository's root
-	line int    // of the opening fence
-	lang string // the info string: go, sh, text, …
-	body string
-}
-
-func (b docBlock) String() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
-
-// fenceRE matches a fenced block that starts at the beginning of a line.
-var fenceRE = regexp.MustCompile("(?ms)^```([^\n`]*)\n(.*?)^```[ \t]*$")
-
 // docBlocks returns the fenced blocks of the documents whose examples the
-// tests run: README.md, docs/*.md and client/README.md, under root.
-func docBlocks(tb testing.TB, root string) []docBlock {
+// tests run (doccheck.Examples), or fails the test.
+func docBlocks(tb testing.TB, root string) []doccheck.Block {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	blocks, err := doccheck.Examples(root)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	files = append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "client", "README.md")}, files...)
-	var out []docBlock
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rel, _ := filepath.Rel(root, f)
-		for _, m := range fenceRE.FindAllStringSubmatchIndex(string(data), -1) {
-			out = append(out, docBlock{
-				file: filepath.ToSlash(rel),
-				line: strings.Count(string(data[:m[0]]), "\n") + 1,
-				lang: strings.TrimSpace(string(data[m[2]:m[3]])),
-				body: string(data[m[4]:m[5]]),
-			})
-		}
-	}
-	return out
+	return blocks
 }
 
 // TestDocExamples runs every ```go block of the README, docs/ and
@@ -73,12 +44,12 @@ func TestDocExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var programs []docBlock
+	var programs []doccheck.Block
 	for _, b := range docBlocks(t, root) {
-		if b.lang != "go" {
+		if b.Lang != "go" {
 			continue
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), b.String(), b.body, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(token.NewFileSet(), b.String(), b.Body, parser.SkipObjectResolution)
 		if err != nil {
 			t.Errorf("%s: a ```go block that does not parse as a Go file (%v): make it a whole program, or mark it ```text", b, err)
 			continue
@@ -132,7 +103,7 @@ func TestDocExamples(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, pkg), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		write(t, filepath.Join(dir, pkg, "main.go"), b.body)
+		write(t, filepath.Join(dir, pkg, "main.go"), b.Body)
 		// One at a time: the examples share their lock names.
 		t.Run(strings.NewReplacer("/", "_", ".md", "").Replace(b.String()), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -16,10 +16,8 @@ import (
 // taken with index 0, then each grant and release as it happens.
 func TestWatchLocal(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	c := startClient(t)
+	ctx := testContext(t, 30*time.Second)
 	res := resourceName(t)
 	r, err := c.Watch(ctx, res, 0, 0)
 	if err != nil || r.Index != 0 || r.Changed || r.Lock != nil || r.FencingToken != 0 {
@@ -140,8 +138,7 @@ func TestElectionLocal(t *testing.T) {
 			sentB := make(chan struct{}, 1)
 			cb := newClient(t, srv.URL, campaignTransport(sentB, make(chan struct{})))
 			obs := observe(t, newClient(t, srv.URL), name)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testContext(t, 30*time.Second)
 
 			a, b := client.NewElection(ca, name), client.NewElection(cb, name)
 			la, err := a.Campaign(ctx, client.WithTTL(3*time.Second))

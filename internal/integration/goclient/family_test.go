@@ -39,8 +39,7 @@ func TestFromEnvDefaults(t *testing.T) {
 // service; the error is a *HeldError, not the context's.
 func TestAcquireWaitBoundLocal(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
+	c := startClient(t)
 	res := resourceName(t)
 	acquire(t, c, res, "holder", time.Minute)
 	start := time.Now()
@@ -60,8 +59,7 @@ func TestAcquireWaitBoundLocal(t *testing.T) {
 // does not call fn; a force release ends fn's context and is reported.
 func TestWithLockLocal(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
+	c := startClient(t)
 	ctx := context.Background()
 
 	t.Run("OK", func(t *testing.T) {

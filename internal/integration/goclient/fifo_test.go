@@ -48,8 +48,7 @@ func TestAcquireArrivalOrder(t *testing.T) {
 	owners := []string{"w0", "w1", "w2"}
 	granted := make(chan string, len(owners))
 	errs := make(chan error, len(owners))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	for i, owner := range owners {
 		go func() {
 			l, err := c.Acquire(ctx, res, owner, 3*time.Second)

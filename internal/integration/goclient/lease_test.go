@@ -46,8 +46,7 @@ func TestKeepAliveWithLocalRunner(t *testing.T) {
 	})}))
 	res := resourceName(t)
 	l := acquire(t, c, res, "w1", 3*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+	ctx := testContext(t, 15*time.Second)
 	// The lease's expiry before the first, second and third renewal. A
 	// renewal whose attempt timed out on a loaded machine is sent again
 	// (the expiry unchanged): that is the same renewal, and its first
@@ -85,8 +84,7 @@ func TestKeepAliveWithLocalRunner(t *testing.T) {
 
 func TestReleaseSendsFencingToken(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL, client.WithoutKeepAlive())
+	c := startClient(t, client.WithoutKeepAlive())
 	res := resourceName(t)
 	old := acquire(t, c, res, "w1", 30*time.Second)
 	newer := acquire(t, c, res, "w1", 30*time.Second)

@@ -132,3 +132,17 @@ func endpoint() string {
 	})
 	return example.url
 }
+
+// startClient starts a server of the test's own (the local runner over
+// the real handlers) and returns a client of it, as newClient with opts.
+func startClient(tb testing.TB, opts ...client.Option) *client.Client {
+	tb.Helper()
+	return newClient(tb, testenv.Start(tb, testenv.Options{}).URL, opts...)
+}
+
+// testContext returns a context that ends after d, or when the test does.
+func testContext(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}

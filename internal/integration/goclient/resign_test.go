@@ -1,12 +1,10 @@
 package goclient_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 // TestResignAfterForceRelease (found by review): Election.Resign is a no-op
@@ -14,10 +12,8 @@ import (
 // released or taken over, as in the TypeScript and Python clients.
 func TestResignAfterForceRelease(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	c := startClient(t)
+	ctx := testContext(t, 30*time.Second)
 	name := resourceName(t)
 	e := client.NewElection(c, name)
 	lease, err := e.Campaign(ctx, client.WithTTL(30*time.Second))

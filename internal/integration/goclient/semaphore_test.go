@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
-	"github.com/ft288/locks/internal/testenv"
 )
 
 // TestSemaphoreLocal runs the client's semaphore API against the real
@@ -19,8 +18,7 @@ import (
 // by slot; a force release ends its context.
 func TestSemaphoreLocal(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	c := newClient(t, srv.URL)
+	c := startClient(t)
 	ctx := context.Background()
 
 	t.Run("AtMostN", func(t *testing.T) {

@@ -39,8 +39,10 @@ type server struct {
 // startServer serves the lock API for one Instance on a free loopback port,
 // over the store at endpoint, table table, with the store budget budget
 // (api.StoreBudget when zero); fair serves waiting acquires in arrival
-// order (locklogic.Config.FairWaiting), as the service's own setups do.
-func startServer(endpoint, table string, budget time.Duration, fair bool, in Instance) (*server, error) {
+// order (locklogic.Config.FairWaiting), as the service's own setups do;
+// oldItem says the store returns the old item with a refused write
+// (locklogic.Config.OldItemOnFailure).
+func startServer(endpoint, table string, budget time.Duration, fair, oldItem bool, in Instance) (*server, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	db, err := api.NewDynamoDB(context.Background(), endpoint, func(o *dynamodb.Options) {
@@ -62,9 +64,10 @@ func startServer(endpoint, table string, budget time.Duration, fair bool, in Ins
 		now = func() time.Time { return time.Now().Add(off) }
 	}
 	// dynalite does not return the old item with a failed condition, so
-	// the service explains failed renewals and releases with a read, as
-	// locald does when its probe says so.
-	svc := locklogic.New(store, locklogic.Config{Table: table, Now: now, FairWaiting: fair})
+	// unless the proxy adds it (oldItem) the service explains failed
+	// renewals and releases with a read, as locald does when its probe
+	// says so.
+	svc := locklogic.New(store, locklogic.Config{Table: table, Now: now, FairWaiting: fair, OldItemOnFailure: oldItem})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	h := api.NewHandler(svc, log, now)
 	if budget > 0 {

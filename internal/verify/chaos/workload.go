@@ -80,6 +80,11 @@ type Config struct {
 	Instances []Instance
 	// StoreBudget is each instance's store budget (api.StoreBudget).
 	StoreBudget time.Duration
+	// OldItemOnFailure runs the store as DynamoDB answers a refused write
+	// (the fault proxy adds the old item: faultproxy's old-item mode) and
+	// the instances relying on it (locklogic.Config.OldItemOnFailure): the
+	// path AWS takes. Off, the store answers as dynalite does.
+	OldItemOnFailure bool
 	// Recovery is how long the clients run after the faults stopped
 	// (1 s); negative skips the recovery and final phases.
 	Recovery time.Duration
@@ -191,12 +196,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer proxy.Close()
+	proxy.SetOldItemOnFailure(cfg.OldItemOnFailure)
 	w := &workload{cfg: cfg, start: time.Now()}
 	if cfg.Election.on() {
 		w.leader = cfg.LeaderResource()
 	}
 	for _, in := range cfg.Instances {
-		s, err := startServer(proxy.URL(), cfg.Table, cfg.StoreBudget, !cfg.RandomWaiting, in)
+		s, err := startServer(proxy.URL(), cfg.Table, cfg.StoreBudget, !cfg.RandomWaiting, cfg.OldItemOnFailure, in)
 		if err != nil {
 			return nil, err
 		}

@@ -16,11 +16,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -123,6 +126,11 @@ type Record struct {
 	StoreStatus int
 	StoreBody   []byte
 	ForwardErr  string
+	// OldItem is, in old-item mode (SetOldItemOnFailure), the item the
+	// proxy read and added to this write's refusal (its JSON attribute
+	// map; nil when it added none: the item was absent, or the write was
+	// not refused).
+	OldItem []byte
 	// CallerStatus is what the caller was sent (0 when it got no answer).
 	CallerStatus int
 }
@@ -144,6 +152,8 @@ type Proxy struct {
 
 	srv *http.Server
 	ln  net.Listener
+
+	oldItem atomic.Bool
 }
 
 // New starts a proxy on a free loopback port in front of the store at
@@ -185,6 +195,22 @@ func (p *Proxy) SetPlan(plan Plan) {
 	p.plan = plan
 	p.mu.Unlock()
 }
+
+// SetOldItemOnFailure turns old-item mode on or off for requests that
+// arrive from now on. In old-item mode the proxy answers a write refused
+// by its condition as DynamoDB does when the write asked for it
+// (ReturnValuesOnConditionCheckFailure ALL_OLD), which dynalite ignores:
+// it reads the item with a strongly consistent GetItem after the store's
+// refusal and adds it to the ConditionalCheckFailedException as its Item
+// member (nothing when the item is absent). The read is not atomic with
+// the refusal, as DynamoDB's old item is: a write that lands between the
+// two shows in the item returned, so the caller may see a later item than
+// the one its condition failed on (a view DynamoDB would never give,
+// though one the caller could reach with a read of its own). A read that
+// fails turns the answer into a 500 (the write was refused: a retry is
+// harmless). The read is no Record of its own; Record.OldItem keeps the
+// item added.
+func (p *Proxy) SetOldItemOnFailure(on bool) { p.oldItem.Store(on) }
 
 // Close stops accepting requests and waits for held and late requests to
 // reach the store (or give up), so no write is still in flight.
@@ -276,6 +302,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	status, header, storeBody := p.forward(rec, r.Header, body)
+	if status != 0 && p.oldItem.Load() {
+		var err error
+		if storeBody, err = p.addOldItem(rec, r.Header, body, status, storeBody); err != nil {
+			p.answerError(w, rec, 500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "faultproxy: old item: "+err.Error())
+			return
+		}
+	}
 	if status == 0 || act.Fault == Late || r.Context().Err() != nil {
 		// Unreachable store, or nobody is listening any more: the caller
 		// gets no answer (its connection is closed).
@@ -297,6 +330,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			<-act.HoldAnswer
 		}
 		copyHeader(w.Header(), header)
+		// The old item may have grown the body: its length and DynamoDB's
+		// checksum of it (which the SDK checks) follow.
+		w.Header().Del("Content-Length")
+		if w.Header().Get("X-Amz-Crc32") != "" {
+			w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(storeBody)), 10))
+		}
 		w.WriteHeader(status)
 		_, _ = w.Write(storeBody)
 		p.setCallerStatus(rec, status)
@@ -340,6 +379,76 @@ func (p *Proxy) forward(rec *Record, h http.Header, body []byte) (int, http.Head
 	}
 	rec.StoreStatus, rec.StoreBody = resp.StatusCode, data
 	return resp.StatusCode, resp.Header, data
+}
+
+// oldItemOps are the writes that take ReturnValuesOnConditionCheckFailure.
+var oldItemOps = map[string]bool{"UpdateItem": true, "PutItem": true, "DeleteItem": true}
+
+// addOldItem returns the store's answer to a write as DynamoDB would give
+// it in old-item mode: a refusal of a write that asked for the old item
+// (ReturnValuesOnConditionCheckFailure ALL_OLD) with the item, read now,
+// as the exception's Item member; any other answer as it is.
+func (p *Proxy) addOldItem(rec *Record, h http.Header, body []byte, status int, storeBody []byte) ([]byte, error) {
+	if status != http.StatusBadRequest || !oldItemOps[rec.Op] {
+		return storeBody, nil
+	}
+	var req struct {
+		TableName                           string
+		Key                                 json.RawMessage
+		ReturnValuesOnConditionCheckFailure string
+	}
+	if json.Unmarshal(body, &req) != nil || req.ReturnValuesOnConditionCheckFailure != "ALL_OLD" {
+		return storeBody, nil
+	}
+	var ans map[string]json.RawMessage
+	if json.Unmarshal(storeBody, &ans) != nil {
+		return storeBody, nil
+	}
+	var typ string
+	_ = json.Unmarshal(ans["__type"], &typ)
+	if typ[strings.LastIndexByte(typ, '#')+1:] != "ConditionalCheckFailedException" {
+		return storeBody, nil
+	}
+	get, err := json.Marshal(map[string]any{"TableName": req.TableName, "Key": req.Key, "ConsistentRead": true})
+	if err != nil {
+		return nil, err
+	}
+	gh := h.Clone()
+	gh.Set("X-Amz-Target", "DynamoDB_20120810.GetItem")
+	gh.Del("Content-Length")
+	hreq, err := http.NewRequestWithContext(context.Background(), http.MethodPost, p.target+"/", bytes.NewReader(get))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header = gh
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GetItem answered %d: %s", resp.StatusCode, data)
+	}
+	var got struct{ Item json.RawMessage }
+	if err := json.Unmarshal(data, &got); err != nil {
+		return nil, err
+	}
+	if len(got.Item) == 0 || string(got.Item) == "null" {
+		return storeBody, nil // absent: DynamoDB returns no item either
+	}
+	ans["Item"] = got.Item
+	out, err := json.Marshal(ans)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	rec.OldItem = got.Item
+	p.mu.Unlock()
+	return out, nil
 }
 
 // answerError answers as DynamoDB does for a service-side error.
