@@ -54,10 +54,10 @@ func (a *acquisition) try(ctx context.Context) (*Lease, error) {
 }
 
 // Acquire waits for a lease of ttl on resource for owner (the defaults as
-// for TryAcquire), waiting at the service (or polling) and retrying
-// temporary failures, until ctx ends and for at most DefaultAcquireWait
-// when ctx has no deadline (WithWait sets another bound, WithoutWaitLimit
-// none). When the wait runs out while the lock is held, the error is a
+// for TryAcquire): it tries first, and while the lock is held waits at the
+// service (or polls), retrying temporary failures, until ctx ends and for
+// at most DefaultAcquireWait when ctx has no deadline (WithWait sets
+// another bound, WithoutWaitLimit none). When the wait runs out while the lock is held, the error is a
 // *HeldError matching ErrHeld; when ctx ended it, the error matches ctx's
 // error too.
 func (c *Client) Acquire(ctx context.Context, resource, owner string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
@@ -109,12 +109,20 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 		return fmt.Errorf("%s: gave up after waiting %s: %w", a.label(), bound, last)
 	}
 	var last error
+	// held: a try has answered that another owner holds the lock (the
+	// semaphore is full). Until then every attempt is a try on the quick
+	// route, so an uncontended acquire never spends the waiting route's
+	// small throttle; from then on the attempts are waiting rounds.
+	held := false
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			a.abandon(ctx)
 			return nil, gaveUp(last)
 		}
-		wait := c.serverWait(ctx, ttl, a.pollOnly())
+		var wait time.Duration
+		if held {
+			wait = c.serverWait(ctx, ttl, a.pollOnly())
+		}
 		sent := time.Now()
 		r, abandoned := a.attempt(ctx, wait)
 		if abandoned {
@@ -151,6 +159,16 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 			return nil, r.err
 		}
 		last = r.err
+		if !held && errors.Is(r.err, ErrHeld) {
+			// The try found the lock held: wait at the service from now
+			// on, at once (it wakes the round at the holder's expiry or
+			// release, whichever comes first), or poll.
+			held = true
+			if c.serverWait(ctx, ttl, a.pollOnly()) > 0 {
+				attempt = -1
+				continue
+			}
+		}
 		if wait > 0 && errors.Is(r.err, ErrHeld) && (time.Since(sent) >= wait-time.Second || a.ticket != "") {
 			// The service waited the whole round, or holds a place in the
 			// queue for the next one (it lapses 2 s after this round's

@@ -69,9 +69,15 @@ func TestAcquireReleasesLateGrant(t *testing.T) {
 		name  string
 		owner string
 		try   bool // TryAcquire, else Acquire
+		// held: another owner holds the lock until the late grant, so
+		// Acquire's try is answered held and the grant is its waiting
+		// round's; else the grant is the first request's (the try's).
+		held bool
 	}{
 		{name: "Acquire", owner: "worker-1"},
 		{name: "AcquireGeneratedOwner", owner: ""},
+		{name: "AcquireWaitingRound", owner: "worker-1", held: true},
+		{name: "AcquireWaitingRoundGeneratedOwner", owner: "", held: true},
 		{name: "TryAcquire", owner: "worker-1", try: true},
 	}
 	for _, tt := range tests {
@@ -81,10 +87,16 @@ func TestAcquireReleasesLateGrant(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				f := newFakeAPI()
+				if tt.held {
+					f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: time.Minute})
+				}
 				f.intercept = func(c call) (*http.Response, error) {
-					if c.Op == "acquire" {
+					if c.Op == "acquire" && (!tt.held || c.Route == "wait") {
 						<-ctx.Done() // the caller gives up first...
 						time.Sleep(100 * time.Millisecond)
+						if tt.held {
+							f.serve(call{Op: "release", Resource: "r", Owner: "holder"})
+						}
 						return f.serve(c), nil // ...then the grant arrives
 					}
 					return nil, nil
@@ -122,6 +134,9 @@ func TestAcquireReleasesLateGrant(t *testing.T) {
 				}
 				if owner, token, ok := f.holder("r"); ok {
 					t.Errorf("lock still held by %q (token %d), want it free", owner, token)
+				}
+				if rounds := len(f.log("acquire")); tt.held && rounds != 2 {
+					t.Errorf("acquires: got %d, want 2 (the try answered held, the round granted late)", rounds)
 				}
 			})
 		})

@@ -43,7 +43,10 @@
 // WithoutWaitLimit none. When the wait runs out while the lock is held the
 // error is a *HeldError (matching ErrHeld, and ctx's error too when ctx
 // ended it). TryAcquire, and every attempt that does not wait, is POST
-// /locks/{resource}. Acquire waits at the service: each request, to the
+// /locks/{resource}. Acquire tries first: its first request is that try,
+// so an uncontended Acquire is one request on the quick route and never
+// spends the waiting route's smaller throttle. Only when the try answers
+// that the lock is held does it wait at the service: each request, to the
 // waiting route POST /locks/{resource}/wait, asks
 // the service to hold it while the lock is held by someone else, up to
 // wait_seconds = min(MaxServerWait, the time left until ctx's deadline,

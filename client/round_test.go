@@ -41,14 +41,16 @@ func TestAcquireRoundLeavesRoomForRenewal(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeAPI()
+				f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: 5 * time.Minute})
 				renewals := 0
 				f.intercept = func(c call) (*http.Response, error) {
-					switch c.Op {
-					case "acquire":
+					switch {
+					case c.Op == "acquire" && c.Route == "wait":
 						// The lock comes free 0.6 s before the round's
 						// end, the service's last moment to grant it.
 						time.Sleep(c.Wait - 600*time.Millisecond)
-					case "renew":
+						f.serve(call{Op: "release", Resource: "r", Owner: "holder"})
+					case c.Op == "renew":
 						if renewals++; renewals == 1 {
 							time.Sleep(700 * time.Millisecond)
 						}

@@ -157,9 +157,9 @@ func TestPermitLost(t *testing.T) {
 	})
 }
 
-// TestAcquireSemaphoreWaitsInRounds: a full semaphore is waited for at the
-// service, round after round, each sending back the last round's queue
-// ticket, and granted when a holder releases.
+// TestAcquireSemaphoreWaitsInRounds: a full semaphore is found full by a
+// try, then waited for at the service, round after round, each sending
+// back the last round's queue ticket, and granted when a holder releases.
 func TestAcquireSemaphoreWaitsInRounds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -189,10 +189,13 @@ func TestAcquireSemaphoreWaitsInRounds(t *testing.T) {
 				rounds = append(rounds, a)
 			}
 		}
-		if len(rounds) != 3 {
-			t.Fatalf("rounds: %d (%v), want 3 of 20s", len(rounds), rounds)
+		if len(rounds) != 4 || rounds[0].Route != "try" || rounds[0].Wait != 0 || rounds[0].Ticket != "" {
+			t.Fatalf("acquires: %d (%v), want a try, then 3 rounds of 20s", len(rounds), rounds)
 		}
-		for i, r := range rounds {
+		for i, r := range rounds[1:] {
+			if r.Route != "wait" {
+				t.Errorf("round %d: route %q, want wait", i, r.Route)
+			}
 			if r.Wait != 20*time.Second || r.Permits != 1 {
 				t.Errorf("round %d: wait %s, permits %d; want 20s and 1", i, r.Wait, r.Permits)
 			}
@@ -247,7 +250,8 @@ func TestAcquireSemaphoreFullAfterWait(t *testing.T) {
 
 // TestAcquireSemaphorePollsUntilServed: a service that refuses wait_seconds
 // for permits (422) makes semaphore acquires poll from then on, while lock
-// acquires still wait at the service.
+// acquires still wait at the service (after their try found the lock
+// held).
 func TestAcquireSemaphorePollsUntilServed(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -263,6 +267,8 @@ func TestAcquireSemaphorePollsUntilServed(t *testing.T) {
 			time.Sleep(3 * time.Second)
 			_ = holder.Release(bg)
 		}()
+		locks.serve(call{Op: "acquire", Resource: "lock", Owner: "holder", TTL: time.Minute})
+		time.AfterFunc(5*time.Second, func() { locks.serve(call{Op: "release", Resource: "lock", Owner: "holder"}) })
 		p, err := c.AcquireSemaphore(bg, "s", 1, "", time.Minute)
 		if err != nil {
 			t.Fatalf("AcquireSemaphore: %v", err)
@@ -287,8 +293,8 @@ func TestAcquireSemaphorePollsUntilServed(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer lease.Release(bg)
-		if got := locks.log("acquire"); len(got) != 1 || got[0].Wait == 0 {
-			t.Errorf("lock acquire %v: want it still waiting at the service", got)
+		if got := locks.log("acquire"); len(got) != 2 || got[0].Route != "try" || got[1].Route != "wait" || got[1].Wait == 0 {
+			t.Errorf("lock acquire %v: want a try, then one round still waiting at the service", got)
 		}
 	})
 }

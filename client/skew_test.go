@@ -85,7 +85,8 @@ var skewKinds = []skewKind{
 }
 
 // TestAcquireWaitingRounds: where a waiting acquire's rounds go, by the
-// stack's version. Today's stack: every waiting round goes to …/wait with
+// stack's version, once its try found the lock held. Today's stack: every
+// waiting round goes to …/wait with
 // wait_seconds and the queue ticket; the try route never sees either (the
 // fake answers them 422, as the service does). A stack from before the
 // waiting routes answers …/wait with API Gateway's 404 {"message":"Not
@@ -93,7 +94,8 @@ var skewKinds = []skewKind{
 // clients did (the try route with wait_seconds, the queue ticket carried
 // between rounds), waits at the service, and never asks …/wait again for
 // the client's life. Either way the waiter is granted right after the
-// release, and the next acquire goes to the remembered route at once.
+// release, and the next acquire of a held lock, after its try, waits on the
+// remembered route at once.
 func TestAcquireWaitingRounds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -105,10 +107,10 @@ func TestAcquireWaitingRounds(t *testing.T) {
 		next   string // the route of the next acquire
 	}{
 		{"WaitRoute", false, func(tk string) []wire {
-			return []wire{{"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
+			return []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"wait", sec(20), tk, sec(19.5)}}
 		}, "wait"},
 		{"OldStack", true, func(tk string) []wire {
-			return []wire{{"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
+			return []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}, {"try", sec(20), "", 0}, {"try", sec(20), tk, sec(19.5)}}
 		}, "try"},
 	} {
 		for _, k := range skewKinds {
@@ -133,13 +135,23 @@ func TestAcquireWaitingRounds(t *testing.T) {
 					if !slices.Equal(got, want) || tk == "" {
 						t.Errorf("acquires: got %v, want %v with an earlier round's ticket", got, want)
 					}
-					// Remembered: the next acquire, of another name, goes to
-					// that route at once.
-					if err := k.acquire(context.Background(), c, "free", "waiter"); err != nil {
-						t.Fatalf("second acquire: %v", err)
+					// Remembered: the next acquire of a held lock (waiter
+					// holds r now) tries, then waits on that route at once.
+					ctx, cancel = context.WithTimeout(context.Background(), sec(3))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
+						t.Fatalf("second acquire: got %v, want ErrHeld", err)
 					}
-					if got := log()[len(want):]; len(got) != 1 || got[0].Route != tc.next || got[0].Wait != sec(20) {
-						t.Errorf("second acquire: got %v, want one %s with wait_seconds 20", got, tc.next)
+					got = log()[len(want):]
+					if len(got) < 2 || got[0].Route != "try" || got[0].Wait != 0 || got[1].Route != tc.next || got[1].Wait != sec(3) {
+						t.Errorf("second acquire: got %v, want a try, then a round on %s with wait_seconds 3", got, tc.next)
+					}
+					for _, w := range got[1:] {
+						// Once under a second is left, the last attempts
+						// are plain tries.
+						if w.Wait > 0 && w.Route != tc.next || w.Route == "wait" && tc.next != "wait" {
+							t.Errorf("second acquire sent %v, want its rounds on %s only", w, tc.next)
+						}
 					}
 				})
 			})
@@ -151,7 +163,8 @@ func TestAcquireWaitingRounds(t *testing.T) {
 // is from before server-side waiting (without the waiting routes and
 // refusing wait_seconds: 404 on …/wait, then 422 naming wait_seconds on
 // the try route) or has waiting turned off (…/wait answers 422 naming
-// wait_seconds): the client polls the try route, and remembers it.
+// wait_seconds): after its try found the lock held, the client polls the
+// try route, and remembers it.
 func TestAcquirePollsWhenNotWaited(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -159,8 +172,8 @@ func TestAcquirePollsWhenNotWaited(t *testing.T) {
 		old     bool
 		refused []wire // the rounds refused before the polls
 	}{
-		{"OldestStack", true, []wire{{"wait", sec(10), "", 0}, {"try", sec(10), "", 0}}},
-		{"WaitingOff", false, []wire{{"wait", sec(10), "", 0}}},
+		{"OldestStack", true, []wire{{"try", 0, "", 0}, {"wait", sec(10), "", 0}, {"try", sec(10), "", 0}}},
+		{"WaitingOff", false, []wire{{"try", 0, "", 0}, {"wait", sec(10), "", 0}}},
 	} {
 		for _, k := range skewKinds {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
@@ -185,12 +198,22 @@ func TestAcquirePollsWhenNotWaited(t *testing.T) {
 							t.Errorf("poll %v: want the try route without wait_seconds or ticket", w)
 						}
 					}
+					// Remembered: the next acquire of a held lock (waiter
+					// holds r now) polls at once.
 					n = len(got)
-					if err := k.acquire(ctx, c, "free", "waiter"); err != nil {
-						t.Fatalf("second acquire: %v", err)
+					ctx, cancel = context.WithTimeout(context.Background(), sec(1))
+					defer cancel()
+					if err := k.acquire(ctx, c, "r", "other"); !errors.Is(err, client.ErrHeld) {
+						t.Fatalf("second acquire: got %v, want ErrHeld", err)
 					}
-					if got := log()[n:]; len(got) != 1 || got[0].Route != "try" || got[0].Wait != 0 {
-						t.Errorf("second acquire: got %v, want one plain try", got)
+					got = log()[n:]
+					if len(got) < 2 {
+						t.Errorf("second acquire: got %v, want polls", got)
+					}
+					for _, w := range got {
+						if w.Route != "try" || w.Wait != 0 {
+							t.Errorf("second acquire sent %v, want only plain tries", w)
+						}
 					}
 				})
 			})
@@ -220,8 +243,75 @@ func TestAcquireServiceNotFoundIsNotOldStack(t *testing.T) {
 		if !errors.As(err, &p) || p.Slug() != "not-found" {
 			t.Fatalf("Acquire: got %v, want the service's not-found problem", err)
 		}
-		if calls := f.log("acquire"); len(calls) != 1 || calls[0].Route != "wait" {
-			t.Errorf("acquires: got %v, want one …/wait, no fallback", calls)
+		if calls := f.log("acquire"); len(calls) != 2 || calls[0].Route != "try" || calls[1].Route != "wait" {
+			t.Errorf("acquires: got %v, want a try, then one …/wait, no fallback", calls)
+		}
+	})
+}
+
+// TestAcquireTriesFirst: a waiting acquire's first request is a try on the
+// quick route, so an uncontended one is that one request and never reaches
+// the waiting route (whose throttle is small); only a try answered held
+// (full) goes on, at once, to rounds on …/wait.
+func TestAcquireTriesFirst(t *testing.T) {
+	t.Parallel()
+	for _, k := range skewKinds {
+		for _, tt := range []struct {
+			name    string
+			res     string // "r" is held until 5 s
+			wantAt  time.Duration
+			wantLog []wire
+		}{
+			{name: "Free", res: "free", wantLog: []wire{{"try", 0, "", 0}}},
+			{name: "Held", res: "r", wantAt: sec(5), wantLog: []wire{{"try", 0, "", 0}, {"wait", sec(20), "", 0}}},
+		} {
+			t.Run(k.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					c, log := k.setup(t, false, false, sec(5))
+					ctx, cancel := context.WithTimeout(context.Background(), sec(30))
+					defer cancel()
+					if err := k.acquire(ctx, c, tt.res, "waiter"); err != nil {
+						t.Fatalf("acquire: %v", err)
+					}
+					if got := at(time.Now()); got < tt.wantAt || got > tt.wantAt+sec(0.02) {
+						t.Errorf("granted at %s, want %s", got, tt.wantAt)
+					}
+					if got := log(); !slices.Equal(got, tt.wantLog) {
+						t.Errorf("acquires: got %v, want %v", got, tt.wantLog)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestAcquireRetriesTheTry: a try that fails (503) is retried as a try:
+// only a clean "held" sends an acquire to the waiting route.
+func TestAcquireRetriesTheTry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeAPI()
+		failures := 2
+		f.intercept = func(c call) (*http.Response, error) {
+			if c.Op == "acquire" && failures > 0 {
+				failures--
+				return problemResponse(503, "service-unavailable"), nil
+			}
+			return nil, nil
+		}
+		c := newFakeClient(t, f, client.WithoutKeepAlive())
+		if _, err := c.Acquire(context.Background(), "r", "waiter", time.Minute); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		calls := f.log("acquire")
+		if len(calls) != 3 {
+			t.Fatalf("acquires: got %v, want two refused tries and a granted one", calls)
+		}
+		for _, c := range calls {
+			if c.Route != "try" || c.Wait != 0 {
+				t.Errorf("acquire %v to %q with wait %s: want a try without wait_seconds", c, c.Route, c.Wait)
+			}
 		}
 	})
 }

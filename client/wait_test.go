@@ -212,9 +212,10 @@ func TestAcquireSendsQueueTicket(t *testing.T) {
 		for _, c := range calls {
 			tickets = append(tickets, c.Ticket)
 		}
-		// Rounds at 0, 19.5 and 39 s: the first has no place yet, the
-		// others send back the one the first was given.
-		if want := []string{"", "tk1", "tk1"}; !slices.Equal(tickets, want) {
+		// The try at 0 s, then rounds at 0, 19.5 and 39 s: the try and
+		// the first round have no place yet, the others send back the one
+		// the first round was given.
+		if want := []string{"", "", "tk1", "tk1"}; !slices.Equal(tickets, want) {
 			t.Errorf("queue_ticket of each round: got %q, want %q", tickets, want)
 		}
 		if _, err := c.TryAcquire(context.Background(), "r", "other", sec(60)); !errors.Is(err, client.ErrHeld) {
@@ -230,7 +231,7 @@ func TestAcquireSendsQueueTicket(t *testing.T) {
 // queue_ticket (the service joined the queue, or may have, but could not
 // learn its own entry) is retried with that ticket, as a held round's, so
 // the waiter reclaims its place instead of queueing behind it; the rounds
-// after keep it.
+// after keep it. (The waiter's first request is its try, answered held.)
 func TestAcquireKeepsUnavailableTicket(t *testing.T) {
 	t.Parallel()
 	unavailable := func() *http.Response {
@@ -256,7 +257,7 @@ func TestAcquireKeepsUnavailableTicket(t *testing.T) {
 				f.serve(call{Op: "acquire", Resource: "r", Owner: "holder", TTL: 5 * time.Minute})
 				time.AfterFunc(sec(30), func() { f.serve(call{Op: "release", Resource: "r", Owner: "holder"}) })
 				f.intercept = func(c call) (*http.Response, error) {
-					if c.Route == "wait" && len(f.log("acquire")) == 1 {
+					if c.Route == "wait" && len(f.log("acquire")) == 2 { // the try, then the first round
 						return unavailable(), nil
 					}
 					return nil, nil
@@ -283,7 +284,7 @@ func TestAcquireKeepsUnavailableTicket(t *testing.T) {
 				f.serve(semCall{Op: "acquire", Name: "r", Owner: "holder", Permits: 1, TTL: 5 * time.Minute})
 				time.AfterFunc(sec(30), func() { f.serve(semCall{Op: "release", Name: "r", Owner: "holder", Slot: 0}) })
 				f.intercept = func(c semCall) (*http.Response, error) {
-					if c.Route == "wait" && len(f.log("acquire")) == 1 {
+					if c.Route == "wait" && len(f.log("acquire")) == 2 { // the try, then the first round
 						return unavailable(), nil
 					}
 					return nil, nil
@@ -315,12 +316,12 @@ func TestAcquireKeepsUnavailableTicket(t *testing.T) {
 					t.Fatalf("acquire: %v", err)
 				}
 				defer release(context.Background())
-				// The 503 at 0 s, then rounds from about 1 s on: each
-				// sends back the 503's ticket (the fake keeps a ticket it
-				// is sent).
+				// The try and the round answered 503 at 0 s, then rounds
+				// from about 1 s on: each sends back the 503's ticket (the
+				// fake keeps a ticket it is sent).
 				got := tickets()
-				if len(got) < 3 || got[0] != "" || slices.ContainsFunc(got[1:], func(tk string) bool { return tk != "ghost-1" }) {
-					t.Errorf("queue_ticket of each round: got %q, want \"\" and then \"ghost-1\" in every round", got)
+				if len(got) < 4 || got[0] != "" || got[1] != "" || slices.ContainsFunc(got[2:], func(tk string) bool { return tk != "ghost-1" }) {
+					t.Errorf("queue_ticket of each acquire: got %q, want \"\" (the try), \"\" (the first round) and then \"ghost-1\" in every round", got)
 				}
 			})
 		})

@@ -502,7 +502,7 @@ func requestsPerOperation(s *service) ([]opCount, error) {
 	measure("renew", func() error { return l.Renew(ctx) })
 	measure("status", func() error { _, err := c.Status(ctx, res); return err })
 	measure("release", func() error { return l.Release(ctx) })
-	measure("acquire with wait_seconds (free)", func() error {
+	measure("waiting acquire (free: its try)", func() error {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		var err error

@@ -18,11 +18,17 @@ import (
 // a command that logs its start and end with its slot and fencing token:
 // at no moment do more than two commands run, two that overlap have
 // different slots, every command gets its own token, and two do run at
-// once (the semaphore is not a mutex).
+// once (the semaphore is not a mutex). That two run at once is an event,
+// not a race against the clock: a command waits (up to 10 s) until two
+// have started, then runs 0.4 s, the window in which a third would show;
+// with a fixed 0.4 s, commands started 0.4 s or more apart (a loaded
+// machine) never overlapped.
 func testSemaphoreAtMostN(t *testing.T, bin string) {
 	srv := testenv.Start(t, testenv.Options{})
 	log, name := filepath.Join(t.TempDir(), "log"), uniqueName(t)
-	const script = `echo "start $LOCK_SLOT $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"; sleep 0.4; echo "end $LOCK_SLOT $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"`
+	const script = `echo "start $LOCK_SLOT $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"; ` +
+		`i=0; while [ "$(grep -c '^start' "$LOG")" -lt 2 ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; ` +
+		`sleep 0.4; echo "end $LOCK_SLOT $LOCK_FENCING_TOKEN $(date +%s%N)" >> "$LOG"`
 	const n, permits = 5, 2
 	procs := make([]*proc, n)
 	for i := range procs {

@@ -18,8 +18,9 @@ import (
 	"github.com/ft288/locks/internal/testenv"
 )
 
-// testAcquireWaitSignals: `lockctl acquire --wait` waits at the service
-// with one request. A signal stops the wait; lockctl then waits for that
+// testAcquireWaitSignals: `lockctl acquire --wait` tries, finds the lock
+// held and waits at the service with one round (…/wait). A signal stops
+// the wait; lockctl then waits for that
 // round's answer, a grant it releases, and a second signal cuts that
 // clean-up short.
 func testAcquireWaitSignals(t *testing.T, bin string) {
@@ -38,7 +39,9 @@ func testAcquireWaitSignals(t *testing.T, bin string) {
 				switch {
 				case r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/renew"):
 					acquires.Add(1)
-					once.Do(func() { close(arrived) })
+					if strings.HasSuffix(r.URL.Path, "/wait") {
+						once.Do(func() { close(arrived) })
+					}
 				case r.Method == http.MethodDelete:
 					releases.Add(1)
 				}
@@ -100,8 +103,8 @@ func testAcquireWaitSignals(t *testing.T, bin string) {
 					t.Errorf("status after lockctl exited: got %+v, %v; want no lease left behind", st, err)
 				}
 			}
-			if n := acquires.Load(); n != 1 {
-				t.Errorf("lockctl sent %d acquire requests in its round, want 1", n)
+			if n := acquires.Load(); n != 2 {
+				t.Errorf("lockctl sent %d acquire requests, want 2: its try and one round", n)
 			}
 		})
 	}

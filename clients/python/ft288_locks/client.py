@@ -270,8 +270,10 @@ class Client(AdminCalls):
         None: without limit) for a lease of ``ttl`` whole seconds on
         ``resource``.
 
-        Where the service supports it, the service itself holds the request
-        while the lock is taken (``wait_seconds``, up to 20 s a request, and
+        It tries first (``POST /locks/{resource}``: an uncontended acquire is
+        that one request, never one on the waiting route). While the lock is
+        taken, where the service supports it, the service itself holds the
+        request (``POST /locks/{resource}/wait`` with ``wait_seconds``, up to 20 s a request, and
         at most ⅔ × (ttl − margin) whole seconds: the lease's local deadline
         counts from before the request, so a grant at the end of a round
         still leaves a third of it for the first renewal); otherwise, for the
@@ -309,9 +311,13 @@ class Client(AdminCalls):
         last: Optional[BaseException] = None
         attempt = 0
         ticket: Optional[str] = None  # the place in the lock's queue the last round answered
+        # A try has found the lock held (the semaphore full). Until then every
+        # attempt is a try on the quick route, so an uncontended acquire never
+        # spends the waiting route's small throttle; from then on, rounds.
+        held = False
         try:
             while True:
-                ws = self._server_wait_seconds(give_up, ttl, permits)
+                ws = self._server_wait_seconds(give_up, ttl, permits) if held else 0
                 sent = time.monotonic()
                 try:
                     return self._attempt(
@@ -334,6 +340,13 @@ class Client(AdminCalls):
                     # The next round sends back the place this one was
                     # given (it lapses 2 s after this round's end).
                     ticket = getattr(e, "_queue_ticket", None)
+                    if not held:
+                        # The try found it held: wait at the service from now
+                        # on, at once (the round wakes at the holder's
+                        # release or expiry), or poll.
+                        held = True
+                        if self._server_wait_seconds(give_up, ttl, permits) >= 1:
+                            continue
                 except LockError as e:
                     if not retryable(e):
                         raise

@@ -31,15 +31,18 @@ class DefaultTests(TestCase):
         self.assertEqual(fl.DEFAULT_ENDPOINT, "http://127.0.0.1:8080")
 
     def test_acquire_and_lock_wait_30_seconds_with_a_30_second_ttl_by_default(self):
-        stub = Stub(lambda req: grant(req) if req.method == "POST" else answer(204))
+        # Every try is held, every round granted.
+        stub = Stub(lambda req: (held(req) if "wait_seconds" not in req.body else grant(req)) if req.method == "POST" else answer(204))
         c = client(stub)
         self.keep(c.acquire("r", keepalive=False)).release()
         with c.lock("r", keepalive=False):
             pass
-        # A 30 s wait asks the service to hold each request for a round of
-        # min(20, 30 − 0.25, ⅔ × (30 − 1)) = 19 whole seconds.
-        for req in stub.sent("POST"):
-            self.assertEqual((req.body["ttl_seconds"], req.body["wait_seconds"]), (30, 19))
+        # A 30 s wait tries, then asks the service to hold each request for a
+        # round of min(20, 30 − 0.25, ⅔ × (30 − 1)) = 19 whole seconds.
+        posts = stub.sent("POST")
+        self.assertEqual([(r.body["ttl_seconds"], r.body.get("wait_seconds")) for r in posts], [(30, None), (30, 19)] * 2)
+        stub = Stub(lambda req: grant(req) if req.method == "POST" else answer(204))
+        c = client(stub)
         self.keep(c.try_acquire("r", keepalive=False)).release()
         self.assertEqual(stub.sent("POST")[-1].body["ttl_seconds"], 30)
         self.assertNotIn("wait_seconds", stub.sent("POST")[-1].body)

@@ -67,6 +67,8 @@ class SemaphoreStubTests(TestCase):
         def handler(req):
             if req.method == "DELETE":
                 return answer(204)
+            if "wait_seconds" not in req.body:
+                return full(req)  # the try
             rounds.append(req.body)
             if len(rounds) < 3:
                 time.sleep(1.1)  # the service held the round
@@ -75,6 +77,8 @@ class SemaphoreStubTests(TestCase):
 
         c = stub_client(handler)
         self.keep(c.acquire_semaphore("s", 1, wait=10, keepalive=False))
+        posts = c._transport.sent("POST")
+        self.assertEqual([p.path for p in posts], ["/semaphores/s"] + ["/semaphores/s/wait"] * 3, "a try, then rounds")
         self.assertEqual(len(rounds), 3)
         self.assertTrue(all(r.get("wait_seconds", 0) >= 1 for r in rounds), rounds)
         self.assertEqual([r.get("queue_ticket") for r in rounds], [None, "tk1", "tk1"])
@@ -85,35 +89,42 @@ class SemaphoreStubTests(TestCase):
         def handler(req):
             rounds.append(req.body)
             if len(rounds) == 1:
-                return problem(503, "service-unavailable", queue_ticket="ghost-1", headers={"Retry-After": "0"})
+                return full(req)  # the try finds it full
             if len(rounds) == 2:
+                return problem(503, "service-unavailable", queue_ticket="ghost-1", headers={"Retry-After": "0"})
+            if len(rounds) == 3:
                 return full(req, queue_ticket=req.body.get("queue_ticket") or "st-new")
             return answer(200, {"acquired": True, "permit": permit_doc("s", 0, req.body["owner"], 9)})
 
         c = stub_client(handler)
         self.keep(c.acquire_semaphore("s", 1, wait=10, keepalive=False))
-        self.assertEqual([r.get("queue_ticket") for r in rounds], [None, "ghost-1", "ghost-1"])
+        self.assertEqual([r.get("queue_ticket") for r in rounds], [None, None, "ghost-1", "ghost-1"])
 
     def test_polls_a_service_that_refuses_wait_for_permits_and_waits_for_locks(self):
-        n = {"sem": 0}
+        n = {"sem": 0, "lock": 0}
 
         def handler(req):
             if req.method == "DELETE":
                 return answer(204)
+            if req.path == "/locks/l":
+                n["lock"] += 1
+                if n["lock"] == 1:
+                    return answer(200, {"acquired": False, "resource": "l"})  # the lock's try: held
             if req.path.startswith("/locks/"):
                 return answer(200, {"acquired": True, "lock": lock_doc("l", req.body["owner"])})
             if "wait_seconds" in req.body:
                 return problem(422, "validation-failed", errors=[{"field": "wait_seconds", "detail": "must be 0"}])
             n["sem"] += 1
-            if n["sem"] < 3:
+            if n["sem"] < 4:
                 return full(req)
             return answer(200, {"acquired": True, "permit": permit_doc("s", 0, req.body["owner"], 4)})
 
         c = stub_client(handler)
         self.keep(c.acquire_semaphore("s", 1, wait=5, keepalive=False))
         sem = [(r.path, "wait_seconds" in r.body) for r in c._transport.sent("POST") if r.path.startswith("/semaphores/s")]
-        self.assertEqual(sem, [("/semaphores/s/wait", True), ("/semaphores/s", False), ("/semaphores/s", False),
-                               ("/semaphores/s", False)], "the refused round went to …/wait, the polls to the try route")
+        self.assertEqual(sem, [("/semaphores/s", False), ("/semaphores/s/wait", True), ("/semaphores/s", False),
+                               ("/semaphores/s", False), ("/semaphores/s", False)],
+                         "the try, the refused round on …/wait, the polls on the try route")
         self.keep(c.acquire("l", wait=5, keepalive=False))
         self.assertIn("wait_seconds", c._transport.sent("POST", "/locks/l/wait")[0].body)
         self.assertIsNot(c.server_wait_supported, False)
@@ -198,6 +209,12 @@ class SemaphoreRunnerTests(TestCase):
         mu = threading.Lock()
         state = {"running": 0, "most": 0}
         tokens, errors = set(), []
+        # N reached is an event, not a race against the clock: the first
+        # holder keeps its permit until a second one is held too (with a
+        # fixed hold, grants 0.2 s or more apart, as on a loaded machine,
+        # never overlapped). Every holder then holds 0.2 s, the window in
+        # which a third grant would show.
+        pair = threading.Event()
 
         def worker():
             try:
@@ -206,6 +223,9 @@ class SemaphoreRunnerTests(TestCase):
                         state["running"] += 1
                         state["most"] = max(state["most"], state["running"])
                         tokens.add(permit.fencing_token)
+                        if state["running"] == 2:
+                            pair.set()
+                    pair.wait(20)  # bounded: without a second holder the test fails below
                     time.sleep(0.2)
                     permit.check()
                     with mu:

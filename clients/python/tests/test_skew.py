@@ -1,6 +1,6 @@
 """Version skew against a stub of each kind of stack, for locks and
-semaphores: waiting rounds go to the waiting route (…/wait) and tries to the
-try route; a stack from before the waiting routes (API Gateway's 404 on
+semaphores: a waiting acquire tries first, then sends its waiting rounds to
+the waiting route (…/wait), and tries go to the try route; a stack from before the waiting routes (API Gateway's 404 on
 …/wait) gets the old request, the try route with wait_seconds, for the
 client's life; a service that refuses wait_seconds (422 naming it) is
 polled."""
@@ -53,7 +53,7 @@ class StackStub:
     """A stub of one stack ("new": today's; "old": before the waiting routes;
     "oldest": no waiting routes, no waiting; "off": today's, waiting turned
     off) for one kind: held for the first held_for acquires that reach the
-    lock, then granted. A waiting round that ends held answers a ticket."""
+    lock (again for n more after hold_for(n)), then granted. A waiting round that ends held answers a ticket."""
 
     def __init__(self, stack: str, kind: dict, held_for: int) -> None:
         self.stack, self.kind, self.held_for = stack, kind, held_for
@@ -83,6 +83,10 @@ class StackStub:
                 return self.kind["held"](req, **({"queue_ticket": "tk1"} if wait is not None else {}))
         return self.kind["granted"](req)
 
+    def hold_for(self, n: int) -> None:
+        with self.mu:
+            self.reached, self.held_for = 0, n
+
     def wire(self, start: int = 0):
         """(route, wait_seconds, queue_ticket) of each acquire from start on."""
         out = []
@@ -96,13 +100,20 @@ class StackStub:
 
 
 class VersionSkewTests(TestCase):
+    def test_today_free(self):
+        for name, kind in KINDS.items():
+            with self.subTest(kind=name):
+                s = StackStub("new", kind, 0)
+                self.keep(kind["acquire"](s.client(), 10))
+                self.assertEqual(s.wire(), [("try", None, None)], "a free one is one try, nothing on …/wait")
+
     def test_today(self):
         for name, kind in KINDS.items():
             with self.subTest(kind=name):
-                s = StackStub("new", kind, 2)
+                s = StackStub("new", kind, 3)
                 c = s.client()
                 self.keep(kind["acquire"](c, 10))
-                self.assertEqual(s.wire(), [("wait", 9, None), ("wait", 9, "tk1"), ("wait", 9, "tk1")])
+                self.assertEqual(s.wire(), [("try", None, None), ("wait", 9, None), ("wait", 9, "tk1"), ("wait", 9, "tk1")])
                 n = len(s.stub.sent("POST"))
                 self.keep(kind["try_acquire"](c))
                 self.assertEqual(s.wire(n), [("try", None, None)], "a try never waits")
@@ -110,38 +121,41 @@ class VersionSkewTests(TestCase):
     def test_old_stack_gets_the_old_request_remembered(self):
         for name, kind in KINDS.items():
             with self.subTest(kind=name):
-                s = StackStub("old", kind, 2)
+                s = StackStub("old", kind, 3)
                 c = s.client()
                 self.keep(kind["acquire"](c, 10))
-                self.assertEqual(s.wire(), [("wait", 9, None), ("try", 9, None), ("try", 9, "tk1"), ("try", 9, "tk1")])
+                self.assertEqual(s.wire(), [("try", None, None), ("wait", 9, None), ("try", 9, None), ("try", 9, "tk1"),
+                                            ("try", 9, "tk1")])
                 n = len(s.stub.sent("POST"))
+                s.hold_for(1)
                 self.keep(kind["acquire"](c, 10))
-                self.assertEqual(s.wire(n), [("try", 9, None)], "no …/wait again")
+                self.assertEqual(s.wire(n), [("try", None, None), ("try", 9, None)], "no …/wait again")
 
     def test_oldest_stack_is_polled_remembered(self):
         for name, kind in KINDS.items():
             with self.subTest(kind=name):
-                s = StackStub("oldest", kind, 2)
+                s = StackStub("oldest", kind, 3)
                 c = s.client()
                 self.keep(kind["acquire"](c, 10))
-                self.assertEqual(s.wire(), [("wait", 9, None), ("try", 9, None), ("try", None, None),
+                self.assertEqual(s.wire(), [("try", None, None), ("wait", 9, None), ("try", 9, None), ("try", None, None),
                                             ("try", None, None), ("try", None, None)])
                 n = len(s.stub.sent("POST"))
+                s.hold_for(1)
                 self.keep(kind["acquire"](c, 10))
-                self.assertEqual(s.wire(n), [("try", None, None)])
+                self.assertEqual(s.wire(n), [("try", None, None), ("try", None, None)])
 
     def test_waiting_turned_off_is_polled_on_the_try_route(self):
         for name, kind in KINDS.items():
             with self.subTest(kind=name):
-                s = StackStub("off", kind, 1)
+                s = StackStub("off", kind, 2)
                 self.keep(kind["acquire"](s.client(), 10))
-                self.assertEqual(s.wire(), [("wait", 9, None), ("try", None, None), ("try", None, None)])
+                self.assertEqual(s.wire(), [("try", None, None), ("wait", 9, None), ("try", None, None), ("try", None, None)])
 
     def test_service_not_found_is_not_an_old_stack(self):
         stub = Stub(lambda req: problem(404, "not-found") if req.path.endswith("/wait") else held(req))
         with self.assertRaises(fl.NotFoundError):
             Client(URL, transport=stub, backoff=(0.01, 0.05)).acquire("r", owner="w", ttl=60, wait=10, keepalive=False)
-        self.assertEqual([r.path for r in stub.requests], ["/locks/r/wait"], "no fallback to the try route")
+        self.assertEqual([r.path for r in stub.requests], ["/locks/r", "/locks/r/wait"], "a try, then no fallback")
 
 
 def until(cond, timeout: float = 10.0) -> None:
@@ -206,14 +220,15 @@ class SkewRunnerTests(TestCase):
                 c = Client(self.runner.url, transport=wire, backoff=(0.01, 0.2))
                 before = self.runner.counts()
                 join = self.waiting(kind, c, res)
-                until(lambda: len(wire.snapshot()) >= 2)  # the refusal, then a poll answered held
+                until(lambda: len(wire.snapshot()) >= 3)  # the try, the refusal, then a poll answered held
                 holder.release()
                 join()
                 after = self.runner.counts()
                 self.assertEqual(after["try_wait_seconds"] - before["try_wait_seconds"], 1,
                                  "the runner counted the released round's wait_seconds on the try route")
                 try_path = kind["path"] + urllib.parse.quote(res, safe="")
-                first, *polls = wire.snapshot()
+                tried, first, *polls = wire.snapshot()
+                self.assertEqual(tried, (try_path, False, 200, []), "a try first (released clients sent none)")
                 self.assertEqual(first, (try_path, True, 422, ["wait_seconds"]))
                 self.assertGreaterEqual(len(polls), 2)
                 for p in polls:
@@ -228,44 +243,102 @@ class SkewRunnerTests(TestCase):
                 holder = self.keep(kind["hold"](Client(self.runner.url), res))
                 c = Client(old.url, backoff=(0.01, 0.2))
                 join = self.waiting(kind, c, res)
-                until(lambda: len(old.snapshot()) == 2)
-                in_flight = old.snapshot()[1][2] is None  # held at the runner: it waits there
+                until(lambda: len(old.snapshot()) == 3)
+                in_flight = old.snapshot()[2][2] is None  # held at the runner: it waits there
                 holder.release()
                 join()
                 self.assertTrue(in_flight, "the round on the try route waited at the service")
                 try_path = kind["path"] + urllib.parse.quote(res, safe="")
-                self.assertEqual(old.snapshot(), [[try_path + "/wait", True, 404], [try_path, True, 200]])
+                self.assertEqual(old.snapshot(), [[try_path, False, 200], [try_path + "/wait", True, 404], [try_path, True, 200]])
+                # Remembered: the next held one's round goes to the try route at once.
                 res2 = resource_name(self)
-                kind["wait"](c, res2).release()
-                self.assertEqual([r[:2] for r in old.snapshot()[2:]],
-                                 [[kind["path"] + urllib.parse.quote(res2, safe=""), True]], "remembered: no …/wait")
+                holder2 = self.keep(kind["hold"](Client(self.runner.url), res2))
+                join2 = self.waiting(kind, c, res2)
+                until(lambda: len(old.snapshot()) == 5)
+                holder2.release()
+                join2()
+                try2 = kind["path"] + urllib.parse.quote(res2, safe="")
+                self.assertEqual([r[:2] for r in old.snapshot()[3:]], [[try2, False], [try2, True]],
+                                 "remembered: a try, then no …/wait")
 
 
-    def test_every_waiting_acquire_goes_to_the_waiting_route(self):
-        """Counted at the runner (tests run one at a time): each waiting call
-        one request on …/wait, each try one on the try route, no
-        wait_seconds on a try route."""
+    def test_every_waiting_acquire_tries_first(self):
+        """Counted at the runner (tests run one at a time): a waiting call
+        tries first, so a free lock or semaphore costs one try and nothing
+        on …/wait, a held one a try and a round on …/wait; a try is one
+        request on the try route; no wait_seconds reaches a try route."""
         c = Client(self.runner.url)
-        before = self.runner.counts()
-        c.acquire(resource_name(self), ttl=30, keepalive=False).release()  # wait
-        with c.lock(resource_name(self), ttl=30):  # wait
-            pass
-        e = c.election(resource_name(self))
-        e.campaign(ttl=30)  # wait
-        e.resign()
-        c.try_acquire(resource_name(self), ttl=30, keepalive=False).release()  # try
-        c.acquire_semaphore(resource_name(self), 2, ttl=30, keepalive=False).release()  # semaphore wait
-        with c.semaphore(resource_name(self), 2, ttl=30):  # semaphore wait
-            pass
-        c.try_acquire_semaphore(resource_name(self), 2, ttl=30, keepalive=False).release()  # semaphore try
-        after = self.runner.counts()
         keys = ("POST /locks/{resource}", "POST /locks/{resource}/wait", "POST /semaphores/{name}",
                 "POST /semaphores/{name}/wait")
-        got = {k: after["requests"].get(k, 0) - before["requests"].get(k, 0) for k in keys}
-        print(f"\nrunner counts of this test: {got}; try-acquires with wait_seconds: "
-              f"{after['try_wait_seconds'] - before['try_wait_seconds']}")
-        self.assertEqual(got, dict(zip(keys, (1, 3, 1, 2))))
-        self.assertEqual(after["try_wait_seconds"], before["try_wait_seconds"], "no wait_seconds on a try route")
+        lock_try, lock_wait, sem_try, sem_wait = keys
+        n = 10  # uncontended acquires of each kind
+
+        def counted(run, hold=None, wait_key=None):
+            """The requests run(res) sent, by acquire route key; with hold,
+            res is held first (not counted) and let go once run's round
+            reached wait_key."""
+            res = resource_name(self)
+            holder = self.keep(hold(c, res)) if hold else None
+            before = self.runner.counts()
+            out = {}
+
+            def go():
+                try:
+                    run(res)
+                except BaseException as e:  # noqa: BLE001 - handed to the test
+                    out["err"] = e
+
+            t = threading.Thread(target=go)
+            t.start()
+            if holder is not None:
+                until(lambda: self.runner.counts()["requests"].get(wait_key, 0) > before["requests"].get(wait_key, 0))
+                holder.release()
+            t.join(30)
+            if "err" in out:
+                raise out["err"]
+            after = self.runner.counts()
+            got = {k: after["requests"].get(k, 0) - before["requests"].get(k, 0) for k in keys}
+            return {k: v for k, v in got.items() if v}
+
+        def campaign(res):
+            e = c.election(res)
+            e.campaign(ttl=30)
+            e.resign()
+
+        def with_lock(res):
+            with c.lock(res, ttl=30):
+                pass
+
+        def with_semaphore(res):
+            with c.semaphore(res, 2, ttl=30):
+                pass
+
+        cases = [
+            (f"{n} free acquires", lambda: counted(lambda _: [
+                c.acquire(resource_name(self), ttl=30, keepalive=False).release() for _ in range(n)]), {lock_try: n}),
+            (f"{n} free semaphore acquires", lambda: counted(lambda _: [
+                c.acquire_semaphore(resource_name(self), 2, ttl=30, keepalive=False).release() for _ in range(n)]),
+             {sem_try: n}),
+            ("lock, free", lambda: counted(with_lock), {lock_try: 1}),
+            ("semaphore, free", lambda: counted(with_semaphore), {sem_try: 1}),
+            ("campaign, free", lambda: counted(campaign), {lock_try: 1}),
+            ("try_acquire", lambda: counted(lambda r: c.try_acquire(r, ttl=30, keepalive=False).release()), {lock_try: 1}),
+            ("try_acquire_semaphore", lambda: counted(
+                lambda r: c.try_acquire_semaphore(r, 2, ttl=30, keepalive=False).release()), {sem_try: 1}),
+            ("acquire, held", lambda: counted(lambda r: RUNNER_KINDS["lock"]["wait"](c, r).release(),
+                                              RUNNER_KINDS["lock"]["hold"], lock_wait), {lock_try: 1, lock_wait: 1}),
+            ("acquire_semaphore, full", lambda: counted(lambda r: RUNNER_KINDS["semaphore"]["wait"](c, r).release(),
+                                                        RUNNER_KINDS["semaphore"]["hold"], sem_wait),
+             {sem_try: 1, sem_wait: 1}),
+            ("campaign, held", lambda: counted(campaign, RUNNER_KINDS["lock"]["hold"], lock_wait), {lock_try: 1, lock_wait: 1}),
+        ]
+        first = self.runner.counts()
+        for name, run, want in cases:
+            got = run()
+            print(f"\nrunner counts of {name}: {got}")
+            self.assertEqual(got, want, name)
+        last = self.runner.counts()
+        self.assertEqual(last["try_wait_seconds"], first["try_wait_seconds"], "no wait_seconds on a try route")
 
 
 if __name__ == "__main__":

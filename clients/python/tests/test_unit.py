@@ -30,21 +30,58 @@ def client(stub: Stub, **kw) -> Client:
 
 
 class ServerSideWaitTests(TestCase):
-    def test_wait_seconds_sent_and_bounded(self):
+    def test_free_lock_is_one_try(self):
+        # A waiting acquire tries first: of a free lock (or semaphore) that
+        # one try, without wait_seconds, on the try route, is all.
         stub = Stub(lambda req: grant(req) if req.method == "POST" else answer(204))
+        lease = self.keep(client(stub).acquire("r", wait=30, keepalive=False))
+        lease.release()
+        (post,) = stub.sent("POST")
+        self.assertEqual((post.path, post.body), ("/locks/r", {"owner": lease.owner, "ttl_seconds": 30}))
+
+    def test_failed_try_is_tried_again(self):
+        # A try that fails (503) is tried again, not waited for on …/wait.
+        stub = Stub(lambda req: answer(204) if req.method == "DELETE" else (
+            grant(req) if len(stub.sent("POST")) >= 3 else problem(503, "service-unavailable")))
+        self.keep(client(stub, backoff=(0.01, 0.05)).acquire("r", wait=10, keepalive=False))
+        posts = stub.sent("POST")
+        self.assertEqual([(p.path, "wait_seconds" in p.body) for p in posts], [("/locks/r", False)] * 3)
+
+    def test_wait_seconds_sent_and_bounded(self):
+        # Each acquire's try is held (as many tries as hold says), then a
+        # round (or a poll) is granted.
+        hold = [0]
+
+        def handler(req):
+            if req.method != "POST":
+                return answer(204)
+            if "wait_seconds" not in req.body and hold[0] > 0:
+                hold[0] -= 1
+                return held(req)
+            return grant(req)
+
+        stub = Stub(handler)
         c = client(stub)
         for wait, want in ((5, 4), (60, 20), (None, 20), (1.3, 1)):
             with self.subTest(wait=wait):
+                hold[0] = 1
+                n = len(stub.sent("POST"))
                 lease = self.keep(c.acquire("r", wait=wait, ttl=60, keepalive=False))
-                req = stub.sent("POST")[-1]
+                tried, req = stub.sent("POST")[n:]
+                self.assertEqual((tried.path, tried.body), ("/locks/r", {"owner": lease.owner, "ttl_seconds": 60}))
+                self.assertEqual(req.path, "/locks/r/wait")
                 self.assertEqual(req.body, {"owner": lease.owner, "ttl_seconds": 60, "wait_seconds": want})
                 # the HTTP timeout covers the server's wait
                 self.assertGreater(req.timeout, want)
+                self.assertLess(req.at - tried.at, 0.3, "the round goes at once after the try")
                 lease.release()
         self.assertIs(c.server_wait_supported, True)
         # a wait shorter than a second and a quarter is polled for
+        hold[0] = 2
+        n = len(stub.sent("POST"))
         self.keep(c.acquire("r", wait=1.2, keepalive=False))
-        self.assertNotIn("wait_seconds", stub.sent("POST")[-1].body)
+        self.assertEqual(len(stub.sent("POST")[n:]), 3)
+        self.assertFalse(any("wait_seconds" in r.body for r in stub.sent("POST")[n:]))
         # try_acquire never waits on the server
         self.keep(c.try_acquire("r", keepalive=False))
         self.assertNotIn("wait_seconds", stub.sent("POST")[-1].body)
@@ -65,8 +102,8 @@ class ServerSideWaitTests(TestCase):
         c = client(stub)
         lease = self.keep(c.acquire("r", wait=5, keepalive=False))
         bodies = [r.body for r in stub.sent("POST")]
-        self.assertIn("wait_seconds", bodies[0])
-        self.assertEqual([("wait_seconds" in b) for b in bodies], [True, False, False, False])
+        # the try (held), the round (refused), then polls
+        self.assertEqual([("wait_seconds" in b) for b in bodies], [False, True, False, False])
         self.assertIs(c.server_wait_supported, False)
         lease.release()
         posts.clear()
@@ -76,25 +113,29 @@ class ServerSideWaitTests(TestCase):
                          "a client that learned the server cannot wait asked it to again")
 
     def test_other_validation_errors_are_raised(self):
-        stub = Stub(lambda req: problem(422, "validation-failed", errors=[
-            {"field": "ttl_seconds", "detail": "must be an integer from 1 to 86400"}]))
-        with self.assertRaises(fl.ValidationError) as cm:
-            client(stub).acquire("r", wait=5)
-        self.assertEqual([e.field for e in cm.exception.errors], ["ttl_seconds"])
-        self.assertEqual(len(stub.requests), 1)
+        # on the try, and on a round after a held try
+        for try_held in (False, True):
+            with self.subTest(try_held=try_held):
+                stub = Stub(lambda req: held(req) if try_held and "wait_seconds" not in req.body else problem(
+                    422, "validation-failed", errors=[{"field": "ttl_seconds", "detail": "must be an integer from 1 to 86400"}]))
+                with self.assertRaises(fl.ValidationError) as cm:
+                    client(stub).acquire("r", wait=5)
+                self.assertEqual([e.field for e in cm.exception.errors], ["ttl_seconds"])
+                self.assertEqual(len(stub.requests), 2 if try_held else 1)
 
     def test_server_wait_then_polling(self):
-        # 1st: a server that answers at once despite wait_seconds is backed
-        # off from (Retry-After, capped at the backoff maximum), not hammered;
-        # 2nd: a server that waited is asked again at once, Retry-After or
-        # not; 3rd: the last fraction of a second is polled for.
+        # 1st: the try, held: the first round goes at once; 2nd: a server
+        # that answers at once despite wait_seconds is backed off from
+        # (Retry-After, capped at the backoff maximum), not hammered; 3rd: a
+        # server that waited is asked again at once, Retry-After or not;
+        # 4th: the last fraction of a second is polled for.
         answered = []
 
         def handler(req):
             n = len(stub.sent("POST"))
-            if n == 2:
+            if n == 3:
                 time.sleep(0.95 * req.body["wait_seconds"])
-            resp = grant(req) if n == 3 else held(req, {"Retry-After": "1"})
+            resp = grant(req) if n == 4 else held(req, {"Retry-After": "1"})
             answered.append(time.monotonic())
             return resp
 
@@ -102,9 +143,10 @@ class ServerSideWaitTests(TestCase):
         c = client(stub, backoff=(0.5, 0.5))
         self.keep(c.acquire("r", wait=2, keepalive=False))
         posts = stub.sent("POST")
-        self.assertEqual([p.body.get("wait_seconds") for p in posts], [1, 1, None])
-        self.assertGreaterEqual(posts[1].at - answered[0], 0.49, "no backoff after an immediate answer")
-        self.assertLess(posts[2].at - answered[1], 0.3, "backed off after the server had waited")
+        self.assertEqual([p.body.get("wait_seconds") for p in posts], [None, 1, 1, None])
+        self.assertLess(posts[1].at - answered[0], 0.3, "no backoff after the held try")
+        self.assertGreaterEqual(posts[2].at - answered[1], 0.49, "no backoff after an immediate answer")
+        self.assertLess(posts[3].at - answered[2], 0.3, "backed off after the server had waited")
 
 
     def test_queue_ticket_sent_back_with_the_next_round(self):
@@ -112,7 +154,7 @@ class ServerSideWaitTests(TestCase):
         # the next round sends it back, at once (the place lapses 2 s after
         # the round's end); a round without a place sends none, and
         # try_acquire never does.
-        tickets = ["tk1", "tk1", "tk2", None]
+        tickets = [None, "tk1", "tk1", "tk2", None]  # the try's held answer has no place
 
         def handler(req):
             n = len(stub.sent("POST")) - 1
@@ -127,8 +169,8 @@ class ServerSideWaitTests(TestCase):
         c = client(stub, backoff=(0.5, 0.5))
         self.keep(c.acquire("r", wait=10, ttl=60, keepalive=False))
         posts = stub.sent("POST")
-        self.assertEqual([p.body.get("queue_ticket") for p in posts], [None, "tk1", "tk1", "tk2", None])
-        self.assertLess(posts[1].at - posts[0].at, 0.3, "no backoff while a place is kept")
+        self.assertEqual([p.body.get("queue_ticket") for p in posts], [None, None, "tk1", "tk1", "tk2", None])
+        self.assertLess(posts[2].at - posts[1].at, 0.3, "no backoff while a place is kept")
         stub = Stub(lambda req: answer(200, {"acquired": False, "resource": "r", "queue_ticket": "tk9"}))
         with self.assertRaises(fl.HeldError):
             client(stub).try_acquire("r", keepalive=False)
@@ -137,19 +179,22 @@ class ServerSideWaitTests(TestCase):
     def test_unavailable_round_ticket_sent_back(self):
         # A waiting round answered 503 with the waiter's place (the service
         # may have joined the queue but could not learn its entry) is
-        # retried with it, and the rounds after keep it.
+        # retried with it, and the rounds after keep it. The first request
+        # is the try, answered held.
         def handler(req):
             n = len(stub.sent("POST")) - 1
             if n == 0:
-                return problem(503, "service-unavailable", queue_ticket="ghost-1", headers={"Retry-After": "0"})
+                return held(req)
             if n == 1:
+                return problem(503, "service-unavailable", queue_ticket="ghost-1", headers={"Retry-After": "0"})
+            if n == 2:
                 return held(req, queue_ticket=req.body.get("queue_ticket") or "tk-new")
             return grant(req)
 
         stub = Stub(handler)
         c = client(stub, backoff=(0.01, 0.05))
         self.keep(c.acquire("r", wait=10, ttl=60, keepalive=False))
-        self.assertEqual([p.body.get("queue_ticket") for p in stub.sent("POST")], [None, "ghost-1", "ghost-1"])
+        self.assertEqual([p.body.get("queue_ticket") for p in stub.sent("POST")], [None, None, "ghost-1", "ghost-1"])
 
 
 class UnheardGrantTests(TestCase):

@@ -337,7 +337,9 @@ export class Client {
   /**
    * Waits for a lease on `resource` (`ttlSeconds`, default 30) until `signal`
    * aborts or `waitMs` pass (default {@link DEFAULT_ACQUIRE_WAIT_MS}, 30 s;
-   * `Infinity`: no limit). Where the service supports it, it waits at the
+   * `Infinity`: no limit). It tries first (`POST /locks/{resource}`, the quick
+   * route: an uncontended acquire is that one request); only while the lock
+   * is held does it wait, where the service supports it at the
    * service (`POST /locks/{resource}/wait` with `wait_seconds`, up to 20 s per request, within the time left,
    * and at most ⅔ × (ttl − margin) whole seconds: the lease's local deadline
    * counts from before the request, so a grant at the end of a round still
@@ -569,7 +571,8 @@ export class Client {
   /**
    * Waits for one of the `permits` permits of the semaphore `name` as
    * {@link Client.acquire} waits for a lock (`waitMs`, default 30 s;
-   * `signal`): in rounds at the service (`POST /semaphores/{name}/wait`) that
+   * `signal`): a try first, then, while the semaphore is full, in rounds at
+   * the service (`POST /semaphores/{name}/wait`) that
    * send back their place in the queue, or polling a service that does not wait for permits (it answers
    * 422 to `wait_seconds`; remembered). Rejects with {@link FullError} when
    * the wait runs out while the semaphore stays full; otherwise as
@@ -756,14 +759,20 @@ export class Client {
     let last: unknown;
     let lastUnknown = false; // the last attempt may have been granted unheard
     let queueTicket: string | undefined; // the place in the lock's queue the last round answered
+    // The next round's wait_seconds; under 1: a plain try.
+    const roundSeconds = () =>
+      waitMs > 0 && serverWaitKnown() !== false
+        ? // Leave time for the answer to come back within the budget, and a
+          // third of the lease's local validity after a grant at the end.
+          Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), roundLimit)
+        : 0;
+    // A try has found the lock held (the semaphore full). Until then every
+    // attempt is a try on the quick route, so an uncontended acquire never
+    // spends the waiting route's small throttle; from then on, rounds.
+    let held = false;
     try {
       for (let attempt = 0; !stop.aborted; ) {
-        let wait = 0;
-        if (waitMs > 0 && serverWaitKnown() !== false) {
-          // Leave time for the answer to come back within the budget, and a
-          // third of the lease's local validity after a grant at the end.
-          wait = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), roundLimit);
-        }
+        const wait = held ? roundSeconds() : 0;
         const serverWaits = wait >= 1;
         const waitRoute = serverWaits && !this.#tryRouteWaits;
         const started = performance.now();
@@ -796,6 +805,12 @@ export class Client {
             // The next round sends back the place this one was given, and
             // goes at once: the place lapses 2 s after this round's end.
             queueTicket = a.queueTicket;
+            if (!held) {
+              // The try found it held: wait at the service from now on, at
+              // once (the round wakes at the holder's release or expiry).
+              held = true;
+              if (roundSeconds() >= 1) continue;
+            }
             if (serverWaits && (performance.now() - started >= Math.min(wait * 1000, 1000) || queueTicket !== undefined)) {
               attempt = 0; // the service did the waiting: ask again at once
               continue;

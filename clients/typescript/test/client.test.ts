@@ -40,9 +40,36 @@ function granting(free: (n: number) => boolean, extra: (req: { body: Record<stri
 }
 
 describe("server-side waiting", { concurrency: true }, () => {
-  test("asks the service to wait, within the budget and two thirds of the lease, and asks again at once after a full wait", async () => {
+  test("tries first: a free lock is one try, without wait_seconds, on the try route", async () => {
+    const free = granting(() => true);
+    const lease = await new Client(BASE, { fetch: free.fetch }).acquire("r", { ttlSeconds: 30, keepAlive: false });
+    assert.equal(lease.fencingToken, 101);
+    assert.equal(free.calls.length, 1);
+    assert.equal(free.calls[0]!.url.pathname, "/locks/r");
+    assert.equal("wait_seconds" in free.calls[0]!.body!, false);
+    assert.equal("queue_ticket" in free.calls[0]!.body!, false);
+    const sem = stubFetch((req) =>
+      json(200, { acquired: true, permit: { name: "s", slot: 0, owner: String(req.body?.owner), fencing_token: 7, acquired_at: new Date().toISOString(), expires_at: new Date(Date.now() + 30_000).toISOString() } }),
+    );
+    await new Client(BASE, { fetch: sem.fetch }).acquireSemaphore("s", 2, { ttlSeconds: 30, keepAlive: false });
+    assert.equal(sem.calls.length, 1);
+    assert.equal(sem.calls[0]!.url.pathname, "/semaphores/s");
+    assert.equal("wait_seconds" in sem.calls[0]!.body!, false);
+  });
+
+  test("a try that fails (503) is tried again, not waited for", async () => {
+    const stub = stubFetch((req, n) =>
+      n < 2 ? problem(503, "service-unavailable") : json(200, { acquired: true, lock: lockDoc("r", String(req.body?.owner), 101) }),
+    );
+    await new Client(BASE, { fetch: stub.fetch, backoff: fast }).acquire("r", { ttlSeconds: 30, keepAlive: false });
+    assert.equal(stub.calls.length, 3);
+    assert.ok(stub.calls.every((r) => r.url.pathname === "/locks/r" && !("wait_seconds" in r.body!)), "three tries");
+  });
+
+  test("asks the service to wait once a try found the lock held, within the budget and two thirds of the lease, and asks again at once after a full wait", async () => {
     const slowFalse = stubFetch(async (_req, n) => {
-      if (n === 0) {
+      if (n === 0) return json(200, { acquired: false, resource: "r" }, { "retry-after": "2" }); // the try
+      if (n === 1) {
         await delay(1000); // the service held the request, then said no
         return json(200, { acquired: false, resource: "r" }, { "retry-after": "2" });
       }
@@ -50,20 +77,24 @@ describe("server-side waiting", { concurrency: true }, () => {
     });
     const c = new Client(BASE, { fetch: slowFalse.fetch, backoff: { baseMs: 1000, maxMs: 2000 } });
     const lease = await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
-    const [first, second] = slowFalse.calls;
-    assert.equal(slowFalse.calls.length, 2);
+    const [tried, first, second] = slowFalse.calls;
+    assert.equal(slowFalse.calls.length, 3);
+    assert.equal("wait_seconds" in tried!.body!, false, "a try first");
+    assert.equal(tried!.url.pathname, "/locks/r");
+    assert.equal(first!.url.pathname, "/locks/r/wait");
     assert.equal(first!.body?.wait_seconds, 9, "(10 s − slack) whole seconds");
     assert.equal(second!.body?.wait_seconds, 8);
-    // No backoff after the service did the waiting (polling would honour Retry-After: ≥ 2 s).
+    // No backoff after the try nor after the service did the waiting (polling would honour Retry-After: ≥ 2 s).
+    assert.ok(first!.at - tried!.at < 300, `${first!.at - tried!.at} ms between the try and the first round`);
     assert.ok(second!.at - first!.at < 1300, `${second!.at - first!.at} ms between`);
     assert.equal(lease.fencingToken, 101);
 
-    const short = granting(() => true);
+    const short = granting((n) => n > 0);
     await new Client(BASE, { fetch: short.fetch }).acquire("r", { ttlSeconds: 3, waitMs: 60_000, keepAlive: false });
-    assert.equal(short.calls[0]!.body?.wait_seconds, 1, "at most ⅔ × (ttl − margin): the lease's clock starts before the wait");
-    const forever = granting(() => true);
+    assert.equal(short.calls[1]!.body?.wait_seconds, 1, "at most ⅔ × (ttl − margin): the lease's clock starts before the wait");
+    const forever = granting((n) => n > 0);
     await new Client(BASE, { fetch: forever.fetch }).acquire("r", { ttlSeconds: 300, keepAlive: false });
-    assert.equal(forever.calls[0]!.body?.wait_seconds, 20, "at most 20 s per request");
+    assert.equal(forever.calls[1]!.body?.wait_seconds, 20, "at most 20 s per request");
     const once = granting(() => true);
     await new Client(BASE, { fetch: once.fetch }).tryAcquire("r", { ttlSeconds: 300, keepAlive: false });
     assert.equal("wait_seconds" in once.calls[0]!.body!, false, "tryAcquire never waits");
@@ -71,18 +102,19 @@ describe("server-side waiting", { concurrency: true }, () => {
 
   test("sends back the queue_ticket of a held round with the next one, at once, and never with a plain attempt", async () => {
     const stub = stubFetch(async (req, n) => {
-      if (n < 3) {
+      if (n === 0) return json(200, { acquired: false, resource: "r" }); // the try: held, no place
+      if (n < 4) {
         await delay(50); // the service held the round (a short one), then said no, with the waiter's place
-        return json(200, { acquired: false, resource: "r", queue_ticket: n === 2 ? "tk2" : "tk1" });
+        return json(200, { acquired: false, resource: "r", queue_ticket: n === 3 ? "tk2" : "tk1" });
       }
-      if (n === 3) return json(200, { acquired: false, resource: "r" }); // no place (the queue was full)
+      if (n === 4) return json(200, { acquired: false, resource: "r" }); // no place (the queue was full)
       return json(200, { acquired: true, lock: lockDoc("r", String(req.body?.owner), 101) });
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
     const tickets = stub.calls.map((r) => r.body?.queue_ticket);
-    assert.deepEqual(tickets, [undefined, "tk1", "tk1", "tk2", undefined], "each round sends the place the last one answered");
-    assert.ok(stub.calls[1]!.at - stub.calls[0]!.at < 500, "the next round goes at once: the place lapses 2 s after the round");
+    assert.deepEqual(tickets, [undefined, undefined, "tk1", "tk1", "tk2", undefined], "each round sends the place the last one answered");
+    assert.ok(stub.calls[2]!.at - stub.calls[1]!.at < 500, "the next round goes at once: the place lapses 2 s after the round");
     const once = stubFetch(() => json(200, { acquired: false, resource: "r", queue_ticket: "tk9" }));
     await assert.rejects(new Client(BASE, { fetch: once.fetch }).tryAcquire("r", { ttlSeconds: 30, keepAlive: false }), HeldError);
     assert.equal("queue_ticket" in once.calls[0]!.body!, false, "tryAcquire has no place to keep");
@@ -90,20 +122,22 @@ describe("server-side waiting", { concurrency: true }, () => {
 
   test("a waiting round's 503 with a queue_ticket is retried with that ticket, as a held round's", async () => {
     const stub = stubFetch((req, n) => {
+      if (n === 0) return json(200, { acquired: false, resource: "r" }); // the try finds it held
       // The service may have joined the queue but could not learn its entry.
-      if (n === 0) return problem(503, "service-unavailable", { queue_ticket: "ghost-1" }, { "retry-after": "0" });
-      if (n === 1) return json(200, { acquired: false, resource: "r", queue_ticket: String(req.body?.queue_ticket ?? "tk-new") });
+      if (n === 1) return problem(503, "service-unavailable", { queue_ticket: "ghost-1" }, { "retry-after": "0" });
+      if (n === 2) return json(200, { acquired: false, resource: "r", queue_ticket: String(req.body?.queue_ticket ?? "tk-new") });
       return json(200, { acquired: true, lock: lockDoc("r", String(req.body?.owner), 101) });
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
     const tickets = stub.calls.map((r) => r.body?.queue_ticket);
-    assert.deepEqual(tickets, [undefined, "ghost-1", "ghost-1"], "the retry reclaims the 503's place, and the rounds after keep it");
+    assert.deepEqual(tickets, [undefined, undefined, "ghost-1", "ghost-1"], "the try, the first round, then the retry reclaims the 503's place, and the rounds after keep it");
   });
 
   test("an older service's 422 on wait_seconds switches to polling with backoff, honouring Retry-After, and is remembered", async () => {
+    let grantFrom = 3;
     const stub = granting(
-      (n) => n >= 3,
+      (n) => n >= grantFrom,
       (req) => {
         if (req.body && "wait_seconds" in req.body) {
           return problem(422, "validation-failed", { errors: [{ field: "wait_seconds", detail: "is not a known member; allowed: owner, ttl_seconds" }] });
@@ -114,28 +148,37 @@ describe("server-side waiting", { concurrency: true }, () => {
     const held = stubFetch((req, n) => {
       const r = stub.fetch(req.url, { method: req.method, body: req.text });
       // The first refusal after the fallback carries Retry-After: 1 (capped at the backoff max, 100 ms).
-      return n === 1 ? r.then(() => json(200, { acquired: false, resource: "r" }, { "retry-after": "1" })) : r;
+      return n === 2 ? r.then(() => json(200, { acquired: false, resource: "r" }, { "retry-after": "1" })) : r;
     });
     const c = new Client(BASE, { fetch: held.fetch, backoff: fast });
     const lease = await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
     assert.ok(lease.fencingToken > 0);
     const calls = held.calls.filter((r) => r.method === "POST");
-    assert.ok("wait_seconds" in calls[0]!.body!);
-    assert.ok(calls.slice(1).every((r) => !("wait_seconds" in r.body!)), "no wait_seconds after the 422");
-    assert.ok(calls[2]!.at - calls[1]!.at >= 95, `Retry-After honoured up to the cap: ${calls[2]!.at - calls[1]!.at} ms`);
+    assert.ok(!("wait_seconds" in calls[0]!.body!), "a try first");
+    assert.ok("wait_seconds" in calls[1]!.body!);
+    assert.ok(calls.slice(2).every((r) => !("wait_seconds" in r.body!)), "no wait_seconds after the 422");
+    assert.ok(calls[3]!.at - calls[2]!.at >= 95, `Retry-After honoured up to the cap: ${calls[3]!.at - calls[2]!.at} ms`);
 
+    // Held at the try, then polled: the client remembers.
     const before = held.calls.length;
+    grantFrom = before + 1;
     await c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
-    assert.equal("wait_seconds" in held.calls[before]!.body!, false, "the client remembers");
+    assert.equal(held.calls.length, before + 2);
+    assert.equal("wait_seconds" in held.calls[before + 1]!.body!, false, "the client remembers");
   });
 
   test("a 422 on another field is the caller's error, not an older service", async () => {
-    const stub = stubFetch(() => problem(422, "validation-failed", { errors: [{ field: "owner", detail: "must not contain invisible characters" }] }));
+    // The try is held; the round is refused on another field.
+    const stub = stubFetch((req) =>
+      req.body && "wait_seconds" in req.body
+        ? problem(422, "validation-failed", { errors: [{ field: "owner", detail: "must not contain invisible characters" }] })
+        : json(200, { acquired: false, resource: "r" }),
+    );
     const c = new Client(BASE, { fetch: stub.fetch });
     await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000 }), ValidationError);
     await assert.rejects(c.acquire("r", { owner: "w", ttlSeconds: 30, waitMs: 10_000 }), ValidationError);
-    assert.equal(stub.calls.length, 2, "not retried");
-    assert.ok(stub.calls.every((r) => "wait_seconds" in r.body!), "still asks the service to wait");
+    assert.equal(stub.calls.length, 4, "not retried: a try and a round each");
+    assert.ok(stub.calls.every((r, i) => ("wait_seconds" in r.body!) === (i % 2 === 1)), "still asks the service to wait");
   });
 });
 

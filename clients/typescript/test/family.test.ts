@@ -22,6 +22,13 @@ import { json, lockDoc, problem, stubFetch, type StubRequest } from "./helpers.j
 
 const BASE = "http://locks.test";
 
+/** Answers a lock's first try held, then leaves the rest to the stub: the acquire that follows waits at the service. */
+function firstTryHeld(): (req: StubRequest) => Response | undefined {
+  let tries = 0;
+  return (req) =>
+    req.method === "POST" && req.url.pathname === "/locks/r" && tries++ === 0 ? json(200, { acquired: false, resource: "r" }) : undefined;
+}
+
 /** A stub that grants every acquire, renews, and releases. */
 function granting(answer?: (req: StubRequest) => Response | undefined) {
   let token = 100;
@@ -56,7 +63,7 @@ describe("defaults", () => {
 
   test("acquire waits 30 s by default: the round that starts 25 s in asks the service for 4 s, not 20", async () => {
     assert.equal(DEFAULT_ACQUIRE_WAIT_MS, 30_000);
-    // The service holds the first request; by the fake clock it answers 25 s later.
+    // The try is held; the service holds the first round; by the fake clock it answers 25 s later.
     const real = performance.now.bind(performance);
     let skew = 0;
     const now = mock.method(performance, "now", () => real() + skew);
@@ -65,7 +72,11 @@ describe("defaults", () => {
         skew = 0;
         let n = 0;
         const stub = stubFetch((req) => {
-          if (n++ === 0) {
+          if (n === 0) {
+            n++;
+            return json(200, { acquired: false, resource: "r" });
+          }
+          if (n++ === 1) {
             skew = 25_000;
             return json(200, { acquired: false, resource: "r" });
           }
@@ -75,8 +86,8 @@ describe("defaults", () => {
         await lease.release().catch(() => {});
         return stub.calls.filter((r) => r.method === "POST").map((r) => r.body?.wait_seconds);
       };
-      assert.deepEqual(await rounds({}), [20, 4]);
-      assert.deepEqual(await rounds({ waitMs: Infinity }), [20, 20], "Infinity: until the lock is free");
+      assert.deepEqual(await rounds({}), [undefined, 20, 4], "a try, then rounds");
+      assert.deepEqual(await rounds({ waitMs: Infinity }), [undefined, 20, 20], "Infinity: until the lock is free");
     } finally {
       now.mock.restore();
     }
@@ -88,11 +99,12 @@ describe("defaults", () => {
     await assert.rejects(c.withLock("r", () => assert.fail("ran"), { waitMs: 0 }), HeldError);
     assert.equal(held.calls.length, 1);
     assert.equal("wait_seconds" in held.calls[0]!.body!, false);
-    const stub = granting();
+    const stub = granting(firstTryHeld());
     const out = await new Client(BASE, { fetch: stub.fetch }).withLock("r", (_signal, token) => token);
     assert.equal(out, 101);
-    assert.equal(stub.calls[0]!.body?.wait_seconds, 19, "a waiting acquire: ⅔ × (30 s − 1 s) of a default lease");
-    assert.equal(stub.calls[0]!.body?.ttl_seconds, 30);
+    assert.equal("wait_seconds" in stub.calls[0]!.body!, false, "a try first");
+    assert.equal(stub.calls[1]!.body?.wait_seconds, 19, "then a waiting round: ⅔ × (30 s − 1 s) of a default lease");
+    assert.equal(stub.calls[1]!.body?.ttl_seconds, 30);
   });
 });
 
@@ -119,12 +131,13 @@ describe("deprecated names", { concurrency: true }, () => {
   test("LockClient, ServiceUnavailableError, flush, waitSeconds and fromEnv(env, options) still work", async () => {
     assert.equal(LockClient, Client);
     assert.equal(ServiceUnavailableError, UnavailableError);
-    const stub = granting((req) => (req.url.pathname === "/locks/down" ? problem(503, "service-unavailable") : undefined));
+    const held = firstTryHeld();
+    const stub = granting((req) => (req.url.pathname === "/locks/down" ? problem(503, "service-unavailable") : held(req)));
     const c: LockClient = LockClient.fromEnv({ LOCKS_ENDPOINT: BASE }, { fetch: stub.fetch, backoff: { baseMs: 5, maxMs: 10 } });
     assert.ok(c instanceof Client);
     assert.equal(c.endpoint, BASE);
     const lease = await c.acquire("r", { waitSeconds: 5, keepAlive: false });
-    assert.equal(stub.calls[0]!.body?.wait_seconds, 4, "5 s less the slack");
+    assert.equal(stub.calls[1]!.body?.wait_seconds, 4, "a try, then 5 s less the slack");
     await lease.release();
     await assert.rejects(c.acquire("r", { waitMs: 1000, waitSeconds: 1 }), /both given/);
     const err = await c.tryAcquire("down").catch((e: unknown) => e);

@@ -450,11 +450,22 @@ describe("semaphores against the local runner", { concurrency: true }, () => {
     let running = 0;
     let most = 0;
     const tokens = new Set<number>();
+    // N reached is an event, not a race against the clock: the first holder
+    // keeps its permit until a second permit is held too. (Holding a fixed
+    // 200 ms instead made the test depend on the service's speed: when
+    // grants came 200 ms or more apart, as on a loaded machine, the holds
+    // never overlapped and most stayed 1.) Every holder then keeps its
+    // permit 200 ms, the window in which a third grant would show.
+    let bothHeld!: () => void;
+    const pair = new Promise<void>((resolve) => (bothHeld = resolve));
     await Promise.all(
       Array.from({ length: 6 }, () =>
         locks.withSemaphore(name, 2, async (signal, token) => {
           most = Math.max(most, ++running);
           tokens.add(token);
+          if (running === 2) bothHeld();
+          // A permit lost meanwhile ends the wait (and fails the test below).
+          await Promise.race([pair, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
           await delay(200);
           running--;
           signal.throwIfAborted();
@@ -527,11 +538,12 @@ describe("version skew against the local runner", { concurrency: true }, () => {
       const wire = releasedFetch();
       const c = new Client(runner.url, { fetch: wire.fetch, backoff: { baseMs: 10, maxMs: 200 } });
       const waited = k.wait(c, res);
-      await until(() => wire.acquires.length >= 2, 10_000); // the refusal, then a poll answered "full"/"held"
+      await until(() => wire.acquires.length >= 3, 10_000); // the try, the refusal, then a poll answered "full"/"held"
       await release();
       await waited;
       releasedTryWaits += wire.acquires.filter((a) => a.waits).length;
-      const [first, ...polls] = wire.acquires;
+      const [tried, first, ...polls] = wire.acquires;
+      assert.deepEqual(tried, { path: k.path(res), waits: false, status: 200, fields: [] }, "a try first (released clients sent none)");
       assert.deepEqual(first, { path: k.path(res), waits: true, status: 422, fields: ["wait_seconds"] });
       assert.ok(polls.length >= 2, JSON.stringify(wire.acquires));
       for (const p of polls) assert.deepEqual(p, { path: k.path(res), waits: false, status: 200, fields: [] });
@@ -545,19 +557,32 @@ describe("version skew against the local runner", { concurrency: true }, () => {
         const c = new Client(old.url, { backoff: { baseMs: 10, maxMs: 200 } });
         const waited = k.wait(c, res);
         const acquires = () => old.requests.filter((r) => r.method === "POST" && !r.path.endsWith("/renew"));
-        await until(() => acquires().length === 2, 10_000);
-        const inFlight = acquires()[1]!.upstream === undefined; // held at the runner: it waits there
+        await until(() => acquires().length === 3, 10_000);
+        const inFlight = acquires()[2]!.upstream === undefined; // held at the runner: it waits there
         await release();
         await waited;
         assert.ok(inFlight, "the round on the try route waited at the service");
         const waits = (r: { body: string }) => typeof (JSON.parse(r.body) as { wait_seconds?: unknown }).wait_seconds === "number";
         assert.deepEqual(acquires().map((r) => [r.path, waits(r), r.upstream]), [
+          [k.path(res), false, 200],
           [`${k.path(res)}/wait`, true, 404],
           [k.path(res), true, 200],
         ]);
+        // Remembered: the next held one's round goes to the try route at once.
         const res2 = uniqueName(`old-stack-${k.name}`);
-        await k.wait(c, res2);
-        assert.deepEqual(acquires().slice(2).map((r) => [r.path, waits(r)]), [[k.path(res2), true]], "remembered: no …/wait");
+        const release2 = await k.hold(res2);
+        const waited2 = k.wait(c, res2);
+        await until(() => acquires().length === 5, 10_000);
+        await release2();
+        await waited2;
+        assert.deepEqual(
+          acquires().slice(3).map((r) => [r.path, waits(r)]),
+          [
+            [k.path(res2), false],
+            [k.path(res2), true],
+          ],
+          "remembered: a try, then no …/wait",
+        );
       } finally {
         await old.close();
       }
@@ -568,29 +593,55 @@ describe("version skew against the local runner", { concurrency: true }, () => {
 // Last in the file, alone (top-level suites run one after another): the
 // runner's counts move only by what this test sends.
 describe("counted at the local runner", () => {
-  test("every waiting acquire goes to …/wait, every try to the try route, and no wait_seconds reached a try route in this whole file but the released wire's", async () => {
-    const before = await runner.counts();
-    await (await locks.acquire(uniqueName("count-acquire"), { ttlSeconds: 30, keepAlive: false })).release(); // wait
-    await locks.withLock(uniqueName("count-with-lock"), async () => {}, { ttlSeconds: 30 }); // wait
-    const election = locks.election(uniqueName("count-election"));
-    await election.campaign({ ttlSeconds: 30 }); // wait
-    await election.resign();
-    await (await locks.tryAcquire(uniqueName("count-try"), { ttlSeconds: 30, keepAlive: false })).release(); // try
-    await (await locks.acquireSemaphore(uniqueName("count-sem"), 2, { ttlSeconds: 30, keepAlive: false })).release(); // semaphore wait
-    await locks.withSemaphore(uniqueName("count-with-sem"), 2, async () => {}, { ttlSeconds: 30 }); // semaphore wait
-    await (await locks.tryAcquireSemaphore(uniqueName("count-sem-try"), 2, { ttlSeconds: 30, keepAlive: false })).release(); // semaphore try
+  test("a waiting acquire tries first: a free one is one try, a held one a try and a round on …/wait; no wait_seconds reached a try route in this whole file but the released wire's", async () => {
+    const keys = ["POST /locks/{resource}", "POST /locks/{resource}/wait", "POST /semaphores/{name}", "POST /semaphores/{name}/wait"] as const;
+    const [lockTry, lockWait, semTry, semWait] = keys;
+    const n = 10; // uncontended acquires of each kind
+    /** The requests run(res) sent, by acquire route key; with hold, res is held first (not counted) and let go once run's round reached …/wait. */
+    const counted = async (run: (res: string) => Promise<unknown>, hold?: (typeof skewKinds)[number], waitKey?: string) => {
+      const res = uniqueName("count");
+      const release = hold ? await hold.hold(res) : undefined;
+      const before = await runner.counts();
+      const done = run(res);
+      if (release && waitKey) {
+        const end = performance.now() + 10_000;
+        while (((await runner.counts()).requests[waitKey] ?? 0) <= (before.requests[waitKey] ?? 0)) {
+          if (performance.now() > end) throw new Error(`no request to ${waitKey} within 10 s`);
+          await delay(10);
+        }
+        await release();
+      }
+      await done;
+      const after = await runner.counts();
+      return Object.fromEntries(keys.map((k) => [k, (after.requests[k] ?? 0) - (before.requests[k] ?? 0)]).filter(([, d]) => d !== 0));
+    };
+    const cases: Array<[string, () => Promise<Record<string, unknown>>, Record<string, number>]> = [
+      [`${n} free acquires`, () => counted(async () => {
+        for (let i = 0; i < n; i++) await (await locks.acquire(uniqueName("count-acquire"), { ttlSeconds: 30, keepAlive: false })).release();
+      }), { [lockTry]: n }],
+      [`${n} free semaphore acquires`, () => counted(async () => {
+        for (let i = 0; i < n; i++) await (await locks.acquireSemaphore(uniqueName("count-sem"), 2, { ttlSeconds: 30, keepAlive: false })).release();
+      }), { [semTry]: n }],
+      ["withLock, free", () => counted((r) => locks.withLock(r, async () => {}, { ttlSeconds: 30 })), { [lockTry]: 1 }],
+      ["withSemaphore, free", () => counted((r) => locks.withSemaphore(r, 2, async () => {}, { ttlSeconds: 30 })), { [semTry]: 1 }],
+      ["campaign, free", () => counted(async (r) => {
+        const election = locks.election(r);
+        await election.campaign({ ttlSeconds: 30 });
+        await election.resign();
+      }), { [lockTry]: 1 }],
+      ["tryAcquire", () => counted(async (r) => (await locks.tryAcquire(r, { ttlSeconds: 30, keepAlive: false })).release()), { [lockTry]: 1 }],
+      ["tryAcquireSemaphore", () => counted(async (r) => (await locks.tryAcquireSemaphore(r, 2, { ttlSeconds: 30, keepAlive: false })).release()), { [semTry]: 1 }],
+      ["acquire, held", () => counted((r) => skewKinds[0]!.wait(locks, r), skewKinds[0], lockWait), { [lockTry]: 1, [lockWait]: 1 }],
+      ["acquireSemaphore, full", () => counted((r) => skewKinds[1]!.wait(locks, r), skewKinds[1], semWait), { [semTry]: 1, [semWait]: 1 }],
+      ["campaign, held", () => counted(async (r) => {
+        const election = locks.election(r);
+        await election.campaign({ ttlSeconds: 30 });
+        await election.resign();
+      }, skewKinds[0], lockWait), { [lockTry]: 1, [lockWait]: 1 }],
+    ];
+    for (const [name, run, want] of cases) assert.deepEqual(await run(), want, name);
     const after = await runner.counts();
-    const delta = (key: string) => (after.requests[key] ?? 0) - (before.requests[key] ?? 0);
-    const got = Object.fromEntries(
-      ["POST /locks/{resource}", "POST /locks/{resource}/wait", "POST /semaphores/{name}", "POST /semaphores/{name}/wait"].map((k) => [k, delta(k)]),
-    );
-    console.log(`runner counts of this test: ${JSON.stringify(got)}; try-acquires with wait_seconds in the whole file: ${after.try_wait_seconds}`);
-    assert.deepEqual(got, {
-      "POST /locks/{resource}": 1,
-      "POST /locks/{resource}/wait": 3,
-      "POST /semaphores/{name}": 1,
-      "POST /semaphores/{name}/wait": 2,
-    });
+    console.log(`runner counts of the whole file: ${JSON.stringify(after.requests)}; try-acquires with wait_seconds: ${after.try_wait_seconds}`);
     assert.ok(releasedTryWaits >= 2, "the released-wire tests ran first");
     assert.equal(after.try_wait_seconds, releasedTryWaits, "no wait_seconds reached a try route but the released wire's");
   });

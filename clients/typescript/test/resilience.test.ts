@@ -24,6 +24,7 @@ const renewed = (req: StubRequest) => json(200, { renewed: true, lock: lockDoc("
 const routeThrottle = () => json(429, { message: "Too Many Requests" });
 const lambdaThrottle = () => json(500, { message: "Internal Server Error" });
 const forceReleased = () => problem(404, "not-found", { force_released: true });
+const held = () => json(200, { acquired: false, resource: "r" });
 
 /** A stub service that grants, renews and releases, but answers the n-th request of a kind (0-based) from `script` first. */
 function scripted(kind: (req: StubRequest) => boolean, script: Array<(req: StubRequest) => Response | Promise<Response>>) {
@@ -46,10 +47,11 @@ describe("round length", { concurrency: true }, () => {
       { ttlSeconds: 1, want: undefined }, // ⅔ × 0.9 s: polls
     ];
     for (const { ttlSeconds, leaseMarginMs, want } of cases) {
-      const stub = scripted(() => false, []);
+      const stub = scripted(isAcquire, [held]); // the try finds it held
       const c = new Client(BASE, { fetch: stub.fetch, leaseMarginMs });
       const lease = await c.acquire("r", { ttlSeconds, waitMs: 60_000, keepAlive: false });
-      assert.equal(stub.calls[0]!.body?.wait_seconds, want, `ttl ${ttlSeconds} s, margin ${leaseMarginMs ?? "default"}`);
+      assert.equal(stub.calls[0]!.body?.wait_seconds, undefined, "a try first");
+      assert.equal(stub.calls[1]!.body?.wait_seconds, want, `ttl ${ttlSeconds} s, margin ${leaseMarginMs ?? "default"}`);
       await lease.release();
     }
   });
@@ -70,7 +72,8 @@ describe("round length", { concurrency: true }, () => {
         }
         return renewed(req);
       }
-      await delay(Number(req.body?.wait_seconds ?? 0) * 1000 - 600);
+      if (req.body?.wait_seconds === undefined) return held(); // the try
+      await delay(Number(req.body.wait_seconds) * 1000 - 600);
       return grant(req);
     });
     const c = new Client(BASE, { fetch: stub.fetch, leaseMarginMs: 5000 });

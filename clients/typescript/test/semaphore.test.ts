@@ -31,13 +31,14 @@ const fullDoc = (name: string, extra: Record<string, unknown> = {}) =>
 describe("semaphores against a stub", { concurrency: true }, () => {
   test("a waiting round's 503 with a queue_ticket is retried with that ticket, as a full round's", async () => {
     const stub = stubFetch((req, n) => {
-      if (n === 0) return problem(503, "service-unavailable", { queue_ticket: "ghost-1", instance: "/semaphores/s/wait" }, { "retry-after": "0" });
-      if (n === 1) return fullDoc("s", { queue_ticket: String(req.body?.queue_ticket ?? "st-new") });
+      if (n === 0) return fullDoc("s"); // the try finds it full
+      if (n === 1) return problem(503, "service-unavailable", { queue_ticket: "ghost-1", instance: "/semaphores/s/wait" }, { "retry-after": "0" });
+      if (n === 2) return fullDoc("s", { queue_ticket: String(req.body?.queue_ticket ?? "st-new") });
       return json(200, { acquired: true, permit: permitDoc("s", 0, String(req.body?.owner), 9) });
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     await c.acquireSemaphore("s", 1, { owner: "w", ttlSeconds: 30, waitMs: 10_000, keepAlive: false });
-    assert.deepEqual(stub.calls.map((r) => r.body?.queue_ticket), [undefined, "ghost-1", "ghost-1"]);
+    assert.deepEqual(stub.calls.map((r) => r.body?.queue_ticket), [undefined, undefined, "ghost-1", "ghost-1"]);
   });
 
   test("a permit, full, and permits mismatch are told apart", async () => {
@@ -66,10 +67,11 @@ describe("semaphores against a stub", { concurrency: true }, () => {
     p.release().catch(() => {});
   });
 
-  test("waits in rounds at the service, sending back the queue ticket", async () => {
+  test("tries, then waits in rounds at the service, sending back the queue ticket", async () => {
     const stub = stubFetch(async (req, n) => {
       if (req.method === "DELETE") return new Response(null, { status: 204 });
-      if (n < 2) {
+      if (n === 0) return fullDoc("s"); // the try
+      if (n < 3) {
         await delay(1100); // the service held the round
         return fullDoc("s", { queue_ticket: "tk1" });
       }
@@ -77,19 +79,25 @@ describe("semaphores against a stub", { concurrency: true }, () => {
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     const p = await c.acquireSemaphore("s", 1, { waitMs: 10_000, keepAlive: false });
-    assert.equal(stub.calls.length, 3);
-    const [a, b, d] = stub.calls.map((r) => r.body);
+    assert.equal(stub.calls.length, 4);
+    const [tried, a, b, d] = stub.calls.map((r) => r.body);
+    assert.equal(stub.calls[0]!.url.pathname, "/semaphores/s");
+    assert.ok(tried?.wait_seconds === undefined && tried?.queue_ticket === undefined, JSON.stringify(tried));
+    assert.equal(stub.calls[1]!.url.pathname, "/semaphores/s/wait");
     assert.ok(typeof a?.wait_seconds === "number" && a.wait_seconds >= 1, JSON.stringify(a));
     assert.equal(a?.queue_ticket, undefined);
     assert.equal(b?.queue_ticket, "tk1");
     assert.equal(d?.queue_ticket, "tk1");
-    assert.ok(stub.calls[1]!.at - stub.calls[0]!.at < 1500, "the next round goes at once");
+    assert.ok(stub.calls[1]!.at - stub.calls[0]!.at < 300, "the first round goes at once after the try");
+    assert.ok(stub.calls[2]!.at - stub.calls[1]!.at < 1500, "the next round goes at once");
     await p.release();
   });
 
   test("polls a service that refuses wait_seconds for permits, and still waits at the service for locks", async () => {
     let semaphoreAcquires = 0;
+    let lockTries = 0;
     const stub = stubFetch((req) => {
+      if (req.url.pathname === "/locks/l" && req.method === "POST" && lockTries++ === 0) return json(200, { acquired: false, resource: "l" });
       if (req.url.pathname.startsWith("/locks/")) {
         return json(200, { acquired: true, lock: { resource: "l", owner: String(req.body?.owner), fencing_token: 3, acquired_at: new Date().toISOString(), expires_at: new Date(Date.now() + 30_000).toISOString() } });
       }
@@ -97,21 +105,22 @@ describe("semaphores against a stub", { concurrency: true }, () => {
       if (req.body?.wait_seconds !== undefined) {
         return problem(422, "validation-failed", { errors: [{ field: "wait_seconds", detail: "must be 0" }] });
       }
-      return ++semaphoreAcquires < 3 ? fullDoc("s", { free_at: undefined }) : json(200, { acquired: true, permit: permitDoc("s", 0, String(req.body?.owner), 4) });
+      return ++semaphoreAcquires < 4 ? fullDoc("s", { free_at: undefined }) : json(200, { acquired: true, permit: permitDoc("s", 0, String(req.body?.owner), 4) });
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: fast });
     const p = await c.acquireSemaphore("s", 1, { waitMs: 5000, keepAlive: false });
     const sem = stub.calls.filter((r) => r.url.pathname.startsWith("/semaphores/s") && r.method === "POST");
     assert.deepEqual(
       sem.map((r) => [r.url.pathname, r.body?.wait_seconds !== undefined]),
-      [["/semaphores/s/wait", true], ["/semaphores/s", false], ["/semaphores/s", false], ["/semaphores/s", false]],
-      "the refused round went to the waiting route, the polls to the try route",
+      [["/semaphores/s", false], ["/semaphores/s/wait", true], ["/semaphores/s", false], ["/semaphores/s", false], ["/semaphores/s", false]],
+      "the try, the refused round on the waiting route, the polls on the try route",
     );
+    semaphoreAcquires = 0; // full at the try and a poll once more
     await c.acquireSemaphore("s", 1, { waitMs: 5000, keepAlive: false }).then((q) => q.release());
     assert.equal(stub.calls.filter((r) => r.url.pathname.startsWith("/semaphores/s") && r.body?.wait_seconds !== undefined).length, 1, "remembered");
     const lease = await c.acquire("l", { waitMs: 5000, keepAlive: false });
-    const lockRound = stub.calls.find((r) => r.url.pathname.startsWith("/locks/l"));
-    assert.equal(lockRound?.url.pathname, "/locks/l/wait");
+    const lockRound = stub.calls.filter((r) => r.url.pathname.startsWith("/locks/l"))[1];
+    assert.equal(lockRound?.url.pathname, "/locks/l/wait", "the lock's try was held: a round at the service");
     assert.ok(typeof lockRound?.body?.wait_seconds === "number");
     await Promise.all([p.release(), lease.release()]);
   });

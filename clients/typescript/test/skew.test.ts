@@ -1,5 +1,6 @@
-// Version skew against a stub of each kind of stack: waiting rounds go to
-// the waiting route (…/wait) and tries to the try route; a stack from before
+// Version skew against a stub of each kind of stack: a waiting acquire tries
+// first, then sends its waiting rounds to the waiting route (…/wait), and
+// tries go to the try route; a stack from before
 // the waiting routes (API Gateway's 404 on …/wait) gets the old request, the
 // try route with wait_seconds, for the client's life; a service that refuses
 // wait_seconds (422 naming it) is polled. Locks and semaphores alike.
@@ -46,12 +47,17 @@ const kinds = [
 
 /**
  * A stub of `stack` for one kind: the lock (semaphore) is held for the first
- * `heldFor` acquires that reach it, then granted. A waiting round that ends
+ * `heldFor` acquires that reach it (again for `n` more after `holdFor(n)`),
+ * then granted. A waiting round that ends
  * held answers a queue ticket. It refuses what the stack refuses before
  * looking at the lock.
  */
 function stub(stack: Stack, kind: (typeof kinds)[number], heldFor: number) {
   let reached = 0;
+  const holdFor = (n: number) => {
+    reached = 0;
+    heldFor = n;
+  };
   const s = stubFetch((req) => {
     if (req.method === "DELETE") return new Response(null, { status: 204 });
     const waitRoute = req.url.pathname.endsWith("/wait");
@@ -75,16 +81,24 @@ function stub(stack: Stack, kind: (typeof kinds)[number], heldFor: number) {
         assert.ok(r.url.pathname === kind.base || r.url.pathname === `${kind.base}/wait`, r.url.pathname);
         return { route: r.url.pathname.endsWith("/wait") ? "wait" : "try", wait: r.body?.wait_seconds, ticket: r.body?.queue_ticket };
       });
-  return { fetch: s.fetch, calls: s.calls, wire };
+  return { fetch: s.fetch, calls: s.calls, wire, holdFor };
 }
 
 describe("version skew", { concurrency: true }, () => {
   for (const kind of kinds) {
-    test(`${kind.name}: today's stack: rounds on …/wait with wait_seconds and the ticket; a try on the try route without either`, async () => {
-      const s = stub("new", kind, 2);
+    test(`${kind.name}: today's stack: a free one is one try, and nothing reaches …/wait`, async () => {
+      const s = stub("new", kind, 0);
+      const c = new Client(BASE, { fetch: s.fetch, backoff: fast });
+      await kind.acquire(c, 10_000);
+      assert.deepEqual(s.wire(), [{ route: "try", wait: undefined, ticket: undefined }]);
+    });
+
+    test(`${kind.name}: today's stack: a try, then rounds on …/wait with wait_seconds and the ticket; a try on the try route without either`, async () => {
+      const s = stub("new", kind, 3);
       const c = new Client(BASE, { fetch: s.fetch, backoff: fast });
       await kind.acquire(c, 10_000);
       assert.deepEqual(s.wire(), [
+        { route: "try", wait: undefined, ticket: undefined },
         { route: "wait", wait: 9, ticket: undefined },
         { route: "wait", wait: 9, ticket: "tk1" },
         { route: "wait", wait: 9, ticket: "tk1" },
@@ -95,25 +109,35 @@ describe("version skew", { concurrency: true }, () => {
     });
 
     test(`${kind.name}: a stack without the waiting routes (API Gateway's 404) gets the old request, remembered`, async () => {
-      const s = stub("old", kind, 2);
+      const s = stub("old", kind, 3);
       const c = new Client(BASE, { fetch: s.fetch, backoff: fast });
       await kind.acquire(c, 10_000);
       assert.deepEqual(s.wire(), [
+        { route: "try", wait: undefined, ticket: undefined },
         { route: "wait", wait: 9, ticket: undefined },
         { route: "try", wait: 9, ticket: undefined },
         { route: "try", wait: 9, ticket: "tk1" },
         { route: "try", wait: 9, ticket: "tk1" },
       ]);
       const n = s.calls.length;
+      s.holdFor(1);
       await kind.acquire(c, 10_000);
-      assert.deepEqual(s.wire(n), [{ route: "try", wait: 9, ticket: undefined }], "no …/wait again");
+      assert.deepEqual(
+        s.wire(n),
+        [
+          { route: "try", wait: undefined, ticket: undefined },
+          { route: "try", wait: 9, ticket: undefined },
+        ],
+        "no …/wait again",
+      );
     });
 
     test(`${kind.name}: a stack without the waiting routes that refuses wait_seconds is polled, remembered`, async () => {
-      const s = stub("oldest", kind, 2);
+      const s = stub("oldest", kind, 3);
       const c = new Client(BASE, { fetch: s.fetch, backoff: fast });
       await kind.acquire(c, 10_000);
       assert.deepEqual(s.wire(), [
+        { route: "try", wait: undefined, ticket: undefined },
         { route: "wait", wait: 9, ticket: undefined },
         { route: "try", wait: 9, ticket: undefined },
         { route: "try", wait: undefined, ticket: undefined },
@@ -121,15 +145,20 @@ describe("version skew", { concurrency: true }, () => {
         { route: "try", wait: undefined, ticket: undefined },
       ]);
       const n = s.calls.length;
+      s.holdFor(1);
       await kind.acquire(c, 10_000);
-      assert.deepEqual(s.wire(n), [{ route: "try", wait: undefined, ticket: undefined }]);
+      assert.deepEqual(s.wire(n), [
+        { route: "try", wait: undefined, ticket: undefined },
+        { route: "try", wait: undefined, ticket: undefined },
+      ]);
     });
 
     test(`${kind.name}: today's stack with waiting turned off (422 on …/wait) is polled on the try route`, async () => {
-      const s = stub("off", kind, 1);
+      const s = stub("off", kind, 2);
       const c = new Client(BASE, { fetch: s.fetch, backoff: fast });
       await kind.acquire(c, 10_000);
       assert.deepEqual(s.wire(), [
+        { route: "try", wait: undefined, ticket: undefined },
         { route: "wait", wait: 9, ticket: undefined },
         { route: "try", wait: undefined, ticket: undefined },
         { route: "try", wait: undefined, ticket: undefined },
@@ -143,6 +172,6 @@ describe("version skew", { concurrency: true }, () => {
     const err = await c.acquire("r", { owner: "w", ttlSeconds: 60, waitMs: 10_000, keepAlive: false }).catch((e: unknown) => e);
     assert.ok(err instanceof NotFoundError, String(err));
     assert.ok(!(err instanceof HeldError));
-    assert.deepEqual(s.calls.map((r) => r.url.pathname), ["/locks/r/wait"], "no fallback to the try route");
+    assert.deepEqual(s.calls.map((r) => r.url.pathname), ["/locks/r", "/locks/r/wait"], "a try, then no fallback to the try route");
   });
 });

@@ -67,9 +67,10 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 		within                time.Duration
 		maxRequests           int64 // acquire requests in all; 0: any number
 	}{
-		// The service holds the one request and grants it at its next read
-		// of the item, ~100 ms apart.
-		{name: "AtTheService", sent: 1, reads: 1, within: 500 * time.Millisecond, maxRequests: 1},
+		// A try finds the lock held (a lock's try reads nothing); the
+		// service holds the one round that follows and grants it at its
+		// next read of the item, ~100 ms apart.
+		{name: "AtTheService", sent: 2, reads: 1, within: 500 * time.Millisecond, maxRequests: 2},
 		{name: "Polling", opts: []client.Option{client.WithoutServerWait()}, answered: 2, within: 2 * time.Second},
 	}
 	for _, tt := range tests {

@@ -28,6 +28,13 @@ func TestSemaphoreLocal(t *testing.T) {
 		var running, most atomic.Int32
 		var mu sync.Mutex
 		tokens := map[int64]bool{}
+		// N reached is an event, not a race against the clock: the first
+		// holder keeps its permit until a second one is held too (with a
+		// fixed hold, grants 200 ms or more apart, as on a loaded machine,
+		// never overlapped). Every holder then holds 200 ms, the window in
+		// which a third grant would show.
+		pair := make(chan struct{})
+		var pairOnce sync.Once
 		var wg sync.WaitGroup
 		for range 6 {
 			wg.Go(func() {
@@ -36,9 +43,17 @@ func TestSemaphoreLocal(t *testing.T) {
 					defer running.Add(-1)
 					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 					}
+					if n == permits {
+						pairOnce.Do(func() { close(pair) })
+					}
 					mu.Lock()
 					tokens[p.FencingToken()] = true
 					mu.Unlock()
+					select {
+					case <-pair:
+					case <-ctx.Done(): // the permit lost: reported below
+					case <-time.After(20 * time.Second): // no second holder: most stays 1, reported below
+					}
 					time.Sleep(200 * time.Millisecond)
 					return ctx.Err()
 				}, client.WithTTL(5*time.Second), client.WithWait(20*time.Second))

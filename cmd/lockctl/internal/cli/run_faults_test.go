@@ -134,19 +134,26 @@ func (s *syncBuffer) String() string {
 // local deadline (--grace 4 s + 1 s before the TTL), and lockctl stopped
 // the command and exited 76; rounds of ⅔ × (ttl − margin) = 3 s leave a
 // third of the lease's local validity, and the command runs to its end.
+// lockctl tries first, so another owner holds the lock until the round:
+// the try is answered held and the grant comes in the waiting round.
 func TestRunGrantLateInRound(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Start(t, testenv.Options{})
+	res := uniqueName(t)
+	holder := hold(t, srv.URL, res, "holder")
 	renewed := make(chan struct{})
 	var once sync.Once
-	var renewals atomic.Int32
+	var renewals, rounds atomic.Int32
 	p := startFaultProxy(t, srv.URL, &faultProxy{
 		fault: func(op string, body map[string]any) *http.Response {
 			switch op {
 			case "acquire":
 				// The lock comes free 0.6 s before the round ends.
-				if w, ok := body["wait_seconds"].(float64); ok {
+				if w, ok := body["wait_seconds"].(float64); ok && rounds.Add(1) == 1 {
 					time.Sleep(time.Duration(w*float64(time.Second)) - 600*time.Millisecond)
+					if err := holder.Release(context.Background()); err != nil {
+						t.Errorf("the holder's release: %v", err)
+					}
 				}
 			case "renew":
 				if renewals.Add(1) == 1 {
@@ -169,7 +176,7 @@ func TestRunGrantLateInRound(t *testing.T) {
 	}
 	defer stdin.Close()
 	defer finish.Close()
-	done := runLockctlIn(stdin, p.URL, "run", uniqueName(t), "--ttl", "10", "--wait", "30", "--",
+	done := runLockctlIn(stdin, p.URL, "run", res, "--ttl", "10", "--wait", "30", "--",
 		"sh", "-c", `read line; exit 0`)
 	var r result
 	select {
@@ -183,6 +190,9 @@ func TestRunGrantLateInRound(t *testing.T) {
 	}
 	if r.code != cli.ExitOK {
 		t.Errorf("exit code: got %d, want 0 (stderr %q)", r.code, r.stderr)
+	}
+	if got := rounds.Load(); got != 1 {
+		t.Errorf("waiting rounds: got %d, want 1 (the grant late in it)", got)
 	}
 }
 
