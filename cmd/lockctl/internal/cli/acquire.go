@@ -29,7 +29,7 @@ func acquireCmd(args []string, env Env) int {
 	fs := newFlagSet(lookup("acquire"), env)
 	ttl := fs.duration("ttl", 30*time.Second, "lease length in whole `seconds`: 90 or 90s")
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
-	owner := fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)")
+	owner := fs.ownerFlag()
 	lockDelay := fs.lockDelayFlag()
 	permits := fs.permitsFlag()
 	held := fs.heldFlags()

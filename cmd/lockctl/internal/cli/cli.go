@@ -131,6 +131,10 @@ type flagSet struct {
 	cmd    *command
 	common *common
 	short  map[string]string // long name → its one-letter alias
+	// shownDefault is the default help shows for a flag whose default is
+	// not one value (computed, or capped by another flag), in place of
+	// the flag's own; a usage text never states its default itself.
+	shownDefault map[string]string
 }
 
 // common holds the flags every command has.
@@ -145,7 +149,7 @@ var commonFlags = map[string]bool{"endpoint": true, "sigv4": true, "region": tru
 
 // newFlagSet returns cmd's flag set with the flags of every command.
 func newFlagSet(cmd *command, env Env) *flagSet {
-	fs := &flagSet{FlagSet: flag.NewFlagSet("lockctl "+cmd.name, flag.ContinueOnError), cmd: cmd, short: map[string]string{}}
+	fs := &flagSet{FlagSet: flag.NewFlagSet("lockctl "+cmd.name, flag.ContinueOnError), cmd: cmd, short: map[string]string{}, shownDefault: map[string]string{}}
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {} // parseFailed says what to do
 	if cmd.name == "version" {
@@ -237,6 +241,13 @@ func (fs *flagSet) semaphoreFlag(usage string) *bool {
 	fs.BoolVar(b, "s", false, "")
 	fs.short[name] = "s"
 	return b
+}
+
+// ownerFlag defines --owner of a command that takes a lease; empty means
+// a new owner, made up per lease.
+func (fs *flagSet) ownerFlag() *string {
+	fs.shownDefault["owner"] = "HOST:PID:RANDOM, unique"
+	return fs.String("owner", "", "the lease's `owner`")
 }
 
 // lockDelayFlag defines --lock-delay.

@@ -84,7 +84,9 @@ func (fs *flagSet) help() string {
 			name += " " + strings.ToUpper(kind)
 		}
 		fmt.Fprintf(w, "  %s\n        %s", name, usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "-1" {
+		if d, ok := fs.shownDefault[f.Name]; ok {
+			fmt.Fprintf(w, " (default %s)", d)
+		} else if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "-1" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		w.WriteString("\n")

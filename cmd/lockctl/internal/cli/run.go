@@ -91,10 +91,11 @@ type leaseFlags struct {
 
 // leaseFlags defines the flags of a command run under a lease.
 func (fs *flagSet) leaseFlags() *leaseFlags {
+	fs.shownDefault["grace"] = fmt.Sprintf("%s, or that limit when it is less", defaultGrace)
 	return &leaseFlags{
 		ttl:       fs.duration("ttl", 30*time.Second, "lease length in whole `seconds` (90 or 90s); renewed every ttl/3"),
-		owner:     fs.String("owner", "", "the lease's `owner` (default HOST:PID:RANDOM, unique)"),
-		grace:     fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL, inside the lease (at most ttl/2 − min(ttl/10, 1s); default 10 or that)"),
+		owner:     fs.ownerFlag(),
+		grace:     fs.duration("grace", defaultGrace, "after a lost lease, `seconds` from SIGTERM to SIGKILL, inside the lease, at most ttl/2 − min(ttl/10, 1s)"),
 		onLost:    fs.String("on-lost", "", "when the lease is lost, run sh -c `HOOK` before stopping the command (LOCK_* in its environment; within --grace)"),
 		lockDelay: fs.lockDelayFlag(),
 	}
