@@ -131,8 +131,13 @@ build: ## build every Lambda function to build/lambda/<name>/bootstrap (linux/ar
 	  $(LAMBDA_ENV) go build $(LAMBDA_FLAGS) -o build/lambda/$$f/bootstrap ./functions/$$f || exit 1; \
 	done
 
+# The commit `lockctl version` names (+dirty: with uncommitted changes), for
+# the builds Go does not stamp itself: GOFLAGS=-buildvcs=false, or a
+# checkout that is a git worktree. Empty outside a git checkout.
+LOCKCTL_LDFLAGS = -X github.com/ft288/locks/cmd/lockctl/internal/cli.revision=$(shell git rev-parse HEAD 2>/dev/null)$(if $(shell git status --porcelain 2>/dev/null | head -1),+dirty)
+
 lockctl: ## build the CLI to bin/lockctl
-	go build -trimpath -o bin/lockctl ./cmd/lockctl
+	go build -trimpath -ldflags '$(LOCKCTL_LDFLAGS)' -o bin/lockctl ./cmd/lockctl
 
 # make install: lockctl into BINDIR, /usr/local/bin unless PREFIX or BINDIR
 # say otherwise (PREFIX=$HOME/.local: ~/.local/bin). The README's cron line
@@ -150,7 +155,7 @@ install: ## install lockctl into BINDIR (default /usr/local/bin; PREFIX=$HOME/.l
 	  echo '  make install PREFIX=$$HOME/.local' >&2; \
 	  exit 1; \
 	fi; \
-	GOBIN="$$bindir" go install -trimpath ./cmd/lockctl || exit 1; \
+	GOBIN="$$bindir" go install -trimpath -ldflags '$(LOCKCTL_LDFLAGS)' ./cmd/lockctl || exit 1; \
 	echo "installed $$bindir/lockctl"; \
 	case ":$$PATH:" in *":$$bindir:"*) ;; *) echo "note: $$bindir is not on your PATH: call lockctl by its full path";; esac
 

@@ -241,6 +241,14 @@ func TestReadmeCronExample(t *testing.T) {
 	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "installed "+dir+"/bin/lockctl") {
 		t.Fatalf("make install PREFIX=%s: %v\n%s", dir, err, out)
 	}
+	// Built from a git checkout, it names the commit, not "(devel)" (Go
+	// stamps none with GOFLAGS=-buildvcs=false or in a git worktree).
+	if head, err := exec.Command("git", "-C", "../../..", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		out, err := exec.Command(dir+"/bin/lockctl", "version").Output()
+		if want := strings.TrimSpace(string(head)); err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("lockctl version after make install: got %q (%v), want it to name commit %s", out, err, want)
+		}
+	}
 
 	const endpoint, job = "LOCKS_ENDPOINT=http://127.0.0.1:8080 ", "/usr/local/bin/report.sh"
 	if assignments != endpoint || !strings.Contains(args, " -- "+job) {

@@ -391,7 +391,7 @@ func TestMainCommands(t *testing.T) {
 		{
 			name:       "Version",
 			args:       func(string, *client.Lease) []string { return []string{"version"} },
-			wantStdout: `^lockctl (\(devel\)|v[0-9]\S*) \(go[0-9.]+\S* [a-z0-9]+/[a-z0-9]+\)\n$`,
+			wantStdout: `^lockctl (\(devel\)|commit [0-9a-f]{12}(\+dirty)?|v[0-9]\S*) \(go[0-9.]+\S* [a-z0-9]+/[a-z0-9]+\)\n$`,
 		},
 	}
 	for _, tt := range tests {
