@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -58,6 +59,26 @@ func main() {
 	}
 }
 
+// listenError explains a failed bind of addr: a second `make run` on a busy
+// port must say how to choose another (ADDR=, -addr), not only "address
+// already in use".
+func listenError(addr string, err error) error {
+	other := "127.0.0.1:8081"
+	if host, port, splitErr := net.SplitHostPort(addr); splitErr == nil {
+		if n, convErr := strconv.Atoi(port); convErr == nil && n > 0 && n < 65535 {
+			other = net.JoinHostPort(host, strconv.Itoa(n+1))
+		}
+	}
+	how := fmt.Sprintf("make run ADDR=%s (locald -addr %s, env ADDR), and point the clients at it: LOCKS_ENDPOINT=http://%s", other, other, other)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%w\n%s is in use, by another locald (an earlier make run?) or another server: stop that one, or serve on another address:\n  %s", err, addr, how)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%w\n%s needs privileges (a port below 1024?): serve on another address:\n  %s", err, addr, how)
+	}
+	return fmt.Errorf("%w (the address is -addr, env ADDR: %s)", err, how)
+}
+
 func run(addr string, capacity local.Capacity, countsFile string) error {
 	cfg, err := api.ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -73,7 +94,7 @@ func run(addr string, capacity local.Capacity, countsFile string) error {
 	// locald on a free port and read its URL from the log.
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return listenError(addr, err)
 	}
 	defer ln.Close()
 

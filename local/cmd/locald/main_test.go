@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +54,50 @@ func TestSignalsStopEverything(t *testing.T) {
 					c.Close()
 					t.Errorf("%s's address %s still accepts connections after it ended", what, addr)
 				}
+			}
+		})
+	}
+}
+
+// TestBusyAddressSaysHowToChooseAnother starts locald, as a second
+// `make run` would, on an address another server holds: it must exit at
+// once, before starting dynalite, and name ADDR= (and -addr) with the next
+// port, not only "address already in use".
+func TestBusyAddressSaysHowToChooseAnother(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().(*net.TCPAddr)
+	next := fmt.Sprintf("127.0.0.1:%d", addr.Port+1)
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  []string
+	}{
+		{name: "Flag", args: []string{"-addr", addr.String()}},
+		{name: "Env", env: []string{"ADDR=" + addr.String()}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, tt.args...)
+			cmd.Env = append(plainEnv(), tt.env...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Fatalf("exit code: got %d (%v), want 1; stderr %q", code, err, stderr.String())
+			}
+			for _, want := range []string{"address already in use", addr.String() + " is in use", "make run ADDR=" + next, "-addr " + next, "LOCKS_ENDPOINT=http://" + next} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr: got %q, want it to contain %q", stderr.String(), want)
+				}
+			}
+			if strings.Contains(stdout.String(), "dynalite") {
+				t.Errorf("stdout: got %q, want nothing started before the bind", stdout.String())
 			}
 		})
 	}
