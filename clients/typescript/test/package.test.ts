@@ -3,10 +3,11 @@
 // fetched) into two scratch projects, a CommonJS one that uses require and
 // an ESM one that uses import, and a script run in each; then every
 // ts/typescript/js/javascript block of the Markdown files that show this
-// client, type-checked with tsc and run unchanged in those projects.
+// client, type-checked with tsc and run unchanged in those projects; and the
+// install lines of the READMEs, run as written in a fresh project, offline.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
+import { cp, mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -242,5 +243,48 @@ describe("the package", () => {
       const r = await run(process.execPath, [b.file!], { cwd: join(b.file!, ".."), env: userEnv(), timeoutMs: 60_000 });
       assert.equal(r.code, 0, `the ${b.lang} block at ${b.where} exited ${r.code}:\n${b.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
     }
+  });
+
+  test("the READMEs' install lines run as written in a fresh project, offline, and the main README's program runs with Node alone", async () => {
+    const main = await readFile(join(repoRoot, "README.md"), "utf8");
+    const m = /^```js\n([\s\S]*?)^```\n\n```sh\n([\s\S]*?)^```/m.exec(main);
+    assert.ok(m, "README.md: the JavaScript example, then a ```sh block of its install lines");
+    const [, program, lines] = m;
+    const script = /^node (\S+\.mjs)\b/m.exec(lines!);
+    assert.ok(script, `README.md: the install lines run no .mjs program:\n${lines}`);
+    // This README's lines are the main README's: the test runs them once.
+    const own = /\n## Install\n[\s\S]*?^```sh\n([\s\S]*?)^```/m.exec(await readFile(join(packageDir, "README.md"), "utf8"));
+    assert.ok(own, "clients/typescript/README.md: a ```sh block under ## Install");
+    const commands = (block: string) => block.split("\n").map((l) => l.replace(/(^|\s+)#.*$/, "").trim()).filter((l) => l !== "");
+    const installs = commands(own[1]!);
+    assert.deepEqual(commands(lines!).slice(0, installs.length), installs, "the main README's TypeScript install lines must be clients/typescript/README.md's");
+
+    // The checkout at ../locks, as a fresh clone has it: no node_modules, no build.
+    const work = await mkdtemp(join(tmpdir(), "locks-ts-readme-"));
+    try {
+      const skip = new Set(["node_modules", "dist", "dist-test"]);
+      await cp(packageDir, join(work, "locks", "clients", "typescript"), {
+        recursive: true,
+        filter: (src) => !skip.has(relative(packageDir, src).split(/[\\/]/)[0]!) && !src.endsWith(".tgz"),
+      });
+      const project = join(work, "app");
+      await mkdir(project);
+      // What `npm init -y` writes: a CommonJS project.
+      await writeFile(join(project, "package.json"), `${JSON.stringify({ name: "app", version: "1.0.0", private: true }, null, 2)}\n`);
+      await writeFile(join(project, script[1]!), program!);
+      // Offline: npm's cache only (the `npm ci` of `make test` fills it).
+      const env = { ...userEnv(), npm_config_offline: "true", npm_config_update_notifier: "false" };
+      const r = await run("bash", ["-ec", lines!], { cwd: project, env, timeoutMs: 300_000 });
+      assert.equal(r.code, 0, `README.md's install lines exited ${r.code}:\n${lines}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
+      assert.match(r.stdout, /^report written with fencing token \d+$/m, r.stdout);
+      const installed = JSON.parse(await readFile(join(project, "node_modules", "@ft288", "locks", "package.json"), "utf8")) as { name: string };
+      assert.equal(installed.name, "@ft288/locks");
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+    // npm pack leaves the tarball in clients/typescript/: git ignores it
+    // (exit 1: not ignored; 128: not a git checkout, nothing to check).
+    const ignored = await run("git", ["-C", repoRoot, "check-ignore", "-q", "clients/typescript/ft288-locks-0.1.0.tgz"], { cwd: repoRoot });
+    assert.notEqual(ignored.code, 1, "git check-ignore clients/typescript/ft288-locks-0.1.0.tgz: not ignored; add it to .gitignore");
   });
 });
