@@ -119,7 +119,7 @@ class PackagingTests(TestCase):
         readme = (PACKAGE_DIR / "README.md").read_text(encoding="utf-8")
         main = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
         client_lines = sh_block(readme, "\n## Install\n", "clients/python/README.md")
-        m = re.search(r"^```python\n(.*?)^```\n\n```sh\n(.*?)^```", main, re.M | re.S)
+        m = re.search(r"^```python\n((?:(?!^```).)*?)^```\n\n```sh\n(.*?)^```", main, re.M | re.S)
         self.assertIsNotNone(m, "README.md: the Python example, then a ```sh block of its install lines")
         program, main_lines = m.group(1), m.group(2)
         script = re.search(r"^python3 (\S+\.py)\b", main_lines, re.M)

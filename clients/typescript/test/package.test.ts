@@ -247,7 +247,7 @@ describe("the package", () => {
 
   test("the READMEs' install lines run as written in a fresh project, offline, and the main README's program runs with Node alone", async () => {
     const main = await readFile(join(repoRoot, "README.md"), "utf8");
-    const m = /^```js\n([\s\S]*?)^```\n\n```sh\n([\s\S]*?)^```/m.exec(main);
+    const m = /^```js\n((?:(?!^```)[\s\S])*?)^```\n\n```sh\n([\s\S]*?)^```/m.exec(main);
     assert.ok(m, "README.md: the JavaScript example, then a ```sh block of its install lines");
     const [, program, lines] = m;
     const script = /^node (\S+\.mjs)\b/m.exec(lines!);

@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ft288/locks/internal/doccheck"
 )
 
 // Bounds of a consumer's module graph (go list -m all, the consumer
@@ -25,12 +28,11 @@ const (
 )
 
 // TestConsumerModule builds the Go examples of client/README.md as a user
-// outside this repository would: each in a scratch module with go 1.25 that
-// requires the client (and awsauth) from the checkout through replace
-// directives. go mod tidy must keep the go line, and the module graph must
-// stay within its bound: the client must not drag in the service. It runs
-// the go command with GOFLAGS=-mod=mod against the module cache (make deps
-// fills it), so it needs no network once the cache is warm.
+// outside this repository would: each in a scratch module with go 1.25
+// beside the checkout (at ../locks), where the README's install lines run
+// as written (installEnv: offline). go mod tidy must keep the go line, and
+// the module graph must stay within its bound: the client must not drag in
+// the service.
 func TestConsumerModule(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -58,6 +60,10 @@ func TestConsumerModule(t *testing.T) {
 			t.Fatalf("client/README.md: program %d imports awsauth: %t, want the second one only", i+1, sigv4)
 		}
 	}
+	install := shBlocks(section(string(readme), "## Install"))
+	if len(install) != 1 {
+		t.Fatalf("client/README.md: got %d ```sh blocks under ## Install, want 1 (the install lines for both examples)", len(install))
+	}
 	for _, tt := range []struct {
 		name       string
 		src        string
@@ -69,17 +75,10 @@ func TestConsumerModule(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			gomod := "module example.com/consumer\n\ngo " + clientGo + "\n\n" +
-				"require github.com/ft288/locks/client v0.0.0-00010101000000-000000000000\n\n" +
-				"replace github.com/ft288/locks/client => " + clientDir + "\n"
-			if tt.sigv4 {
-				gomod += "\nrequire github.com/ft288/locks/client/awsauth v0.0.0-00010101000000-000000000000\n\n" +
-					"replace github.com/ft288/locks/client/awsauth => " + filepath.Join(clientDir, "awsauth") + "\n"
-			}
-			write(t, filepath.Join(dir, "go.mod"), gomod)
+			dir := besideCheckout(t, filepath.Dir(clientDir))
+			write(t, filepath.Join(dir, "go.mod"), "module example.com/consumer\n\ngo "+clientGo+"\n")
 			write(t, filepath.Join(dir, "main.go"), tt.src)
-			goCmd(t, dir, "mod", "tidy")
+			runLines(t, dir, "client/README.md", install[0])
 			if got := goLine(t, filepath.Join(dir, "go.mod")); newerGo(got, clientGo) {
 				t.Errorf("go mod tidy raised the consumer's go line to %s, want the client's %s", got, clientGo)
 			}
@@ -109,6 +108,116 @@ func TestConsumerModule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadmeGoInstall runs the Go example of the main README with its
+// install lines as written: in a fresh module (go mod init) beside the
+// checkout (at ../locks), offline (installEnv), the program saved as the
+// lines' comment says; their go run must run it against the local runner.
+func TestReadmeGoInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a scratch module")
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readme []doccheck.Block
+	for _, b := range docBlocks(t, root) {
+		if b.File == "README.md" {
+			readme = append(readme, b)
+		}
+	}
+	i := slices.IndexFunc(readme, func(b doccheck.Block) bool { return b.Lang == "go" })
+	if i < 0 || i+1 == len(readme) || readme[i+1].Lang != "sh" {
+		t.Fatal("README.md: no Go example followed by a ```sh block of its install lines")
+	}
+	program, lines := readme[i].Body, readme[i+1].Body
+	file := regexp.MustCompile(`save as (\S+\.go)\b`).FindStringSubmatch(program)
+	if file == nil {
+		t.Fatalf("README.md: the Go example does not say which file to save it as (\"save as main.go\"):\n%s", program)
+	}
+	dir := besideCheckout(t, root)
+	initCmd := exec.Command("go", "mod", "init", "example.com/report")
+	initCmd.Dir, initCmd.Env = dir, installEnv()
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		t.Fatalf("go mod init: %v\n%s", err, out)
+	}
+	write(t, filepath.Join(dir, file[1]), program)
+	out := runLines(t, dir, "README.md", lines, "LOCKS_ENDPOINT="+endpoint())
+	if !regexp.MustCompile(`(?m)report written with fencing token \d+$`).MatchString(out) {
+		t.Errorf("README.md's Go example printed %q, want the report line", out)
+	}
+}
+
+// besideCheckout returns a new empty directory that has the checkout at
+// root beside it as ../locks, where the documents' install lines expect it.
+func besideCheckout(tb testing.TB, root string) string {
+	tb.Helper()
+	tmp := tb.TempDir()
+	if err := os.Symlink(root, filepath.Join(tmp, "locks")); err != nil {
+		tb.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "project")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+// installEnv is the environment the documents' install lines run in: a
+// user's, outside this repository's workspace and toolchain, and offline.
+// GOPROXY=off: modules come from the module cache alone (make deps fills
+// it); GOSUMDB=off: the checksum database is not asked either, so the
+// go.sum lines come from the cache, whose modules were checked against the
+// repository's go.sum files when make deps downloaded them.
+func installEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "GOFLAGS", "GOWORK", "GOPROXY", "GOSUMDB", "GOTOOLCHAIN", "LOCKS_ENDPOINT", "LOCKS_SIGV4":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, append([]string{"GOWORK=off", "GOTOOLCHAIN=local", "GOPROXY=off", "GOSUMDB=off"}, extra...)...)
+}
+
+// runLines runs lines, a ```sh block of doc, with bash -e in dir and
+// installEnv plus extra, and returns their combined output.
+func runLines(tb testing.TB, dir, doc, lines string, extra ...string) string {
+	tb.Helper()
+	cmd := exec.Command("bash", "-ec", lines)
+	cmd.Dir, cmd.Env = dir, installEnv(extra...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("%s's lines, run in %s:\n%s\nfailed: %v\n%s", doc, dir, lines, err, out)
+	}
+	return string(out)
+}
+
+// section returns the part of markdown from the heading to the next
+// heading of its level or higher (empty without the heading).
+func section(markdown, heading string) string {
+	i := strings.Index(markdown, "\n"+heading+"\n")
+	if i < 0 {
+		return ""
+	}
+	rest := markdown[i+len(heading)+2:]
+	level := strings.Repeat("#", strings.Count(strings.Fields(heading)[0], "#"))
+	if j := regexp.MustCompile(`(?m)^#{1,` + strconv.Itoa(len(level)) + `} `).FindStringIndex(rest); j != nil {
+		rest = rest[:j[0]]
+	}
+	return rest
+}
+
+// shBlocks returns the bodies of the ```sh blocks of markdown.
+func shBlocks(markdown string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile("(?ms)^```sh\n(.*?)^```").FindAllStringSubmatch(markdown, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // goBlocks returns the ```go blocks of markdown that are whole programs.

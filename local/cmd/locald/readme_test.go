@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -189,6 +190,30 @@ func cronLines(tb testing.TB, docs ...string) []string {
 	return lines
 }
 
+// installLines returns the `make install` lines of docs/lockctl.md's
+// Install block: the default one, then the user's (PREFIX=$HOME/.local).
+func installLines(tb testing.TB) []string {
+	tb.Helper()
+	data, err := os.ReadFile("../../../docs/lockctl.md")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^## Install\n\n```sh\n(.*?)^```").FindSubmatch(data)
+	if m == nil {
+		tb.Fatal("docs/lockctl.md: no ```sh block at the start of ## Install")
+	}
+	var lines []string
+	for _, l := range strings.Split(string(m[1]), "\n") {
+		if strings.HasPrefix(l, "make install") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[1], "PREFIX=$HOME/.local") {
+		tb.Fatalf("docs/lockctl.md: got the install lines %q, want make install and make install PREFIX=$HOME/.local", lines)
+	}
+	return lines
+}
+
 // makeEnv is the environment for a make started by a test: without the
 // variables of a make that may be running the tests (its jobserver).
 func makeEnv() []string {
@@ -235,20 +260,43 @@ func TestReadmeCronExample(t *testing.T) {
 		t.Fatalf("the cron line calls %s; `make install` puts lockctl at %s", program, want)
 	}
 
+	// docs/lockctl.md's install lines, as written, in the checkout: the
+	// default one with PREFIX in the environment (make's ?= takes it)
+	// instead of /usr/local, the user's with HOME a temporary directory.
+	// Go's caches and settings stay where they are (under the real HOME),
+	// and the module cache is all there is (GOPROXY=off).
 	dir := t.TempDir()
-	install := exec.Command("make", "-s", "--no-print-directory", "-C", "../../..", "install", "PREFIX="+dir)
-	install.Env = makeEnv()
-	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "installed "+dir+"/bin/lockctl") {
-		t.Fatalf("make install PREFIX=%s: %v\n%s", dir, err, out)
+	goEnv, err := exec.Command("go", "env", "GOPATH", "GOMODCACHE", "GOCACHE", "GOENV").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
 	}
-	// Built from a git checkout, it names the commit, not "(devel)" (Go
-	// stamps none with GOFLAGS=-buildvcs=false or in a git worktree).
-	if head, err := exec.Command("git", "-C", "../../..", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
-		out, err := exec.Command(dir+"/bin/lockctl", "version").Output()
-		if want := strings.TrimSpace(string(head)); err != nil || !strings.Contains(string(out), want) {
-			t.Errorf("lockctl version after make install: got %q (%v), want it to name commit %s", out, err, want)
+	env := makeEnv()
+	for i, v := range strings.Split(strings.TrimSpace(string(goEnv)), "\n") {
+		env = append(env, []string{"GOPATH=", "GOMODCACHE=", "GOCACHE=", "GOENV="}[i]+v)
+	}
+	env = append(env, "GOPROXY=off")
+	installs := installLines(t)
+	for _, tt := range []struct {
+		line, env, bin string
+	}{
+		{line: installs[0], env: "PREFIX=" + dir + "/usr", bin: dir + "/usr/bin/lockctl"},
+		{line: installs[1], env: "HOME=" + dir, bin: dir + "/.local/bin/lockctl"},
+	} {
+		install := exec.Command("bash", "-ec", tt.line)
+		install.Dir, install.Env = "../../..", append(slices.Clip(env), tt.env)
+		if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "installed "+tt.bin) {
+			t.Fatalf("%s, with %s: %v\n%s", tt.line, tt.env, err, out)
+		}
+		// Built from a git checkout, it names the commit, not "(devel)" (Go
+		// stamps none with GOFLAGS=-buildvcs=false or in a git worktree).
+		if head, err := exec.Command("git", "-C", "../../..", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+			out, err := exec.Command(tt.bin, "version").Output()
+			if want := strings.TrimSpace(string(head)); err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("%s version: got %q (%v), want it to name commit %s", tt.bin, out, err, want)
+			}
 		}
 	}
+	lockctl := dir + "/.local/bin/lockctl"
 
 	const endpoint, job = "LOCKS_ENDPOINT=http://127.0.0.1:8080 ", "/usr/local/bin/report.sh"
 	if assignments != endpoint || !strings.Contains(args, " -- "+job) {
@@ -260,7 +308,7 @@ func TestReadmeCronExample(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$LOCK_RESOURCE $LOCK_FENCING_TOKEN\" > "+ran+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	command := "LOCKS_ENDPOINT=" + p.URL + " " + dir + "/bin/lockctl " + strings.Replace(args, job, script, 1)
+	command := "LOCKS_ENDPOINT=" + p.URL + " " + lockctl + " " + strings.Replace(args, job, script, 1)
 	cron := func() (string, error) {
 		cmd := exec.Command("/bin/sh", "-c", command)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "SHELL=/bin/sh", "LOGNAME=cron"}
