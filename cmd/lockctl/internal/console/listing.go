@@ -88,6 +88,13 @@ func (l *lister) current() (snapshot, <-chan struct{}) {
 	return l.snap, l.changed
 }
 
+// refreshes returns the number of refreshes made.
+func (l *lister) refreshes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.requests
+}
+
 // run refreshes the listing until ctx ends.
 func (l *lister) run(ctx context.Context) {
 	var last time.Time // the latest refresh's start
