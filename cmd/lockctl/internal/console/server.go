@@ -72,7 +72,7 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("--addr %s: %w", cfg.Addr, err)
 	}
 	s := &Server{cfg: cfg, ln: ln, guard: newGuard(ln.Addr().String()),
-		watches: &watches{c: cfg.Client, m: map[watchKey]*watch{}},
+		watches: &watches{c: cfg.Client, base: context.Background(), m: map[watchKey]*watch{}},
 		listers: map[string]*lister{
 			kindLocks:      newLister(kindLocks, cfg.Interval, fetchLocks(cfg.Client, cfg.Prefix)),
 			kindSemaphores: newLister(kindSemaphores, cfg.Interval, fetchPermits(cfg.Client, cfg.Prefix)),
@@ -98,12 +98,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	for _, l := range s.listers {
 		go l.run(ctx)
 	}
+	s.watches.base = ctx
+	// Requests' contexts end with ctx: the event streams, which never
+	// idle, end then too.
 	s.srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.srv.Shutdown(sctx)
+		_ = s.srv.Close()
 	}()
 	err := s.srv.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
@@ -167,7 +168,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	)
 	if name != "" {
 		var leave func()
-		wt, leave = s.watches.open(context.WithoutCancel(ctx), watchKey{wkind, name})
+		wt, leave = s.watches.open(watchKey{wkind, name})
 		defer leave()
 		changed = closedChan
 	}

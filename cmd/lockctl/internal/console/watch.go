@@ -53,7 +53,10 @@ type watch struct {
 
 // watches are the server's watches by name.
 type watches struct {
-	c  *client.Client
+	c *client.Client
+	// base is the Server's context: a watch outlives the tab that
+	// started it while other tabs show its name, not the Server.
+	base context.Context
 	mu sync.Mutex
 	m  map[watchKey]*watch
 	// started counts the watches started, for tests.
@@ -62,12 +65,12 @@ type watches struct {
 
 // open registers a viewer of key, starting its watch if it is the first,
 // until the returned func is called.
-func (ws *watches) open(ctx context.Context, key watchKey) (*watch, func()) {
+func (ws *watches) open(key watchKey) (*watch, func()) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w := ws.m[key]
 	if w == nil {
-		wctx, cancel := context.WithCancel(ctx)
+		wctx, cancel := context.WithCancel(ws.base)
 		w = &watch{cancel: cancel, changed: make(chan struct{})}
 		ws.m[key] = w
 		ws.started++
