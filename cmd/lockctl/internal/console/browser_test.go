@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -365,4 +368,142 @@ func TestBrowserNotAdmin(t *testing.T) {
 	}
 	run(t, ctx, 10*time.Second, "look up the name", chromedp.SendKeys(chromedp.CSS("#lookup-name"), name), chromedp.Click(chromedp.CSS("#lookup-go")))
 	waitJS(t, ctx, 10*time.Second, "the detail view shows the lease", fmt.Sprintf(`!!document.querySelector('#detail-holders tr[data-token="%d"]')`, lease.FencingToken))
+}
+
+// TestBrowserNoAdminAPI: a stack deployed without -c admins has no /admin
+// routes (API Gateway answers 404 {"message":"Not Found"}); the page says
+// there is no admin API and still shows a name typed in.
+func TestBrowserNoAdminAPI(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	target, _ := url.Parse(srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/admin/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"message":"Not Found"}`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gw.Close)
+	name := fmt.Sprintf("ui%d-nr", time.Now().UnixNano())
+	lease := take(t, gw.URL, name, "holder-r")
+	ui := startUI(t, gw.URL, "")
+	ctx, _ := browser(t)
+	run(t, ctx, 20*time.Second, "open the page", chromedp.Navigate(ui.URL()), chromedp.WaitVisible(chromedp.CSS("#tab-locks")))
+	waitJS(t, ctx, 10*time.Second, "the explanation", `document.getElementById("notice").textContent.includes("no admin API")`)
+	run(t, ctx, 10*time.Second, "look up the name", chromedp.SendKeys(chromedp.CSS("#lookup-name"), name), chromedp.Click(chromedp.CSS("#lookup-go")))
+	waitJS(t, ctx, 10*time.Second, "the detail view shows the lease", fmt.Sprintf(`!!document.querySelector('#detail-holders tr[data-token="%d"]')`, lease.FencingToken))
+}
+
+// TestIdleRate measures, counted at the runner, what an idle page costs the
+// service: 100 locks listed, one detail view open. The goal is at most one
+// listing request per 2 s plus one watch per open detail view (a round of
+// up to 20 s); docs/console.md reports the figures.
+func TestIdleRate(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	prefix := fmt.Sprintf("ui%d-idle-", time.Now().UnixNano())
+	c, _ := client.New(srv.URL)
+	for i := range 100 {
+		if _, err := c.TryAcquire(context.Background(), fmt.Sprintf("%s%03d", prefix, i), "idle", 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The console as lockctl ui runs it: the default client, whose
+	// watches wait 20 s at the service.
+	uc, _ := client.New(srv.URL)
+	ui, err := console.Listen(console.Config{Client: uc, Endpoint: srv.URL, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = ui.Serve(sctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	ctx, _ := browser(t)
+	watched := prefix + "000"
+	run(t, ctx, 20*time.Second, "open the page", chromedp.Navigate(ui.URL()), chromedp.WaitVisible(chromedp.CSS("#tab-locks")))
+	waitJS(t, ctx, 10*time.Second, "100 locks listed", `document.getElementById("pageinfo").textContent.endsWith("of 100")`)
+	run(t, ctx, 10*time.Second, "open a detail view", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#body tr[data-name=%q] button`, watched))))
+	waitJS(t, ctx, 10*time.Second, "the detail view", `document.querySelectorAll("#detail-events tr").length > 0`)
+
+	const window = 10 * time.Second
+	before, ops := srv.Counts().Requests, srv.Ops.Take()
+	_ = ops
+	begin := time.Now()
+	time.Sleep(window) // the measurement: an idle page, over a span of real time
+	elapsed := time.Since(begin)
+	after, scans := srv.Counts().Requests, srv.Ops.Take()
+	lists := after["GET /admin/locks"] - before["GET /admin/locks"]
+	watches := after["GET /locks/{resource}/watch"] - before["GET /locks/{resource}/watch"]
+	other := int64(0)
+	for k, n := range after {
+		if k != "GET /admin/locks" && k != "GET /locks/{resource}/watch" {
+			other += n - before[k]
+		}
+	}
+	rate := float64(lists) / elapsed.Seconds()
+	t.Logf("idle, 100 locks, one detail view, %v: %d listing requests (%.2f/s), %d watch requests, %d others; store calls %v",
+		elapsed.Round(time.Millisecond), lists, rate, watches, other, scans)
+	if max := int64(elapsed/console.DefaultInterval) + 1; lists > max {
+		t.Errorf("listing requests: got %d in %v, want at most %d", lists, elapsed, max)
+	}
+	if watches > 2 {
+		t.Errorf("watch requests: got %d in %v, want at most 2 (rounds of 20 s)", watches, elapsed)
+	}
+	if other != 0 {
+		t.Errorf("other requests: got %d, want none", other)
+	}
+	// End the watch's round at once (the runner finishes a round its
+	// caller left, and the test server's Close waits for it).
+	if err := c.Release(context.Background(), watched, "idle", 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestScreenshot takes a screenshot of the page with a few locks and a
+// detail view into the test's temporary folder, and copies it to
+// $LOCKS_SCREENSHOT when set (make screenshot: docs/console.png).
+func TestScreenshot(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{Identity: func(r *http.Request) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
+		return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012",
+			UserARN: "arn:aws:sts::123456789012:assumed-role/batch/" + r.Header.Get("X-Test-Session")}
+	}})
+	prefix := fmt.Sprintf("s%d-", time.Now().UnixNano()%1e6)
+	for i, l := range []struct{ name, owner, delay string }{
+		{"payment:42", "worker-7:4121:f3a9", "10"}, {"payment:43", "worker-2:881:09bc", "0"},
+		{"nightly-report", "cron-host:77:aa01", "30"}, {"invoice:2026-11", "api-1:19:77e2", "0"},
+	} {
+		_ = i
+		take(t, srv.URL, prefix+l.name, l.owner, "--lock-delay", l.delay)
+	}
+	ui := startUI(t, srv.URL, prefix)
+	ctx, _ := browser(t)
+	run(t, ctx, 20*time.Second, "open the page", chromedp.Navigate(ui.URL()), chromedp.WaitVisible(chromedp.CSS("#tab-locks")))
+	waitJS(t, ctx, 10*time.Second, "the locks listed", `document.getElementById("pageinfo").textContent.endsWith("of 4")`)
+	run(t, ctx, 10*time.Second, "open a detail view", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#body tr[data-name=%q] button`, prefix+"payment:42"))))
+	waitJS(t, ctx, 10*time.Second, "the detail view", `document.querySelectorAll("#detail-events tr").length > 0`)
+	ctx2, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx2, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 10000 {
+		t.Fatalf("screenshot: got %d bytes, want a PNG", len(png))
+	}
+	path := t.TempDir() + "/console.png"
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := os.Getenv(ScreenshotEnv); out != "" {
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d bytes)", out, len(png))
+	}
 }

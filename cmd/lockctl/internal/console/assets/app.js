@@ -33,8 +33,9 @@
   function time(iso) {
     if (!iso) return "–";
     var d = new Date(iso);
-    return el("time", { datetime: d.toISOString(), title: "UTC " + d.toISOString().replace("T", " ").replace("Z", "") },
-      d.toLocaleString(undefined, { hour12: false }));
+    var today = d.toDateString() === new Date().toDateString();
+    var shown = today ? d.toLocaleTimeString(undefined, { hour12: false }) : d.toLocaleString(undefined, { hour12: false });
+    return el("time", { datetime: d.toISOString(), title: "UTC " + d.toISOString().replace("T", " ").replace("Z", "") }, shown);
   }
 
   // expiry is an expiry with its countdown, updated every second.
