@@ -57,8 +57,8 @@ type watches struct {
 	// base is the Server's context: a watch outlives the tab that
 	// started it while other tabs show its name, not the Server.
 	base context.Context
-	mu sync.Mutex
-	m  map[watchKey]*watch
+	mu   sync.Mutex
+	m    map[watchKey]*watch
 	// started counts the watches started, for tests.
 	started int64
 }
