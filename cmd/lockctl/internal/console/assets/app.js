@@ -116,12 +116,19 @@
     var all = lockui.filterRows(rows(), state.filter);
     var p = lockui.page(all, state.page, PAGE);
     state.page = p.n;
+    // Redraw only what changed, so that a refresh neither moves the
+    // keyboard focus nor replaces a control under the pointer.
+    var key = JSON.stringify([state.view, p.rows, p.n, all.length]);
+    if (key === state.listingKey) return;
+    state.listingKey = key;
+    var focused = document.activeElement && document.activeElement.getAttribute("data-key");
     var body = $("body");
     body.textContent = "";
     p.rows.forEach(function (r) {
       var name = lockui.rowName(r);
       var tr = el("tr", { "data-name": name, "data-token": r.fencing_token },
-        el("td", {}, el("button", { type: "button", class: "link", on: { click: function () { openDetail(state.view, name); } } }, name)));
+        el("td", {}, el("button", { type: "button", class: "link", "data-key": "open " + name + " " + r.fencing_token,
+          on: { click: function () { openDetail(state.view, name); } } }, name)));
       if (sem) { tr.appendChild(el("td", { class: "num" }, r.slot)); tr.appendChild(el("td", { class: "num" }, r.permits)); }
       tr.appendChild(el("td", {}, r.owner));
       tr.appendChild(el("td", {}, r.principal || "–"));
@@ -129,18 +136,27 @@
       tr.appendChild(el("td", {}, time(r.acquired_at)));
       tr.appendChild(el("td", {}, expiry(r)));
       tr.appendChild(el("td", {}, delay(r)));
-      tr.appendChild(el("td", { class: "num" }, (r.queue || []).length));
+      tr.appendChild(el("td", { class: "num waiting" }, (r.queue || []).length));
       body.appendChild(tr);
     });
     $("empty").hidden = all.length > 0;
     $("pageinfo").textContent = all.length ? "rows " + p.first + "–" + p.last + " of " + all.length : "";
     $("prev").disabled = p.n === 0;
     $("next").disabled = p.n >= p.pages - 1;
+    refocus(focused);
+  }
+
+  // refocus gives the focus back to the redrawn control with data-key.
+  function refocus(key) {
+    if (!key) return;
+    var again = document.querySelector('[data-key="' + CSS.escape(key) + '"]');
+    if (again) again.focus();
   }
 
   // openDetail shows the detail view of name and watches it.
   function openDetail(kind, name) {
     state.detail = { kind: kind, name: name, events: [] };
+    state.detailKey = null;
     $("detail").hidden = false;
     renderDetail();
     connect();
@@ -170,6 +186,10 @@
     var lastAll = evs[evs.length - 1];
     show("detail-problem", lastAll && lastAll.problem ? problemText(lastAll.problem) : "");
     var rowsBy = listed();
+    var key = JSON.stringify([d.kind, d.name, evs.length, rowsBy]);
+    if (key === state.detailKey) return;
+    state.detailKey = key;
+    var focused = document.activeElement && document.activeElement.getAttribute("data-key");
     var holders = $("detail-holders");
     holders.textContent = "";
     var queue = [];
@@ -183,15 +203,15 @@
         el("td", {}, h.owner), el("td", {}, r.principal || "–"),
         el("td", { class: "num token" }, h.fencing_token), el("td", {}, time(h.acquired_at)),
         el("td", {}, expiry(lease)), el("td", {}, r.fencing_token ? delay(r) : "–"),
-        el("td", {}, el("button", { type: "button", class: "danger force", on: { click: function () { confirmForce(lease); } } },
-          "Force release…"))));
+        el("td", {}, el("button", { type: "button", class: "danger force", "data-key": "force " + h.fencing_token,
+          on: { click: function () { confirmForce(lease); } } }, "Force release…"))));
     });
     if (!holders.firstChild) holders.appendChild(el("tr", {}, el("td", { colspan: 8, class: "muted" }, last ? "Nobody holds it." : "Watching…")));
     var ql = $("detail-queue");
     ql.textContent = "";
     queue.forEach(function (q) {
       ql.appendChild(el("li", {}, q.owner, q.principal ? " (" + q.principal + ")" : "", " — ",
-        el("span", { "data-since": q.joined_at }, "waiting " + lockui.duration(Date.now() - Date.parse(q.joined_at))),
+        q.joined_at ? el("span", { "data-since": q.joined_at }, "waiting " + lockui.duration(Date.now() - Date.parse(q.joined_at))) : "waiting",
         ", place kept until ", time(q.until)));
     });
     if (!queue.length) ql.appendChild(el("li", { class: "muted" }, state.snap && state.snap.problem ? "unknown (the listing is refused)" : "nobody"));
@@ -211,6 +231,7 @@
         el("td", {}, e.holders.map(function (h) { return h.owner + " (" + h.fencing_token + ")"; }).join(", ") || "nobody"),
         el("td", { class: "num" }, e.skipped)));
     });
+    refocus(focused);
   }
 
   // confirmForce opens the confirmation for lease.
@@ -254,7 +275,7 @@
   }
 
   function setView(view) {
-    state.view = view; state.page = 0; state.snap = null;
+    state.view = view; state.page = 0; state.snap = null; state.listingKey = null;
     document.querySelectorAll("[role=tab]").forEach(function (t) { t.setAttribute("aria-selected", String(t.dataset.view === view)); });
     $("body").textContent = "";
     connect();
