@@ -245,6 +245,30 @@ func TestBrowser(t *testing.T) {
 		waitJS(t, ctx, 3*time.Second, "the countdown moves", fmt.Sprintf(`document.querySelector(%q).textContent !== %q`, sel, first))
 	})
 
+	t.Run("WaiterQueued", func(t *testing.T) {
+		wname := prefix + "w"
+		held := take(t, srv.URL, wname, "holder-w")
+		waited := make(chan int, 1)
+		go func() {
+			code, _ := lockctl(t, srv.URL, "acquire", wname, "--wait", "15", "--ttl", "5", "--owner", "waiter-w")
+			waited <- code
+		}()
+		sel := row(wname, held.FencingToken)
+		waitJS(t, ctx, 5*time.Second, "the waiter is counted", fmt.Sprintf(`(document.querySelector(%q + " .waiting") || {}).textContent === "1"`, sel))
+		openDetail(t, ctx, wname, held.FencingToken)
+		waitJS(t, ctx, 5*time.Second, "the waiter in the queue", `document.getElementById("detail-queue").textContent.includes("waiter-w")`)
+		if got := eval[string](t, ctx, `document.getElementById("detail-queue").textContent`); !strings.Contains(got, "waiting ") {
+			t.Errorf("queue: got %q, want the waiter with how long it has waited", got)
+		}
+		run(t, ctx, 5*time.Second, "close the detail", chromedp.Click(chromedp.CSS("#detail-close")))
+		if code, _ := lockctl(t, srv.URL, "release", wname, "--owner", "holder-w"); code != 0 {
+			t.Errorf("release: exit %d", code)
+		}
+		if code := <-waited; code != 0 {
+			t.Errorf("the waiter: exit %d, want 0 (it gets the lock after the release)", code)
+		}
+	})
+
 	t.Run("StaleTokenRefused", func(t *testing.T) {
 		// The confirmation shows lease; before it is confirmed, its holder
 		// releases and another takes the lock.
