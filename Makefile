@@ -31,7 +31,7 @@ FUZZTIME     ?= 30s
 FUZZSMOKE    ?= 10000x
 FUZZPARALLEL ?= 2
 
-.PHONY: help deps run test lint build lockctl install synth deploy destroy clean
+.PHONY: help deps run test lint build lockctl install synth deploy destroy clean screenshot
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -138,6 +138,12 @@ LOCKCTL_LDFLAGS = -X github.com/ft288/locks/cmd/lockctl/internal/cli.revision=$(
 
 lockctl: ## build the CLI to bin/lockctl
 	go build -trimpath -ldflags '$(LOCKCTL_LDFLAGS)' -o bin/lockctl ./cmd/lockctl
+
+# make screenshot: the console's picture in docs/ (README, docs/console.md),
+# taken by the browser test in headless Chromium (LOCKS_CHROMIUM, default
+# /usr/bin/chromium) against the local runner.
+screenshot: deps ## regenerate docs/console.png, the screenshot of `lockctl ui` (needs Chromium)
+	LOCKS_REQUIRE_BROWSER=1 LOCKS_SCREENSHOT=$(CURDIR)/docs/console.png go test -count=1 -run '^TestScreenshot$$' ./cmd/lockctl/internal/console/
 
 # make install: lockctl into BINDIR, /usr/local/bin unless PREFIX or BINDIR
 # say otherwise (PREFIX=$HOME/.local: ~/.local/bin). The README's cron line

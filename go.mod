@@ -15,6 +15,8 @@ require (
 	github.com/aws/jsii-runtime-go v1.143.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.38.2
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.24.0
 	github.com/ft288/locks/client v0.0.0-00010101000000-000000000000
 	github.com/ft288/locks/client/awsauth v0.0.0-00010101000000-000000000000
 	github.com/getkin/kin-openapi v0.153.0
@@ -42,6 +44,7 @@ require (
 	github.com/fatih/color v1.19.0 // indirect
 	github.com/go-chi/chi v1.5.5 // indirect
 	github.com/go-chi/chi/v5 v5.4.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/google/uuid v1.6.0 // indirect

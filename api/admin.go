@@ -50,6 +50,30 @@ type AdminLockJSON struct {
 	// ForceReleased marks a lease an operator ended, listed while its
 	// lock-delay still blocks the lock.
 	ForceReleased bool `json:"force_released,omitempty"`
+	// Queue is the lock's waiters in queue order, in the listing only.
+	Queue []QueueEntryJSON `json:"queue,omitempty"`
+}
+
+// QueueEntryJSON is a waiter's place in a queue, as the admin listings
+// show it.
+type QueueEntryJSON struct {
+	Owner     string `json:"owner"`
+	Principal string `json:"principal,omitempty"`
+	JoinedAt  string `json:"joined_at,omitempty"`
+	Until     string `json:"until"`
+}
+
+// queueJSON is q as the admin listings show it; nil for none.
+func queueJSON(q []locklogic.QueueEntry) []QueueEntryJSON {
+	var out []QueueEntryJSON
+	for _, e := range q {
+		j := QueueEntryJSON{Owner: e.Owner, Principal: e.Principal, Until: e.Until.UTC().Format(TimeFormat)}
+		if !e.JoinedAt.IsZero() {
+			j.JoinedAt = e.JoinedAt.UTC().Format(TimeFormat)
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // AdminPermitJSON is a permit as the admin routes show it: PermitJSON's
@@ -66,19 +90,23 @@ type AdminPermitJSON struct {
 	ExpiresAt        string `json:"expires_at"`
 	LockDelaySeconds int64  `json:"lock_delay_seconds,omitempty"`
 	ForceReleased    bool   `json:"force_released,omitempty"`
+	// Queue is the semaphore's waiters in queue order, on its first
+	// permit listed only.
+	Queue []QueueEntryJSON `json:"queue,omitempty"`
 }
 
 func adminLockJSON(l locklogic.Lock) AdminLockJSON {
 	j := lockJSON(l)
 	return AdminLockJSON{Resource: j.Resource, Owner: j.Owner, Principal: l.Principal, FencingToken: j.FencingToken,
-		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds, ForceReleased: l.ForceReleased}
+		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds, ForceReleased: l.ForceReleased,
+		Queue: queueJSON(l.Queue)}
 }
 
 func adminPermitJSON(p locklogic.Permit) AdminPermitJSON {
 	l := lockJSON(p.Lock)
 	return AdminPermitJSON{Name: l.Resource, Slot: p.Slot, Permits: p.Permits, Owner: l.Owner, Principal: p.Principal,
 		FencingToken: l.FencingToken, AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt, LockDelaySeconds: l.LockDelaySeconds,
-		ForceReleased: p.ForceReleased}
+		ForceReleased: p.ForceReleased, Queue: queueJSON(p.Queue)}
 }
 
 // ListResponse is the 200 body of GET /admin/locks: one page of leases and,

@@ -20,6 +20,22 @@ type AdminLock struct {
 	Lock
 	// Principal is the IAM principal that took the lease, if any.
 	Principal string `json:"principal,omitempty"`
+	// Queue is the lock's waiters in queue order, in a listing only.
+	Queue []QueueEntry `json:"queue,omitempty"`
+}
+
+// QueueEntry is a waiter's place in a queue, as the listings show it.
+type QueueEntry struct {
+	// Owner is the waiter's owner.
+	Owner string `json:"owner"`
+	// Principal is the waiter's IAM principal, if any.
+	Principal string `json:"principal,omitempty"`
+	// JoinedAt is when it joined the queue; zero for a place taken
+	// before the service recorded it.
+	JoinedAt time.Time `json:"joined_at,omitzero"`
+	// Until is when the place lapses unless the waiter's next round
+	// keeps it.
+	Until time.Time `json:"until"`
 }
 
 // ListOptions shapes one page of a listing.

@@ -309,6 +309,9 @@ type AdminPermit struct {
 	// ForceReleased is set for a permit an operator force released that
 	// still keeps its slot (inside its lock-delay).
 	ForceReleased bool `json:"force_released,omitempty"`
+	// Queue is the semaphore's waiters in queue order, on its first
+	// permit listed only.
+	Queue []QueueEntry `json:"queue,omitempty"`
 }
 
 // PermitPage is one page of ListSemaphores.

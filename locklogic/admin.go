@@ -121,6 +121,7 @@ func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResu
 			if !ok {
 				continue
 			}
+			lock.Queue = queueEntries(item, now)
 			res.Locks = append(res.Locks, lock)
 			if int64(len(res.Locks)) == req.Limit {
 				// Stop here; the rest of this page is read again by the

@@ -3,6 +3,7 @@ package locklogic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -343,4 +344,40 @@ func TestForceRelease(t *testing.T) {
 			t.Errorf("got %v for a reason over %d bytes, want a validation error", err, MaxReasonBytes)
 		}
 	})
+}
+
+// TestListQueue: a listed lock carries its queue's live places in queue
+// order, with when each joined (none for an entry that did not record it),
+// and without the lapsed ones.
+func TestListQueue(t *testing.T) {
+	t.Parallel()
+	entry := func(id, owner string, joined, until time.Time) types.AttributeValue {
+		m := map[string]types.AttributeValue{entryID: &types.AttributeValueMemberS{Value: id},
+			AttrOwner: &types.AttributeValueMemberS{Value: owner}, entryUntil: num(until.UnixMilli())}
+		if !joined.IsZero() {
+			m[entryJoined] = num(joined.UnixMilli())
+		}
+		return &types.AttributeValueMemberM{Value: m}
+	}
+	it := item("holder", "", 1, t0.Add(time.Minute))
+	it[AttrResource] = &types.AttributeValueMemberS{Value: "q"}
+	it[AttrQueue] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
+		entry("a", "lapsed", t0.Add(-time.Minute), t0.Add(-time.Second)),
+		entry("b", "first", t0.Add(-3*time.Second), t0.Add(20*time.Second)),
+		entry("c", "older-service", time.Time{}, t0.Add(21*time.Second)),
+	}}
+	db := &dynamofake.DB{ScanFunc: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{it}, Count: 1, ScannedCount: 1}, nil
+	}}
+	res, err := newTestService(db).List(context.Background(), ListRequest{}, Budget{})
+	if err != nil || len(res.Locks) != 1 {
+		t.Fatalf("got %+v, %v; want one lock", res, err)
+	}
+	want := []QueueEntry{
+		{Owner: "first", JoinedAt: t0.Add(-3 * time.Second).UTC(), Until: t0.Add(20 * time.Second).UTC()},
+		{Owner: "older-service", Until: t0.Add(21 * time.Second).UTC()},
+	}
+	if got := res.Locks[0].Queue; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("queue: got %v, want %v", got, want)
+	}
 }

@@ -216,7 +216,11 @@ func (s *Service) ListSemaphores(ctx context.Context, req ListRequest, b Budget)
 		res.Scanned += int(out.ScannedCount)
 		for i, item := range out.Items {
 			key := str(item, AttrResource)
-			res.Permits = append(res.Permits, holders(key[len(SemaphorePrefix):], item, now, true)...)
+			hs := holders(key[len(SemaphorePrefix):], item, now, true)
+			if len(hs) > 0 {
+				hs[0].Queue = queueEntries(item, now) // the semaphore's, on its first permit
+			}
+			res.Permits = append(res.Permits, hs...)
 			if int64(len(res.Permits)) >= req.Limit {
 				if i < len(out.Items)-1 || out.LastEvaluatedKey != nil {
 					res.Cursor = encodeCursor(key)

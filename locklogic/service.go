@@ -193,6 +193,9 @@ type Lock struct {
 	// ForceReleased says an operator ended the lease (ForceRelease); it is
 	// then expired, and may still block the lock for its lock-delay.
 	ForceReleased bool
+	// Queue is the lock's waiters in queue order, in the admin listings
+	// only (a semaphore's: on its first permit listed).
+	Queue []QueueEntry
 }
 
 // FreeAt is when the lock comes free for others if the lease is not

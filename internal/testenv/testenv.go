@@ -133,6 +133,10 @@ type Options struct {
 	Retention time.Duration
 	// Identity attaches IAM identities to requests (principal tests).
 	Identity local.IdentityFunc
+	// Admins, when not nil, is the administrators' allowlist
+	// (api.Handler.SetAdmins): others get 403 on the admin routes. Nil
+	// leaves them open, as the local runner does.
+	Admins []string
 	// StoreEndpoint is the DynamoDB endpoint the handlers use instead of
 	// the test dynalite, e.g. a faultproxy in front of it.
 	StoreEndpoint string
@@ -297,6 +301,9 @@ func Start(tb testing.TB, opt Options) *Server {
 	h := api.NewHandler(svc, log, opt.Now)
 	if opt.StoreBudget > 0 {
 		h.SetStoreBudget(opt.StoreBudget)
+	}
+	if opt.Admins != nil {
+		h.SetAdmins(opt.Admins)
 	}
 	runner := local.NewRunner(h, log)
 	runner.Identity = opt.Identity

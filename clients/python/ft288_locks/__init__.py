@@ -47,6 +47,7 @@ from ._model import (
     PermitForceReleased,
     PermitInfo,
     PermitPage,
+    QueueEntry,
     SemaphoreStatus,
     SemaphoreWatchResult,
     WatchResult,
@@ -90,6 +91,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AcquireTimeout",
     "AdminLock",
+    "QueueEntry",
     "AdminPermit",
     "Client",
     "DEFAULT_ACQUIRE_WAIT",

@@ -33,19 +33,53 @@ class Lock:
 
 
 @dataclass(frozen=True)
+class QueueEntry:
+    """A waiter's place in a queue, as the admin listings show it: its owner,
+    its IAM principal ("" without IAM auth), when it joined (None for a place
+    taken before the service recorded it), and when the place lapses unless
+    the waiter's next round keeps it."""
+
+    owner: str
+    until: _dt.datetime
+    principal: str = ""
+    joined_at: Optional[_dt.datetime] = None
+
+
+def _queue(doc: Any) -> Tuple[QueueEntry, ...]:
+    """A listing row's queue (absent: none); ValueError when malformed."""
+    raw = doc.get("queue", []) if isinstance(doc, dict) else None
+    if not isinstance(raw, list):
+        raise ValueError(f"malformed queue: {doc!r:.200}")
+    out = []
+    for e in raw:
+        if not isinstance(e, dict):
+            raise ValueError(f"malformed queue entry: {e!r:.200}")
+        owner, principal, until = e.get("owner"), e.get("principal", ""), parse_time(e.get("until"))
+        joined = parse_time(e["joined_at"]) if "joined_at" in e else None
+        if not (isinstance(owner, str) and owner and isinstance(principal, str) and until is not None) or (
+            "joined_at" in e and joined is None
+        ):
+            raise ValueError(f"malformed queue entry: {e!r:.200}")
+        out.append(QueueEntry(owner=owner, until=until, principal=principal, joined_at=joined))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class AdminLock(Lock):
     """A lease as the admin routes show it: the Lock and the IAM principal
     bound to it ("" without IAM auth). A lease inside its lock-delay has an
-    ``expires_at`` in the past."""
+    ``expires_at`` in the past. ``queue`` is the lock's waiters in queue
+    order, in the listing only (empty otherwise)."""
 
     principal: str = ""
+    queue: Tuple[QueueEntry, ...] = ()
 
     @classmethod
     def _parse(cls, doc: Any) -> "AdminLock":
         principal = doc.get("principal", "") if isinstance(doc, dict) else None
         if not isinstance(principal, str):
             raise ValueError(f"malformed lock: {doc!r:.200}")
-        return cls(**_lock_fields(doc), principal=principal)
+        return cls(**_lock_fields(doc), principal=principal, queue=_queue(doc))
 
 
 @dataclass(frozen=True)
@@ -172,6 +206,9 @@ class AdminPermit(PermitInfo):
     permits: int = 0
     principal: str = ""
     force_released: bool = False
+    queue: Tuple[QueueEntry, ...] = ()
+    """The semaphore's waiters in queue order, on its first permit listed
+    only (empty otherwise)."""
 
     @classmethod
     def _parse(cls, doc: Any) -> "AdminPermit":
@@ -179,7 +216,8 @@ class AdminPermit(PermitInfo):
         permits, principal = doc.get("permits"), doc.get("principal", "")
         if type(permits) is not int or permits < 1 or not isinstance(principal, str):
             raise ValueError(f"malformed permit: {doc!r:.200}")
-        return cls(**fields, permits=permits, principal=principal, force_released=doc.get("force_released") is True)
+        return cls(**fields, permits=permits, principal=principal, force_released=doc.get("force_released") is True,
+                   queue=_queue(doc))
 
 
 @dataclass(frozen=True)

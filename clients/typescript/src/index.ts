@@ -29,6 +29,7 @@ export {
 export type {
   LockInfo,
   AdminLock,
+  QueueEntry,
   LockPage,
   ForceReleased,
   WatchResult,

@@ -21,6 +21,19 @@ export interface LockInfo {
  */
 export interface AdminLock extends LockInfo {
   principal: string;
+  /** The lock's waiters in queue order; in the listing only, empty when none. */
+  queue: QueueEntry[];
+}
+
+/** A waiter's place in a queue, as the admin listings show it. */
+export interface QueueEntry {
+  owner: string;
+  /** The waiter's IAM principal, "" without IAM auth. */
+  principal: string;
+  /** When it joined; undefined for a place taken before the service recorded it. */
+  joinedAt: Date | undefined;
+  /** When the place lapses unless the waiter's next round keeps it. */
+  until: Date;
 }
 
 /** One page of {@link Client.list}: follow `cursor` until it is undefined. */
@@ -99,6 +112,8 @@ export interface AdminPermit extends PermitInfo {
   principal: string;
   /** An operator force released it; listed while its lock-delay still keeps the slot. */
   forceReleased: boolean;
+  /** The semaphore's waiters in queue order, on its first permit listed only; empty otherwise. */
+  queue: QueueEntry[];
 }
 
 /** {@link Client.semaphoreStatus}: the semaphore's number of permits (undefined when it has no record) and its live permits. */
@@ -168,7 +183,28 @@ export function decodeAdminLock(v: unknown): AdminLock | undefined {
   if (!lock) return undefined;
   const p = (v as Record<string, unknown>).principal;
   if (p !== undefined && typeof p !== "string") return undefined;
-  return { ...lock, principal: p ?? "" };
+  const queue = decodeQueue((v as Record<string, unknown>).queue);
+  if (!queue) return undefined;
+  return { ...lock, principal: p ?? "", queue };
+}
+
+/** A listing row's queue (absent: none); undefined when malformed. */
+function decodeQueue(v: unknown): QueueEntry[] | undefined {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) return undefined;
+  const out: QueueEntry[] = [];
+  for (const e of v) {
+    const o = typeof e === "object" && e !== null ? (e as Record<string, unknown>) : {};
+    const until = new Date(typeof o.until === "string" ? o.until : NaN);
+    const joinedAt = typeof o.joined_at === "string" ? new Date(o.joined_at) : undefined;
+    if (typeof o.owner !== "string" || o.owner === "" || Number.isNaN(until.getTime()) ||
+      (o.principal !== undefined && typeof o.principal !== "string") ||
+      (o.joined_at !== undefined && (joinedAt === undefined || Number.isNaN(joinedAt.getTime())))) {
+      return undefined;
+    }
+    out.push({ owner: o.owner, principal: (o.principal as string | undefined) ?? "", joinedAt, until });
+  }
+  return out;
 }
 
 /** A watch answer's body as a {@link WatchResult}; undefined when malformed. */
@@ -206,7 +242,9 @@ export function decodeAdminPermit(v: unknown): AdminPermit | undefined {
   const o = v as Record<string, unknown>;
   if (typeof o.permits !== "number" || !Number.isSafeInteger(o.permits) || o.permits < 1) return undefined;
   if (o.principal !== undefined && typeof o.principal !== "string") return undefined;
-  return { ...p, permits: o.permits, principal: o.principal ?? "", forceReleased: o.force_released === true };
+  const queue = decodeQueue(o.queue);
+  if (!queue) return undefined;
+  return { ...p, permits: o.permits, principal: o.principal ?? "", forceReleased: o.force_released === true, queue };
 }
 
 /** The permits of a status or watch answer of `name`; undefined when malformed. */

@@ -84,6 +84,8 @@ func init() {
 			summary: "list the held locks (-s: the semaphores' permits) (admin)", help: lsHelp, run: lsCmd},
 		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--slot K] [--immediate] [--token N]",
 			summary: "end the lease whoever holds it (admin, audited)", help: forceReleaseHelp, run: forceReleaseCmd},
+		{name: "ui", synopsis: "[PREFIX] [--addr 127.0.0.1:0] [--open]",
+			summary: "serve a live console of the locks on 127.0.0.1 and print its URL (admin)", help: uiHelp, run: uiCmd},
 		{name: "version", synopsis: "",
 			summary: "print lockctl's version", help: versionHelp, run: versionCmd},
 	}

@@ -1,0 +1,296 @@
+// The page: one event stream from the lockctl ui server carries the listing
+// it shows and, with a detail view open, that name's watch events. Nothing
+// here talks to anything but the server that served it.
+"use strict";
+
+(function () {
+  var PAGE = 50;
+  var $ = function (id) { return document.getElementById(id); };
+  var state = {
+    view: "locks", snap: null, filter: "", page: 0,
+    detail: null, // {kind, name, events: []}
+    pending: null, // the lease the confirmation shows
+    stream: null,
+  };
+
+  // el makes an element with attributes and children (strings become text:
+  // nothing from the service is ever parsed as HTML).
+  function el(tag, attrs) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "on") Object.keys(attrs.on).forEach(function (ev) { e.addEventListener(ev, attrs.on[ev]); });
+      else if (attrs[k] !== undefined && attrs[k] !== null) e.setAttribute(k, attrs[k]);
+    });
+    for (var i = 2; i < arguments.length; i++) {
+      var c = arguments[i];
+      if (c === null || c === undefined) continue;
+      e.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  // time shows an instant in the browser's time zone, with UTC on hover.
+  function time(iso) {
+    if (!iso) return "–";
+    var d = new Date(iso);
+    var today = d.toDateString() === new Date().toDateString();
+    var shown = today ? d.toLocaleTimeString(undefined, { hour12: false }) : d.toLocaleString(undefined, { hour12: false });
+    return el("time", { datetime: d.toISOString(), title: "UTC " + d.toISOString().replace("T", " ").replace("Z", "") }, shown);
+  }
+
+  // expiry is an expiry with its countdown, updated every second.
+  function expiry(lease) {
+    return el("span", {}, time(lease.expires_at), " ",
+      el("span", { class: "countdown", "data-expires": lease.expires_at }, lockui.countdown(lease.expires_at, Date.now())));
+  }
+
+  // delay is a lease's lock-delay and when the name is free if the lease
+  // expires unreleased.
+  function delay(lease) {
+    if (!lease.lock_delay_seconds) return "none";
+    return el("span", {}, lease.lock_delay_seconds + "s · free at ", time(new Date(lockui.freeAt(lease)).toISOString()));
+  }
+
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-expires]").forEach(function (e) {
+      e.textContent = lockui.countdown(e.getAttribute("data-expires"), now);
+      e.classList.toggle("expired", Date.parse(e.getAttribute("data-expires")) < now);
+    });
+    document.querySelectorAll("[data-since]").forEach(function (e) {
+      e.textContent = "waiting " + lockui.duration(now - Date.parse(e.getAttribute("data-since")));
+    });
+  }
+
+  function show(id, text) {
+    var e = $(id);
+    e.textContent = text || "";
+    e.hidden = !text;
+  }
+
+  // problemText is a problem as the page says it: the service's title
+  // first.
+  function problemText(p) {
+    return p.title + (p.detail ? " — " + p.detail : "") + " (" + p.status + ")";
+  }
+
+  // connect opens the event stream for the view and the detail view.
+  function connect() {
+    if (state.stream) state.stream.close();
+    var q = "view=" + encodeURIComponent(state.view);
+    if (state.detail) q += "&watch=" + encodeURIComponent(state.detail.name) + "&wkind=" + state.detail.kind;
+    var es = new EventSource("/api/events?" + q);
+    state.stream = es;
+    es.addEventListener("hello", function (m) {
+      var h = JSON.parse(m.data);
+      $("endpoint").textContent = "at " + h.endpoint + (h.prefix ? " (prefix " + h.prefix + ")" : "");
+    });
+    es.addEventListener("listing", function (m) {
+      state.snap = JSON.parse(m.data);
+      renderListing();
+      if (state.detail) renderDetail();
+    });
+    es.addEventListener("watch", function (m) {
+      if (!state.detail) return;
+      state.detail.events.push(JSON.parse(m.data));
+      renderDetail();
+    });
+    es.onerror = function () { $("refresh").textContent = "lost the lockctl ui server; reconnecting…"; };
+  }
+
+  function rows() {
+    if (!state.snap) return [];
+    return (state.view === "locks" ? state.snap.locks : state.snap.permits) || [];
+  }
+
+  function renderListing() {
+    var s = state.snap;
+    $("refresh").textContent = "refreshed " + new Date(s.at).toLocaleTimeString(undefined, { hour12: false }) +
+      ", next in " + lockui.duration(s.next_in_ms) + (s.truncated ? "; the listing is cut at " + rows().length + " rows" : "");
+    show("notice", s.problem ? lockui.explain(state.view, s.problem) : "");
+    var sem = state.view === "semaphores";
+    var head = $("head");
+    head.textContent = "";
+    (sem ? ["Semaphore", "Slot", "Permits"] : ["Lock"]).concat(["Owner", "Principal", "Token", "Acquired", "Expires", "Lock-delay", "Waiting"])
+      .forEach(function (h) { head.appendChild(el("th", { scope: "col" }, h)); });
+    var all = lockui.filterRows(rows(), state.filter);
+    var p = lockui.page(all, state.page, PAGE);
+    state.page = p.n;
+    // Redraw only what changed, so that a refresh neither moves the
+    // keyboard focus nor replaces a control under the pointer.
+    var key = JSON.stringify([state.view, p.rows, p.n, all.length]);
+    if (key === state.listingKey) return;
+    state.listingKey = key;
+    var focused = document.activeElement && document.activeElement.getAttribute("data-key");
+    var body = $("body");
+    body.textContent = "";
+    p.rows.forEach(function (r) {
+      var name = lockui.rowName(r);
+      var tr = el("tr", { "data-name": name, "data-token": r.fencing_token },
+        el("td", {}, el("button", { type: "button", class: "link", "data-key": "open " + name + " " + r.fencing_token,
+          on: { click: function () { openDetail(state.view, name); } } }, name)));
+      if (sem) { tr.appendChild(el("td", { class: "num" }, r.slot)); tr.appendChild(el("td", { class: "num" }, r.permits)); }
+      tr.appendChild(el("td", {}, r.owner));
+      tr.appendChild(el("td", {}, r.principal || "–"));
+      tr.appendChild(el("td", { class: "num token" }, r.fencing_token));
+      tr.appendChild(el("td", {}, time(r.acquired_at)));
+      tr.appendChild(el("td", {}, expiry(r)));
+      tr.appendChild(el("td", {}, delay(r)));
+      tr.appendChild(el("td", { class: "num waiting" }, (r.queue || []).length));
+      body.appendChild(tr);
+    });
+    $("empty").hidden = all.length > 0;
+    $("pageinfo").textContent = all.length ? "rows " + p.first + "–" + p.last + " of " + all.length : "";
+    $("prev").disabled = p.n === 0;
+    $("next").disabled = p.n >= p.pages - 1;
+    refocus(focused);
+  }
+
+  // refocus gives the focus back to the redrawn control with data-key.
+  function refocus(key) {
+    if (!key) return;
+    var again = document.querySelector('[data-key="' + CSS.escape(key) + '"]');
+    if (again) again.focus();
+  }
+
+  // openDetail shows the detail view of name and watches it.
+  function openDetail(kind, name) {
+    state.detail = { kind: kind, name: name, events: [] };
+    state.detailKey = null;
+    $("detail").hidden = false;
+    renderDetail();
+    connect();
+    $("detail").focus();
+  }
+
+  function closeDetail() {
+    state.detail = null;
+    $("detail").hidden = true;
+    connect();
+  }
+
+  // listed is the listing's rows of the detail view's name, by token.
+  function listed() {
+    var by = {};
+    if (!state.snap || state.snap.kind !== state.detail.kind) return by;
+    rows().forEach(function (r) { if (lockui.rowName(r) === state.detail.name) by[r.fencing_token] = r; });
+    return by;
+  }
+
+  function renderDetail() {
+    var d = state.detail;
+    $("detail-name").textContent = (d.kind === "locks" ? "Lock " : "Semaphore ") + d.name;
+    var evs = d.events;
+    var last = null;
+    for (var i = evs.length - 1; i >= 0; i--) if (!evs[i].problem) { last = evs[i]; break; }
+    var lastAll = evs[evs.length - 1];
+    show("detail-problem", lastAll && lastAll.problem ? problemText(lastAll.problem) : "");
+    var rowsBy = listed();
+    var key = JSON.stringify([d.kind, d.name, evs.length, rowsBy]);
+    if (key === state.detailKey) return;
+    state.detailKey = key;
+    var focused = document.activeElement && document.activeElement.getAttribute("data-key");
+    var holders = $("detail-holders");
+    holders.textContent = "";
+    var queue = [];
+    (last ? last.holders : []).forEach(function (h) {
+      var r = rowsBy[h.fencing_token] || {};
+      var lease = { kind: d.kind, name: d.name, slot: h.slot, owner: h.owner, fencing_token: h.fencing_token,
+        expires_at: r.expires_at || h.expires_at, lock_delay_seconds: r.lock_delay_seconds || 0, principal: r.principal };
+      (r.queue || []).forEach(function (q) { queue.push(q); });
+      holders.appendChild(el("tr", { "data-token": h.fencing_token },
+        el("td", { class: "num" }, h.slot === undefined ? "–" : h.slot),
+        el("td", {}, h.owner), el("td", {}, r.principal || "–"),
+        el("td", { class: "num token" }, h.fencing_token), el("td", {}, time(h.acquired_at)),
+        el("td", {}, expiry(lease)), el("td", {}, r.fencing_token ? delay(r) : "–"),
+        el("td", {}, el("button", { type: "button", class: "danger force", "data-key": "force " + h.fencing_token,
+          on: { click: function () { confirmForce(lease); } } }, "Force release…"))));
+    });
+    if (!holders.firstChild) holders.appendChild(el("tr", {}, el("td", { colspan: 8, class: "muted" }, last ? "Nobody holds it." : "Watching…")));
+    var ql = $("detail-queue");
+    ql.textContent = "";
+    queue.forEach(function (q) {
+      ql.appendChild(el("li", {}, q.owner, q.principal ? " (" + q.principal + ")" : "", " — ",
+        q.joined_at ? el("span", { "data-since": q.joined_at }, "waiting " + lockui.duration(Date.now() - Date.parse(q.joined_at))) : "waiting",
+        ", place kept until ", time(q.until)));
+    });
+    if (!queue.length) ql.appendChild(el("li", { class: "muted" }, state.snap && state.snap.problem ? "unknown (the listing is refused)" : "nobody"));
+    var tl = $("detail-timeline");
+    tl.textContent = "";
+    lockui.timeline(evs).forEach(function (s) {
+      tl.appendChild(el("li", {}, s.owner, " (token " + s.token + (s.slot !== undefined ? ", slot " + s.slot : "") + "): ",
+        time(s.from), " – ", s.to ? time(s.to) : "now"));
+    });
+    $("detail-skipped").textContent = "(" + lockui.skipped(evs) + " leases skipped: begun and ended between two answers)";
+    var tb = $("detail-events");
+    tb.textContent = "";
+    evs.slice().reverse().forEach(function (e) {
+      if (e.problem) { tb.appendChild(el("tr", {}, el("td", {}, time(e.at)), el("td", { colspan: 4 }, problemText(e.problem)))); return; }
+      tb.appendChild(el("tr", {}, el("td", {}, time(e.at)), el("td", { class: "num" }, e.index),
+        el("td", { class: "num" }, e.fencing_token),
+        el("td", {}, e.holders.map(function (h) { return h.owner + " (" + h.fencing_token + ")"; }).join(", ") || "nobody"),
+        el("td", { class: "num" }, e.skipped)));
+    });
+    refocus(focused);
+  }
+
+  // confirmForce opens the confirmation for lease.
+  function confirmForce(lease) {
+    state.pending = lease;
+    var dl = $("confirm-lease");
+    dl.textContent = "";
+    [["Name", lease.name], lease.slot !== undefined ? ["Slot", lease.slot] : null, ["Owner", lease.owner],
+      ["Principal", lease.principal || "–"], ["Fencing token", lease.fencing_token], ["Expires", expiry(lease)]]
+      .forEach(function (kv) { if (kv) { dl.appendChild(el("dt", {}, kv[0])); dl.appendChild(el("dd", {}, kv[1])); } });
+    $("confirm-reason").value = "";
+    show("confirm-problem", "");
+    $("confirm").showModal();
+    $("confirm-reason").focus();
+  }
+
+  function submitForce(ev) {
+    ev.preventDefault();
+    var l = state.pending;
+    var body = { kind: l.kind, name: l.name, slot: l.slot || 0, reason: $("confirm-reason").value,
+      immediate: document.querySelector("input[name=delay]:checked").value === "immediate", fencing_token: l.fencing_token };
+    $("confirm-go").disabled = true;
+    fetch("/api/force-release", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
+      .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, j: j }; }); })
+      .then(function (res) {
+        $("confirm-go").disabled = false;
+        if (!res.ok) {
+          var p = res.j, text = problemText(p);
+          if (p.current) text += ". Held now by " + p.current.owner + " with fencing token " + p.current.fencing_token +
+            ": close this and check it before ending that one.";
+          show("confirm-problem", text);
+          return;
+        }
+        $("confirm").close();
+        var e = res.j.ended || res.j;
+        show("result", "Force released " + l.name + ": the lease of " + l.owner + " (token " + l.fencing_token + ") ended; " +
+          (res.j.free_at ? "free at " + new Date(res.j.free_at).toLocaleTimeString(undefined, { hour12: false }) : "free now") + ".");
+        void e;
+      })
+      .catch(function (err) { $("confirm-go").disabled = false; show("confirm-problem", "lockctl ui did not answer: " + err); });
+  }
+
+  function setView(view) {
+    state.view = view; state.page = 0; state.snap = null; state.listingKey = null;
+    document.querySelectorAll("[role=tab]").forEach(function (t) { t.setAttribute("aria-selected", String(t.dataset.view === view)); });
+    $("body").textContent = "";
+    connect();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[role=tab]").forEach(function (t) { t.addEventListener("click", function () { setView(t.dataset.view); }); });
+    $("filter").addEventListener("input", function () { state.filter = $("filter").value; state.page = 0; if (state.snap) renderListing(); });
+    $("prev").addEventListener("click", function () { state.page--; renderListing(); });
+    $("next").addEventListener("click", function () { state.page++; renderListing(); });
+    $("lookup").addEventListener("submit", function (ev) { ev.preventDefault(); openDetail(state.view, $("lookup-name").value); });
+    $("detail-close").addEventListener("click", closeDetail);
+    $("confirm-cancel").addEventListener("click", function () { $("confirm").close(); });
+    $("confirm-form").addEventListener("submit", submitForce);
+    setInterval(tick, 1000);
+    connect();
+  });
+})();

@@ -1,0 +1,204 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// Kinds of listing: the page shows one at a time, and the server refreshes
+// only the kinds some open page shows.
+const (
+	kindLocks      = "locks"
+	kindSemaphores = "semaphores"
+)
+
+// maxRows bounds the rows of one listing refresh (the page filters and
+// pages through them): five full pages of the service's listing.
+const maxRows = 5 * 1000
+
+// snapshot is one refresh of a listing, shared by every tab that shows it.
+type snapshot struct {
+	Kind    string    `json:"kind"`
+	Version int64     `json:"version"`
+	At      time.Time `json:"at"`
+	// Locks or Permits are the rows (one of them, by Kind).
+	Locks   []client.AdminLock   `json:"locks,omitempty"`
+	Permits []client.AdminPermit `json:"permits,omitempty"`
+	// Truncated is set when the listing went on past maxRows.
+	Truncated bool `json:"truncated,omitempty"`
+	// Problem is the refresh's failure; the rows are then the last good
+	// refresh's.
+	Problem *problem `json:"problem,omitempty"`
+	// NextIn is the time until the next refresh, longer after a 429.
+	NextInMillis int64 `json:"next_in_ms"`
+}
+
+// lister keeps one listing fresh while some tab shows it: at most one
+// refresh per interval (the cap holds across tabs coming and going), the
+// interval doubled after each 429 up to maxBackoff (or the answer's
+// Retry-After), and none while no tab shows it.
+type lister struct {
+	kind       string
+	fetch      func(context.Context) (snapshot, error)
+	interval   time.Duration
+	maxBackoff time.Duration
+
+	mu       sync.Mutex
+	viewers  int
+	snap     snapshot
+	wake     chan struct{} // signalled when viewers goes above 0
+	changed  chan struct{} // closed and replaced at each new snapshot
+	requests int64         // refreshes made
+}
+
+func newLister(kind string, interval time.Duration, fetch func(context.Context) (snapshot, error)) *lister {
+	return &lister{kind: kind, fetch: fetch, interval: interval, maxBackoff: 30 * interval,
+		snap: snapshot{Kind: kind}, wake: make(chan struct{}, 1), changed: make(chan struct{})}
+}
+
+// view registers a tab showing the listing until the returned func is
+// called.
+func (l *lister) view() (leave func()) {
+	l.mu.Lock()
+	l.viewers++
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.viewers--
+			l.mu.Unlock()
+		})
+	}
+}
+
+// current returns the latest snapshot and a channel closed when the next
+// one is published.
+func (l *lister) current() (snapshot, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.snap, l.changed
+}
+
+// refreshes returns the number of refreshes made.
+func (l *lister) refreshes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.requests
+}
+
+// run refreshes the listing until ctx ends.
+func (l *lister) run(ctx context.Context) {
+	var last time.Time // the latest refresh's start
+	interval := l.interval
+	for {
+		l.mu.Lock()
+		idle := l.viewers == 0
+		l.mu.Unlock()
+		if idle {
+			select {
+			case <-l.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if d := time.Until(last.Add(interval)); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue // a tab may have left meanwhile
+		}
+		last = time.Now()
+		snap, err := l.fetch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		next := l.interval
+		var pe *client.ProblemError
+		if errors.As(err, &pe) {
+			switch pe.Status {
+			case 429: // throttled: back off, as the answer says if it does
+				next = min(max(2*interval, pe.RetryAfter), l.maxBackoff)
+			case 401, 403, 404: // not an administrator, or no admin API: it will not change soon
+				next = l.maxBackoff
+			}
+		}
+		interval = next
+		l.publish(snap, err, interval)
+	}
+}
+
+// publish makes the refresh's result the current snapshot; a failed
+// refresh keeps the previous rows.
+func (l *lister) publish(snap snapshot, err error, next time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests++
+	if err != nil {
+		snap.Locks, snap.Permits, snap.Truncated = l.snap.Locks, l.snap.Permits, l.snap.Truncated
+		snap.Problem = toProblem(err)
+	}
+	snap.Kind, snap.Version, snap.At, snap.NextInMillis = l.kind, l.snap.Version+1, time.Now(), next.Milliseconds()
+	l.snap = snap
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// fetchLocks lists every lock under prefix, up to maxRows.
+func fetchLocks(c *client.Client, prefix string) func(context.Context) (snapshot, error) {
+	return func(ctx context.Context) (snapshot, error) {
+		s := snapshot{Locks: []client.AdminLock{}}
+		opt := client.ListOptions{Limit: 1000}
+		for {
+			page, err := c.List(ctx, prefix, opt)
+			if err != nil {
+				return s, err
+			}
+			s.Locks = append(s.Locks, page.Locks...)
+			if page.Cursor == "" {
+				return s, nil
+			}
+			if len(s.Locks) >= maxRows {
+				s.Truncated = true
+				return s, nil
+			}
+			opt.Cursor = page.Cursor
+		}
+	}
+}
+
+// fetchPermits lists every semaphore permit under prefix, up to maxRows.
+func fetchPermits(c *client.Client, prefix string) func(context.Context) (snapshot, error) {
+	return func(ctx context.Context) (snapshot, error) {
+		s := snapshot{Permits: []client.AdminPermit{}}
+		opt := client.ListOptions{Limit: 1000}
+		for {
+			page, err := c.ListSemaphores(ctx, prefix, opt)
+			if err != nil {
+				return s, err
+			}
+			s.Permits = append(s.Permits, page.Holders...)
+			if page.Cursor == "" {
+				return s, nil
+			}
+			if len(s.Permits) >= maxRows {
+				s.Truncated = true
+				return s, nil
+			}
+			opt.Cursor = page.Cursor
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// The security model (docs/console.md#security-model): the server binds
+// loopback only; the URL it prints carries a random per-run token that the
+// first GET of the page exchanges for an HttpOnly, SameSite=Strict session
+// cookie (the token is then spent); every other request needs that cookie,
+// a Host equal to the bound address (a rebound DNS name carries another
+// Host) and, when the browser sends an Origin, the bound origin.
+
+// securityHeaders are set on every answer: the page loads only its own
+// embedded assets and talks only to this server.
+var securityHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+	"X-Content-Type-Options":  "nosniff",
+	"X-Frame-Options":         "DENY",
+	"Referrer-Policy":         "no-referrer",
+	"Cache-Control":           "no-store",
+}
+
+// guard admits the requests of the browser that exchanged the token.
+type guard struct {
+	host   string // the bound address, "127.0.0.1:PORT": the only Host admitted
+	origin string // "http://" + host
+	cookie string // the session cookie's name, per port: cookies ignore ports
+
+	mu      sync.Mutex
+	token   string // "" once exchanged
+	session string // the cookie's value
+}
+
+// newGuard returns the guard of a server bound to addr, with a fresh token
+// and session secret.
+func newGuard(addr string) *guard {
+	_, port, _ := net.SplitHostPort(addr)
+	return &guard{host: addr, origin: "http://" + addr, cookie: "lockctl_ui_" + port, token: secret(), session: secret()}
+}
+
+// secret is 32 random bytes, base64url.
+func secret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// url is the URL to open: the page with the token.
+func (g *guard) url() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return fmt.Sprintf("%s/?token=%s", g.origin, g.token)
+}
+
+// wrap admits a request to next only with the session cookie, the bound
+// Host and no foreign Origin; a GET of "/" with the unspent token sets the
+// cookie and redirects to "/".
+func (g *guard) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range securityHeaders {
+			w.Header().Set(k, v)
+		}
+		if r.Host != g.host {
+			http.Error(w, "wrong Host: open the URL lockctl ui printed", http.StatusMisdirectedRequest)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && o != g.origin {
+			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet && r.URL.Path == "/" {
+			g.exchange(w, r, tok)
+			return
+		}
+		if !g.hasSession(r) {
+			http.Error(w, "no session: open the URL lockctl ui printed (its token works once)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// exchange spends the token for the session cookie. A browser that has the
+// cookie already (the printed URL opened twice) is sent on to the page.
+func (g *guard) exchange(w http.ResponseWriter, r *http.Request, tok string) {
+	g.mu.Lock()
+	ok := g.token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(g.token)) == 1
+	if ok {
+		g.token = ""
+	}
+	g.mu.Unlock()
+	if !ok && !g.hasSession(r) {
+		http.Error(w, "this token is spent or wrong: restart lockctl ui for a new URL", http.StatusForbidden)
+		return
+	}
+	if ok {
+		http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: g.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	}
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// hasSession reports whether r carries the session cookie.
+func (g *guard) hasSession(r *http.Request) bool {
+	c, err := r.Cookie(g.cookie)
+	return err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(g.session)) == 1
+}
+
+// checkLoopback refuses an address to listen on that is not a loopback IP.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: want HOST:PORT, e.g. 127.0.0.1:8700", addr)
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--addr %q: the console listens on a loopback address only (127.0.0.1 or [::1])", addr)
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// assets are the page: HTML, CSS and plain JavaScript, served as embedded.
+//
+//go:embed assets
+var assets embed.FS
+
+// DefaultAddr is where the console listens without Config.Addr: a free
+// port on the loopback interface.
+const DefaultAddr = "127.0.0.1:0"
+
+// DefaultInterval is the shortest time between two refreshes of a listing.
+const DefaultInterval = 2 * time.Second
+
+// Config configures a Server. Zero values are the defaults.
+type Config struct {
+	// Client calls the lock service (required).
+	Client *client.Client
+	// Endpoint is the service's URL, shown on the page.
+	Endpoint string
+	// Addr is the loopback HOST:PORT to listen on (DefaultAddr).
+	Addr string
+	// Prefix limits the listings to names that start with it.
+	Prefix string
+	// Interval is the shortest time between two refreshes of a listing
+	// (DefaultInterval).
+	Interval time.Duration
+}
+
+// Server is a running console.
+type Server struct {
+	cfg     Config
+	ln      net.Listener
+	guard   *guard
+	listers map[string]*lister
+	watches *watches
+	srv     *http.Server
+}
+
+// Listen binds the console's address (loopback only) and returns the
+// Server; Serve serves it.
+func Listen(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("console: no client")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if err := checkLoopback(cfg.Addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+	}
+	s := &Server{cfg: cfg, ln: ln, guard: newGuard(ln.Addr().String()),
+		watches: &watches{c: cfg.Client, base: context.Background(), m: map[watchKey]*watch{}},
+		listers: map[string]*lister{
+			kindLocks:      newLister(kindLocks, cfg.Interval, fetchLocks(cfg.Client, cfg.Prefix)),
+			kindSemaphores: newLister(kindSemaphores, cfg.Interval, fetchPermits(cfg.Client, cfg.Prefix)),
+		}}
+	static, _ := fs.Sub(assets, "assets")
+	mux := http.NewServeMux()
+	mux.Handle("GET /", http.FileServerFS(static))
+	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("POST /api/force-release", s.forceRelease)
+	s.srv = &http.Server{Handler: s.guard.wrap(mux), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// URL is the URL to open, with the per-run token (it works once).
+func (s *Server) URL() string { return s.guard.url() }
+
+// Addr is the bound address, HOST:PORT.
+func (s *Server) Addr() string { return s.guard.host }
+
+// Serve serves the console until ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	for _, l := range s.listers {
+		go l.run(ctx)
+	}
+	s.watches.base = ctx
+	// Requests' contexts end with ctx: the event streams, which never
+	// idle, end then too.
+	s.srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	go func() {
+		<-ctx.Done()
+		_ = s.srv.Close()
+	}()
+	err := s.srv.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// hello is the first message of an event stream: what the page needs to
+// know about the server.
+type hello struct {
+	Endpoint   string    `json:"endpoint"`
+	Prefix     string    `json:"prefix"`
+	Now        time.Time `json:"now"`
+	IntervalMS int64     `json:"interval_ms"`
+}
+
+// events is an event stream (text/event-stream) for one tab: the listing
+// it shows (view=locks or semaphores; none when empty) at each refresh, and
+// when it has a detail view open (watch=NAME, wkind=locks or semaphores)
+// that name's watch events, the earlier ones first.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	view, name, wkind := q.Get("view"), q.Get("watch"), q.Get("wkind")
+	l := s.listers[view]
+	if view != "" && l == nil || name != "" && s.listers[wkind] == nil {
+		writeProblem(w, &problem{Status: 400, Title: "view and wkind must be locks or semaphores"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	send := func(kind string, v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send("hello", hello{Endpoint: s.cfg.Endpoint, Prefix: s.cfg.Prefix, Now: time.Now(), IntervalMS: s.cfg.Interval.Milliseconds()}) {
+		return
+	}
+	ctx := r.Context()
+	var (
+		listing <-chan struct{}
+		version int64
+	)
+	if l != nil {
+		leave := l.view()
+		defer leave()
+		var snap snapshot
+		snap, listing = l.current()
+		if snap.Version > 0 && !send("listing", snap) {
+			return
+		}
+		version = snap.Version
+	}
+	var (
+		wt      *watch
+		changed <-chan struct{}
+		seq     int64
+	)
+	if name != "" {
+		var leave func()
+		wt, leave = s.watches.open(watchKey{wkind, name})
+		defer leave()
+		changed = closedChan
+	}
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-listing:
+			var snap snapshot
+			snap, listing = l.current()
+			if snap.Version > version {
+				version = snap.Version
+				if !send("listing", snap) {
+					return
+				}
+			}
+		case <-changed:
+			var evs []event
+			evs, changed = wt.since(seq)
+			for _, e := range evs {
+				if !send("watch", e) {
+					return
+				}
+				seq = e.Seq
+			}
+		}
+	}
+}
+
+// closedChan is a closed channel: a select case that is ready at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// status is the live lease of a lock (kind=locks) or the permits of a
+// semaphore (kind=semaphores) called name: for a name typed in by a caller
+// who may not list.
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	var (
+		out any
+		err error
+	)
+	switch q.Get("kind") {
+	case kindLocks:
+		out, err = s.cfg.Client.Status(ctx, q.Get("name"))
+	case kindSemaphores:
+		out, err = s.cfg.Client.SemaphoreStatus(ctx, q.Get("name"))
+	default:
+		err = &client.ProblemError{Status: 400, Title: "kind must be locks or semaphores"}
+	}
+	if err != nil {
+		writeProblem(w, toProblem(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// forceRequest is the body of POST /api/force-release: what the
+// confirmation showed and the operator chose.
+type forceRequest struct {
+	Kind         string `json:"kind"`
+	Name         string `json:"name"`
+	Slot         int    `json:"slot"`
+	Reason       string `json:"reason"`
+	Immediate    bool   `json:"immediate"`
+	FencingToken int64  `json:"fencing_token"`
+}
+
+// forceRelease ends the lease the confirmation showed, and only it: the
+// fencing token is required, so a lease that replaced it meanwhile is
+// refused (stale-token, with the lease that holds the name now).
+func (s *Server) forceRelease(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeProblem(w, &problem{Status: 415, Title: "Content-Type must be application/json"})
+		return
+	}
+	var req forceRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeProblem(w, &problem{Status: 400, Title: "malformed request", Detail: err.Error()})
+		return
+	}
+	if req.FencingToken <= 0 {
+		writeProblem(w, &problem{Status: 400, Title: "fencing_token is required: the token of the lease shown"})
+		return
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		writeProblem(w, &problem{Status: 400, Title: "a reason is required"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	opt := client.ForceReleaseOptions{Immediate: req.Immediate, FencingToken: req.FencingToken}
+	var (
+		out any
+		err error
+	)
+	switch req.Kind {
+	case kindLocks:
+		out, err = s.cfg.Client.ForceRelease(ctx, req.Name, req.Reason, opt)
+	case kindSemaphores:
+		out, err = s.cfg.Client.ForceReleasePermit(ctx, req.Name, req.Slot, req.Reason, opt)
+	default:
+		err = &client.ProblemError{Status: 400, Title: "kind must be locks or semaphores"}
+	}
+	if err != nil {
+		writeProblem(w, toProblem(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// problem is a failure as the page shows it: the service's problem (its
+// title first), or what kept the request from the service.
+type problem struct {
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+	Detail string `json:"detail,omitempty"`
+	// Slug is the service's problem type ("not-an-administrator",
+	// "stale-token", ...); empty for others.
+	Slug string `json:"slug,omitempty"`
+	// Current is the lease that holds the name now, on a stale-token
+	// refusal of a force release.
+	Current any `json:"current,omitempty"`
+}
+
+// toProblem is err as the page shows it.
+func toProblem(err error) *problem {
+	var pe *client.ProblemError
+	if !errors.As(err, &pe) {
+		return &problem{Status: http.StatusBadGateway, Title: "the lock service could not be reached", Detail: err.Error()}
+	}
+	p := &problem{Status: pe.Status, Title: pe.Title, Detail: pe.Detail, Slug: pe.Slug()}
+	switch {
+	case pe.Current != nil:
+		p.Current = pe.Current
+	case pe.CurrentPermit != nil:
+		p.Current = pe.CurrentPermit
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(pe.Status)
+	}
+	return p
+}
+
+// writeProblem answers p.
+func writeProblem(w http.ResponseWriter, p *problem) {
+	status := p.Status
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	writeJSON(w, status, p)
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

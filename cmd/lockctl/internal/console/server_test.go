@@ -1,0 +1,409 @@
+package console
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/client"
+)
+
+// fakeService answers the admin listings and the watches, and counts them.
+type fakeService struct {
+	lists, watches atomic.Int64
+	// status answers the listings (200 with one lock when 0).
+	status atomic.Int64
+}
+
+func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/admin/locks" || r.URL.Path == "/admin/semaphores":
+		f.lists.Add(1)
+		if st := int(f.status.Load()); st != 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(st)
+			fmt.Fprint(w, `{"message":"Too Many Requests"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/admin/semaphores" {
+			fmt.Fprint(w, `{"holders":[]}`)
+			return
+		}
+		fmt.Fprint(w, `{"locks":[{"resource":"a","owner":"o","fencing_token":7,"acquired_at":"2026-01-01T00:00:00Z","expires_at":"2099-01-01T00:00:00Z"}]}`)
+	case strings.HasSuffix(r.URL.Path, "/watch"):
+		f.watches.Add(1)
+		if r.URL.Query().Get("wait_seconds") != "0" {
+			<-r.Context().Done() // a long poll that never changes
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"resource":"a","index":15,"changed":true,"fencing_token":7,"lock":{"resource":"a","owner":"o","fencing_token":7,"acquired_at":"2026-01-01T00:00:00Z","expires_at":"2099-01-01T00:00:00Z"}}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// startConsole serves a console over svc's URL, stopped when tb ends.
+func startConsole(tb testing.TB, svcURL string, interval time.Duration) *Server {
+	tb.Helper()
+	c, err := client.New(svcURL, client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := Listen(Config{Client: c, Endpoint: svcURL, Interval: interval})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ctx); close(done) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+// noRedirect is an HTTP client that shows redirects instead of following.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// session exchanges s's token for its cookie and returns the cookie.
+func session(tb testing.TB, s *Server) *http.Cookie {
+	tb.Helper()
+	resp, err := noRedirect.Get(s.URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		tb.Fatalf("token exchange: got %d with cookies %v, want 303 and one cookie", resp.StatusCode, resp.Cookies())
+	}
+	return resp.Cookies()[0]
+}
+
+func TestGuard(t *testing.T) {
+	t.Parallel()
+	svc := httptest.NewServer(&fakeService{})
+	defer svc.Close()
+	s := startConsole(t, svc.URL, time.Hour)
+	token := s.URL()
+	resp, err := noRedirect.Get(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("token exchange: got %d to %q, want 303 to /", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if len(resp.Cookies()) != 1 {
+		t.Fatalf("token exchange: got cookies %v, want one", resp.Cookies())
+	}
+	ck := resp.Cookies()[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" {
+		t.Errorf("cookie: got HttpOnly %v, SameSite %v, Path %q; want HttpOnly, Strict, /", ck.HttpOnly, ck.SameSite, ck.Path)
+	}
+	page := "http://" + s.Addr() + "/"
+	for _, tt := range []struct {
+		name   string
+		url    string
+		cookie *http.Cookie
+		host   string
+		origin string
+		want   int
+	}{
+		{name: "OK", url: page, cookie: ck, want: 200},
+		{name: "SameOrigin", url: page, cookie: ck, origin: "http://" + s.Addr(), want: 200},
+		{name: "NoCookie", url: page, want: 401},
+		{name: "WrongCookie", url: page, cookie: &http.Cookie{Name: ck.Name, Value: "x" + ck.Value}, want: 401},
+		{name: "ForgedHost", url: page, cookie: ck, host: "rebound.example:" + strings.Split(s.Addr(), ":")[1], want: 421},
+		{name: "LocalhostHost", url: page, cookie: ck, host: "localhost:" + strings.Split(s.Addr(), ":")[1], want: 421},
+		{name: "OtherOrigin", url: page, cookie: ck, origin: "http://evil.example", want: 403},
+		{name: "OtherPortOrigin", url: page, cookie: ck, origin: "http://127.0.0.1:1", want: 403},
+		{name: "NullOrigin", url: page, cookie: ck, origin: "null", want: 403},
+		{name: "APIWithoutCookie", url: "http://" + s.Addr() + "/api/status?kind=locks&name=a", want: 401},
+		{name: "TokenSpent", url: token, want: 403},
+		{name: "TokenSpentWithCookie", url: token, cookie: ck, want: 303},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", tt.url, nil)
+			if tt.cookie != nil {
+				req.AddCookie(tt.cookie)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			resp, err := noRedirect.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("got %d, want %d", resp.StatusCode, tt.want)
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "default-src 'self'") {
+				t.Errorf("Content-Security-Policy: got %q, want default-src 'self' first", csp)
+			}
+			if tt.want == 303 && len(resp.Cookies()) != 0 {
+				t.Errorf("a spent token set a cookie: %v", resp.Cookies())
+			}
+		})
+	}
+}
+
+func TestListenLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	c, _ := client.New("http://127.0.0.1:1")
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "localhost:0", "example.com:0", "nonsense"} {
+		if s, err := Listen(Config{Client: c, Addr: addr}); err == nil {
+			s.ln.Close()
+			t.Errorf("Listen(%q): got no error, want a refusal", addr)
+		}
+	}
+}
+
+// stream is an open event stream of the console.
+type stream struct {
+	resp   *http.Response
+	events chan sse
+}
+
+// sse is one server-sent event.
+type sse struct{ kind, data string }
+
+// openStream opens /api/events?query with cookie; it closes when tb ends.
+func openStream(tb testing.TB, s *Server, ck *http.Cookie, query string) *stream {
+	tb.Helper()
+	req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/api/events?"+query, nil)
+	req.AddCookie(ck)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		tb.Fatalf("events: got %d, want 200", resp.StatusCode)
+	}
+	st := &stream{resp: resp, events: make(chan sse, 100)}
+	go func() {
+		defer close(st.events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		var ev sse
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.kind = line[len("event: "):]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[len("data: "):]
+			case line == "" && ev.kind != "":
+				st.events <- ev
+				ev = sse{}
+			}
+		}
+	}()
+	tb.Cleanup(st.close)
+	return st
+}
+
+func (st *stream) close() { st.resp.Body.Close() }
+
+// next returns the stream's next event of kind, failing tb after 10 s.
+func (st *stream) next(tb testing.TB, kind string) sse {
+	tb.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-st.events:
+			if !ok {
+				tb.Fatalf("stream closed waiting for %s", kind)
+			}
+			if ev.kind == kind {
+				return ev
+			}
+		case <-timeout:
+			tb.Fatalf("no %s event in 10s", kind)
+		}
+	}
+}
+
+// TestListingSharedAndCapped: three tabs showing the locks get the same
+// refreshes, and the service sees at most one listing per interval; a
+// kind nobody shows is not refreshed.
+func TestListingSharedAndCapped(t *testing.T) {
+	t.Parallel()
+	f := &fakeService{}
+	svc := httptest.NewServer(f)
+	defer svc.Close()
+	const interval = 100 * time.Millisecond
+	s := startConsole(t, svc.URL, interval)
+	ck := session(t, s)
+	start := time.Now()
+	tabs := []*stream{openStream(t, s, ck, "view=locks"), openStream(t, s, ck, "view=locks"), openStream(t, s, ck, "view=locks")}
+	const refreshes = 8
+	versions := make([][]int64, len(tabs))
+	var wg sync.WaitGroup
+	for i, tab := range tabs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for len(versions[i]) == 0 || versions[i][len(versions[i])-1] < refreshes {
+				var snap snapshot
+				if err := json.Unmarshal([]byte(tab.next(t, "listing").data), &snap); err != nil {
+					t.Error(err)
+					return
+				}
+				if snap.Kind != kindLocks || len(snap.Locks) != 1 || snap.Locks[0].FencingToken != 7 {
+					t.Errorf("tab %d: got snapshot %+v, want the fake's lock", i, snap)
+				}
+				versions[i] = append(versions[i], snap.Version)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	lists := f.lists.Load()
+	// The cap: one refresh per interval, from the first one on.
+	if max := int64(elapsed/interval) + 1; lists > max {
+		t.Errorf("listing requests: got %d in %v, want at most %d (one per %v for all tabs)", lists, elapsed, max, interval)
+	}
+	if lists < refreshes {
+		t.Errorf("listing requests: got %d, want at least %d (the tabs saw version %d)", lists, refreshes, refreshes)
+	}
+	t.Logf("%d listing requests in %v for %d tabs; versions seen %v", lists, elapsed, len(tabs), versions)
+	for _, tab := range tabs {
+		tab.close()
+	}
+	// Nobody shows the locks now: a tab on the semaphores gets its own
+	// refreshes, and the locks' count stays put (but for one refresh that
+	// may have been under way).
+	before := f.lists.Load()
+	sem := openStream(t, s, ck, "view=semaphores")
+	for range 4 {
+		var snap snapshot
+		_ = json.Unmarshal([]byte(sem.next(t, "listing").data), &snap)
+		if snap.Kind != kindSemaphores {
+			t.Fatalf("got a %s listing on the semaphores' stream", snap.Kind)
+		}
+	}
+	if s.listers[kindLocks].refreshes() > refreshes+3 || f.lists.Load()-before > 4+1 {
+		t.Errorf("after the lock tabs closed: locks refreshed %d times in all, service listings +%d for 4 semaphore refreshes",
+			s.listers[kindLocks].refreshes(), f.lists.Load()-before)
+	}
+}
+
+// TestListingBacksOffOn429: each throttled refresh doubles the time to the
+// next, up to the cap; a good one resets it.
+func TestListingBacksOffOn429(t *testing.T) {
+	t.Parallel()
+	f := &fakeService{}
+	f.status.Store(429)
+	svc := httptest.NewServer(f)
+	defer svc.Close()
+	const interval = 20 * time.Millisecond
+	s := startConsole(t, svc.URL, interval)
+	s.listers[kindLocks].maxBackoff = 8 * interval
+	tab := openStream(t, s, session(t, s), "view=locks")
+	var got []int64
+	for range 5 {
+		var snap snapshot
+		_ = json.Unmarshal([]byte(tab.next(t, "listing").data), &snap)
+		if snap.Problem == nil || snap.Problem.Status != 429 {
+			t.Fatalf("got problem %+v, want the 429", snap.Problem)
+		}
+		got = append(got, snap.NextInMillis)
+	}
+	want := []int64{40, 80, 160, 160, 160}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("next refresh in (ms): got %v, want %v", got, want)
+	}
+	f.status.Store(0)
+	var snap snapshot
+	_ = json.Unmarshal([]byte(tab.next(t, "listing").data), &snap)
+	if snap.Problem != nil || snap.NextInMillis != interval.Milliseconds() {
+		t.Errorf("after a good refresh: got problem %+v, next in %d ms; want none, %d", snap.Problem, snap.NextInMillis, interval.Milliseconds())
+	}
+}
+
+// TestWatchOnlyOpenDetails: two tabs on one name share one watch, which
+// stops when both close; a listing tab starts none.
+func TestWatchOnlyOpenDetails(t *testing.T) {
+	t.Parallel()
+	f := &fakeService{}
+	svc := httptest.NewServer(f)
+	defer svc.Close()
+	s := startConsole(t, svc.URL, time.Hour)
+	ck := session(t, s)
+	openStream(t, s, ck, "view=locks").next(t, "listing")
+	a := openStream(t, s, ck, "view=locks&watch=a&wkind=locks")
+	b := openStream(t, s, ck, "watch=a&wkind=locks")
+	for _, tab := range []*stream{a, b} {
+		var e event
+		_ = json.Unmarshal([]byte(tab.next(t, "watch").data), &e)
+		if len(e.Holders) != 1 || e.Holders[0].FencingToken != 7 {
+			t.Errorf("watch event: got %+v, want the holder of token 7", e)
+		}
+	}
+	s.watches.mu.Lock()
+	started, open := s.watches.started, len(s.watches.m)
+	s.watches.mu.Unlock()
+	if started != 1 || open != 1 {
+		t.Errorf("watches: got %d started, %d open; want 1 and 1", started, open)
+	}
+	a.close()
+	b.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.watches.mu.Lock()
+		open = len(s.watches.m)
+		s.watches.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch runs on after its tabs closed")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not ordering events
+	}
+}
+
+// TestForceReleaseChecks: the page's request must be JSON and carry the
+// fencing token of the lease shown and a reason.
+func TestForceReleaseChecks(t *testing.T) {
+	t.Parallel()
+	svc := httptest.NewServer(&fakeService{})
+	defer svc.Close()
+	s := startConsole(t, svc.URL, time.Hour)
+	ck := session(t, s)
+	for _, tt := range []struct {
+		name, ctype, body string
+		want              int
+	}{
+		{"NotJSON", "text/plain", `{"kind":"locks","name":"a","reason":"r","fencing_token":7}`, 415},
+		{"NoToken", "application/json", `{"kind":"locks","name":"a","reason":"r"}`, 400},
+		{"NoReason", "application/json", `{"kind":"locks","name":"a","reason":" ","fencing_token":7}`, 400},
+		{"UnknownField", "application/json", `{"kind":"locks","name":"a","reason":"r","fencing_token":7,"x":1}`, 400},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", "http://"+s.Addr()+"/api/force-release", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", tt.ctype)
+			req.AddCookie(ck)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("got %d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+// Tests of assets/logic.js, the page's own logic; run by TestPageLogic
+// (node --test).
+"use strict";
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const ui = require("../assets/logic.js");
+
+test("duration", () => {
+  assert.equal(ui.duration(0), "0s");
+  assert.equal(ui.duration(59999), "59s");
+  assert.equal(ui.duration(65000), "1m 05s");
+  assert.equal(ui.duration(2 * 3600e3 + 3 * 60e3), "2h 03m");
+  assert.equal(ui.duration(-5), "0s");
+});
+
+test("countdown", () => {
+  const now = Date.parse("2026-01-01T00:00:00Z");
+  assert.equal(ui.countdown("2026-01-01T00:00:12Z", now), "in 12s");
+  assert.equal(ui.countdown("2025-12-31T23:59:57Z", now), "3s ago");
+});
+
+test("freeAt adds the lock-delay", () => {
+  assert.equal(ui.freeAt({ expires_at: "2026-01-01T00:00:00Z", lock_delay_seconds: 10 }), Date.parse("2026-01-01T00:00:10Z"));
+  assert.equal(ui.freeAt({ expires_at: "2026-01-01T00:00:00Z" }), Date.parse("2026-01-01T00:00:00Z"));
+});
+
+test("filterRows keeps a prefix, sorted by name then slot", () => {
+  const rows = [{ name: "b", slot: 1 }, { name: "a:2", slot: 0 }, { name: "b", slot: 0 }, { name: "c" }];
+  assert.deepEqual(ui.filterRows(rows, "b").map((r) => r.slot), [0, 1]);
+  assert.deepEqual(ui.filterRows(rows, "").map((r) => r.name), ["a:2", "b", "b", "c"]);
+  assert.deepEqual(ui.filterRows([{ resource: "x" }, { resource: "y" }], "y").map(ui.rowName), ["y"]);
+});
+
+test("page clamps and counts", () => {
+  const rows = Array.from({ length: 120 }, (_, i) => i);
+  const p = ui.page(rows, 2, 50);
+  assert.deepEqual([p.n, p.pages, p.first, p.last, p.rows.length], [2, 3, 101, 120, 20]);
+  assert.equal(ui.page(rows, 9, 50).n, 2);
+  assert.equal(ui.page([], 0, 50).pages, 1);
+});
+
+test("timeline: one span per lease, closed when it is gone", () => {
+  const h = (owner, t) => ({ owner, fencing_token: t });
+  const spans = ui.timeline([
+    { at: "t1", holders: [h("a", 5)] },
+    { at: "t2", holders: [h("a", 5)] }, // a renewal is the same lease
+    { at: "t3", holders: [], skipped: 2 },
+    { at: "t4", problem: { status: 503 } },
+    { at: "t5", holders: [h("b", 9)] },
+  ]);
+  assert.deepEqual(spans, [
+    { owner: "a", token: 5, slot: undefined, from: "t1", to: "t3" },
+    { owner: "b", token: 9, slot: undefined, from: "t5", to: null },
+  ]);
+  assert.equal(ui.skipped([{ skipped: 2 }, {}, { skipped: 1 }]), 3);
+});
+
+test("explain: 403 and 404 say what to do instead", () => {
+  assert.match(ui.explain("locks", { status: 403, title: "not an administrator" }), /not an administrator.*look up a name/s);
+  assert.match(ui.explain("locks", { status: 404, title: "Not Found" }), /no admin API/);
+  assert.equal(ui.explain("locks", { status: 503, title: "Service Unavailable" }), "Listing locks failed: Service Unavailable (503)");
+});
