@@ -111,7 +111,9 @@ func wireValue(raw json.RawMessage) (types.AttributeValue, error) {
 // goldenService serves item (read and scanned) at the clock *now.
 func goldenService(item map[string]types.AttributeValue, now *time.Time) *Service {
 	db := &dynamofake.DB{
-		Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{Item: item}, nil },
+		Get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			return &dynamodb.GetItemOutput{Item: item}, nil
+		},
 		ScanFunc: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 			return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{item}, Count: 1, ScannedCount: 1}, nil
 		},

@@ -830,7 +830,11 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 	if ticket == "" {
 		x.n("#q", AttrQueue)
 		x.n("#qu", AttrQueueUntil)
-		cond += " AND ((" + free + " AND " + queueOpen + ") OR (" + own + " AND (" + queueOpen + " OR (#e > :now AND attribute_not_exists(#x)))))"
+		// The caller's own permit behind live waiters: only while live
+		// (liveClause: a permit a watch saw expire stays ended, as the
+		// lock's own branch has it).
+		cond += " AND ((" + free + " AND " + queueOpen + ") OR (" + own + " AND (" + queueOpen + " OR (" +
+			liveClause("#e", "#x", x.n("#y", a.expired)) + "))))"
 	} else {
 		x.n("#q", AttrQueue)
 		x.n("#qi", entryID)
