@@ -826,7 +826,12 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		v = nv
 		return nil
 	}
-	// take makes the write that takes the item; granted, the wait is over.
+	// take makes the write that takes the item; granted, the wait is
+	// over. A refused write may be an SDK retry of this very grant whose
+	// first attempt landed (a head's finds its entry gone; a semaphore's
+	// away from home, its marker set): the item it met, or a consistent
+	// read, then shows the grant, which is the wait's whatever its clock
+	// says (t.own).
 	take := func(tk string) (bool, error) {
 		out.writes++
 		granted, nv, err := t.take(ctx, b, v, tk)
@@ -836,7 +841,16 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		refused++
 		backoff = refused >= 2
 		v = nv
-		return false, nil
+		if v == nil {
+			out.reads++
+			if v, err = s.readView(ctx, w.key, b); err != nil {
+				if !transient(err) {
+					return false, storeErr(w.op, w.name, err)
+				}
+				v = nil
+			}
+		}
+		return v != nil && t.own(v.item, s.now()), nil
 	}
 	for {
 		now := s.now()
@@ -995,21 +1009,6 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		if err != nil || granted {
 			out.granted = granted
 			return out, err
-		}
-		if v == nil {
-			out.reads++
-			if v, err = s.readView(ctx, w.key, b); err != nil {
-				if !transient(err) {
-					return fairOutcome{}, storeErr(w.op, w.name, err)
-				}
-				v = nil
-			}
-		}
-		// An SDK retry of this very grant, whose first attempt landed,
-		// finds the entry gone and the grant in place.
-		if v != nil && t.own(v.item, s.now()) {
-			out.granted = true
-			return out, nil
 		}
 	}
 	return s.fairHeld(out, ticket, reports, exp), nil

@@ -479,6 +479,13 @@ func (s *Service) semAttempt(ctx context.Context, req SemaphoreAcquireRequest, b
 			}
 			res.Reads++
 		}
+		// A write of this request that landed (its answer lost, the SDK's
+		// retry refused) is its grant, whatever the wait's clock says: a
+		// lock acquire answers it too (#gi = :gid).
+		if p, ok := ownPermit(req, old, gid, s.now()); ok {
+			res.Acquired, res.Permit = true, p
+			return res, nil, nil
+		}
 		next, freeAt, _, err := planSemaphore(req, old, s.now(), id, gid, false)
 		if err != nil {
 			return SemaphoreAcquireResult{}, nil, err
@@ -535,23 +542,33 @@ func (t *semTarget) take(ctx context.Context, b Budget, v *view, ticket string) 
 	return false, nil, nil
 }
 
-// own finds the permit this request's grant id wrote for the caller, live
-// at now, in any slot below N.
 func (t *semTarget) own(item map[string]types.AttributeValue, now time.Time) bool {
+	p, ok := ownPermit(t.req, item, t.gid, now)
+	if ok {
+		t.permit = p
+	}
+	return ok
+}
+
+// ownPermit finds the permit this request's grant id gid wrote for the
+// caller, live at now, in any slot below N: the grant of a write whose
+// first attempt landed though its answer was lost.
+func ownPermit(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, gid string, now time.Time) (Permit, bool) {
 	permits, _ := permitsOf(item)
 	for k := range int(permits) {
-		view := slotView(item, k)
-		if str(view, AttrGrantID) != t.gid || !live(view, now) || str(view, AttrOwner) != t.req.Caller.Owner ||
-			str(view, AttrPrincipal) != t.req.Caller.Principal {
+		if str(item, slotNames[k].grant) != gid {
 			continue
 		}
-		if p, ok := decodePermit(t.req.Name, item, k); ok {
+		view := slotView(item, k)
+		if !live(view, now) || str(view, AttrOwner) != req.Caller.Owner || str(view, AttrPrincipal) != req.Caller.Principal {
+			continue
+		}
+		if p, ok := decodePermit(req.Name, item, k); ok {
 			p.Permits = permits
-			t.permit = p
-			return true
+			return p, true
 		}
 	}
-	return false
+	return Permit{}, false
 }
 
 // peek reads the whole item (a read is billed by the item's size whatever
