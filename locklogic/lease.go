@@ -13,3 +13,10 @@ package locklogic
 func liveClause(e, x, xa string) string {
 	return e + " > :now AND attribute_not_exists(" + x + ") AND attribute_not_exists(" + xa + ")"
 }
+
+// stillExpired is the condition "the lease a view saw expired (and not
+// released, force released or recorded expired by a watch) is still not
+// live at :now": only a late renewal could revive it, and one that makes
+// it live at :now sets expires_at (e) after :now. It is the minimal form, one comparison,
+// for conditions that name many slots at once (a change of N).
+func stillExpired(e string) string { return e + " <= :now" }

@@ -385,8 +385,8 @@ type staleMarker struct {
 }
 
 // semReset is what a change of N conditions on: the view's N and counter
-// (no grant since), and the slots beyond the new N that held a lease
-// (still expired: no late renewal revived one).
+// (no grant since), and every slot of the view's N whose ended lease a
+// late renewal could revive (revivable: still not live).
 type semReset struct {
 	permits int64
 	counter string
@@ -627,10 +627,15 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 			return nil, time.Time{}, false, nil // the queue's first
 		}
 		// No permit blocks: this acquire sets the new N, on condition
-		// that nothing was granted since the view.
+		// that nothing was granted since the view and that every lease
+		// it judged ended is still not live. Below the new N as above
+		// it: a late renewal that revived a slot below it would leave a
+		// permit where, under the new N, its owner's home or marker no
+		// longer says it is (two permits for one owner); one above it
+		// could never be renewed or released again.
 		r := &semReset{permits: permits, counter: numString(item, AttrCounter)}
-		for k := int(req.Permits); k < int(permits); k++ {
-			if _, ok := item[slotNames[k].expires]; ok {
+		for k := range int(permits) {
+			if revivable(item, k) {
 				r.expired = append(r.expired, k)
 			}
 		}
@@ -695,6 +700,22 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	}
 	w.cleanup = staleMarkers(item, n, now, id.marker)
 	return w, time.Time{}, false, nil
+}
+
+// revivable reports whether slot k of item holds a lease that is not live
+// but that a late renewal could make live again: one that expired, not
+// one that was released, force released or whose expiry a watch recorded
+// (a renewal requires each absent). Only a grant, which moves the
+// counter, revives those.
+func revivable(item map[string]types.AttributeValue, k int) bool {
+	a := &slotNames[k]
+	for _, name := range []string{a.released, a.forced, a.expired} {
+		if _, ok := item[name]; ok {
+			return false
+		}
+	}
+	_, ok := item[a.expires]
+	return ok
 }
 
 // issuedAfter is the late-write rule's test for a same-owner re-acquire
@@ -821,8 +842,16 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		} else {
 			cond += " AND " + x.n("#c", AttrCounter) + " = " + x.v(":c0", &types.AttributeValueMemberN{Value: r.counter})
 		}
+		// Every lease the view judged ended that a late renewal could
+		// revive is still not live (stillExpired: one comparison a slot,
+		// so a change of N from MaxPermits stays within DynamoDB's 300
+		// operators). The others stay ended but by a grant, which the
+		// counter excludes. This also conditions the removal of the
+		// markers below: every grant a marker can name is in one of
+		// these slots (or ended for good), and no marker moves but with
+		// a grant.
 		for i, k := range r.expired {
-			cond += " AND " + x.n("#rx"+strconv.Itoa(i), slotNames[k].expires) + " <= :now"
+			cond += " AND " + stillExpired(x.n("#rx"+strconv.Itoa(i), slotNames[k].expires))
 		}
 	} else {
 		cond = "(attribute_not_exists(" + x.n("#pm", AttrPermits) + ") OR #pm = " + x.v(":n", num(req.Permits)) + ")"
