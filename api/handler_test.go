@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -477,5 +478,38 @@ func TestIsLoopback(t *testing.T) {
 		if got := isLoopback(ep); got != want {
 			t.Errorf("isLoopback(%q) = %v, want %v", ep, got, want)
 		}
+	}
+}
+
+// TestQueueTicketProblem: a waiting acquire's 503 that may leave the
+// waiter a place (locklogic.QueueTicketError) carries that place as
+// queue_ticket, in the shape api/openapi.yaml documents; a plain 503 does
+// not.
+func TestQueueTicketProblem(t *testing.T) {
+	doc := loadOpenAPI(t)
+	schema := doc.Components.Schemas["ServiceUnavailableProblem"].Value
+	unavailable := fmt.Errorf("acquire %q: %w: %w", "r", locklogic.ErrUnavailable, errors.New("500 from the store"))
+	for _, tc := range []struct {
+		name   string
+		err    error
+		ticket string
+	}{
+		{"WithTicket", &locklogic.QueueTicketError{Ticket: "3ryokmsrhxukz", Err: unavailable}, "3ryokmsrhxukz"},
+		{"Plain", unavailable, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := problemResponse(problemFor(tc.err, "r"))
+			var body map[string]any
+			if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := body["queue_ticket"].(string)
+			if resp.StatusCode != 503 || got != tc.ticket {
+				t.Errorf("got %d with queue_ticket %q, want 503 with %q: %s", resp.StatusCode, got, tc.ticket, resp.Body)
+			}
+			if err := schema.VisitJSON(body); err != nil {
+				t.Errorf("the answer is not a ServiceUnavailableProblem: %v\n%s", err, resp.Body)
+			}
+		})
 	}
 }

@@ -555,7 +555,7 @@ func limitsCases() []limitsCase {
 			_, _ = s.queuePrune(ctx, limitsWaiter(s, iam), Budget{}, v, maxPrune)
 		}},
 		{"queue leave (entry MaxQueue-1, queue_until lowered)", false, func(_ testing.TB, s *Service) {
-			_ = s.queueLeave(ctx, limitsWaiter(s, iam), Budget{}, queueView(MaxQueue, 0), MaxQueue-1, limitsTicket)
+			_ = s.queueLeave(ctx, limitsWaiter(s, iam), queueView(MaxQueue, 0), MaxQueue-1, limitsTicket)
 		}},
 		{"semaphore acquire: the guess, then writes from no item", false, func(_ testing.TB, s *Service) {
 			r := limitsSemReq(iam, MaxPermits, "")

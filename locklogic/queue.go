@@ -56,6 +56,10 @@ const (
 	maxPrune = 16
 	// maxTicketBytes bounds a queue ticket sent back by a client.
 	maxTicketBytes = 64
+	// leaveBudget bounds a wait's leave (its read and its write), which
+	// runs detached from the request's cancellation and store budget:
+	// the write before it may have spent them (leaveContext).
+	leaveBudget = time.Second
 )
 
 // The members of a queue entry. owner and principal are the lease's own
@@ -457,12 +461,10 @@ func (s *Service) queuePrune(ctx context.Context, w *waiter, b Budget, v *view, 
 // ends without a grant and without keeping its place for a next round (an
 // error, a 409, a head that cannot be served) must not leave a live entry
 // that blocks everyone behind it until its round's end plus QueueGrace.
-// One write, best effort: when it is refused (the entry moved, or the
-// queue changed under the lowering) the entry lapses by itself. It runs
-// under the request's deadline but not its cancellation.
-func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, i int, ticket string) error {
-	dctx, cancel := detach(ctx)
-	defer cancel()
+// One write, under ctx (leaveContext): when it is refused (the entry
+// moved, or the queue changed under the lowering) the entry lapses by
+// itself.
+func (s *Service) queueLeave(ctx context.Context, w *waiter, v *view, i int, ticket string) error {
 	values := map[string]types.AttributeValue{}
 	e := "#q[" + strconv.Itoa(i) + "]"
 	values[":tk"] = &types.AttributeValueMemberS{Value: ticket}
@@ -478,7 +480,7 @@ func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, 
 		update = "SET " + set + " " + update
 		cond += " AND " + vc
 	}
-	_, err := s.queueWrite(dctx, w, b, &dynamodb.UpdateItemInput{
+	_, err := s.queueWrite(ctx, w, Budget{}, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
@@ -487,14 +489,53 @@ func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, 
 	return err
 }
 
-// detach returns a context with ctx's deadline but not its cancellation:
-// a write that must run to its end even when the request was cancelled.
-func detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := context.WithoutCancel(ctx)
-	if deadline, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(d, deadline)
+// leaveContext returns the context of a wait's leave: not the request's
+// cancellation, nor its store budget (a write that timed out may have
+// spent it, and the leave must still run), but leaveBudget of its own,
+// never past ctx's deadline (the invocation's) minus b.Reserve.
+func leaveContext(ctx context.Context, b Budget) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(leaveBudget)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-b.Reserve).Before(d) {
+		d = deadline.Add(-b.Reserve)
 	}
-	return context.WithCancel(d)
+	return context.WithDeadline(context.WithoutCancel(ctx), d)
+}
+
+// leaveQueue is the leave of a wait that ends without a grant and without
+// keeping its place: it removes the caller's entry with one of tickets
+// from the queue v shows (nil: unknown). After a write whose outcome is
+// unknown (unknown: a join that landed and answered 500, say), no view
+// the wait holds can show what that write did, so it reads the item
+// first and leaves what it finds. It returns the ticket of a place the
+// caller may still hold — the read failed, or the place was found and
+// not removed — so that the answer can give it to the next round, which
+// reclaims it instead of queueing behind it; "" when none.
+func (s *Service) leaveQueue(ctx context.Context, w *waiter, b Budget, v *view, tickets []string, unknown bool, out *fairOutcome) string {
+	lctx, cancel := leaveContext(ctx, b)
+	defer cancel()
+	if unknown {
+		out.reads++
+		nv, err := s.readView(lctx, w.key, Budget{})
+		if err != nil {
+			if len(tickets) == 0 {
+				return ""
+			}
+			return tickets[len(tickets)-1] // the latest: a join's, or the place the round held
+		}
+		v = nv
+	}
+	if v == nil {
+		return ""
+	}
+	i, tk := v.find(tickets, w.caller, s.now().UnixMilli())
+	if i < 0 {
+		return ""
+	}
+	out.writes++
+	if err := s.queueLeave(lctx, w, v, i, tk); err != nil {
+		return tk
+	}
+	return ""
 }
 
 // queueWrite sends one write of the queue's own (join, extend, prune)
@@ -746,17 +787,19 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		tickets []string // the tickets this wait may hold a place with
 		seen    *view    // the latest view of the item, for the leave
 		leave   bool     // the wait ends without a place for a next round
+		unknown bool     // a write's outcome is unknown: the views predate it
 	)
 	defer func() {
 		if (err != nil || leave) && !out.granted {
 			if v != nil {
 				seen = v
 			}
-			if seen != nil {
-				if i, tk := seen.find(tickets, w.caller, s.now().UnixMilli()); i >= 0 {
-					out.writes++
-					_ = s.queueLeave(ctx, w, b, seen, i, tk) // best effort: else the entry lapses
-				}
+			// An error that leaves the caller a place it could not
+			// remove carries the place's ticket (a 503's queue_ticket):
+			// its next round reclaims the place instead of joining
+			// behind its own ghost.
+			if tk := s.leaveQueue(ctx, w, b, seen, tickets, unknown, &out); tk != "" && errors.Is(err, ErrUnavailable) {
+				err = &QueueTicketError{Ticket: tk, Err: err}
 			}
 		}
 		out.waited = max(s.now().Sub(start), 0)
@@ -820,6 +863,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			return nil
 		}
 		if err != nil {
+			unknown = true
 			return err
 		}
 		refused = 0
@@ -835,6 +879,9 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 	take := func(tk string) (bool, error) {
 		out.writes++
 		granted, nv, err := t.take(ctx, b, v, tk)
+		if err != nil {
+			unknown = true
+		}
 		if err != nil || granted {
 			return granted, err
 		}

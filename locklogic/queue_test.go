@@ -596,3 +596,71 @@ func TestFairWaitLeavesOnError(t *testing.T) {
 		t.Error("the leave was sent with a cancelled context, want it to run whatever the request's cancellation")
 	}
 }
+
+// TestFairWaitJoinUnknownOutcome: a join that lands but is answered 500
+// leaves the wait no view that shows it. The leave reads the item, whatever
+// the request's cancellation, and removes the entry it finds (ReadLeaves);
+// when that read fails too, the error carries the join's ticket
+// (*QueueTicketError), so that the next round reclaims the place rather
+// than queueing behind its own ghost (ReadFails).
+func TestFairWaitJoinUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	for _, readFails := range []bool{false, true} {
+		name := "ReadLeaves"
+		if readFails {
+			name = "ReadFails"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			st := &queueStore{clock: clock, queue: others(1)}
+			fake := st.db()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			update, get := fake.Update, fake.Get
+			var joined string
+			fake.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				u := *in.UpdateExpression
+				switch {
+				case strings.Contains(u, "list_append"):
+					if _, err := update(in); err != nil {
+						return nil, err
+					}
+					joined = in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberM).Value[entryID].(*types.AttributeValueMemberS).Value
+					cancel() // the request is cancelled, too
+					return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "applied, then 500"}
+				case strings.HasPrefix(u, "REMOVE #q["):
+					st.mu.Lock()
+					defer st.mu.Unlock()
+					tk := in.ExpressionAttributeValues[":tk"].(*types.AttributeValueMemberS).Value
+					st.queue = slices.DeleteFunc(st.queue, func(e map[string]types.AttributeValue) bool {
+						return e[entryID].(*types.AttributeValueMemberS).Value == tk
+					})
+					return &dynamodb.UpdateItemOutput{Attributes: st.item()}, nil
+				}
+				return update(in)
+			}
+			fake.Get = func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				if joined != "" && readFails {
+					return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "read failed"}
+				}
+				return get(in)
+			}
+			_, err := newWaitService(fake, clock, Config{FairWaiting: true}).AcquireWait(ctx, waitReq(10), Budget{})
+			if !errors.Is(err, ErrUnavailable) || joined == "" {
+				t.Fatalf("got %v (joined %q), want ErrUnavailable after a join", err, joined)
+			}
+			var qt *QueueTicketError
+			switch {
+			case readFails && (!errors.As(err, &qt) || qt.Ticket != joined):
+				t.Errorf("got %v, want a *QueueTicketError with the join's ticket %q", err, joined)
+			case !readFails && errors.As(err, &qt):
+				t.Errorf("got %v, want no ticket: the leave removed the place", err)
+			}
+			left := len(st.queue) == 1
+			if left == readFails {
+				t.Errorf("queue after the answer: %d entries, want %d", len(st.queue), map[bool]int{false: 1, true: 2}[readFails])
+			}
+		})
+	}
+}
