@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // Fair waiting (Config.FairWaiting): the waiters of a lock queue on the
@@ -558,6 +559,9 @@ func (s *Service) queueWrite(ctx context.Context, w *waiter, b Budget, in *dynam
 			}
 			return nil, errRefused
 		}
+		if invalidListPath(err) {
+			return nil, errRefused // the queue shrank under an index: a stale view, read it
+		}
 		return nil, storeErr(w.op, w.name, err)
 	}
 	return newView(out.Attributes, true), nil
@@ -565,6 +569,18 @@ func (s *Service) queueWrite(ctx context.Context, w *waiter, b Budget, in *dynam
 
 // errRefused is a queue write whose condition failed: the queue changed.
 var errRefused = errors.New("queue write refused")
+
+// invalidListPath reports whether err is DynamoDB's refusal of an update
+// expression's document path, which a queue write meets when an entry's
+// index is gone (queueExtend's SET #q[i].#qt after a grant or a prune
+// shortened the list). Whether DynamoDB checks the path before the
+// condition (which would fail too) is not documented, so either answer
+// means the same: the view was stale.
+func invalidListPath(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(apiErr.ErrorMessage(), "document path")
+}
 
 // headGrantExpr are the head's grant, by variant as acquireExpr: the
 // update, and the condition on the head's entry (headGrantCond joins it to

@@ -664,3 +664,45 @@ func TestFairWaitJoinUnknownOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestFairWaitExtendInvalidPath: a round that moves its place's until
+// (SET #q[i].until) after a grant shortened the queue may meet DynamoDB's
+// ValidationException for the index that is gone, rather than the failed
+// condition dynalite answers. It is the same news, a stale view: the
+// waiter reads the item again and moves its place where it now is.
+func TestFairWaitExtendInvalidPath(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: t0}
+	place := map[string]types.AttributeValue{entryID: &types.AttributeValueMemberS{Value: "mine"},
+		AttrOwner: &types.AttributeValueMemberS{Value: "w2"}, entryUntil: num(t0.Add(500 * time.Millisecond).UnixMilli())}
+	st := &queueStore{clock: clock, oldItem: true, queue: append(others(1), place)}
+	db := st.db()
+	update := db.Update
+	var paths []string
+	db.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		u := *in.UpdateExpression
+		if strings.HasPrefix(u, "SET #q[") {
+			paths = append(paths, u[:len("SET #q[0]")])
+			if strings.HasPrefix(u, "SET #q[1]") {
+				st.mu.Lock()
+				st.queue = st.queue[1:] // the head was served meanwhile
+				st.mu.Unlock()
+				return nil, &smithy.GenericAPIError{Code: "ValidationException",
+					Message: "The document path provided in the update expression is invalid for update"}
+			}
+		}
+		return update(in)
+	}
+	req := waitReq(3)
+	req.QueueTicket = "mine"
+	res, err := newWaitService(db, clock, Config{OldItemOnFailure: true, FairWaiting: true}).AcquireWait(context.Background(), req, Budget{})
+	if err != nil || res.Acquired || res.QueueTicket != "mine" {
+		t.Fatalf("got %+v, %v; want held, the place kept", res, err)
+	}
+	if want := []string{"SET #q[1]", "SET #q[0]"}; !slices.Equal(paths, want) {
+		t.Errorf("the keeps' paths: got %v, want %v (refused at the old index, then moved where the place now is)", paths, want)
+	}
+	if u := mustN(t, st.queue[0], entryUntil); u <= t0.Add(500*time.Millisecond).UnixMilli() {
+		t.Errorf("the place's until is %s, want it moved to this round's end + QueueGrace", time.UnixMilli(u).Sub(t0))
+	}
+}
