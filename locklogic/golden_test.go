@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -135,12 +136,29 @@ func TestGoldenLockItem(t *testing.T) {
 		ExpiresAt: ms(1796523997946), LockDelay: 5 * time.Second}
 
 	got, err := s.Status(ctx, "orders-db")
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Status: got %+v, %v; want %+v", got, err, want)
 	}
 	page, err := s.List(ctx, ListRequest{}, Budget{})
-	if err != nil || len(page.Locks) != 1 || page.Locks[0] != want {
-		t.Errorf("List: got %+v, %v; want [%+v]", page.Locks, err, want)
+	if err != nil || len(page.Locks) != 1 {
+		t.Fatalf("List: got %+v, %v; want one lock", page.Locks, err)
+	}
+	// The listing also shows the queue; these entries were written before
+	// a place recorded when it joined, so JoinedAt is zero.
+	listed := page.Locks[0]
+	var owners []string
+	for _, q := range listed.Queue {
+		owners = append(owners, q.Owner)
+		if !q.JoinedAt.IsZero() {
+			t.Errorf("List: %s's JoinedAt %v, want zero (not recorded by the writer)", q.Owner, q.JoinedAt)
+		}
+	}
+	if !reflect.DeepEqual(owners, []string{"waiter-1", "waiter-2"}) {
+		t.Errorf("List: queue %v, want [waiter-1 waiter-2]", owners)
+	}
+	listed.Queue = nil
+	if !reflect.DeepEqual(listed, want) {
+		t.Errorf("List: got %+v; want %+v", listed, want)
 	}
 	if got, want := IndexOf(item, now), 2*want.FencingToken; got != want {
 		t.Errorf("IndexOf: got %d, want %d (live)", got, want)
