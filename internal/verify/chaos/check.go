@@ -77,6 +77,9 @@ type Options struct {
 	// MaxPerRule is how many violations of one rule are kept in full (5);
 	// the rest are only counted.
 	MaxPerRule int
+	// rules are the lease step's rules the models apply (all of them,
+	// but in the mutation test).
+	rules leaseRules
 }
 
 func (o Options) margin() func(time.Duration) time.Duration {
@@ -447,7 +450,7 @@ func (c *checker) retryAfterSkew(op *Op) bool {
 		case s.kind == storeRead && s.full && s.outcome == applied && s.item != nil:
 			it := s.item
 			for _, now := range nows {
-				if it.owner == op.Owner && !it.released && it.acquiredAt <= now && it.renewedAt > now && it.expiresAt > now {
+				if it.owner == op.Owner && !it.released && it.acquired <= now && it.renewed > now && it.expires > now {
 					return true
 				}
 			}
@@ -636,7 +639,7 @@ func (c *checker) noFalseGrant() {
 
 // shows reports whether the stored item is the lease l shows.
 func (it *storeItem) shows(l *Lock) bool {
-	return it.owner == l.Owner && it.token == l.Token && it.acquiredAt == l.AcquiredAt && it.expiresAt == l.ExpiresAt && !it.released
+	return it.owner == l.Owner && it.token == l.Token && it.acquired == l.AcquiredAt && it.expires == l.ExpiresAt && !it.released
 }
 
 func (c *checker) lateWrites() {

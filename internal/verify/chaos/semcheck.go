@@ -166,8 +166,7 @@ func (c *checker) slotOps(name string, k int) []*storeOp {
 		l := *s
 		l.sem = nil
 		if it := s.sem.item; it != nil {
-			sl := it.slots[k]
-			l.item = &storeItem{owner: sl.owner, token: sl.token, acquiredAt: sl.acquiredAt, renewedAt: sl.renewedAt, expiresAt: sl.expiresAt, released: sl.released}
+			l.item = &storeItem{leaseState: it.slots[k]}
 		}
 		out = append(out, &l)
 	}
@@ -348,7 +347,7 @@ func (c *checker) leastExpiry(name string, k int, l *lease, g *storeOp) int64 {
 		s   *storeOp
 		exp int64
 	}
-	cands := []set{{l.acquire, l.acquire.item.expiresAt}}
+	cands := []set{{l.acquire, l.acquire.item.expires}}
 	for _, s := range c.bySem[name] {
 		if s.kind == storeRenew && s.sem.slot == k && mayLand(s) && s.owner == l.owner && s.now >= l.acquired &&
 			(s.tok == 0 || s.tok == l.token) && s.rec.Sent.Before(answered(g)) {
@@ -408,8 +407,8 @@ func (c *checker) semFencing(name string) {
 }
 
 // slotShows reports whether slot l is the permit p shows, live.
-func (l slotLease) shows(p *Lock) bool {
-	return l.owner == p.Owner && l.token == p.Token && l.acquiredAt == p.AcquiredAt && l.expiresAt == p.ExpiresAt && !l.released && !l.forced
+func (l leaseState) shows(p *Lock) bool {
+	return l.owner == p.Owner && l.token == p.Token && l.acquired == p.AcquiredAt && l.expires == p.ExpiresAt && !l.released && !l.forced && !l.ended
 }
 
 // semNoFalseGrant checks the no-false-grant rule for semaphore answers:
@@ -511,7 +510,7 @@ func (c *checker) semRetryAfterSkew(op *Op) bool {
 		case s.kind == storeRead && s.full && s.outcome == applied && s.sem.item != nil && op.Slot < maxSlots:
 			l := s.sem.item.slots[op.Slot]
 			for _, now := range nows {
-				if l.owner == op.Owner && !l.released && l.acquiredAt <= now && l.renewedAt > now && l.expiresAt > now {
+				if l.owner == op.Owner && !l.released && l.acquired <= now && l.renewed > now && l.expires > now {
 					return true
 				}
 			}
