@@ -103,7 +103,7 @@ var leaseMutations = []struct {
 	{ruleOwnNotForced, func(h *mhist) {
 		h.acq("A", 0, 1000, 2000)
 		h.add(&storeOp{kind: storeForce, now: 200}) // ends it, free at 2200
-		h.acq("A", 300, 1300, 0)                   // A's own, but an operator ended it
+		h.acq("A", 300, 1300, 0)                    // A's own, but an operator ended it
 	}},
 	{ruleOwnLive, func(h *mhist) {
 		h.acq("A", 0, 1000, 0)
