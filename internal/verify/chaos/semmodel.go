@@ -273,7 +273,13 @@ func (c *checker) semLinearizable() {
 	}
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
-		if op.Kind != SemStatus || op.Err != "" || op.Status != 200 || op.Holders == nil {
+		if (op.Kind != SemStatus && op.Kind != SemWatch) || op.Err != "" || op.Status != 200 || op.Holders == nil {
+			continue
+		}
+		if op.Kind == SemWatch && (op.Watched == nil || !op.Watched.Changed) {
+			// An unchanged answer may echo the index the watcher asked
+			// with, less the permits it saw end (api.md): no state of the
+			// item. A changed one is the status a consistent read found.
 			continue
 		}
 		off := c.offset(op)
