@@ -475,6 +475,9 @@ func (c *checker) retryAfterSkew(op *Op) bool {
 		switch {
 		case s.kind == storeRenew && s.owner == op.Owner && s.outcome == refused:
 			nows = append(nows, s.now)
+			if s.old != nil && s.old.owner == op.Owner && !s.old.released && s.old.acquired <= s.now && s.old.renewed > s.now && s.old.expires > s.now {
+				return true // the old-item store mode: the item returned with the refusal explains it
+			}
 		case s.kind == storeRead && s.full && s.outcome == applied && s.item != nil:
 			it := s.item
 			for _, now := range nows {
@@ -628,10 +631,11 @@ func (c *checker) noFalseGrant() {
 		backed := false
 		for _, s := range c.byRes[op.Resource] {
 			r := s.rec
-			if s.outcome != applied || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+			if (s.outcome != applied && s.old == nil) || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
 				continue
 			}
 			switch {
+			case s.outcome != applied:
 			case s.kind == want && want == storeRead:
 				backed = s.full && s.item != nil && s.item.shows(op.Lock)
 			case s.kind == want:
@@ -641,6 +645,11 @@ func (c *checker) noFalseGrant() {
 				// landed first answers with the lease that one left,
 				// read by the service to explain the refusal.
 				backed = s.full && s.item != nil && s.item.shows(op.Lock)
+			}
+			if !backed && want == storeRenew && s.kind == storeRenew && s.outcome == refused && s.owner == op.Owner && s.old != nil {
+				// The same, in the old-item store mode: the item returned
+				// with the refusal explains it.
+				backed = s.old.shows(op.Lock)
 			}
 			if backed {
 				break

@@ -436,7 +436,18 @@ func (c *checker) semNoFalseGrant() {
 		backed := false
 		for _, s := range c.bySem[op.Resource] {
 			r := s.rec
-			if s.outcome != applied || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+			if r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+				continue
+			}
+			if s.outcome != applied {
+				// The old-item store mode: a renew refused because a
+				// renewal stamped after it landed first, explained by the
+				// item returned with the refusal.
+				if o := s.sem.old; want == storeRenew && s.kind == storeRenew && s.outcome == refused && s.owner == op.Owner && o != nil &&
+					op.Lock.Slot < maxSlots && o.slots[op.Lock.Slot].shows(op.Lock) {
+					backed = true
+					break
+				}
 				continue
 			}
 			it := s.sem.item
@@ -507,6 +518,12 @@ func (c *checker) semRetryAfterSkew(op *Op) bool {
 		switch {
 		case s.kind == storeRenew && s.owner == op.Owner && int64(s.sem.slot) == op.Slot && s.outcome == refused:
 			nows = append(nows, s.now)
+			if o := s.sem.old; o != nil && op.Slot < maxSlots {
+				l := o.slots[op.Slot]
+				if l.owner == op.Owner && !l.released && l.acquired <= s.now && l.renewed > s.now && l.expires > s.now {
+					return true // the old-item store mode: the item returned with the refusal explains it
+				}
+			}
 		case s.kind == storeRead && s.full && s.outcome == applied && s.sem.item != nil && op.Slot < maxSlots:
 			l := s.sem.item.slots[op.Slot]
 			for _, now := range nows {

@@ -82,6 +82,9 @@ type semOp struct {
 	// a renew's whole item, a read's. nil when it returned none.
 	item    *semItem
 	partial bool
+	// old is the item returned with a refused write in the old-item
+	// store mode (storeOp.old).
+	old *semItem
 }
 
 type semSettle struct {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -93,6 +94,12 @@ type storeOp struct {
 	// item is the store's item: what a committed acquire, renew or queue
 	// write wrote (ReturnValues ALL_NEW), what a read found (nil: absent).
 	item *storeItem
+	// old is, in the old-item store mode, the item the store returned
+	// with a refused write (faultproxy.Record.OldItem; nil: none). The
+	// proxy reads it after the refusal, so it is not atomic with it: a
+	// write landing in between shows. It is evidence as a consistent read
+	// made during the call is, never the state the refusal met.
+	old *storeItem
 
 	// Fair waiting. ticket is the queue ticket (:tk) of a head's grant, a
 	// keep or a leave; entry is the entry a join appends (:qe); index is
@@ -222,9 +229,16 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 		default:
 			op.outcome = failedOther
 		}
+		old, oldLists, err := oldItemOf(r)
+		if err != nil {
+			return nil, err
+		}
 		if strings.HasPrefix(op.resource, locklogic.SemaphorePrefix) {
 			if err := op.decodeSemaphore(c); err != nil {
 				return nil, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			if old != nil {
+				op.sem.old = semItemOf(old, oldLists)
 			}
 			out = append(out, op)
 			continue
@@ -249,19 +263,45 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			decodeQueueFields(op, c)
 		}
 		if c.Item != nil && op.kind != storeForce { // a force release returns the old item
-			it := &storeItem{leaseState: leaseOf(c.Item, lockNames), queueUntil: num(c.Item[locklogic.AttrQueueUntil])}
-			if l, ok := c.ItemLists[locklogic.AttrQueue]; ok {
-				q := make([]qentry, len(l))
-				for j, m := range l {
-					q[j] = entryOf(m)
-				}
-				it.queue = encodeQueue(q)
-			}
-			op.item = it
+			op.item = lockItemOf(c.Item, c.ItemLists)
+		}
+		if old != nil {
+			op.old = lockItemOf(old, oldLists)
 		}
 		out = append(out, op)
 	}
 	return out, nil
+}
+
+// lockItemOf decodes a lock item's attributes and its queue.
+func lockItemOf(item map[string]string, lists map[string][]map[string]string) *storeItem {
+	it := &storeItem{leaseState: leaseOf(item, lockNames), queueUntil: num(item[locklogic.AttrQueueUntil])}
+	if l, ok := lists[locklogic.AttrQueue]; ok {
+		q := make([]qentry, len(l))
+		for j, m := range l {
+			q[j] = entryOf(m)
+		}
+		it.queue = encodeQueue(q)
+	}
+	return it
+}
+
+// oldItemOf decodes the old item the proxy added to a refused write in
+// the old-item store mode (nil: none), as faultproxy decodes a store's
+// item.
+func oldItemOf(r *faultproxy.Record) (map[string]string, map[string][]map[string]string, error) {
+	if len(r.OldItem) == 0 {
+		return nil, nil, nil
+	}
+	body, err := json.Marshal(map[string]json.RawMessage{"Item": r.OldItem})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := faultproxy.Record{Seq: r.Seq, Body: []byte("{}"), Forwarded: true, StoreStatus: 200, StoreBody: body}.Decode()
+	if err != nil {
+		return nil, nil, fmt.Errorf("record %d: old item: %w", r.Seq, err)
+	}
+	return c.Item, c.ItemLists, nil
 }
 
 // writeKind tells the lock writes apart by the attributes they set: only
