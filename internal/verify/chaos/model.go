@@ -27,13 +27,16 @@ import (
 //   - every status answer (200 with a lease, or 404) a client got, with
 //     its window [invoke, return] on the client's clock.
 //
-// The state is the lock item: whether it exists, owner, fencing token,
-// acquired_at, renewed_at, expires_at and released, and the queue of
-// waiters (fair waiting: each entry's ticket, owner and until) with
+// The state is the lock item: whether it exists, its lease (owner,
+// fencing token, acquired_at, renewed_at, expires_at, lock-delay and
+// free_at, released, force released, expiry recorded: leasestep.go, whose
+// rules the semaphore model applies to each slot as well), and the queue
+// of waiters (fair waiting: each entry's ticket, owner and until) with
 // queue_until. The model is the documented lock rules (README "One write
 // decides every outcome", locklogic/doc.go "Late writes", docs/design.md
 // "Fair waiting"), written independently of DynamoDB's condition language:
-// an acquire takes a lock that is absent, or released or expired while no
+// an acquire takes a lock that is absent, or released or expired (past
+// its lock-delay) while no
 // live waiter is queued (the queue empty, or queue_until passed), or held
 // by the same owner under a grant and a renewal not newer than the
 // request's issue time (:iss, the request's arrival: every write of a wait
