@@ -51,7 +51,10 @@ func main() {
 		ttls      = flag.String("ttls", "1,2,3", "lease lengths in seconds the clients ask for")
 		abandon   = flag.Float64("abandon", 0.1, "chance that a holder stalls past its lease instead of renewing or releasing")
 		sems      = flag.String("semaphores", "2", "semaphores the workers also take permits of, by their N (comma-separated; \"\": none)")
-		semWaits  = flag.Float64("semaphore-waits", 0, "chance that a permit's acquire waits at the service (0: the service does not wait for permits yet)")
+		semWaits  = flag.Float64("semaphore-waits", 0.2, "chance that a permit's acquire waits at the service in the semaphore's queue (negative: none)")
+		semWatch  = flag.Float64("semaphore-watches", 0.5, "share of a semaphore's status calls made as a 1 s watch (negative: none)")
+		delays    = flag.Float64("lock-delays", 0.1, "chance that an acquire asks for a 1 s lock-delay (negative: none)")
+		oldItem   = flag.Bool("old-item", false, "the store returns the old item with a refused write, as DynamoDB does (the path AWS takes); off: as dynalite does")
 		random    = flag.Bool("random-waiting", false, "waiters poll at random instead of queueing in arrival order (locklogic.Config.FairWaiting off)")
 		cands     = flag.Int("candidates", 3, "election workload: candidates campaigning for a leadership lock of its own (0: no election workload)")
 		observers = flag.Int("observers", 2, "election workload: observers long-polling the leadership lock's watch route")
@@ -106,7 +109,7 @@ func main() {
 	cfg := chaos.Config{
 		Seed: *seed, Rates: r, MaxDelay: *maxDelay, Duration: *duration,
 		Clients: *clients, SharedOwners: *shared, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
-		Semaphores: ns, SemaphoreWaits: *semWaits, RandomWaiting: *random,
+		Semaphores: ns, SemaphoreWaits: *semWaits, SemaphoreWatches: *semWatch, LockDelays: *delays, OldItemOnFailure: *oldItem, RandomWaiting: *random,
 		Election: chaos.Election{Candidates: *cands, Observers: *observers},
 		Check:    chaos.Options{Slack: *slack, MaxPerRule: 3},
 	}

@@ -112,6 +112,12 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// leader: the first rule of want is broken on the election's
 		// lock.
 		leader bool
+		// exercised, when set, counts in a run's history the moments the
+		// broken behaviour showed to a client: runs go on (other seeds)
+		// until one has such a moment, and in that run the checker must
+		// report want. Without it, the checker must report want within
+		// three runs.
+		exercised func(*chaos.Result) int
 	}{
 		// The late-write bug of the previous issue: renew, release and a
 		// same-owner re-acquire no longer check that the lease is not
@@ -155,12 +161,18 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// read of a watch is served by a replica 1 s behind the store.
 		// Observers, sent to either instance, are told of leaders that
 		// were already replaced, and go back to them; leaders resign at
-		// half their renewals, for changes within the replica's lag.
+		// half their renewals, for changes within the replica's lag, and
+		// six observers ask with 1 s waits, so that answers given at once
+		// meet the lag often (5-7 a run here, against 0-2 with four
+		// observers and long polls). Whether a run showed a client such a
+		// stale state still depends on the interleaving, so the run is
+		// judged by staleWatchAnswers: every run that has one must be
+		// reported.
 		{name: "StaleWatchRead", in: func() chaos.Instance { return staleWatch(time.Second) },
 			cfg: election(func(c *chaos.Config) {
 				c.Instances = append(c.Instances, chaos.Instance{})
-				c.Election.Observers, c.Election.Resign, c.Duration = 4, 0.5, 8*time.Second
-			}), want: []string{chaos.RuleWatchOrder}, leader: true},
+				c.Election.Observers, c.Election.Resign, c.Election.Waits, c.Duration = 6, 0.5, []int64{1}, 8*time.Second
+			}), want: []string{chaos.RuleWatchOrder}, leader: true, exercised: staleWatchAnswers},
 		// A front end that waits four times the wait asked for: watch
 		// answers come after their wait plus the budget. One candidate
 		// that hardly ever resigns or stalls, so watches run their wait.
@@ -257,11 +269,25 @@ func TestChaosFindsBrokenService(t *testing.T) {
 			}
 			// The broken service must be caught: within three seeded runs,
 			// since a run on a loaded machine may draw too few of the
-			// histories that show the bug (every run's summary is logged).
+			// histories that show the bug (every run's summary is logged);
+			// or, for a case that counts its exposures, in every run that
+			// had one, trying up to eight seeds for such a run.
+			attempts := 3
+			if tc.exercised != nil {
+				attempts = 8
+			}
 			var missed []string
-			for attempt := range 3 {
+			for attempt := range attempts {
 				cfg.Seed = 3 + uint64(attempt)
 				res := runChaos(t, cfg)
+				if tc.exercised != nil {
+					n := tc.exercised(res)
+					t.Logf("seed %d: the broken behaviour showed %d times", cfg.Seed, n)
+					if n == 0 {
+						missed = []string{fmt.Sprintf("the broken behaviour never showed in %d runs; nothing to check", attempts)}
+						continue
+					}
+				}
 				missed = missed[:0]
 				for _, rule := range tc.want {
 					if !res.Report.Has(rule) {
@@ -279,7 +305,7 @@ func TestChaosFindsBrokenService(t *testing.T) {
 				if tc.leader && !seen {
 					missed = append(missed, fmt.Sprintf("no %s violation on the election's lock %s", tc.want[0], res.Config.LeaderResource()))
 				}
-				if len(missed) == 0 {
+				if len(missed) == 0 || tc.exercised != nil {
 					break
 				}
 				t.Logf("seed %d: %s", cfg.Seed, strings.Join(missed, "; "))
@@ -360,6 +386,47 @@ func staleWatch(lag time.Duration) chaos.Instance {
 		},
 		WrapDB: func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return &laggingDB{DynamoDBAPI: db, lag: lag} },
 	}
+}
+
+// staleWatchAnswers counts the watch answers of the run's first instance
+// (the stale one) on the election's lock that showed a lease already
+// replaced when the watch was sent: a committed write of the lock
+// returned a higher fencing token before the call's invoke time, by the
+// proxy's record. Each is a state the store no longer had at any moment
+// of the call, which the watch-order rule must report. The count reads
+// the history directly, not through the checker.
+func staleWatchAnswers(res *chaos.Result) int {
+	leader := res.Config.LeaderResource()
+	type grant struct {
+		token    int64
+		answered time.Time
+	}
+	var grants []grant
+	for _, r := range res.History.Records {
+		if r.Op != "UpdateItem" || !r.Committed() {
+			continue
+		}
+		c, err := r.Decode()
+		if err != nil || c.Key[locklogic.AttrResource] != leader {
+			continue
+		}
+		if tok, err := strconv.ParseInt(c.Item[locklogic.AttrToken], 10, 64); err == nil {
+			grants = append(grants, grant{tok, r.Answered})
+		}
+	}
+	n := 0
+	for _, op := range res.History.Ops {
+		if op.Kind != chaos.Watch || op.Resource != leader || op.Instance != 0 || op.Status != 200 || op.Watched == nil || op.Watched.Token == 0 {
+			continue
+		}
+		for _, g := range grants {
+			if g.token > op.Watched.Token && g.answered.Before(op.Invoke) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // laggingDB answers the reads of watch requests as an eventually

@@ -3,11 +3,14 @@ package integration_test
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/faultproxy"
+	"github.com/ft288/locks/locklogic"
 )
 
 // A queue that moves fast, on dynalite: waiters that arrive at once all get
@@ -21,8 +24,8 @@ import (
 // worker was granted, so that at every release `waiters` wait. It returns
 // n handoff gaps after the first skip grants: from just before a release
 // was sent to the next grant's answer; and the handoffs per second over
-// them.
-func zeroHold(t *testing.T, srv *testenv.Server, waiters, skip, n int) ([]time.Duration, float64) {
+// them, and the lock's name.
+func zeroHold(t *testing.T, srv *testenv.Server, waiters, skip, n int) (string, []time.Duration, float64) {
 	t.Helper()
 	r0 := res(t)
 	var (
@@ -103,7 +106,7 @@ func zeroHold(t *testing.T, srv *testenv.Server, waiters, skip, n int) ([]time.D
 	if len(gaps) < n {
 		t.Fatalf("%d handoffs with %d waiters, want %d", len(gaps), waiters, n)
 	}
-	return gaps, float64(len(gaps)) / last.Sub(first).Seconds()
+	return r0, gaps, float64(len(gaps)) / last.Sub(first).Seconds()
 }
 
 func median(xs []time.Duration) time.Duration {
@@ -113,21 +116,87 @@ func median(xs []time.Duration) time.Duration {
 }
 
 // TestFairWaitingFastQueueFollowed: with zero hold time, a lock that 8
-// wait for passes from one waiter to the next about as fast as a lock
-// that one waits for: each waiter reads more often as the places ahead of
-// it are served, so it is watching closely when it becomes the head. A
-// ratio in one run: at the tiers alone (the 4th place on reading once a
-// second), a waiter learned of its promotion up to 1.5 s late and the
-// median handoff took ~10× the lone waiter's.
+// wait for passes from one waiter to the next on the next head's first
+// look after the release: the queue's pacing (locklogic.PaceInterval)
+// has the head read more often than any waiter behind it (place i at
+// most 1/(2i) of its rate, capped by the tiers), so after each release
+// the head reads, finds the lock free and takes it before the others
+// have read once each. Counted from the proxy's record of the store
+// requests, which is the same on a busy machine as on an idle one: for
+// each handoff, the reads of the lock between the release landing and
+// the next grant's write; fewer than the waiters at the median. A queue
+// whose waiters behind the head read as often as the head, or more,
+// fails it. How fast a handoff is in time — about as fast with 8 waiting
+// as with one, since each waiter reads more often as the queue serves
+// the places ahead of it — is measured by `make bench` (its fair-queue
+// handoff figures), not asserted here: a ratio of two timings is a flake
+// on a shared machine (it failed at 16.9 ms against 3.6 ms under load).
 func TestFairWaitingFastQueueFollowed(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
-	lone, loneRate := zeroHold(t, srv, 1, 2, 20)
-	many, manyRate := zeroHold(t, srv, 8, 9, 40)
-	t.Logf("handoff median: 1 waiter %v (%.1f/s), 8 waiters %v (%.1f/s)", median(lone), loneRate, median(many), manyRate)
-	if median(many) > 3*median(lone) {
-		t.Errorf("the median handoff with 8 waiters took %v, want at most 3× the lone waiter's %v", median(many), median(lone))
+	const waiters = 8
+	proxy := testenv.NewProxy(t, testenv.StoreDefault, nil)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	r0, gaps, rate := zeroHold(t, srv, waiters, waiters+1, 40)
+	reads := handoffReads(t, proxy.Records(), r0)
+	t.Logf("%d handoffs with %d waiting: reads of the lock between a release and the next grant %v (median %d); handoff median %v, %.1f/s (logged, not asserted)",
+		len(reads), waiters, reads, medianInt(reads), median(gaps), rate)
+	if len(reads) < 40 {
+		t.Fatalf("the store's record holds %d handoffs, want at least 40", len(reads))
 	}
+	// The head reads first: fewer reads than waiters between the release
+	// and the grant, at the median (a waiter's reads are spread at random
+	// within ±50 % of its interval, so one handoff may see more).
+	if m := medianInt(reads); m >= waiters {
+		t.Errorf("median %d reads of the lock between a release and the next grant, want fewer than the %d waiters: the head did not take the lock on its first look", m, waiters)
+	}
+}
+
+// handoffReads returns, for each committed release of resource in recs
+// followed by a committed grant, the reads (GetItem) of the resource the
+// store received between the two.
+func handoffReads(tb testing.TB, recs []faultproxy.Record, resource string) []int {
+	tb.Helper()
+	var out []int
+	count := -1 // -1: no release pending
+	for _, r := range recs {
+		c, err := r.Decode()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if c.Key[locklogic.AttrResource] != resource {
+			continue
+		}
+		switch {
+		case r.Op == "GetItem" && count >= 0:
+			count++
+		case r.Op == "UpdateItem" && r.Committed() && sets(c, locklogic.AttrReleasedAt):
+			count = 0
+		case r.Op == "UpdateItem" && r.Committed() && sets(c, locklogic.AttrToken) && count >= 0:
+			out = append(out, count)
+			count = -1
+		}
+	}
+	return out
+}
+
+// sets reports whether the update of c sets attr.
+func sets(c faultproxy.Call, attr string) bool {
+	set, _, _ := strings.Cut(c.UpdateExpression, " REMOVE ")
+	for ph, name := range c.Names {
+		if name == attr && strings.Contains(set, ph+" = ") {
+			return true
+		}
+	}
+	return false
+}
+
+func medianInt(xs []int) int {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // TestFairWaitingHerdJoins: 12 waiters that arrive at the same moment on a

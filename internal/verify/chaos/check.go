@@ -77,6 +77,9 @@ type Options struct {
 	// MaxPerRule is how many violations of one rule are kept in full (5);
 	// the rest are only counted.
 	MaxPerRule int
+	// rules are the lease step's rules the models apply (all of them,
+	// but in the mutation test).
+	rules leaseRules
 }
 
 func (o Options) margin() func(time.Duration) time.Duration {
@@ -117,8 +120,16 @@ type Report struct {
 	// back ("granted", "held", "200", "404", "503", …).
 	Ops      map[Kind]int
 	Outcomes map[string]int
-	// Waiting counts the acquires that asked the service to wait.
-	Waiting int
+	// Waiting counts the acquires of a lock that asked the service to
+	// wait, SemWaiting those of a permit, LockDelays the acquires (of
+	// either) that asked for a lock-delay.
+	Waiting, SemWaiting, LockDelays int
+	// ExpiryRecords counts the watches' records of an expiry the store
+	// committed (of a lock or of a semaphore's slots); SemQueueWrites
+	// the semaphore queues' own writes it committed (joins, keeps,
+	// prunes, leaves) and SemHeadGrants the grants to a semaphore
+	// queue's head.
+	ExpiryRecords, SemQueueWrites, SemHeadGrants int
 	// Holds is how many leases clients believed they held, PermitHolds
 	// how many semaphore permits.
 	Holds, PermitHolds int
@@ -219,11 +230,30 @@ func Check(h *History, opt Options) Report {
 			c.bySem[name] = append(c.bySem[name], s)
 		}
 	}
+	for _, s := range c.store {
+		if s.outcome != applied {
+			continue
+		}
+		switch {
+		case s.kind == storeSettle:
+			c.rep.ExpiryRecords++
+		case s.sem != nil && s.kind.queueWrite():
+			c.rep.SemQueueWrites++
+		case s.sem != nil && s.kind == storeAcquire && s.ticket != "":
+			c.rep.SemHeadGrants++
+		}
+	}
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		c.rep.Ops[op.Kind]++
-		if op.Kind.Lock() == Acquire && op.Wait > 0 {
+		switch {
+		case op.Kind == Acquire && op.Wait > 0:
 			c.rep.Waiting++
+		case op.Kind == SemAcquire && op.Wait > 0:
+			c.rep.SemWaiting++
+		}
+		if op.LockDelay > 0 {
+			c.rep.LockDelays++
 		}
 		c.rep.Outcomes[outcomeName(op)]++
 	}
@@ -309,6 +339,7 @@ var documented = map[Kind][]int{
 	SemRenew:   {200, 403, 404, 409, 503},
 	SemRelease: {204, 403, 404, 409, 503},
 	SemStatus:  {200, 503},
+	SemWatch:   {200, 503},
 }
 
 // slugs are the problem types of the error statuses.
@@ -330,8 +361,8 @@ func (c *checker) answers() {
 		bad := func(why string) { c.report(RuleAnswers, op.Resource, why, c.opLine(op)) }
 		limit, what := c.opt.StoreBudget+c.opt.Slack, fmt.Sprintf("the %v store budget plus %v", c.opt.StoreBudget, c.opt.Slack)
 		switch {
-		case op.Kind == Watch:
-			// A watch: a consistent read, the wait (its peeks and the
+		case op.Kind.Lock() == Watch:
+			// A watch (of a lock or a semaphore): a consistent read, the wait (its peeks and the
 			// confirming read each under its own budget: the last peek
 			// may start as the wait ends), then a consistent read
 			// (locklogic.Service.Watch).
@@ -374,7 +405,7 @@ func (c *checker) answers() {
 			bad("malformed answer: " + op.DecodeErr)
 		case op.Lock != nil && op.Lock.Resource != op.Resource:
 			bad(fmt.Sprintf("the lock names resource %q", op.Lock.Resource))
-		case op.Lock != nil && op.Kind.Lock() != Status && op.Kind != Watch && op.Lock.Owner != op.Owner:
+		case op.Lock != nil && op.Kind.Lock() != Status && op.Kind.Lock() != Watch && op.Lock.Owner != op.Owner:
 			bad(fmt.Sprintf("the lock names owner %q", op.Lock.Owner))
 		case op.Granted && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000:
 			bad(fmt.Sprintf("a grant of %d s lasts %d ms", op.TTL, op.Lock.ExpiresAt-op.Lock.AcquiredAt))
@@ -444,10 +475,13 @@ func (c *checker) retryAfterSkew(op *Op) bool {
 		switch {
 		case s.kind == storeRenew && s.owner == op.Owner && s.outcome == refused:
 			nows = append(nows, s.now)
+			if s.old != nil && s.old.owner == op.Owner && !s.old.released && s.old.acquired <= s.now && s.old.renewed > s.now && s.old.expires > s.now {
+				return true // the old-item store mode: the item returned with the refusal explains it
+			}
 		case s.kind == storeRead && s.full && s.outcome == applied && s.item != nil:
 			it := s.item
 			for _, now := range nows {
-				if it.owner == op.Owner && !it.released && it.acquiredAt <= now && it.renewedAt > now && it.expiresAt > now {
+				if it.owner == op.Owner && !it.released && it.acquired <= now && it.renewed > now && it.expires > now {
 					return true
 				}
 			}
@@ -597,10 +631,11 @@ func (c *checker) noFalseGrant() {
 		backed := false
 		for _, s := range c.byRes[op.Resource] {
 			r := s.rec
-			if s.outcome != applied || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+			if (s.outcome != applied && s.old == nil) || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
 				continue
 			}
 			switch {
+			case s.outcome != applied:
 			case s.kind == want && want == storeRead:
 				backed = s.full && s.item != nil && s.item.shows(op.Lock)
 			case s.kind == want:
@@ -610,6 +645,11 @@ func (c *checker) noFalseGrant() {
 				// landed first answers with the lease that one left,
 				// read by the service to explain the refusal.
 				backed = s.full && s.item != nil && s.item.shows(op.Lock)
+			}
+			if !backed && want == storeRenew && s.kind == storeRenew && s.outcome == refused && s.owner == op.Owner && s.old != nil {
+				// The same, in the old-item store mode: the item returned
+				// with the refusal explains it.
+				backed = s.old.shows(op.Lock)
 			}
 			if backed {
 				break
@@ -636,7 +676,7 @@ func (c *checker) noFalseGrant() {
 
 // shows reports whether the stored item is the lease l shows.
 func (it *storeItem) shows(l *Lock) bool {
-	return it.owner == l.Owner && it.token == l.Token && it.acquiredAt == l.AcquiredAt && it.expiresAt == l.ExpiresAt && !it.released
+	return it.owner == l.Owner && it.token == l.Token && it.acquired == l.AcquiredAt && it.expires == l.ExpiresAt && !it.released
 }
 
 func (c *checker) lateWrites() {

@@ -27,6 +27,8 @@ const (
 	SemRenew
 	SemRelease
 	SemStatus
+	// SemWatch is GET /semaphores/{name}/watch?index=I&wait_seconds=N.
+	SemWatch
 )
 
 // Sem reports whether k is a semaphore call.
@@ -44,6 +46,8 @@ func (k Kind) Lock() Kind {
 		return Release
 	case SemStatus:
 		return Status
+	case SemWatch:
+		return Watch
 	}
 	return k
 }
@@ -58,6 +62,8 @@ func (k Kind) String() string {
 		return "semaphore-release"
 	case SemStatus:
 		return "semaphore-status"
+	case SemWatch:
+		return "semaphore-watch"
 	case Acquire:
 		return "acquire"
 	case Renew:
@@ -118,6 +124,8 @@ type Op struct {
 	Index int64
 	// Token is the fencing_token sent (renew, release); 0 for none.
 	Token int64
+	// LockDelay is an acquire's lock_delay_seconds (0: none).
+	LockDelay int64
 	// QueueTicket is the queue_ticket a waiting acquire sent back: its
 	// place in the lock's queue, from its previous round's answer.
 	QueueTicket string
@@ -354,17 +362,30 @@ func (op *Op) decodeSemaphore() error {
 		var err error
 		op.Lock, err = b.Permit.lock()
 		return err
-	case SemStatus:
+	case SemStatus, SemWatch:
+		// A watch answers the status, with its index (api.md#watch-a-semaphore).
 		var b struct {
 			Name    string
 			Permits int64
 			Holders *[]permitJSON
+			Index   *int64
+			Changed *bool
+			Token   int64 `json:"fencing_token"`
 		}
 		if err := strictJSON(op.Body, &b); err != nil {
 			return err
 		}
 		if b.Name != op.Resource || b.Holders == nil {
 			return fmt.Errorf("a status of %q without holders", b.Name)
+		}
+		if op.Kind == SemWatch {
+			switch {
+			case b.Index == nil || b.Changed == nil:
+				return fmt.Errorf("no \"index\" or \"changed\"")
+			case *b.Index < 0 || *b.Changed != (*b.Index != op.Index):
+				return fmt.Errorf("changed:%v for index %d asked with index %d", *b.Changed, *b.Index, op.Index)
+			}
+			op.Watched = &WatchAnswer{Index: *b.Index, Changed: *b.Changed, Token: b.Token}
 		}
 		op.SemPermits = b.Permits
 		op.Holders = []Lock{}
@@ -460,6 +481,11 @@ func (op Op) format(start time.Time) string {
 		req = fmt.Sprintf("DELETE /semaphores/%s {owner:%s slot:%d%s}", op.Resource, op.Owner, op.Slot, tokenArg(op.Token))
 	case SemStatus:
 		req = fmt.Sprintf("GET /semaphores/%s", op.Resource)
+	case SemWatch:
+		req = fmt.Sprintf("GET /semaphores/%s/watch?index=%d&wait_seconds=%d", op.Resource, op.Index, op.Wait)
+	}
+	if op.LockDelay > 0 {
+		req += fmt.Sprintf(" lock-delay:%d", op.LockDelay)
 	}
 	var ans string
 	switch {

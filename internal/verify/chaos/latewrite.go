@@ -119,8 +119,8 @@ func (c *checker) requestWrites(w *Op) (*storeOp, time.Time) {
 // mayHaveEnded reports whether p's lease may have been released or
 // expired when the write rw (which replaced it) was applied.
 func (c *checker) mayHaveEnded(p *Op, rw *storeOp) bool {
-	now := rw.item.acquiredAt // rw's :now, as the store wrote it
-	renewed := false          // a renewal of p's lease surely landed before rw
+	now := rw.item.acquired // rw's :now, as the store wrote it
+	renewed := false        // a renewal of p's lease surely landed before rw
 	ends := []int64{}
 	for i := range c.h.Ops {
 		x := &c.h.Ops[i]

@@ -70,7 +70,7 @@ func buildHistory(ops []*storeOp) *leaseHistory {
 	for _, s := range ops {
 		switch {
 		case s.kind == storeAcquire && s.outcome == applied && s.item != nil:
-			l := &lease{token: s.item.token, owner: s.item.owner, acquire: s, acquired: s.item.acquiredAt, last: *s.item, exps: []int64{s.item.expiresAt}}
+			l := &lease{token: s.item.token, owner: s.item.owner, acquire: s, acquired: s.item.acquired, last: *s.item, exps: []int64{s.item.expires}}
 			h.leases = append(h.leases, l)
 			if byToken[l.token] == nil {
 				byToken[l.token] = l
@@ -90,8 +90,8 @@ func buildHistory(ops []*storeOp) *leaseHistory {
 		switch {
 		case s.kind == storeRenew && s.outcome == applied && s.item != nil:
 			if l := byToken[s.item.token]; l != nil {
-				l.exps = append(l.exps, s.item.expiresAt)
-				if s.item.renewedAt > l.last.renewedAt || (s.item.renewedAt == l.last.renewedAt && s.item.expiresAt > l.last.expiresAt) {
+				l.exps = append(l.exps, s.item.expires)
+				if s.item.renewed > l.last.renewed || (s.item.renewed == l.last.renewed && s.item.expires > l.last.expires) {
 					l.last = *s.item
 				}
 			}
@@ -133,7 +133,7 @@ func (h *leaseHistory) next(i int) *lease {
 // (see the top of this file).
 func (h *leaseHistory) end(i int) int64 {
 	l, next := h.leases[i], h.next(i)
-	e := l.last.expiresAt
+	e := l.last.expires
 	for _, r := range l.releases {
 		e = min(e, r.now)
 	}

@@ -230,7 +230,7 @@ func coOwnerCuts(ops []Op, byRes map[string][]Hold, margin func(time.Duration) t
 				first := &ops[h.Ops[0]]
 				for i := range ops {
 					x := &ops[i]
-					if x.Owner != h.Owner || x.Client == h.Client || x.Resource != r || x.Kind.Lock() == Status || x.Kind == Watch || !x.Invoke.Before(h.End) {
+					if x.Owner != h.Owner || x.Client == h.Client || x.Resource != r || x.Kind.Lock() == Status || x.Kind.Lock() == Watch || !x.Invoke.Before(h.End) {
 						continue
 					}
 					if first.Lock != nil && x.Return.Add(off(x)).UnixMilli() < first.Lock.AcquiredAt {

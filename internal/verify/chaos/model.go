@@ -27,13 +27,16 @@ import (
 //   - every status answer (200 with a lease, or 404) a client got, with
 //     its window [invoke, return] on the client's clock.
 //
-// The state is the lock item: whether it exists, owner, fencing token,
-// acquired_at, renewed_at, expires_at and released, and the queue of
-// waiters (fair waiting: each entry's ticket, owner and until) with
+// The state is the lock item: whether it exists, its lease (owner,
+// fencing token, acquired_at, renewed_at, expires_at, lock-delay and
+// free_at, released, force released, expiry recorded: leasestep.go, whose
+// rules the semaphore model applies to each slot as well), and the queue
+// of waiters (fair waiting: each entry's ticket, owner and until) with
 // queue_until. The model is the documented lock rules (README "One write
 // decides every outcome", locklogic/doc.go "Late writes", docs/design.md
 // "Fair waiting"), written independently of DynamoDB's condition language:
-// an acquire takes a lock that is absent, or released or expired while no
+// an acquire takes a lock that is absent, or released or expired (past
+// its lock-delay) while no
 // live waiter is queued (the queue empty, or queue_until passed), or held
 // by the same owner under a grant and a renewal not newer than the
 // request's issue time (:iss, the request's arrival: every write of a wait
@@ -77,21 +80,12 @@ import (
 // one of these store requests), a linearizable store history means the
 // clients saw the lock behave as one lock with the documented rules.
 
-// lockState is the model's state: one lock item, with its queue (fair
-// waiting: encoded as in storeItem) and queue_until (0: none).
+// lockState is the model's state: one lock item, its lease and its queue
+// (fair waiting).
 type lockState struct {
-	exists     bool
-	owner      string
-	token      int64
-	acquired   int64
-	gid        string // the grant id of the acquire request that wrote the lease
-	renewed    int64
-	expires    int64
-	released   bool
-	ended      bool // a watch recorded the expiry (expired_at)
-	queue      string
-	queueUntil int64
-	version    int64 // queue_version: raised by every join and keep, 0 before the first
+	exists bool
+	leaseState
+	queueState
 }
 
 func (s lockState) String() string {
@@ -99,46 +93,15 @@ func (s lockState) String() string {
 		return "{absent}"
 	}
 	r := ""
-	if s.released {
-		r = " released"
-	}
-	if s.ended {
-		r += " expiry-recorded"
-	}
 	if s.queue != "" {
-		r += fmt.Sprintf(" queue:%s queue_until:%d version:%d", queueString(s.queue), s.queueUntil, s.version)
+		r = fmt.Sprintf(" queue:%s queue_until:%d version:%d", queueString(s.queue), s.queueUntil, s.version)
 	}
-	return fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d grant:%s%s}", s.owner, s.token, s.acquired, s.renewed, s.expires, s.gid, r)
+	return "{" + s.leaseState.String() + r + "}"
 }
 
 func (s lockState) item() storeItem {
-	return storeItem{owner: s.owner, token: s.token, acquiredAt: s.acquired, renewedAt: s.renewed, expiresAt: s.expires, released: s.released,
-		ended: s.ended, queue: s.queue, queueUntil: s.queueUntil}
+	return storeItem{leaseState: s.leaseState, queue: s.queue, queueUntil: s.queueUntil}
 }
-
-// open reports whether no live waiter is queued at now: the queue is
-// empty, or every place has lapsed by queue_until (which is at least every
-// entry's until). A lapsed place still in the list does not keep a plain
-// acquire out.
-func (s lockState) open(now int64) bool {
-	q, _ := parseQueue(s.queue)
-	return len(q) == 0 || (s.queueUntil != 0 && s.queueUntil <= now)
-}
-
-// lowered applies the lowering of queue_until a write that removes
-// entries may carry: conditioned on the version it saw, it sets
-// queue_until. It reports whether that condition holds.
-func (s lockState) lowered(w *storeOp, next *lockState) bool {
-	if !w.versioned {
-		return true
-	}
-	next.queueUntil = w.qu
-	return s.version == w.qv
-}
-
-// free reports whether the lease keeps nobody out at now: absent,
-// released or expired (the workload uses no lock-delay).
-func (s lockState) free(now int64) bool { return !s.exists || s.released || s.expires <= now }
 
 // linInput is a porcupine operation's input: a store request, or a client's
 // status call.
@@ -151,16 +114,16 @@ type linInput struct {
 }
 
 // step is the model: the states the lock may be in after in produced out
-// from state s (none when it cannot).
-func step(s lockState, in linInput) []lockState {
+// from state s (none when it cannot), under the lease step's rules rs.
+func step(s lockState, in linInput, rs leaseRules) []lockState {
 	if op := in.status; op != nil {
 		switch {
 		case op.Status == 200:
 			l := op.Lock
-			if s.exists && !s.released && !s.ended && s.owner == l.Owner && s.token == l.Token && s.acquired == l.AcquiredAt && s.expires == l.ExpiresAt && s.expires > in.nowLo {
+			if s.exists && s.live(in.nowLo) && s.owner == l.Owner && s.token == l.Token && s.acquired == l.AcquiredAt && s.expires == l.ExpiresAt {
 				return []lockState{s}
 			}
-		case !s.exists || s.released || s.ended || s.expires <= in.nowHi:
+		case !s.exists || s.released || s.forced || s.ended || s.expires <= in.nowHi:
 			return []lockState{s}
 		}
 		return nil
@@ -175,7 +138,7 @@ func step(s lockState, in linInput) []lockState {
 		if w.outcome != applied {
 			return []lockState{s}
 		}
-		if (w.item == nil && !s.exists) || (w.item != nil && s.exists && *w.item == s.item()) {
+		if (w.item == nil && !s.exists) || (w.item != nil && s.exists && w.item.same(s.item())) {
 			return []lockState{s}
 		}
 		return nil
@@ -183,83 +146,37 @@ func step(s lockState, in linInput) []lockState {
 		if w.ticket != "" {
 			// The head of the queue takes a free lock, its entry (its
 			// ticket, its owner) first and live, and leaves the queue.
-			q, _ := parseQueue(s.queue)
-			ok = s.exists && len(q) > 0 && q[0].id == w.ticket && q[0].owner == w.owner && q[0].until > w.now && (s.released || s.expires <= w.now)
-			if ok {
-				next.queue = encodeQueue(q[1:])
-			}
-			ok = ok && s.lowered(w, &next)
+			var took bool
+			took, next.queueState = s.queueState.headTake(w)
+			ok = s.exists && took && rs.acquire(s.leaseState, w, false, true, false)
 		} else {
-			// A free lock only while no live waiter is queued (no
-			// barging). A same-owner acquire may replace only a lease
-			// granted and renewed no later than the request was issued
-			// (:iss; a wait's later write carries its request's arrival,
-			// not its own :now), or the lease this very request wrote (its
-			// grant id: an SDK retry of a write that landed); while live
-			// waiters are queued, only its own live lease.
-			ok = !s.exists || (s.free(w.now) && s.open(w.now)) ||
-				(s.owner == w.owner && ((s.acquired <= w.iss && s.renewed <= w.iss) || (w.gid != "" && s.gid == w.gid)) &&
-					(s.open(w.now) || (!s.released && !s.ended && s.expires > w.now)))
+			ok = !s.exists || rs.acquire(s.leaseState, w, s.open(w.now), false, false)
 		}
-		next.exists, next.owner, next.token, next.acquired, next.renewed, next.expires, next.gid, next.released, next.ended =
-			true, w.owner, w.base+1, w.now, w.now, w.exp, w.gid, false, false
+		var prev int64
 		if s.exists {
-			next.token = s.token + 1
+			prev = s.token
 		}
-	case storeJoin:
-		// A waiter joins at the back of the queue it saw (its version),
-		// the item there, and sets queue_until and the next version.
-		q, _ := parseQueue(s.queue)
-		ok = s.exists && s.version == w.qv
-		next.queue, next.queueUntil, next.version = encodeQueue(append(q[:len(q):len(q)], w.entry)), w.qu, s.version+1
-	case storeKeep:
-		// A waiter's next round moves the until of its own live place.
-		q, _ := parseQueue(s.queue)
-		i := w.index
-		ok = s.exists && i >= 0 && i < len(q) && q[i].id == w.ticket && q[i].owner == w.owner && q[i].until > w.now &&
-			s.version == w.qv
-		if ok {
-			q = append([]qentry(nil), q...)
-			q[i].until = w.qt
-			next.queue, next.queueUntil, next.version = encodeQueue(q), w.qu, s.version+1
-		}
-	case storePrune:
-		// The lapsed places at the front, each by its ticket, go.
-		q, _ := parseQueue(s.queue)
-		ok = s.exists && len(w.pruned) > 0 && len(w.pruned) <= len(q)
-		for j := 0; ok && j < len(w.pruned); j++ {
-			ok = q[j].id == w.pruned[j] && q[j].until <= w.now
-		}
-		if ok {
-			next.queue = encodeQueue(q[len(w.pruned):])
-		}
-		ok = ok && s.lowered(w, &next)
-	case storeLeave:
-		// A waiter whose wait ended without a grant removes its own place.
-		q, _ := parseQueue(s.queue)
-		i := w.index
-		ok = s.exists && i >= 0 && i < len(q) && q[i].id == w.ticket && q[i].owner == w.owner
-		if ok {
-			next.queue = encodeQueue(append(q[:i:i], q[i+1:]...))
-		}
-		ok = ok && s.lowered(w, &next)
+		next.exists, next.leaseState = true, grant(w, rs.nextToken(prev, w))
+	case storeJoin, storeKeep, storePrune, storeLeave:
+		ok, next.queueState = s.queueState.step(w, s.exists)
 	case storeSettle:
-		// A watch records the expiry of the lease it read (its token),
-		// expired by its :now and ended by no write.
-		ok = s.exists && s.token == w.tok && s.expires <= w.now && !s.released && !s.ended
+		ok = s.exists && rs.record(s.leaseState, w.tok, w.now)
 		next.ended = true
 	case storeRenew:
-		ok = s.exists && !s.released && !s.ended && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && s.renewed <= w.now && (w.tok == 0 || s.token == w.tok)
-		next.expires, next.renewed = w.exp, w.now
+		ok = s.exists && rs.holder(s.leaseState, w, true)
+		next.leaseState = renew(s.leaseState, w)
 	case storeRelease:
-		ok = s.exists && !s.released && s.owner == w.owner && s.expires > w.now && s.acquired <= w.now && (w.tok == 0 || s.token == w.tok)
-		next.expires, next.released = w.now, true
+		ok = s.exists && rs.holder(s.leaseState, w, false)
+		next.leaseState = release(s.leaseState, w)
+	case storeForce:
+		ok = s.exists && rs.forceOK(s.leaseState, w)
+		next.leaseState = force(s.leaseState, w)
 	}
 	switch w.outcome {
 	case applied:
 		// A committed acquire, renew or queue write returns the new item
 		// (ALL_NEW); it must be exactly the model's.
-		if !ok || (w.item != nil && *w.item != next.item()) {
+		if !ok || (w.item != nil && !w.item.same(next.item())) {
 			return nil
 		}
 		return []lockState{next}
@@ -277,22 +194,26 @@ func step(s lockState, in linInput) []lockState {
 	return []lockState{s} // notSent, failedOther: nothing changed
 }
 
-var lockModel = (&porcupine.NondeterministicModel{
-	Init: func() []interface{} { return []interface{}{lockState{}} },
-	Step: func(state, input, _ interface{}) []interface{} {
-		var out []interface{}
-		for _, s := range step(state.(lockState), input.(linInput)) {
-			out = append(out, s)
-		}
-		return out
-	},
-	Hash: func(state interface{}) uint64 {
-		h := fnv.New64a()
-		fmt.Fprint(h, state.(lockState))
-		return h.Sum64()
-	},
-	DescribeState: func(state interface{}) string { return state.(lockState).String() },
-}).ToModel()
+// lockModel is the porcupine model of one lock under the lease step's
+// rules rs.
+func lockModel(rs leaseRules) porcupine.Model {
+	return (&porcupine.NondeterministicModel{
+		Init: func() []interface{} { return []interface{}{lockState{}} },
+		Step: func(state, input, _ interface{}) []interface{} {
+			var out []interface{}
+			for _, s := range step(state.(lockState), input.(linInput), rs) {
+				out = append(out, s)
+			}
+			return out
+		},
+		Hash: func(state interface{}) uint64 {
+			h := fnv.New64a()
+			fmt.Fprint(h, state.(lockState))
+			return h.Sum64()
+		},
+		DescribeState: func(state interface{}) string { return state.(lockState).String() },
+	}).ToModel()
+}
 
 // linearizable checks each resource's partition with porcupine.
 func (c *checker) linearizable() {
@@ -330,7 +251,7 @@ func (c *checker) linearizable() {
 	sort.Strings(names)
 	defer c.semLinearizable()
 	for _, r := range names {
-		res, info := porcupine.CheckOperationsVerbose(lockModel, parts[r], c.opt.LinearizabilityTimeout)
+		res, info := porcupine.CheckOperationsVerbose(lockModel(c.opt.rules), parts[r], c.opt.LinearizabilityTimeout)
 		c.rep.Linearizable[r] = verdicts[res]
 		if res == porcupine.Illegal {
 			c.report(RuleLinearizable, r, "the store's history and the status answers are not linearizable against the one-lock model", c.linExcerpt(parts[r], info)...)
@@ -364,7 +285,7 @@ func (c *checker) linExcerpt(ops []porcupine.Operation, info porcupine.Lineariza
 	for i, o := range longest {
 		var next []lockState
 		for _, s := range states {
-			next = append(next, step(s, o.Input.(linInput))...)
+			next = append(next, step(s, o.Input.(linInput), c.opt.rules)...)
 		}
 		states = next
 		if i >= len(longest)-6 {

@@ -166,8 +166,7 @@ func (c *checker) slotOps(name string, k int) []*storeOp {
 		l := *s
 		l.sem = nil
 		if it := s.sem.item; it != nil {
-			sl := it.slots[k]
-			l.item = &storeItem{owner: sl.owner, token: sl.token, acquiredAt: sl.acquiredAt, renewedAt: sl.renewedAt, expiresAt: sl.expiresAt, released: sl.released}
+			l.item = &storeItem{leaseState: it.slots[k]}
 		}
 		out = append(out, &l)
 	}
@@ -348,7 +347,7 @@ func (c *checker) leastExpiry(name string, k int, l *lease, g *storeOp) int64 {
 		s   *storeOp
 		exp int64
 	}
-	cands := []set{{l.acquire, l.acquire.item.expiresAt}}
+	cands := []set{{l.acquire, l.acquire.item.expires}}
 	for _, s := range c.bySem[name] {
 		if s.kind == storeRenew && s.sem.slot == k && mayLand(s) && s.owner == l.owner && s.now >= l.acquired &&
 			(s.tok == 0 || s.tok == l.token) && s.rec.Sent.Before(answered(g)) {
@@ -408,8 +407,8 @@ func (c *checker) semFencing(name string) {
 }
 
 // slotShows reports whether slot l is the permit p shows, live.
-func (l slotLease) shows(p *Lock) bool {
-	return l.owner == p.Owner && l.token == p.Token && l.acquiredAt == p.AcquiredAt && l.expiresAt == p.ExpiresAt && !l.released && !l.forced
+func (l leaseState) shows(p *Lock) bool {
+	return l.owner == p.Owner && l.token == p.Token && l.acquired == p.AcquiredAt && l.expires == p.ExpiresAt && !l.released && !l.forced && !l.ended
 }
 
 // semNoFalseGrant checks the no-false-grant rule for semaphore answers:
@@ -437,7 +436,18 @@ func (c *checker) semNoFalseGrant() {
 		backed := false
 		for _, s := range c.bySem[op.Resource] {
 			r := s.rec
-			if s.outcome != applied || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+			if r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+				continue
+			}
+			if s.outcome != applied {
+				// The old-item store mode: a renew refused because a
+				// renewal stamped after it landed first, explained by the
+				// item returned with the refusal.
+				if o := s.sem.old; want == storeRenew && s.kind == storeRenew && s.outcome == refused && s.owner == op.Owner && o != nil &&
+					op.Lock.Slot < maxSlots && o.slots[op.Lock.Slot].shows(op.Lock) {
+					backed = true
+					break
+				}
 				continue
 			}
 			it := s.sem.item
@@ -508,10 +518,16 @@ func (c *checker) semRetryAfterSkew(op *Op) bool {
 		switch {
 		case s.kind == storeRenew && s.owner == op.Owner && int64(s.sem.slot) == op.Slot && s.outcome == refused:
 			nows = append(nows, s.now)
+			if o := s.sem.old; o != nil && op.Slot < maxSlots {
+				l := o.slots[op.Slot]
+				if l.owner == op.Owner && !l.released && l.acquired <= s.now && l.renewed > s.now && l.expires > s.now {
+					return true // the old-item store mode: the item returned with the refusal explains it
+				}
+			}
 		case s.kind == storeRead && s.full && s.outcome == applied && s.sem.item != nil && op.Slot < maxSlots:
 			l := s.sem.item.slots[op.Slot]
 			for _, now := range nows {
-				if l.owner == op.Owner && !l.released && l.acquiredAt <= now && l.renewedAt > now && l.expiresAt > now {
+				if l.owner == op.Owner && !l.released && l.acquired <= now && l.renewed > now && l.expires > now {
 					return true
 				}
 			}

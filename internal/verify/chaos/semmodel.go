@@ -15,31 +15,52 @@ import (
 // semaphore holds its store requests (writes and consistent reads, from
 // the proxy's records, windows and outcomes as for a lock: model.go) and
 // the clients' status answers. The state is the semaphore item: N, the
-// counter, each slot's permit (owner, token, acquired_at, renewed_at,
-// expires_at, released, grant id) and the owner markers.
+// counter, each slot's permit (a lease: leasestep.go), the owner markers,
+// and the semaphore's queue of waiters with its version.
 //
-// The model is the documented rules of a permit (api.md, "Semaphores";
-// docs/design.md, "Semaphores"), each write judged with its own :now as
-// the store judges it:
+// Each slot's permit follows the lease step, the same rules as a lock's
+// lease (leasestep.go: free with lock-delay and the queue, the owner's
+// re-acquire, the holder's renew and release, a watch's record of an
+// expiry, force release). Around them, the semaphore's own rules (api.md,
+// "Semaphores"; docs/design.md, "Semaphores"):
 //
 //   - an acquire of slot k needs N to agree (or the semaphore to have
 //     none; or, for a change of N, the N and counter it saw, and the
-//     slots beyond the new N still expired), and the slot free (never
-//     taken, released, or expired) or the caller's own permit not granted
-//     or renewed after the request's issue time (:iss), or written by this
-//     very request (its grant id); one permit per owner: the caller's
-//     marker as the write saw it (absent, or naming the grant it saw),
-//     and, away from its home slot, no live permit of the caller at home;
-//     and each stale marker it removes unchanged, its grant's slot not
-//     live. It sets the slot's permit, its token the counter + 1 (from
-//     :base without one), the counter, N, and the caller's marker (away
-//     from home) or its removal (home again);
-//   - a renew and a release of slot k need the caller's live permit there
-//     (owner, not released, expiry after :now, granted — and for a renew
-//     renewed — no later than :now, the token when given), and a renew a
-//     slot below N; a renew moves the expiry, a release ends the permit;
+//     slots beyond the new N still expired), and the slot's lease to let
+//     it in; one permit per owner: the caller's marker as the write saw it
+//     (absent, or naming the grant it saw), and, away from its home slot,
+//     no live permit of the caller at home; and each stale marker it
+//     removes unchanged, its grant's slot not live. It sets the slot's
+//     permit, its token the counter + 1 (from :base without one), the
+//     counter, N, and the caller's marker (away from home) or its removal
+//     (home again). The head of the queue's grant (a queue ticket) needs
+//     its place first and live and removes it, and may take its own
+//     permit again as well as a free slot;
+//   - a renew needs a slot below N, a force release too;
+//   - a watch's record names each slot it records with the token it read;
+//   - the queue's own writes are a lock's (queueState.step);
 //   - a read returns the item; a status answer shows, for some :now of
 //     the call (as for a lock), N and exactly the permits live then.
+
+// semState is the model's state: the item, and the queue's version (the
+// model's alone, as for a lock).
+type semState struct {
+	semItem
+	version int64
+}
+
+func (s semState) String() string { return fmt.Sprintf("%s version:%d", s.semItem.String(), s.version) }
+
+// queueState returns the item's queue.
+func (s semState) queueState() queueState {
+	return queueState{queue: s.queue, queueUntil: s.queueUntil, version: s.version}
+}
+
+// withQueue returns s with queue q.
+func (s semState) withQueue(q queueState) semState {
+	s.queue, s.queueUntil, s.version = q.queue, q.queueUntil, q.version
+	return s
+}
 
 // semInput is a porcupine operation of a semaphore's partition.
 type semInput struct {
@@ -48,11 +69,12 @@ type semInput struct {
 	nowLo, nowHi int64
 }
 
-// semStep is the model: the states after in, from state s.
-func semStep(s semItem, in semInput) []semItem {
+// semStep is the model: the states after in, from state s, under the
+// lease step's rules rs.
+func semStep(s semState, in semInput, rs leaseRules) []semState {
 	if op := in.status; op != nil {
-		if statusFits(s, op, in.nowLo, in.nowHi) {
-			return []semItem{s}
+		if statusFits(s.semItem, op, in.nowLo, in.nowHi) {
+			return []semState{s}
 		}
 		return nil
 	}
@@ -64,26 +86,33 @@ func semStep(s semItem, in semInput) []semItem {
 	switch w.kind {
 	case storeRead:
 		if w.outcome != applied {
-			return []semItem{s}
+			return []semState{s}
 		}
-		if (m.item == nil && !s.exists) || (m.item != nil && *m.item == s) {
-			return []semItem{s}
+		if (m.item == nil && !s.exists) || (m.item != nil && m.item.same(s.semItem)) {
+			return []semState{s}
 		}
 		return nil
 	case storeAcquire:
-		ok, next = semAcquire(s, w)
+		ok, next = semAcquire(s, w, rs)
 	case storeRenew:
-		l := s.slots[m.slot]
-		ok = s.exists && s.permits > int64(m.slot) && l.taken() && l.owner == w.owner && !l.forced && !l.released && l.expiresAt > w.now &&
-			l.acquiredAt <= w.now && l.renewedAt <= w.now && (w.tok == 0 || l.token == w.tok)
-		l.expiresAt, l.renewedAt = w.exp, w.now
-		next.slots[m.slot] = l
+		ok = s.exists && s.permits > int64(m.slot) && rs.holder(s.slots[m.slot], w, true)
+		next.slots[m.slot] = renew(s.slots[m.slot], w)
 	case storeRelease:
-		l := s.slots[m.slot]
-		ok = s.exists && l.taken() && l.owner == w.owner && !l.forced && !l.released && l.expiresAt > w.now && l.acquiredAt <= w.now &&
-			(w.tok == 0 || l.token == w.tok)
-		l.expiresAt, l.released = w.now, true
-		next.slots[m.slot] = l
+		ok = s.exists && rs.holder(s.slots[m.slot], w, false)
+		next.slots[m.slot] = release(s.slots[m.slot], w)
+	case storeForce:
+		ok = s.exists && s.permits > int64(m.slot) && rs.forceOK(s.slots[m.slot], w)
+		next.slots[m.slot] = force(s.slots[m.slot], w)
+	case storeSettle:
+		ok = s.exists && len(m.settled) > 0
+		for _, st := range m.settled {
+			ok = ok && rs.record(s.slots[st.slot], st.tok, w.now)
+			next.slots[st.slot].ended = true
+		}
+	case storeJoin, storeKeep, storePrune, storeLeave:
+		var q queueState
+		ok, q = s.queueState().step(w, s.exists)
+		next = next.withQueue(q)
 	}
 	switch w.outcome {
 	case applied:
@@ -92,46 +121,51 @@ func semStep(s semItem, in semInput) []semItem {
 		}
 		if it := m.item; it != nil {
 			// An acquire returns the attributes it updated (its slot, the
-			// counter, N); a renew the whole item.
+			// counter, N); the other writes the whole item.
 			if m.partial {
-				if it.slots[m.slot] != next.slots[m.slot] || it.counter != next.counter || it.permits != next.permits {
+				if it.slots[m.slot].shown() != next.slots[m.slot].shown() || it.counter != next.counter || it.permits != next.permits {
 					return nil
 				}
-			} else if *it != next {
+			} else if !it.same(next.semItem) {
 				return nil
 			}
 		}
-		return []semItem{next}
+		return []semState{next}
 	case refused:
 		if ok {
 			return nil
 		}
-		return []semItem{s}
+		return []semState{s}
 	case unknownOutcome:
 		if ok {
-			return []semItem{s, next}
+			return []semState{s, next}
 		}
-		return []semItem{s}
+		return []semState{s}
 	}
-	return []semItem{s}
+	return []semState{s}
 }
 
 // semAcquire is an acquire write's condition and update.
-func semAcquire(s semItem, w *storeOp) (bool, semItem) {
+func semAcquire(s semState, w *storeOp, rs leaseRules) (bool, semState) {
 	m := w.sem
 	k := m.slot
-	l := s.slots[k]
+	next := s
 	ok := true
 	if r := m.reset; r != nil {
 		ok = s.exists && s.permits == r.permits && s.counter == r.counter
 		for _, j := range r.expired {
-			ok = ok && j >= 0 && j < maxSlots && s.slots[j].taken() && s.slots[j].expiresAt <= w.now
+			ok = ok && j >= 0 && j < maxSlots && s.slots[j].taken() && s.slots[j].expires <= w.now
 		}
 	} else {
 		ok = s.permits == 0 || s.permits == m.n
 	}
-	ok = ok && (!l.taken() || l.released || l.expiresAt <= w.now ||
-		(l.owner == w.owner && !l.forced && ((l.acquiredAt <= w.iss && l.renewedAt <= w.iss) || (w.gid != "" && l.gid == w.gid))))
+	if w.ticket != "" {
+		took, q := s.queueState().headTake(w)
+		ok = ok && s.exists && took && rs.acquire(s.slots[k], w, false, true, true)
+		next = next.withQueue(q)
+	} else {
+		ok = ok && rs.acquire(s.slots[k], w, s.queueState().open(w.now), false, false)
+	}
 	markers := decodeMarkers(s.markers)
 	mv, has := markers[m.marker]
 	if m.markerSet {
@@ -141,24 +175,20 @@ func semAcquire(s semItem, w *storeOp) (bool, semItem) {
 	}
 	if m.home >= 0 && m.home < maxSlots {
 		h := s.slots[m.home]
-		ok = ok && !(h.owner == w.owner && h.expiresAt > w.now && !h.released && !h.forced)
+		ok = ok && !(h.owner == w.owner && h.expires > w.now && !h.released && !h.forced)
 	}
 	for _, cl := range m.cleanup {
 		v, has := markers[cl.name]
 		ok = ok && (!has || v == cl.value)
 		if cl.slot >= 0 && cl.slot < maxSlots {
 			g := s.slots[cl.slot]
-			ok = ok && ((g.gid != "" && g.gid != cl.value) || (g.taken() && g.expiresAt <= w.now) || g.released || g.forced)
+			ok = ok && ((g.gid != "" && g.gid != cl.value) || (g.taken() && g.expires <= w.now) || g.released || g.forced)
 		}
 	}
-	next := s
 	next.exists = true
-	next.counter = w.base + 1
-	if s.counter != 0 {
-		next.counter = s.counter + 1
-	}
+	next.counter = rs.nextToken(s.counter, w)
 	next.permits = m.n
-	next.slots[k] = slotLease{owner: w.owner, token: next.counter, acquiredAt: w.now, renewedAt: w.now, expiresAt: w.exp, gid: w.gid}
+	next.slots[k] = grant(w, next.counter)
 	if m.setMarker {
 		markers[m.marker] = w.gid
 	}
@@ -193,33 +223,37 @@ func statusFits(s semItem, op *Op, lo, hi int64) bool {
 			return false
 		}
 		listed[p.Slot] = true
-		hi = min(hi, s.slots[p.Slot].expiresAt-1) // live: :now < expires_at
+		hi = min(hi, s.slots[p.Slot].expires-1) // live: :now < expires_at
 	}
 	for k := 0; k < int(min(s.permits, maxSlots)); k++ {
 		l := s.slots[k]
-		if !listed[k] && l.taken() && !l.released && !l.forced {
-			lo = max(lo, l.expiresAt) // not live: expires_at <= :now
+		if !listed[k] && l.taken() && !l.released && !l.forced && !l.ended {
+			lo = max(lo, l.expires) // not live: expires_at <= :now
 		}
 	}
 	return lo <= hi
 }
 
-var semModel = (&porcupine.NondeterministicModel{
-	Init: func() []interface{} { return []interface{}{semItem{}} },
-	Step: func(state, input, _ interface{}) []interface{} {
-		var out []interface{}
-		for _, s := range semStep(state.(semItem), input.(semInput)) {
-			out = append(out, s)
-		}
-		return out
-	},
-	Hash: func(state interface{}) uint64 {
-		h := fnv.New64a()
-		fmt.Fprint(h, state.(semItem))
-		return h.Sum64()
-	},
-	DescribeState: func(state interface{}) string { s := state.(semItem); return s.String() },
-}).ToModel()
+// semModel is the porcupine model of one semaphore under the lease
+// step's rules rs.
+func semModel(rs leaseRules) porcupine.Model {
+	return (&porcupine.NondeterministicModel{
+		Init: func() []interface{} { return []interface{}{semState{}} },
+		Step: func(state, input, _ interface{}) []interface{} {
+			var out []interface{}
+			for _, s := range semStep(state.(semState), input.(semInput), rs) {
+				out = append(out, s)
+			}
+			return out
+		},
+		Hash: func(state interface{}) uint64 {
+			h := fnv.New64a()
+			fmt.Fprint(h, state.(semState))
+			return h.Sum64()
+		},
+		DescribeState: func(state interface{}) string { return state.(semState).String() },
+	}).ToModel()
+}
 
 // semLinearizable checks each semaphore's partition with porcupine.
 func (c *checker) semLinearizable() {
@@ -239,7 +273,13 @@ func (c *checker) semLinearizable() {
 	}
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
-		if op.Kind != SemStatus || op.Err != "" || op.Status != 200 || op.Holders == nil {
+		if (op.Kind != SemStatus && op.Kind != SemWatch) || op.Err != "" || op.Status != 200 || op.Holders == nil {
+			continue
+		}
+		if op.Kind == SemWatch && (op.Watched == nil || !op.Watched.Changed) {
+			// An unchanged answer may echo the index the watcher asked
+			// with, less the permits it saw end (api.md): no state of the
+			// item. A changed one is the status a consistent read found.
 			continue
 		}
 		off := c.offset(op)
@@ -252,7 +292,7 @@ func (c *checker) semLinearizable() {
 	}
 	sort.Strings(names)
 	for _, r := range names {
-		res, info := porcupine.CheckOperationsVerbose(semModel, parts[r], c.opt.LinearizabilityTimeout)
+		res, info := porcupine.CheckOperationsVerbose(semModel(c.opt.rules), parts[r], c.opt.LinearizabilityTimeout)
 		c.rep.Linearizable[r] = verdicts[res]
 		if res == porcupine.Illegal {
 			c.report(RuleLinearizable, r, "the store's history and the status answers are not linearizable against the model of one semaphore", c.semLinExcerpt(parts[r], info)...)
@@ -280,11 +320,11 @@ func (c *checker) semLinExcerpt(ops []porcupine.Operation, info porcupine.Linear
 		return in.store.format(c.h.Start)
 	}
 	var ex []string
-	states := []semItem{{}}
+	states := []semState{{}}
 	for i, o := range longest {
-		var next []semItem
+		var next []semState
 		for _, s := range states {
-			next = append(next, semStep(s, o.Input.(semInput))...)
+			next = append(next, semStep(s, o.Input.(semInput), c.opt.rules)...)
 		}
 		states = next
 		if i >= len(longest)-6 {

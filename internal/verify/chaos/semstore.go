@@ -29,31 +29,36 @@ import (
 // beyond it is reported as undecodable.
 const maxSlots = 8
 
-// slotLease is one slot of a semaphore item: the permit it holds, or held
-// (released, expired), or none (zero).
-type slotLease struct {
-	owner                                   string
-	token, acquiredAt, renewedAt, expiresAt int64
-	released, forced                        bool
-	gid                                     string
-}
-
-func (l slotLease) taken() bool { return l.owner != "" }
-
 // semItem is a semaphore item as the store returned it, or as the model
-// holds it. markers are the owner markers, encoded (encodeMarkers).
+// holds it: N, the counter, each slot's permit (a lease: leasestep.go),
+// the owner markers (encoded: encodeMarkers), and the semaphore's queue
+// of waiters (encoded as a lock's) with queue_until.
 type semItem struct {
 	exists           bool
 	permits, counter int64
-	slots            [maxSlots]slotLease
+	slots            [maxSlots]leaseState
 	markers          string
+	queue            string
+	queueUntil       int64
+}
+
+// same reports whether two semaphore items agree as answers are
+// compared (leaseState.shown).
+func (it semItem) same(o semItem) bool {
+	for k := range it.slots {
+		it.slots[k], o.slots[k] = it.slots[k].shown(), o.slots[k].shown()
+	}
+	return it == o
 }
 
 // semOp is what one store request does to a semaphore.
 type semOp struct {
-	// slot is the slot an acquire, renew or release writes (-1 for a
-	// read).
+	// slot is the slot an acquire, renew, release or force release
+	// writes (-1 for a read, a queue write or a record).
 	slot int
+	// settled are the slots whose expiry a watch's record (storeSettle)
+	// writes, each with the token it read.
+	settled []semSettle
 	// n is the permits an acquire asks for (:n).
 	n int64
 	// An acquire's conditions and updates beyond the slot's own (one
@@ -77,6 +82,14 @@ type semOp struct {
 	// a renew's whole item, a read's. nil when it returned none.
 	item    *semItem
 	partial bool
+	// old is the item returned with a refused write in the old-item
+	// store mode (storeOp.old).
+	old *semItem
+}
+
+type semSettle struct {
+	slot int
+	tok  int64
 }
 
 type semCleanup struct {
@@ -105,6 +118,13 @@ func slotOf(name, prefix string) int {
 }
 
 // decodeSemaphore fills s from the decoded call c of a semaphore's key.
+// A write is told by the attributes it sets (setAttrs), as a lock's
+// (writeKind): a slot's token (an acquire, the head's grant with a queue
+// ticket), its forced_at z<k> (a force release; immediate when it sets
+// released_at x<k> too), released_at (a release), expired_at y<k> (a
+// watch's record of the expiries of one or more slots), expires_at
+// alone (a renew); a write that sets none of a slot's is one of the
+// queue's own.
 func (s *storeOp) decodeSemaphore(c faultproxy.Call) error {
 	m := &semOp{slot: -1, home: -1}
 	s.sem = m
@@ -123,29 +143,64 @@ func (s *storeOp) decodeSemaphore(c faultproxy.Call) error {
 		s.exp = num(v[":exp"])
 		s.base = num(v[":base"])
 		s.tok = num(v[":tok"])
-		_, base := v[":base"]
-		_, k := v[":k"]
-		_, ri := v[":ri"]
+		s.delay = num(v[":d"])
+		slots := map[byte][]int{}
+		for name := range setAttrs(c) {
+			for _, p := range []byte{'t', 'z', 'x', 'y', 'e'} {
+				if k := slotOf(name, string(p)); k >= 0 {
+					slots[p] = append(slots[p], k)
+				}
+			}
+		}
+		one := func(p byte) (int, error) {
+			if len(slots[p]) != 1 {
+				return -1, fmt.Errorf("a semaphore write of %d slots' %c<k>: %s", len(slots[p]), p, c.UpdateExpression)
+			}
+			return slots[p][0], nil
+		}
+		var err error
 		switch {
-		case base:
+		case len(slots['t']) > 0:
 			s.kind = storeAcquire
-		case k:
-			s.kind = storeRenew
-		case ri:
+			m.slot, err = one('t')
+		case len(slots['z']) > 0:
+			s.kind = storeForce
+			m.slot, err = one('z')
+			s.immediate = len(slots['x']) > 0
+		case len(slots['x']) > 0:
 			s.kind = storeRelease
+			m.slot, err = one('x')
+		case len(slots['y']) > 0:
+			s.kind = storeSettle
+			sort.Ints(slots['y'])
+			for _, k := range slots['y'] {
+				if k >= maxSlots {
+					return fmt.Errorf("a semaphore record of slot %d, beyond the %d slots the checker follows", k, maxSlots)
+				}
+				m.settled = append(m.settled, semSettle{slot: k, tok: num(v[":t"+strconv.Itoa(k)])})
+			}
+		case len(slots['e']) > 0:
+			s.kind = storeRenew
+			m.slot, err = one('e')
 		default:
-			return fmt.Errorf("a semaphore write of no known kind: %s", c.UpdateExpression)
+			s.kind = queueKind(c)
+			if s.kind < 0 {
+				return fmt.Errorf("a semaphore write of no known kind: %s", c.UpdateExpression)
+			}
 		}
-		m.slot = slotOf(c.Names["#o"], "o")
-		if m.slot < 0 || m.slot >= maxSlots {
-			return fmt.Errorf("a semaphore write of slot %q, beyond the %d slots the checker follows", c.Names["#o"], maxSlots)
+		if err != nil {
+			return err
 		}
+		if m.slot >= maxSlots {
+			return fmt.Errorf("a semaphore write of slot %d, beyond the %d slots the checker follows", m.slot, maxSlots)
+		}
+		decodeQueueFields(s, c)
 		if s.kind == storeAcquire {
 			decodeSemAcquire(m, s, c)
 		}
 	}
-	if c.Item != nil {
-		m.item = semItemOf(c.Item)
+	if c.Item != nil && s.kind != storeForce { // a force release returns the old item
+		m.item = semItemOf(c.Item, c.ItemLists)
 		m.partial = s.kind == storeAcquire
 	}
 	return nil
@@ -196,7 +251,7 @@ func decodeSemAcquire(m *semOp, s *storeOp, c faultproxy.Call) {
 	if pm0, ok := v[":pm0"]; ok {
 		r := &semReset{permits: num(pm0), counter: num(v[":c0"])}
 		for i := 0; ; i++ {
-			e, ok := c.Names["#q"+strconv.Itoa(i)]
+			e, ok := c.Names["#rx"+strconv.Itoa(i)]
 			if !ok {
 				break
 			}
@@ -213,9 +268,11 @@ func decodeSemAcquire(m *semOp, s *storeOp, c faultproxy.Call) {
 	}
 }
 
-// semItemOf decodes a semaphore item's attributes.
-func semItemOf(item map[string]string) *semItem {
-	it := &semItem{exists: true, permits: num(item[locklogic.AttrPermits]), counter: num(item[locklogic.AttrCounter])}
+// semItemOf decodes a semaphore item's attributes, and its queue from
+// its lists.
+func semItemOf(item map[string]string, lists map[string][]map[string]string) *semItem {
+	it := &semItem{exists: true, permits: num(item[locklogic.AttrPermits]), counter: num(item[locklogic.AttrCounter]),
+		queueUntil: num(item[locklogic.AttrQueueUntil])}
 	markers := map[string]string{}
 	for name, val := range item {
 		if isMarkerName(name) {
@@ -224,16 +281,16 @@ func semItemOf(item map[string]string) *semItem {
 	}
 	it.markers = encodeMarkers(markers)
 	for k := range maxSlots {
-		i := strconv.Itoa(k)
-		o, ok := item["o"+i]
-		if !ok {
-			continue
+		if _, ok := item["o"+strconv.Itoa(k)]; ok {
+			it.slots[k] = leaseOf(item, slotNames(k))
 		}
-		l := slotLease{owner: o, token: num(item["t"+i]), acquiredAt: num(item["a"+i]), renewedAt: num(item["n"+i]),
-			expiresAt: num(item["e"+i]), gid: item["g"+i]}
-		_, l.released = item["x"+i]
-		_, l.forced = item["z"+i]
-		it.slots[k] = l
+	}
+	if l, ok := lists[locklogic.AttrQueue]; ok {
+		q := make([]qentry, len(l))
+		for j, e := range l {
+			q[j] = entryOf(e)
+		}
+		it.queue = encodeQueue(q)
 	}
 	return it
 }
@@ -271,25 +328,6 @@ func decodeMarkers(s string) map[string]string {
 	return m
 }
 
-// live reports whether the slot's permit is live at now (ms).
-func (l slotLease) live(now int64) bool {
-	return l.taken() && !l.released && !l.forced && l.expiresAt > now
-}
-
-func (l slotLease) String() string {
-	if !l.taken() {
-		return "-"
-	}
-	s := fmt.Sprintf("%s/%d acquired_at:%d renewed_at:%d expires_at:%d", l.owner, l.token, l.acquiredAt, l.renewedAt, l.expiresAt)
-	if l.released {
-		s += " released"
-	}
-	if l.forced {
-		s += " forced"
-	}
-	return s
-}
-
 func (it *semItem) String() string {
 	if it == nil || !it.exists {
 		return "{absent}"
@@ -303,6 +341,9 @@ func (it *semItem) String() string {
 	}
 	if it.markers != "" {
 		fmt.Fprintf(&b, " markers:%s", it.markers)
+	}
+	if it.queue != "" {
+		fmt.Fprintf(&b, " queue:%s queue_until:%d", queueString(it.queue), it.queueUntil)
 	}
 	return b.String() + "}"
 }
@@ -318,6 +359,12 @@ func (m *semOp) format(s *storeOp) string {
 		return "GetItem (eventually consistent) " + s.resource
 	case storeAcquire:
 		r := fmt.Sprintf("UpdateItem semaphore-acquire %s slot %d owner:%s :now=%d :iss=%d :exp=%d permits:%d", s.resource, m.slot, s.owner, s.now, s.iss, s.exp, m.n)
+		if s.delay != 0 {
+			r += fmt.Sprintf(" lock-delay:%d", s.delay)
+		}
+		if s.ticket != "" {
+			r += " (the head's grant, ticket " + s.ticket + ")"
+		}
 		if m.home >= 0 {
 			r += fmt.Sprintf(" (away from home %d)", m.home)
 		}
@@ -327,6 +374,20 @@ func (m *semOp) format(s *storeOp) string {
 		return r
 	case storeRenew:
 		return fmt.Sprintf("UpdateItem semaphore-renew %s slot %d owner:%s :now=%d :exp=%d%s", s.resource, m.slot, s.owner, s.now, s.exp, tokenArg(s.tok))
+	case storeSettle:
+		var parts []string
+		for _, st := range m.settled {
+			parts = append(parts, fmt.Sprintf("slot %d token %d", st.slot, st.tok))
+		}
+		return fmt.Sprintf("UpdateItem semaphore-expiry-record %s :now=%d %s", s.resource, s.now, strings.Join(parts, ", "))
+	case storeForce:
+		kind := "semaphore-force-release"
+		if s.immediate {
+			kind += " (immediate)"
+		}
+		return fmt.Sprintf("UpdateItem %s %s slot %d :now=%d%s", kind, s.resource, m.slot, s.now, tokenArg(s.tok))
+	case storeJoin, storeKeep, storePrune, storeLeave:
+		return s.queueFormat()
 	}
 	return fmt.Sprintf("UpdateItem semaphore-release %s slot %d owner:%s :now=%d%s", s.resource, m.slot, s.owner, s.now, tokenArg(s.tok))
 }

@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -34,10 +36,14 @@ const (
 	// (expired_at): the lease's token, expired by the watch's :now, ended
 	// by no write. No renew touches the lease after it.
 	storeSettle
+	// storeForce is an operator's force release (the admin route): it
+	// ends the lease whoever holds it, at once (immediate) or keeping its
+	// lock-delay.
+	storeForce
 )
 
 func (k storeKind) String() string {
-	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune", "queue-leave", "expiry-record"}[k]
+	return [...]string{"acquire-write", "renew-write", "release-write", "read", "queue-join", "queue-keep", "queue-prune", "queue-leave", "expiry-record", "force-release"}[k]
 }
 
 // queueWrite reports whether k is one of the queue's own writes.
@@ -75,6 +81,10 @@ type storeOp struct {
 	exp      int64  // :exp (acquire, renew)
 	base     int64  // :base (acquire): the new counter's start when the item is absent
 	tok      int64  // :tok, 0 when the write carries no token
+	delay    int64  // :d (acquire): the lease's lock-delay in ms, 0 for none
+	// immediate says a force release frees the lease at once (it sets
+	// released_at too), not after its lock-delay.
+	immediate bool
 	// full says a read is strongly consistent and returns the whole item
 	// (status, and the read that explains a refused renew or release).
 	// A waiting acquire's peeks are neither: eventually consistent hints
@@ -84,6 +94,12 @@ type storeOp struct {
 	// item is the store's item: what a committed acquire, renew or queue
 	// write wrote (ReturnValues ALL_NEW), what a read found (nil: absent).
 	item *storeItem
+	// old is, in the old-item store mode, the item the store returned
+	// with a refused write (faultproxy.Record.OldItem; nil: none). The
+	// proxy reads it after the refusal, so it is not atomic with it: a
+	// write landing in between shows. It is evidence as a consistent read
+	// made during the call is, never the state the refusal met.
+	old *storeItem
 
 	// Fair waiting. ticket is the queue ticket (:tk) of a head's grant, a
 	// keep or a leave; entry is the entry a join appends (:qe); index is
@@ -106,16 +122,21 @@ type storeOp struct {
 	sem *semOp
 }
 
-// storeItem is a lock item as the store returned it, with its queue
-// (encoded: see qentry) and queue_until (0: none). The queue version is
-// the model's alone: it only decides which queue writes may commit.
+// storeItem is a lock item as the store returned it: its lease, its
+// queue (encoded: see qentry) and queue_until (0: none). The queue
+// version is the model's alone: it only decides which queue writes may
+// commit.
 type storeItem struct {
-	owner                                   string
-	token, acquiredAt, renewedAt, expiresAt int64
-	released                                bool
-	ended                                   bool // expired_at: a watch recorded the expiry
-	queue                                   string
-	queueUntil                              int64
+	leaseState
+	queue      string
+	queueUntil int64
+}
+
+// same reports whether two lock items agree as answers are compared
+// (leaseState.shown).
+func (it storeItem) same(o storeItem) bool {
+	it.leaseState, o.leaseState = it.shown(), o.shown()
+	return it == o
 }
 
 // qentry is one waiter's place in a lock's queue.
@@ -208,9 +229,16 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 		default:
 			op.outcome = failedOther
 		}
+		old, oldLists, err := oldItemOf(r)
+		if err != nil {
+			return nil, err
+		}
 		if strings.HasPrefix(op.resource, locklogic.SemaphorePrefix) {
 			if err := op.decodeSemaphore(c); err != nil {
 				return nil, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			if old != nil {
+				op.sem.old = semItemOf(old, oldLists)
 			}
 			out = append(out, op)
 			continue
@@ -230,84 +258,89 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 			op.exp = num(c.Values[":exp"])
 			op.base = num(c.Values[":base"])
 			op.tok = num(c.Values[":tok"])
-			op.ticket = c.Values[":tk"]
-			op.qu = num(c.Values[":qu"])
-			op.qv = num(c.Values[":qv"])
-			for p, name := range c.Names {
-				if name == locklogic.AttrQueueVersion && strings.Contains(c.ConditionExpression, p) {
-					op.versioned = true
-				}
-			}
-			switch op.kind {
-			case storeJoin:
-				if qe := c.ValueLists[":qe"]; len(qe) == 1 {
-					op.entry = entryOf(qe[0])
-				}
-				op.owner = op.entry.owner
-			case storeKeep, storeLeave:
-				op.qt = num(c.Values[":qt"])
-				op.index = listIndex(c.UpdateExpression)
-			case storePrune:
-				for j := 0; ; j++ {
-					id, ok := c.Values[":q"+strconv.Itoa(j)]
-					if !ok {
-						break
-					}
-					op.pruned = append(op.pruned, id)
-				}
-			}
+			op.delay = num(c.Values[":d"])
+			op.immediate = op.kind == storeForce && setsAttr(c, locklogic.AttrReleasedAt)
+			decodeQueueFields(op, c)
 		}
-		if c.Item != nil {
-			it := &storeItem{
-				owner:      c.Item[locklogic.AttrOwner],
-				token:      num(c.Item[locklogic.AttrToken]),
-				acquiredAt: num(c.Item[locklogic.AttrAcquiredAt]),
-				renewedAt:  num(c.Item[locklogic.AttrRenewedAt]),
-				expiresAt:  num(c.Item[locklogic.AttrExpiresAt]),
-				queueUntil: num(c.Item[locklogic.AttrQueueUntil]),
-			}
-			_, it.released = c.Item[locklogic.AttrReleasedAt]
-			_, it.ended = c.Item[locklogic.AttrExpiredAt]
-			if l, ok := c.ItemLists[locklogic.AttrQueue]; ok {
-				q := make([]qentry, len(l))
-				for j, m := range l {
-					q[j] = entryOf(m)
-				}
-				it.queue = encodeQueue(q)
-			}
-			op.item = it
+		if c.Item != nil && op.kind != storeForce { // a force release returns the old item
+			op.item = lockItemOf(c.Item, c.ItemLists)
+		}
+		if old != nil {
+			op.old = lockItemOf(old, oldLists)
 		}
 		out = append(out, op)
 	}
 	return out, nil
 }
 
-// writeKind tells the lock writes apart by what they set: only an
-// acquire (a head's grant too) bumps the token, only a release sets
-// released_at, only a watch's record of an expiry sets expired_at, only a
-// join appends an entry (:qe), only a keep moves an entry's until (:qt),
-// and a prune only removes entries (:q0 …).
-func writeKind(c faultproxy.Call) storeKind {
-	placeholder := func(attr string) string {
-		for p, name := range c.Names {
-			if name == attr {
-				return p
-			}
+// lockItemOf decodes a lock item's attributes and its queue.
+func lockItemOf(item map[string]string, lists map[string][]map[string]string) *storeItem {
+	it := &storeItem{leaseState: leaseOf(item, lockNames), queueUntil: num(item[locklogic.AttrQueueUntil])}
+	if l, ok := lists[locklogic.AttrQueue]; ok {
+		q := make([]qentry, len(l))
+		for j, m := range l {
+			q[j] = entryOf(m)
 		}
-		return "\x00"
+		it.queue = encodeQueue(q)
 	}
-	set, _, _ := strings.Cut(c.UpdateExpression, " REMOVE ")
+	return it
+}
+
+// oldItemOf decodes the old item the proxy added to a refused write in
+// the old-item store mode (nil: none), as faultproxy decodes a store's
+// item.
+func oldItemOf(r *faultproxy.Record) (map[string]string, map[string][]map[string]string, error) {
+	if len(r.OldItem) == 0 {
+		return nil, nil, nil
+	}
+	body, err := json.Marshal(map[string]json.RawMessage{"Item": r.OldItem})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := faultproxy.Record{Seq: r.Seq, Body: []byte("{}"), Forwarded: true, StoreStatus: 200, StoreBody: body}.Decode()
+	if err != nil {
+		return nil, nil, fmt.Errorf("record %d: old item: %w", r.Seq, err)
+	}
+	return c.Item, c.ItemLists, nil
+}
+
+// writeKind tells the lock writes apart by the attributes they set: only
+// an acquire (a head's grant too) sets the token, only a force release
+// forced_at, only a release released_at (an immediate force release sets
+// both), only a watch's record of an expiry expired_at; a renew sets
+// expires_at alone of the lease's; the queue's own writes set none of
+// them: a join appends an entry (:qe), a keep moves an entry's until
+// (:qt), a prune only removes entries (:q0 …), a leave removes its own
+// (:tk).
+func writeKind(c faultproxy.Call) storeKind {
+	switch {
+	case setsAttr(c, locklogic.AttrToken):
+		return storeAcquire
+	case setsAttr(c, locklogic.AttrForcedAt):
+		return storeForce
+	case setsAttr(c, locklogic.AttrReleasedAt):
+		return storeRelease
+	case setsAttr(c, locklogic.AttrExpiredAt):
+		return storeSettle
+	case setsAttr(c, locklogic.AttrExpiresAt):
+		return storeRenew
+	}
+	if k := queueKind(c); k >= 0 {
+		return k
+	}
+	return storeRenew
+}
+
+// queueKind tells the queue's own writes apart (-1: none of them): a
+// join appends an entry (:qe), a keep moves an entry's until (:qt), a
+// prune removes lapsed entries by their tickets (:q0 …), a leave its own
+// (:tk).
+func queueKind(c faultproxy.Call) storeKind {
 	_, join := c.ValueLists[":qe"]
 	_, keep := c.Values[":qt"]
 	_, prune := c.Values[":q0"]
 	_, leave := c.Values[":tk"]
 	switch {
-	case strings.Contains(set, placeholder(locklogic.AttrToken)+" = "):
-		return storeAcquire
-	case strings.Contains(set, placeholder(locklogic.AttrReleasedAt)+" = "):
-		return storeRelease
-	case strings.Contains(set, placeholder(locklogic.AttrExpiredAt)+" = "):
-		return storeSettle
 	case join:
 		return storeJoin
 	case keep:
@@ -317,7 +350,92 @@ func writeKind(c faultproxy.Call) storeKind {
 	case leave:
 		return storeLeave
 	}
-	return storeRenew
+	return -1
+}
+
+// decodeQueueFields reads what a write does to its item's queue: the
+// ticket of a head's grant, a keep or a leave, the entry a join appends,
+// the entry a keep moves or a leave removes and its new until, the
+// tickets a prune removes, and the queue version and queue_until a write
+// is conditioned on and sets.
+func decodeQueueFields(op *storeOp, c faultproxy.Call) {
+	op.ticket = c.Values[":tk"]
+	op.qu = num(c.Values[":qu"])
+	op.qv = num(c.Values[":qv"])
+	for p, name := range c.Names {
+		if name == locklogic.AttrQueueVersion && strings.Contains(c.ConditionExpression, p) {
+			op.versioned = true
+		}
+	}
+	switch op.kind {
+	case storeJoin:
+		if qe := c.ValueLists[":qe"]; len(qe) == 1 {
+			op.entry = entryOf(qe[0])
+		}
+		op.owner = op.entry.owner
+	case storeKeep, storeLeave:
+		op.qt = num(c.Values[":qt"])
+		op.index = listIndex(c.UpdateExpression)
+	case storePrune:
+		for j := 0; ; j++ {
+			id, ok := c.Values[":q"+strconv.Itoa(j)]
+			if !ok {
+				break
+			}
+			op.pruned = append(op.pruned, id)
+		}
+	}
+}
+
+// setAttrs returns the attribute names the SET clause of c's update
+// assigns (a list element's member, such as queue[2].until, by the
+// list's name).
+func setAttrs(c faultproxy.Call) map[string]bool {
+	set, _, _ := strings.Cut(c.UpdateExpression, " REMOVE ")
+	out := map[string]bool{}
+	for _, m := range assigned.FindAllStringSubmatch(set, -1) {
+		if name, ok := c.Names[m[1]]; ok {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// assigned matches the target of one assignment of a SET clause: a
+// placeholder, perhaps with a list index and a member, before " = ".
+var assigned = regexp.MustCompile(`(?:^SET |, )(#[A-Za-z0-9_]+)(?:\[[0-9]+\])?(?:\.#[A-Za-z0-9_]+)? = `)
+
+// setsAttr reports whether c's update sets attribute attr.
+func setsAttr(c faultproxy.Call, attr string) bool { return setAttrs(c)[attr] }
+
+// lockNames are a lock item's lease attributes, by leaseOf's order.
+var lockNames = leaseNames{owner: locklogic.AttrOwner, gid: locklogic.AttrGrantID, token: locklogic.AttrToken,
+	acquired: locklogic.AttrAcquiredAt, renewed: locklogic.AttrRenewedAt, expires: locklogic.AttrExpiresAt,
+	delay: locklogic.AttrLockDelay, freeAt: locklogic.AttrFreeAt, released: locklogic.AttrReleasedAt,
+	forced: locklogic.AttrForcedAt, ended: locklogic.AttrExpiredAt}
+
+// leaseNames are the attribute names of one lease: a lock's, or slot k's
+// (slotNames).
+type leaseNames struct {
+	owner, gid, token, acquired, renewed, expires, delay, freeAt, released, forced, ended string
+}
+
+// slotNames returns slot k's attribute names (docs/design.md,
+// "Semaphores").
+func slotNames(k int) leaseNames {
+	i := strconv.Itoa(k)
+	return leaseNames{owner: "o" + i, gid: "g" + i, token: "t" + i, acquired: "a" + i, renewed: "n" + i, expires: "e" + i,
+		delay: "d" + i, freeAt: "f" + i, released: "x" + i, forced: "z" + i, ended: "y" + i}
+}
+
+// leaseOf decodes the lease of an item by its attribute names.
+func leaseOf(item map[string]string, n leaseNames) leaseState {
+	l := leaseState{owner: item[n.owner], gid: item[n.gid], token: num(item[n.token]), acquired: num(item[n.acquired]),
+		renewed: num(item[n.renewed]), expires: num(item[n.expires]), delay: num(item[n.delay]), freeAt: num(item[n.freeAt])}
+	_, l.released = item[n.released]
+	_, l.forced = item[n.forced]
+	_, l.ended = item[n.ended]
+	return l
 }
 
 // listIndex returns the first list index ([i]) of an expression, -1 for
@@ -350,14 +468,8 @@ func (s *storeOp) format(start time.Time) string {
 		if !s.full {
 			req = "GetItem (eventually consistent peek) " + s.resource
 		}
-	case storeJoin:
-		req = fmt.Sprintf("UpdateItem %s %s owner:%s ticket:%s until:%d at version %d :qu=%d", s.kind, s.resource, s.owner, s.entry.id, s.entry.until, s.qv, s.qu)
-	case storeKeep:
-		req = fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d entry %d ticket:%s until:%d :qu=%d", s.kind, s.resource, s.owner, s.now, s.index, s.ticket, s.qt, s.qu)
-	case storePrune:
-		req = fmt.Sprintf("UpdateItem %s %s :now=%d tickets:%s", s.kind, s.resource, s.now, strings.Join(s.pruned, ","))
-	case storeLeave:
-		req = fmt.Sprintf("UpdateItem %s %s owner:%s entry %d ticket:%s", s.kind, s.resource, s.owner, s.index, s.ticket)
+	case storeJoin, storeKeep, storePrune, storeLeave:
+		req = s.queueFormat()
 	default:
 		req = fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d", s.kind, s.resource, s.owner, s.now)
 		if s.exp != 0 {
@@ -403,13 +515,43 @@ func (s *storeOp) format(start time.Time) string {
 	return fmt.Sprintf("%s..%s  store#%d [%s, %s] %s → %s", at(start, r.Received), at(start, r.Answered), r.Seq, fault, caller, req, ans)
 }
 
-func (it *storeItem) String() string {
-	s := fmt.Sprintf("{owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d", it.owner, it.token, it.acquiredAt, it.renewedAt, it.expiresAt)
-	if it.released {
-		s += " released"
+// queueFormat renders one of the queue's own writes for an excerpt.
+func (s *storeOp) queueFormat() string {
+	switch s.kind {
+	case storeJoin:
+		return fmt.Sprintf("UpdateItem %s %s owner:%s ticket:%s until:%d at version %d :qu=%d", s.kind, s.resource, s.owner, s.entry.id, s.entry.until, s.qv, s.qu)
+	case storeKeep:
+		return fmt.Sprintf("UpdateItem %s %s owner:%s :now=%d entry %d ticket:%s until:%d :qu=%d", s.kind, s.resource, s.owner, s.now, s.index, s.ticket, s.qt, s.qu)
+	case storePrune:
+		return fmt.Sprintf("UpdateItem %s %s :now=%d tickets:%s", s.kind, s.resource, s.now, strings.Join(s.pruned, ","))
 	}
+	return fmt.Sprintf("UpdateItem %s %s owner:%s entry %d ticket:%s", s.kind, s.resource, s.owner, s.index, s.ticket)
+}
+
+func (it *storeItem) String() string {
+	s := "{" + it.leaseState.String()
 	if it.queue != "" {
 		s += fmt.Sprintf(" queue:%s queue_until:%d", queueString(it.queue), it.queueUntil)
 	}
 	return s + "}"
+}
+
+// String renders a lease for excerpts.
+func (l leaseState) String() string {
+	if !l.taken() {
+		return "-"
+	}
+	s := fmt.Sprintf("owner:%s token:%d acquired_at:%d renewed_at:%d expires_at:%d grant:%s", l.owner, l.token, l.acquired, l.renewed, l.expires, l.gid)
+	if l.delay != 0 || l.freeAt != 0 {
+		s += fmt.Sprintf(" lock_delay:%d free_at:%d", l.delay, l.freeAt)
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{l.released, "released"}, {l.forced, "force-released"}, {l.ended, "expiry-recorded"}} {
+		if f.on {
+			s += " " + f.name
+		}
+	}
+	return s
 }

@@ -35,11 +35,15 @@ func (r *Result) Summary() string {
 		watch = fmt.Sprintf(" watch=%d", n)
 	}
 	sem := ""
-	if n := rep.Ops[SemAcquire] + rep.Ops[SemRenew] + rep.Ops[SemRelease] + rep.Ops[SemStatus]; n > 0 {
-		sem = fmt.Sprintf(" semaphore: acquire=%d renew=%d release=%d status=%d", rep.Ops[SemAcquire], rep.Ops[SemRenew], rep.Ops[SemRelease], rep.Ops[SemStatus])
+	if n := rep.Ops[SemAcquire] + rep.Ops[SemRenew] + rep.Ops[SemRelease] + rep.Ops[SemStatus] + rep.Ops[SemWatch]; n > 0 {
+		sem = fmt.Sprintf(" semaphore: acquire=%d of which waiting=%d, renew=%d release=%d status=%d watch=%d", rep.Ops[SemAcquire], rep.SemWaiting,
+			rep.Ops[SemRenew], rep.Ops[SemRelease], rep.Ops[SemStatus], rep.Ops[SemWatch])
 	}
 	fmt.Fprintf(&b, " ops=%d (acquire=%d of which waiting=%d, renew=%d release=%d status=%d%s%s; %s)", total,
 		rep.Ops[Acquire], rep.Waiting, rep.Ops[Renew], rep.Ops[Release], rep.Ops[Status], watch, sem, counts(rep.Outcomes))
+	if rep.LockDelays+rep.ExpiryRecords+rep.SemQueueWrites > 0 {
+		fmt.Fprintf(&b, " lock-delays=%d expiry-records=%d semaphore-queue-writes=%d semaphore-head-grants=%d", rep.LockDelays, rep.ExpiryRecords, rep.SemQueueWrites, rep.SemHeadGrants)
+	}
 	faults := 0
 	var parts []string
 	for _, f := range faultproxy.Faults() {

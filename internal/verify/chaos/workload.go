@@ -72,9 +72,20 @@ type Config struct {
 	// 8 slots).
 	Semaphores []int64
 	// SemaphoreWaits is the chance that an acquire of a permit the client
-	// does not hold waits at the service, as Waits for locks (0 by
-	// default: none; the service does not wait for permits yet).
+	// does not hold waits at the service in the semaphore's queue, as
+	// Waits for locks (0.2 by default; negative: none).
 	SemaphoreWaits float64
+	// SemaphoreWatches is the share of a semaphore's status calls (by a
+	// client that holds none of its permits) made as a watch with a 1 s
+	// wait and the index of the client's last answer (0.5 by default;
+	// negative: none): its record of the expiries it answers (y<k>) is
+	// then in the history.
+	SemaphoreWatches float64
+	// LockDelays is the chance that an acquire (of a lock or a permit)
+	// asks for a lock-delay of 1 s (0.1 by default; negative: none): an
+	// expired lease then keeps others out a second longer, a released one
+	// does not.
+	LockDelays float64
 	// Instances are the service instances the clients spread their
 	// requests over, all over the one proxy (one exact clock by default).
 	Instances []Instance
@@ -119,6 +130,15 @@ func (c *Config) defaults() {
 	}
 	if c.Rounds == 0 {
 		c.Rounds = 0.75
+	}
+	if c.SemaphoreWaits == 0 {
+		c.SemaphoreWaits = 0.2
+	}
+	if c.SemaphoreWatches == 0 {
+		c.SemaphoreWatches = 0.5
+	}
+	if c.LockDelays == 0 {
+		c.LockDelays = 0.1
 	}
 	if c.Semaphores == nil {
 		c.Semaphores = []int64{2}
@@ -235,7 +255,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for i := range clients {
 		clients[i] = &client{w: w, id: i, owner: cfg.owner(i), role: cfg.role(i),
 			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
-			views: map[string]*view{}}
+			views: map[string]*view{}, semIndex: map[string]int64{}}
 	}
 	if cfg.Rates.Total() > 0 {
 		proxy.SetPlan(faultproxy.Schedule{Seed: cfg.Seed, Rates: cfg.Rates, MaxDelay: cfg.MaxDelay}.Plan())
@@ -303,12 +323,16 @@ func (w *workload) final(ctx context.Context, recs []faultproxy.Record) {
 	}
 	// The leases, and the waiters' places in the queues: a plain acquire
 	// does not pass a live place.
-	var last int64
+	// A lease with a lock-delay keeps others out that much longer after
+	// its expiry (a renewal keeps the lease's lock-delay).
+	var last, delay int64
 	for _, s := range ops {
 		if (s.outcome == applied || s.outcome == unknownOutcome) && s.kind != storeRead && s.kind != storeRelease {
 			last = max(last, s.exp, s.entry.until, s.qt)
+			delay = max(delay, s.delay)
 		}
 	}
+	last += delay
 	minOff := slicesMin(w.offsets)
 	wait := time.Until(time.UnixMilli(last).Add(-minOff).Add(50 * time.Millisecond))
 	select {
@@ -384,6 +408,9 @@ type client struct {
 	ticket string
 	// slot is the slot of the next semaphore renew or release.
 	slot int64
+	// semIndex is the index of the client's last semaphore watch answer,
+	// by semaphore.
+	semIndex map[string]int64
 	// A candidate's lease: its ttl and the invoke time of the request
 	// that last set its expiry (the grant or the latest renewal).
 	leaseTTL  int64
@@ -483,6 +510,14 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 					// as a real client would.
 					sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
 				}
+			case y < 0.85 && status == SemStatus && c.rng.Float64() < cfg.SemaphoreWatches:
+				// A semaphore's watch, as a client waiting for a change
+				// makes it: its wait, the index of its last answer.
+				c.wait = 1
+				if op := c.call(ctx, phase, SemWatch, r, 0, 0); op.Watched != nil && op.Watched.Index > c.semIndex[r] {
+					c.semIndex[r] = op.Watched.Index
+				}
+				c.wait = 0
 			case y < 0.85:
 				c.call(ctx, phase, status, r, 0, 0)
 			case y < 0.93:
@@ -571,6 +606,13 @@ func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource stri
 		op.Slot = c.slot
 	case SemStatus:
 		method, path, body = "GET", "/semaphores/"+url.PathEscape(resource), nil
+	case SemWatch:
+		op.Index, op.Wait = c.semIndex[resource], c.wait
+		method, path, body = "GET", "/semaphores/"+url.PathEscape(resource)+fmt.Sprintf("/watch?index=%d&wait_seconds=%d", op.Index, op.Wait), nil
+	}
+	if (kind == Acquire || kind == SemAcquire) && phase != PhaseFinal && c.w.cfg.LockDelays > 0 && c.rng.Float64() < c.w.cfg.LockDelays {
+		body["lock_delay_seconds"] = 1
+		op.LockDelay = 1
 	}
 	if op.Wait > 0 && c.ticket != "" {
 		body["queue_ticket"] = c.ticket
