@@ -1,0 +1,80 @@
+package console
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestGuardFetchMetadata: a page on another port of 127.0.0.1 is same-site
+// with the console (sites ignore ports), so the browser sends it the
+// SameSite=Strict cookie; a no-cors GET (<img>, <script>) carries no
+// Origin. Chromium marks such a request Sec-Fetch-Site: same-site (or
+// cross-site), and the console must refuse it: it would open a listing
+// stream or start a watch of any name the other page picks. The page's own
+// requests are same-origin, and opening the printed URL is "none".
+func TestGuardFetchMetadata(t *testing.T) {
+	t.Parallel()
+	svc := httptest.NewServer(&fakeService{})
+	defer svc.Close()
+	s := startConsole(t, svc.URL, time.Hour)
+	ck := session(t, s)
+	base := "http://" + s.Addr()
+	for _, tt := range []struct {
+		name, path, site string
+		want             int
+	}{
+		{"SameOrigin", "/api/status?kind=locks&name=a", "same-origin", http.StatusNotFound}, // the fake has no status route: it reached the service
+		{"UserNavigation", "/", "none", http.StatusOK},
+		{"NoHeader", "/", "", http.StatusOK}, // a browser without fetch metadata
+		{"SameSiteWatch", "/api/events?watch=victim&wkind=locks", "same-site", http.StatusForbidden},
+		{"SameSiteStatus", "/api/status?kind=locks&name=a", "same-site", http.StatusForbidden},
+		{"CrossSitePage", "/", "cross-site", http.StatusForbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", base+tt.path, nil)
+			req.AddCookie(ck)
+			if tt.site != "" {
+				req.Header.Set("Sec-Fetch-Site", tt.site)
+			}
+			resp, err := noRedirect.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("Sec-Fetch-Site %q: got %d, want %d", tt.site, resp.StatusCode, tt.want)
+			}
+		})
+	}
+	s.watches.mu.Lock()
+	started := s.watches.started
+	s.watches.mu.Unlock()
+	if started != 0 {
+		t.Errorf("watches started by other sites' requests: got %d, want 0", started)
+	}
+}
+
+// TestStatusInvalidName: a name the client refuses before sending (empty,
+// or with a "/") is the operator's mistake, not an unreachable service: the
+// page must not say "the lock service could not be reached" (502).
+func TestStatusInvalidName(t *testing.T) {
+	t.Parallel()
+	svc := httptest.NewServer(&fakeService{})
+	defer svc.Close()
+	s := startConsole(t, svc.URL, time.Hour)
+	ck := session(t, s)
+	for _, name := range []string{"a%2Fb", ""} {
+		req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/api/status?kind=locks&name="+name, nil)
+		req.AddCookie(ck)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("status of %q: got %d, want 400 (the name is invalid; the service was never asked)", name, resp.StatusCode)
+		}
+	}
+}
