@@ -16,7 +16,11 @@ import (
 // first GET of the page exchanges for an HttpOnly, SameSite=Strict session
 // cookie (the token is then spent); every other request needs that cookie,
 // a Host equal to the bound address (a rebound DNS name carries another
-// Host) and, when the browser sends an Origin, the bound origin.
+// Host), when the browser sends an Origin, the bound origin and, when it
+// sends Sec-Fetch-Site, same-origin or none. The last one matters because
+// a page on another port of 127.0.0.1 is same-site with the console: the
+// browser sends it the SameSite=Strict cookie, and a no-cors GET (an <img>,
+// a <script>) carries no Origin.
 
 // securityHeaders are set on every answer: the page loads only its own
 // embedded assets and talks only to this server.
@@ -61,7 +65,7 @@ func (g *guard) url() string {
 }
 
 // wrap admits a request to next only with the session cookie, the bound
-// Host and no foreign Origin; a GET of "/" with the unspent token sets the
+// Host, no foreign Origin and no other site's Sec-Fetch-Site; a GET of "/" with the unspent token sets the
 // cookie and redirects to "/".
 func (g *guard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +78,10 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		}
 		if o := r.Header.Get("Origin"); o != "" && o != g.origin {
 			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+			http.Error(w, "request from another site refused: open the URL lockctl ui printed from the address bar", http.StatusForbidden)
 			return
 		}
 		if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet && r.URL.Path == "/" {
