@@ -1,10 +1,13 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/ft288/locks/client"
 )
 
 // TestGuardFetchMetadata: a page on another port of 127.0.0.1 is same-site
@@ -76,5 +79,16 @@ func TestStatusInvalidName(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("status of %q: got %d, want 400 (the name is invalid; the service was never asked)", name, resp.StatusCode)
 		}
+	}
+}
+
+// TestToProblemServiceValidation: the service's own validation problem
+// (which errors.Is ErrValidation too) keeps its status and title.
+func TestToProblemServiceValidation(t *testing.T) {
+	t.Parallel()
+	pe := &client.ProblemError{Status: 400, Type: client.ProblemTypeBase + "validation-failed", Title: "Validation failed", Detail: "reason: too long"}
+	p := toProblem(fmt.Errorf("force-release %q: %w", "a", pe))
+	if p.Status != 400 || p.Title != "Validation failed" || p.Slug != "validation-failed" {
+		t.Errorf("got %+v, want the service's 400 Validation failed", p)
 	}
 }

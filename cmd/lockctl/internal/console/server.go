@@ -306,7 +306,13 @@ type problem struct {
 // toProblem is err as the page shows it.
 func toProblem(err error) *problem {
 	var pe *client.ProblemError
-	if !errors.As(err, &pe) {
+	if !errors.As(err, &pe) && errors.Is(err, client.ErrValidation) {
+		// The client refused it before sending: the operator's input, not
+		// the service, is at fault. (The service's own validation problems
+		// are ProblemErrors, shown with their title below.)
+		return &problem{Status: http.StatusBadRequest, Title: "invalid request", Detail: err.Error()}
+	}
+	if pe == nil {
 		return &problem{Status: http.StatusBadGateway, Title: "the lock service could not be reached", Detail: err.Error()}
 	}
 	p := &problem{Status: pe.Status, Title: pe.Title, Detail: pe.Detail, Slug: pe.Slug()}
