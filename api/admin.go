@@ -153,13 +153,13 @@ func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 	}
 	var body any
 	if route == routeSemList {
-		page, err := h.svc.ListSemaphores(ctx, lr, h.budget())
+		page, err := h.svc.ListSemaphores(ctx, lr, h.budget(time.Time{}, 0))
 		if err != nil {
 			return result{}, err
 		}
 		body = SemaphoreListResponse{Holders: rowsJSON(page.Permits, adminPermitJSON), Cursor: page.Cursor}
 	} else {
-		page, err := h.svc.List(ctx, lr, h.budget())
+		page, err := h.svc.List(ctx, lr, h.budget(time.Time{}, 0))
 		if err != nil {
 			return result{}, err
 		}

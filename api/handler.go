@@ -153,7 +153,7 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	if h.svc.ValidateAcquire(&ar, &b.errs); b.errs.Err() != nil {
 		return result{}, &b.errs
 	}
-	res, err := h.svc.AcquireWait(ctx, ar, h.budget())
+	res, err := h.svc.AcquireWait(ctx, ar, h.serviceBudget(ar.Arrived, ar.WaitSeconds))
 	if err != nil {
 		return result{}, err
 	}
@@ -281,7 +281,7 @@ func (h *Handler) watch(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 	if h.svc.ValidateWatch(&wr, &v); v.Err() != nil {
 		return result{}, &v
 	}
-	res, err := h.svc.Watch(ctx, wr, h.budget())
+	res, err := h.svc.Watch(ctx, wr, h.budget(h.arrived(req), wr.WaitSeconds))
 	if err != nil {
 		return result{}, err
 	}
@@ -372,16 +372,15 @@ const (
 // serve runs one route: it recovers panics, renders the result or the
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
-// 500 of its own. The routes that may make several store calls (acquire,
-// wait, watch, the listings: Route.perCall) bound each of them themselves
-// (h.budget); the other routes run under one store budget from the
-// request's start.
+// 500 of its own. Every request has one store budget from its arrival
+// (h.budget): a route that waits or pages (Route.perCall) passes it to the
+// service; every other route runs under it as its context's deadline.
 func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
 	row := &rows[route]
 	if !row.perCall {
 		var cancel context.CancelFunc
-		ctx, cancel = h.budget().Context(ctx)
+		ctx, cancel = h.budget(h.arrived(req), 0).Context(ctx)
 		defer cancel()
 	}
 	resource := req.PathParameters[row.param]
@@ -423,9 +422,11 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 	return resp, nil
 }
 
-// StoreBudget bounds the time one request may spend on DynamoDB, SDK
-// retries included; past it the answer is 503 service-unavailable. A
-// waiting acquire gives each of its store calls this budget.
+// StoreBudget bounds the time one request may spend on DynamoDB from its
+// arrival, SDK retries included, however many store calls it makes; past
+// it the answer is 503 service-unavailable. A request that waits
+// (wait_seconds) has StoreBudget after its wait's end, and each of its
+// store calls at most StoreBudget.
 const StoreBudget = 3 * time.Second
 
 // deadlineReserve is kept back from the Lambda deadline so a slow store
@@ -433,10 +434,34 @@ const StoreBudget = 3 * time.Second
 // Gateway would turn into a bare 500/503 without a body we control).
 const deadlineReserve = 300 * time.Millisecond
 
-// budget is the bound of store calls: the store budget, and never later
-// than the invocation's deadline minus a reserve.
-func (h *Handler) budget() locklogic.Budget {
-	return locklogic.Budget{PerCall: h.storeBudget, Reserve: deadlineReserve}
+// budget is the store budget of a request that arrived at arrived (the
+// service clock; zero: now) and waits up to waitSeconds: one deadline,
+// the store budget after the wait's end counted from the arrival, never
+// later than the invocation's deadline minus a reserve. A request that
+// waits (or pages: the listings) also bounds each store call by the store
+// budget.
+func (h *Handler) budget(arrived time.Time, waitSeconds int64) locklogic.Budget {
+	b := locklogic.Budget{Reserve: deadlineReserve}
+	if !arrived.IsZero() {
+		// The arrival on the real clock, which deadlines use: the
+		// service clock may be a test's.
+		age := max(h.now().Sub(arrived), 0)
+		b.Deadline = time.Now().Add(time.Duration(waitSeconds)*time.Second + h.storeBudget - age)
+	}
+	if waitSeconds > 0 || arrived.IsZero() {
+		b.PerCall = h.storeBudget
+	}
+	return b
+}
+
+// serviceBudget is the budget an acquire that arrived at arrived hands the
+// service: a waiting one's (budget); none for a try, whose route runs
+// under the request's one budget already (serve).
+func (h *Handler) serviceBudget(arrived time.Time, waitSeconds int64) locklogic.Budget {
+	if waitSeconds == 0 {
+		return locklogic.Budget{}
+	}
+	return h.budget(arrived, waitSeconds)
 }
 
 func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequest, resource string, route int) events.APIGatewayV2HTTPResponse {

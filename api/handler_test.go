@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -477,5 +479,99 @@ func TestIsLoopback(t *testing.T) {
 		if got := isLoopback(ep); got != want {
 			t.Errorf("isLoopback(%q) = %v, want %v", ep, got, want)
 		}
+	}
+}
+
+// TestQueueTicketProblem: a waiting acquire's 503 that may leave the
+// waiter a place (locklogic.QueueTicketError) carries that place as
+// queue_ticket, in the shape api/openapi.yaml documents; a plain 503 does
+// not.
+func TestQueueTicketProblem(t *testing.T) {
+	doc := loadOpenAPI(t)
+	schema := doc.Components.Schemas["ServiceUnavailableProblem"].Value
+	unavailable := fmt.Errorf("acquire %q: %w: %w", "r", locklogic.ErrUnavailable, errors.New("500 from the store"))
+	for _, tc := range []struct {
+		name   string
+		err    error
+		ticket string
+	}{
+		{"WithTicket", &locklogic.QueueTicketError{Ticket: "3ryokmsrhxukz", Err: unavailable}, "3ryokmsrhxukz"},
+		{"Plain", unavailable, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := problemResponse(problemFor(tc.err, "r"))
+			var body map[string]any
+			if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := body["queue_ticket"].(string)
+			if resp.StatusCode != 503 || got != tc.ticket {
+				t.Errorf("got %d with queue_ticket %q, want 503 with %q: %s", resp.StatusCode, got, tc.ticket, resp.Body)
+			}
+			if err := schema.VisitJSON(body); err != nil {
+				t.Errorf("the answer is not a ServiceUnavailableProblem: %v\n%s", err, resp.Body)
+			}
+		})
+	}
+}
+
+// delayDB answers every call after d (or when the caller's context ends):
+// writes refused without the old item, as dynalite refuses them, and
+// reads with item.
+type delayDB struct {
+	d    time.Duration
+	item map[string]types.AttributeValue
+}
+
+func (s delayDB) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.d):
+		return nil
+	}
+}
+
+func (s delayDB) UpdateItem(ctx context.Context, _ *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return nil, &types.ConditionalCheckFailedException{Message: aws.String("refused")}
+}
+
+func (s delayDB) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return &dynamodb.GetItemOutput{Item: s.item}, nil
+}
+
+func (s delayDB) Scan(ctx context.Context, _ *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	return nil, errors.New("no scan")
+}
+
+// TestOneStoreBudgetPerRequest: a semaphore try-acquire may make up to 4
+// writes and 3 reads, but all within one store budget from its arrival,
+// not one each: with every store call taking 60 % of the budget, it
+// answers 503 once the budget is spent (after its second call), where a
+// budget per call let it make all seven.
+func TestOneStoreBudgetPerRequest(t *testing.T) {
+	const budget = 250 * time.Millisecond
+	// Every slot free but refused on write: the acquire keeps planning.
+	item := map[string]types.AttributeValue{"resource": &types.AttributeValueMemberS{Value: "sem/r"},
+		"permits": &types.AttributeValueMemberN{Value: "3"}}
+	h := newTestHandler(delayDB{d: budget * 6 / 10, item: item}, io.Discard)
+	h.SetStoreBudget(budget)
+	ev := events.APIGatewayV2HTTPRequest{PathParameters: map[string]string{"name": "r"}, RawPath: "/semaphores/r",
+		RouteKey: rows[routeSemAcquire].key, Body: `{"owner":"w1","ttl_seconds":30,"permits":3}`}
+	start := time.Now()
+	resp, err := h.Acquire(context.Background(), ev)
+	took := time.Since(start)
+	t.Logf("answered %d in %v with every store call taking %v (budget %v)", resp.StatusCode, took.Round(time.Millisecond), budget*6/10, budget)
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("got %d %s %v, want 503", resp.StatusCode, resp.Body, err)
+	}
+	if took > 2*budget {
+		t.Errorf("answered in %v, want within the one store budget %v (+ %v)", took, budget, budget)
 	}
 }

@@ -34,6 +34,10 @@ type Problem struct {
 	// Permits is the semaphore's number of permits, on a
 	// permits-mismatch.
 	Permits int64 `json:"permits,omitempty"`
+	// QueueTicket is, on a waiting acquire's service-unavailable, the
+	// place in the queue the waiter may still hold
+	// (locklogic.QueueTicketError): its next round sends it back.
+	QueueTicket string `json:"queue_ticket,omitempty"`
 }
 
 // problemKind is one row of the error table: the HTTP status, the type slug
@@ -151,6 +155,9 @@ func problemOf(err error, resource string, sem bool) Problem {
 			}
 			p := newProblem(row.kind, strings.ReplaceAll(detail, "{q}", q))
 			p.ForceReleased = row.err == locklogic.ErrForceReleased
+			if qt := (*locklogic.QueueTicketError)(nil); errors.As(err, &qt) {
+				p.QueueTicket = qt.Ticket
+			}
 			return p
 		}
 	}

@@ -62,9 +62,10 @@ type Route struct {
 	// id is the handler's constant for the row (serve's switch): every
 	// constant names exactly one row (checked when the package starts).
 	id int
-	// perCall says the route's handler bounds each of its store calls
-	// itself (h.budget), as a route that may make several does; the
-	// others run under one StoreBudget from the request's start.
+	// perCall says the route's handler hands its request's store budget
+	// to the service (h.budget), which bounds each store call of a wait
+	// or a listing's pages; the others run under one StoreBudget from the
+	// request's arrival as their context's deadline (serve).
 	perCall bool
 }
 
@@ -76,9 +77,9 @@ func (r Route) Key() string { return r.Method + " " + r.Path }
 // then write: 20 + 3 s and the deadline reserve, rounded up.
 const (
 	// RouteTimeout is the timeout of the functions of the quick routes,
-	// which make one store call (a semaphore's try-acquire a few, each
-	// within what is left): one StoreBudget, the deadline reserve and a
-	// margin.
+	// which make one store call (a semaphore's try-acquire a few), all
+	// within one StoreBudget from the request's arrival: that budget, the
+	// deadline reserve and a margin.
 	RouteTimeout = 5 * time.Second
 	// AdminTimeout is the admin function's timeout: a listing may Scan for
 	// several pages within one StoreBudget.
@@ -98,7 +99,7 @@ const (
 // function, so that the throttle that bounds waiters does not bound tries.
 var Routes = []Route{
 	{Name: "acquire", Method: "POST", Path: "/locks/{resource}", Timeout: RouteTimeout,
-		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeAcquire, perCall: true},
+		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeAcquire},
 	{Name: "wait", Operation: "acquireWait", Method: "POST", Path: "/locks/{resource}/wait", Timeout: WaitTimeout, Waits: true,
 		Throttle: WaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireWait, id: routeAcquireWait, perCall: true},
 	{Name: "status", Method: "GET", Path: "/locks/{resource}", Timeout: RouteTimeout,
@@ -117,7 +118,7 @@ var Routes = []Route{
 	// so capacity isolation and IAM carry over (the function tells the
 	// rows apart by the event's route key).
 	{Name: "acquire", Operation: "acquireSemaphore", Method: "POST", Path: "/semaphores/{name}", Timeout: RouteTimeout,
-		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeSemAcquire, perCall: true},
+		Throttle: QuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeSemAcquire},
 	{Name: "wait", Operation: "acquireSemaphoreWait", Method: "POST", Path: "/semaphores/{name}/wait", Timeout: WaitTimeout, Waits: true,
 		Throttle: SemaphoreWaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireWait, id: routeSemAcquireWait, perCall: true},
 	{Name: "status", Operation: "semaphoreStatus", Method: "GET", Path: "/semaphores/{name}", Timeout: RouteTimeout,

@@ -120,7 +120,7 @@ func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if h.svc.ValidateSemaphoreAcquire(&ar, &b.errs); b.errs.Err() != nil {
 		return result{}, &b.errs
 	}
-	res, err := h.svc.AcquireSemaphore(ctx, ar, h.budget())
+	res, err := h.svc.AcquireSemaphore(ctx, ar, h.serviceBudget(ar.Arrived, ar.WaitSeconds))
 	if err != nil {
 		return result{}, err
 	}
@@ -182,7 +182,7 @@ func (h *Handler) semWatch(ctx context.Context, req *events.APIGatewayV2HTTPRequ
 	if h.svc.ValidateSemaphoreWatch(&wr, &v); v.Err() != nil {
 		return result{}, &v
 	}
-	res, err := h.svc.WatchSemaphore(ctx, wr, h.budget())
+	res, err := h.svc.WatchSemaphore(ctx, wr, h.budget(h.arrived(req), wr.WaitSeconds))
 	if err != nil {
 		return result{}, err
 	}

@@ -149,8 +149,11 @@ func (s *Service) scan(ctx context.Context, in *dynamodb.ScanInput, b Budget) (*
 }
 
 // room reports whether one more store call still has its full PerCall
-// before ctx's deadline minus Reserve.
+// before ctx's deadline minus Reserve, and before Deadline.
 func (b Budget) room(ctx context.Context) bool {
+	if !b.Deadline.IsZero() && time.Until(b.Deadline) < b.PerCall {
+		return false
+	}
 	d, ok := ctx.Deadline()
 	return !ok || time.Until(d) >= b.PerCall+b.Reserve
 }

@@ -61,6 +61,22 @@ func (e *LeaseChangedError) Error() string {
 // Is makes a LeaseChangedError an ErrStaleToken.
 func (e *LeaseChangedError) Is(target error) bool { return target == ErrStaleToken }
 
+// QueueTicketError is a waiting acquire's ErrUnavailable (Err) that ended
+// while the caller may still hold a place in the queue: a queue write's
+// outcome was unknown, and the wait could neither read the item nor
+// remove the place it found. Ticket is that place: a next round that
+// sends it back (AcquireRequest.QueueTicket) reclaims it, instead of
+// waiting behind it until it lapses. It is an ErrUnavailable.
+type QueueTicketError struct {
+	Ticket string
+	Err    error
+}
+
+func (e *QueueTicketError) Error() string { return e.Err.Error() + " (queue ticket " + e.Ticket + ")" }
+
+// Unwrap returns Err.
+func (e *QueueTicketError) Unwrap() error { return e.Err }
+
 // FieldError is one invalid input field.
 type FieldError struct {
 	// Field is the JSON member or path parameter name, e.g. "ttl_seconds".

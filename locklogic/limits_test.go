@@ -395,7 +395,7 @@ func changeOfNItem(c Caller, from int, queued bool) map[string]types.AttributeVa
 // changeOfN plans and sends the change of N from -> to of caller c (the
 // head of a full queue with queued, else a plain acquire) on it, an item
 // changeOfNItem built for c, from and queued, as take and semAttempt do,
-// and checks that the plan is the worst case: every slot at or above to
+// and checks that the plan is the worst case: every slot of from
 // conditioned, the most markers removed, the caller's marker naming a
 // slot other than the one written.
 func changeOfN(tb testing.TB, s *Service, c Caller, it map[string]types.AttributeValue, from, to int, queued bool) {
@@ -422,7 +422,7 @@ func changeOfN(tb testing.TB, s *Service, c Caller, it map[string]types.Attribut
 	if err != nil || w == nil || w.reset == nil {
 		tb.Fatalf("change of N %d -> %d: got plan %+v, %v; want a change of N", from, to, w, err)
 	}
-	if want := max(from-to, 0); len(w.reset.expired) != want || len(w.reset.markers) != maxResetCleanup ||
+	if want := from; len(w.reset.expired) != want || len(w.reset.markers) != maxResetCleanup ||
 		(markerSlot >= 0 && w.markerSlot != markerSlot) {
 		tb.Fatalf("change of N %d -> %d: got %d slots conditioned, %d markers removed, marker slot %d; want %d, %d, %d",
 			from, to, len(w.reset.expired), len(w.reset.markers), w.markerSlot, want, maxResetCleanup, markerSlot)
@@ -555,7 +555,7 @@ func limitsCases() []limitsCase {
 			_, _ = s.queuePrune(ctx, limitsWaiter(s, iam), Budget{}, v, maxPrune)
 		}},
 		{"queue leave (entry MaxQueue-1, queue_until lowered)", false, func(_ testing.TB, s *Service) {
-			_ = s.queueLeave(ctx, limitsWaiter(s, iam), Budget{}, queueView(MaxQueue, 0), MaxQueue-1, limitsTicket)
+			_ = s.queueLeave(ctx, limitsWaiter(s, iam), queueView(MaxQueue, 0), MaxQueue-1, limitsTicket)
 		}},
 		{"semaphore acquire: the guess, then writes from no item", false, func(_ testing.TB, s *Service) {
 			r := limitsSemReq(iam, MaxPermits, "")
@@ -568,11 +568,11 @@ func limitsCases() []limitsCase {
 		{"semaphore acquire N=100, head (away from home, marker, 2 stale markers, full queue)", false, func(tb testing.TB, s *Service) {
 			acquireN100(tb, s, true)
 		}},
-		{"semaphore change of N 100->1, plain (99 slots, 20 markers)", false, func(tb testing.TB, s *Service) {
+		{"semaphore change of N 100->1, plain (100 slots, 20 markers)", false, func(tb testing.TB, s *Service) {
 			c := limitsCaller(tb, 1, func(int) bool { return true })
 			changeOfN(tb, s, c, changeOfNItem(c, MaxPermits, false), MaxPermits, 1, false)
 		}},
-		{"semaphore change of N 100->1, head (99 slots, 20 markers, full queue)", false, func(tb testing.TB, s *Service) {
+		{"semaphore change of N 100->1, head (100 slots, 20 markers, full queue)", false, func(tb testing.TB, s *Service) {
 			c := limitsCaller(tb, 1, func(int) bool { return true })
 			changeOfN(tb, s, c, changeOfNItem(c, MaxPermits, true), MaxPermits, 1, true)
 		}},
@@ -756,8 +756,8 @@ func TestDynamoDBLimits(t *testing.T) {
 	db.succeed = false
 
 	// Every change of N, plain and the head's: the condition names each
-	// slot at or above the new N that held a lease, so it grows with
-	// from - to. The worst of each kind is logged.
+	// slot of the old N whose ended lease a late renewal could revive,
+	// so it grows with from. The worst of each kind is logged.
 	worst := map[string]limitsRow{}
 	for _, queued := range []bool{false, true} {
 		variant := "plain"

@@ -161,7 +161,7 @@ var listingOps = []listingOp{
 			WaitSeconds: 20}, Budget{}, listingQueue(s, 2), "t0", "gr4nt1d")
 	}},
 	25: {"fair waiting, leave: the waiter's own entry at index 1, when its wait ends with an error or a 409", -1, func(s *Service) {
-		_ = s.queueLeave(context.Background(), listingWaiter(s, anonCaller), Budget{}, listingQueue(s, 3), 1, "t1")
+		_ = s.queueLeave(context.Background(), listingWaiter(s, anonCaller), listingQueue(s, 3), 1, "t1")
 	}},
 	26: {"watch: its read of the item between consistent reads", -1, func(s *Service) {
 		_, _ = s.watchPeek(context.Background(), listingResource, Budget{})

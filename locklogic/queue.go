@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // Fair waiting (Config.FairWaiting): the waiters of a lock queue on the
@@ -56,6 +57,10 @@ const (
 	maxPrune = 16
 	// maxTicketBytes bounds a queue ticket sent back by a client.
 	maxTicketBytes = 64
+	// leaveBudget bounds a wait's leave (its read and its write), which
+	// runs detached from the request's cancellation and store budget:
+	// the write before it may have spent them (leaveContext).
+	leaveBudget = time.Second
 )
 
 // The members of a queue entry. owner and principal are the lease's own
@@ -463,12 +468,10 @@ func (s *Service) queuePrune(ctx context.Context, w *waiter, b Budget, v *view, 
 // ends without a grant and without keeping its place for a next round (an
 // error, a 409, a head that cannot be served) must not leave a live entry
 // that blocks everyone behind it until its round's end plus QueueGrace.
-// One write, best effort: when it is refused (the entry moved, or the
-// queue changed under the lowering) the entry lapses by itself. It runs
-// under the request's deadline but not its cancellation.
-func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, i int, ticket string) error {
-	dctx, cancel := detach(ctx)
-	defer cancel()
+// One write, under ctx (leaveContext): when it is refused (the entry
+// moved, or the queue changed under the lowering) the entry lapses by
+// itself.
+func (s *Service) queueLeave(ctx context.Context, w *waiter, v *view, i int, ticket string) error {
 	values := map[string]types.AttributeValue{}
 	e := "#q[" + strconv.Itoa(i) + "]"
 	values[":tk"] = &types.AttributeValueMemberS{Value: ticket}
@@ -484,7 +487,7 @@ func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, 
 		update = "SET " + set + " " + update
 		cond += " AND " + vc
 	}
-	_, err := s.queueWrite(dctx, w, b, &dynamodb.UpdateItemInput{
+	_, err := s.queueWrite(ctx, w, Budget{}, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
@@ -493,14 +496,53 @@ func (s *Service) queueLeave(ctx context.Context, w *waiter, b Budget, v *view, 
 	return err
 }
 
-// detach returns a context with ctx's deadline but not its cancellation:
-// a write that must run to its end even when the request was cancelled.
-func detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := context.WithoutCancel(ctx)
-	if deadline, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(d, deadline)
+// leaveContext returns the context of a wait's leave: not the request's
+// cancellation, nor its store budget (a write that timed out may have
+// spent it, and the leave must still run), but leaveBudget of its own,
+// never past ctx's deadline (the invocation's) minus b.Reserve.
+func leaveContext(ctx context.Context, b Budget) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(leaveBudget)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-b.Reserve).Before(d) {
+		d = deadline.Add(-b.Reserve)
 	}
-	return context.WithCancel(d)
+	return context.WithDeadline(context.WithoutCancel(ctx), d)
+}
+
+// leaveQueue is the leave of a wait that ends without a grant and without
+// keeping its place: it removes the caller's entry with one of tickets
+// from the queue v shows (nil: unknown). After a write whose outcome is
+// unknown (unknown: a join that landed and answered 500, say), no view
+// the wait holds can show what that write did, so it reads the item
+// first and leaves what it finds. It returns the ticket of a place the
+// caller may still hold — the read failed, or the place was found and
+// not removed — so that the answer can give it to the next round, which
+// reclaims it instead of queueing behind it; "" when none.
+func (s *Service) leaveQueue(ctx context.Context, w *waiter, b Budget, v *view, tickets []string, unknown bool, out *fairOutcome) string {
+	lctx, cancel := leaveContext(ctx, b)
+	defer cancel()
+	if unknown {
+		out.reads++
+		nv, err := s.readView(lctx, w.key, Budget{})
+		if err != nil {
+			if len(tickets) == 0 {
+				return ""
+			}
+			return tickets[len(tickets)-1] // the latest: a join's, or the place the round held
+		}
+		v = nv
+	}
+	if v == nil {
+		return ""
+	}
+	i, tk := v.find(tickets, w.caller, s.now().UnixMilli())
+	if i < 0 {
+		return ""
+	}
+	out.writes++
+	if err := s.queueLeave(lctx, w, v, i, tk); err != nil {
+		return tk
+	}
+	return ""
 }
 
 // queueWrite sends one write of the queue's own (join, extend, prune)
@@ -523,6 +565,9 @@ func (s *Service) queueWrite(ctx context.Context, w *waiter, b Budget, in *dynam
 			}
 			return nil, errRefused
 		}
+		if invalidListPath(err) {
+			return nil, errRefused // the queue shrank under an index: a stale view, read it
+		}
 		return nil, storeErr(w.op, w.name, err)
 	}
 	return newView(out.Attributes, true), nil
@@ -530,6 +575,18 @@ func (s *Service) queueWrite(ctx context.Context, w *waiter, b Budget, in *dynam
 
 // errRefused is a queue write whose condition failed: the queue changed.
 var errRefused = errors.New("queue write refused")
+
+// invalidListPath reports whether err is DynamoDB's refusal of an update
+// expression's document path, which a queue write meets when an entry's
+// index is gone (queueExtend's SET #q[i].#qt after a grant or a prune
+// shortened the list). Whether DynamoDB checks the path before the
+// condition (which would fail too) is not documented, so either answer
+// means the same: the view was stale.
+func invalidListPath(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(apiErr.ErrorMessage(), "document path")
+}
 
 // headGrantExpr are the head's grant, by variant as acquireExpr: the
 // update, and the condition on the head's entry (headGrantCond joins it to
@@ -752,17 +809,19 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		tickets []string // the tickets this wait may hold a place with
 		seen    *view    // the latest view of the item, for the leave
 		leave   bool     // the wait ends without a place for a next round
+		unknown bool     // a write's outcome is unknown: the views predate it
 	)
 	defer func() {
 		if (err != nil || leave) && !out.granted {
 			if v != nil {
 				seen = v
 			}
-			if seen != nil {
-				if i, tk := seen.find(tickets, w.caller, s.now().UnixMilli()); i >= 0 {
-					out.writes++
-					_ = s.queueLeave(ctx, w, b, seen, i, tk) // best effort: else the entry lapses
-				}
+			// An error that leaves the caller a place it could not
+			// remove carries the place's ticket (a 503's queue_ticket):
+			// its next round reclaims the place instead of joining
+			// behind its own ghost.
+			if tk := s.leaveQueue(ctx, w, b, seen, tickets, unknown, &out); tk != "" && errors.Is(err, ErrUnavailable) {
+				err = &QueueTicketError{Ticket: tk, Err: err}
 			}
 		}
 		out.waited = max(s.now().Sub(start), 0)
@@ -826,23 +885,41 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			return nil
 		}
 		if err != nil {
+			unknown = true
 			return err
 		}
 		refused = 0
 		v = nv
 		return nil
 	}
-	// take makes the write that takes the item; granted, the wait is over.
+	// take makes the write that takes the item; granted, the wait is
+	// over. A refused write may be an SDK retry of this very grant whose
+	// first attempt landed (a head's finds its entry gone; a semaphore's
+	// away from home, its marker set): the item it met, or a consistent
+	// read, then shows the grant, which is the wait's whatever its clock
+	// says (t.own).
 	take := func(tk string) (bool, error) {
 		out.writes++
 		granted, nv, err := t.take(ctx, b, v, tk)
+		if err != nil {
+			unknown = true
+		}
 		if err != nil || granted {
 			return granted, err
 		}
 		refused++
 		backoff = refused >= 2
 		v = nv
-		return false, nil
+		if v == nil {
+			out.reads++
+			if v, err = s.readView(ctx, w.key, b); err != nil {
+				if !transient(err) {
+					return false, storeErr(w.op, w.name, err)
+				}
+				v = nil
+			}
+		}
+		return v != nil && t.own(v.item, s.now()), nil
 	}
 	for {
 		now := s.now()
@@ -1001,21 +1078,6 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		if err != nil || granted {
 			out.granted = granted
 			return out, err
-		}
-		if v == nil {
-			out.reads++
-			if v, err = s.readView(ctx, w.key, b); err != nil {
-				if !transient(err) {
-					return fairOutcome{}, storeErr(w.op, w.name, err)
-				}
-				v = nil
-			}
-		}
-		// An SDK retry of this very grant, whose first attempt landed,
-		// finds the entry gone and the grant in place.
-		if v != nil && t.own(v.item, s.now()) {
-			out.granted = true
-			return out, nil
 		}
 	}
 	return s.fairHeld(out, ticket, reports, exp), nil

@@ -596,3 +596,113 @@ func TestFairWaitLeavesOnError(t *testing.T) {
 		t.Error("the leave was sent with a cancelled context, want it to run whatever the request's cancellation")
 	}
 }
+
+// TestFairWaitJoinUnknownOutcome: a join that lands but is answered 500
+// leaves the wait no view that shows it. The leave reads the item, whatever
+// the request's cancellation, and removes the entry it finds (ReadLeaves);
+// when that read fails too, the error carries the join's ticket
+// (*QueueTicketError), so that the next round reclaims the place rather
+// than queueing behind its own ghost (ReadFails).
+func TestFairWaitJoinUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	for _, readFails := range []bool{false, true} {
+		name := "ReadLeaves"
+		if readFails {
+			name = "ReadFails"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: t0}
+			st := &queueStore{clock: clock, queue: others(1)}
+			fake := st.db()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			update, get := fake.Update, fake.Get
+			var joined string
+			fake.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				u := *in.UpdateExpression
+				switch {
+				case strings.Contains(u, "list_append"):
+					if _, err := update(in); err != nil {
+						return nil, err
+					}
+					joined = in.ExpressionAttributeValues[":qe"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberM).Value[entryID].(*types.AttributeValueMemberS).Value
+					cancel() // the request is cancelled, too
+					return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "applied, then 500"}
+				case strings.HasPrefix(u, "REMOVE #q["):
+					st.mu.Lock()
+					defer st.mu.Unlock()
+					tk := in.ExpressionAttributeValues[":tk"].(*types.AttributeValueMemberS).Value
+					st.queue = slices.DeleteFunc(st.queue, func(e map[string]types.AttributeValue) bool {
+						return e[entryID].(*types.AttributeValueMemberS).Value == tk
+					})
+					return &dynamodb.UpdateItemOutput{Attributes: st.item()}, nil
+				}
+				return update(in)
+			}
+			fake.Get = func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				if joined != "" && readFails {
+					return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "read failed"}
+				}
+				return get(in)
+			}
+			_, err := newWaitService(fake, clock, Config{FairWaiting: true}).AcquireWait(ctx, waitReq(10), Budget{})
+			if !errors.Is(err, ErrUnavailable) || joined == "" {
+				t.Fatalf("got %v (joined %q), want ErrUnavailable after a join", err, joined)
+			}
+			var qt *QueueTicketError
+			switch {
+			case readFails && (!errors.As(err, &qt) || qt.Ticket != joined):
+				t.Errorf("got %v, want a *QueueTicketError with the join's ticket %q", err, joined)
+			case !readFails && errors.As(err, &qt):
+				t.Errorf("got %v, want no ticket: the leave removed the place", err)
+			}
+			left := len(st.queue) == 1
+			if left == readFails {
+				t.Errorf("queue after the answer: %d entries, want %d", len(st.queue), map[bool]int{false: 1, true: 2}[readFails])
+			}
+		})
+	}
+}
+
+// TestFairWaitExtendInvalidPath: a round that moves its place's until
+// (SET #q[i].until) after a grant shortened the queue may meet DynamoDB's
+// ValidationException for the index that is gone, rather than the failed
+// condition dynalite answers. It is the same news, a stale view: the
+// waiter reads the item again and moves its place where it now is.
+func TestFairWaitExtendInvalidPath(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: t0}
+	place := map[string]types.AttributeValue{entryID: &types.AttributeValueMemberS{Value: "mine"},
+		AttrOwner: &types.AttributeValueMemberS{Value: "w2"}, entryUntil: num(t0.Add(500 * time.Millisecond).UnixMilli())}
+	st := &queueStore{clock: clock, oldItem: true, queue: append(others(1), place)}
+	db := st.db()
+	update := db.Update
+	var paths []string
+	db.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		u := *in.UpdateExpression
+		if strings.HasPrefix(u, "SET #q[") {
+			paths = append(paths, u[:len("SET #q[0]")])
+			if strings.HasPrefix(u, "SET #q[1]") {
+				st.mu.Lock()
+				st.queue = st.queue[1:] // the head was served meanwhile
+				st.mu.Unlock()
+				return nil, &smithy.GenericAPIError{Code: "ValidationException",
+					Message: "The document path provided in the update expression is invalid for update"}
+			}
+		}
+		return update(in)
+	}
+	req := waitReq(3)
+	req.QueueTicket = "mine"
+	res, err := newWaitService(db, clock, Config{OldItemOnFailure: true, FairWaiting: true}).AcquireWait(context.Background(), req, Budget{})
+	if err != nil || res.Acquired || res.QueueTicket != "mine" {
+		t.Fatalf("got %+v, %v; want held, the place kept", res, err)
+	}
+	if want := []string{"SET #q[1]", "SET #q[0]"}; !slices.Equal(paths, want) {
+		t.Errorf("the keeps' paths: got %v, want %v (refused at the old index, then moved where the place now is)", paths, want)
+	}
+	if u := mustN(t, st.queue[0], entryUntil); u <= t0.Add(500*time.Millisecond).UnixMilli() {
+		t.Errorf("the place's until is %s, want it moved to this round's end + QueueGrace", time.UnixMilli(u).Sub(t0))
+	}
+}

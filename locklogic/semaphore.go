@@ -385,8 +385,8 @@ type staleMarker struct {
 }
 
 // semReset is what a change of N conditions on: the view's N and counter
-// (no grant since), and the slots beyond the new N that held a lease
-// (still expired: no late renewal revived one).
+// (no grant since), and every slot of the view's N whose ended lease a
+// late renewal could revive (revivable: still not live).
 type semReset struct {
 	permits int64
 	counter string
@@ -479,6 +479,13 @@ func (s *Service) semAttempt(ctx context.Context, req SemaphoreAcquireRequest, b
 			}
 			res.Reads++
 		}
+		// A write of this request that landed (its answer lost, the SDK's
+		// retry refused) is its grant, whatever the wait's clock says: a
+		// lock acquire answers it too (#gi = :gid).
+		if p, ok := ownPermit(req, old, gid, s.now()); ok {
+			res.Acquired, res.Permit = true, p
+			return res, nil, nil
+		}
 		next, freeAt, _, err := planSemaphore(req, old, s.now(), id, gid, false)
 		if err != nil {
 			return SemaphoreAcquireResult{}, nil, err
@@ -535,23 +542,33 @@ func (t *semTarget) take(ctx context.Context, b Budget, v *view, ticket string) 
 	return false, nil, nil
 }
 
-// own finds the permit this request's grant id wrote for the caller, live
-// at now, in any slot below N.
 func (t *semTarget) own(item map[string]types.AttributeValue, now time.Time) bool {
+	p, ok := ownPermit(t.req, item, t.gid, now)
+	if ok {
+		t.permit = p
+	}
+	return ok
+}
+
+// ownPermit finds the permit this request's grant id gid wrote for the
+// caller, live at now, in any slot below N: the grant of a write whose
+// first attempt landed though its answer was lost.
+func ownPermit(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, gid string, now time.Time) (Permit, bool) {
 	permits, _ := permitsOf(item)
 	for k := range int(permits) {
-		view := slotView(item, k)
-		if str(view, AttrGrantID) != t.gid || !live(view, now) || str(view, AttrOwner) != t.req.Caller.Owner ||
-			str(view, AttrPrincipal) != t.req.Caller.Principal {
+		if str(item, slotNames[k].grant) != gid {
 			continue
 		}
-		if p, ok := decodePermit(t.req.Name, item, k); ok {
+		view := slotView(item, k)
+		if !live(view, now) || str(view, AttrOwner) != req.Caller.Owner || str(view, AttrPrincipal) != req.Caller.Principal {
+			continue
+		}
+		if p, ok := decodePermit(req.Name, item, k); ok {
 			p.Permits = permits
-			t.permit = p
-			return true
+			return p, true
 		}
 	}
-	return false
+	return Permit{}, false
 }
 
 // peek reads the whole item (a read is billed by the item's size whatever
@@ -610,10 +627,15 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 			return nil, time.Time{}, false, nil // the queue's first
 		}
 		// No permit blocks: this acquire sets the new N, on condition
-		// that nothing was granted since the view.
+		// that nothing was granted since the view and that every lease
+		// it judged ended is still not live. Below the new N as above
+		// it: a late renewal that revived a slot below it would leave a
+		// permit where, under the new N, its owner's home or marker no
+		// longer says it is (two permits for one owner); one above it
+		// could never be renewed or released again.
 		r := &semReset{permits: permits, counter: numString(item, AttrCounter)}
-		for k := int(req.Permits); k < int(permits); k++ {
-			if _, ok := item[slotNames[k].expires]; ok {
+		for k := range int(permits) {
+			if revivable(item, k) {
 				r.expired = append(r.expired, k)
 			}
 		}
@@ -678,6 +700,22 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	}
 	w.cleanup = staleMarkers(item, n, now, id.marker)
 	return w, time.Time{}, false, nil
+}
+
+// revivable reports whether slot k of item holds a lease that is not live
+// but that a late renewal could make live again: one that expired, not
+// one that was released, force released or whose expiry a watch recorded
+// (a renewal requires each absent). Only a grant, which moves the
+// counter, revives those.
+func revivable(item map[string]types.AttributeValue, k int) bool {
+	a := &slotNames[k]
+	for _, name := range []string{a.released, a.forced, a.expired} {
+		if _, ok := item[name]; ok {
+			return false
+		}
+	}
+	_, ok := item[a.expires]
+	return ok
 }
 
 // issuedAfter is the late-write rule's test for a same-owner re-acquire
@@ -804,8 +842,16 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		} else {
 			cond += " AND " + x.n("#c", AttrCounter) + " = " + x.v(":c0", &types.AttributeValueMemberN{Value: r.counter})
 		}
+		// Every lease the view judged ended that a late renewal could
+		// revive is still not live (stillExpired: one comparison a slot,
+		// so a change of N from MaxPermits stays within DynamoDB's 300
+		// operators). The others stay ended but by a grant, which the
+		// counter excludes. This also conditions the removal of the
+		// markers below: every grant a marker can name is in one of
+		// these slots (or ended for good), and no marker moves but with
+		// a grant.
 		for i, k := range r.expired {
-			cond += " AND " + x.n("#rx"+strconv.Itoa(i), slotNames[k].expires) + " <= :now"
+			cond += " AND " + stillExpired(x.n("#rx"+strconv.Itoa(i), slotNames[k].expires))
 		}
 	} else {
 		cond = "(attribute_not_exists(" + x.n("#pm", AttrPermits) + ") OR #pm = " + x.v(":n", num(req.Permits)) + ")"
@@ -830,7 +876,11 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 	if ticket == "" {
 		x.n("#q", AttrQueue)
 		x.n("#qu", AttrQueueUntil)
-		cond += " AND ((" + free + " AND " + queueOpen + ") OR (" + own + " AND (" + queueOpen + " OR (#e > :now AND attribute_not_exists(#x)))))"
+		// The caller's own permit behind live waiters: only while live
+		// (liveClause: a permit a watch saw expire stays ended, as the
+		// lock's own branch has it).
+		cond += " AND ((" + free + " AND " + queueOpen + ") OR (" + own + " AND (" + queueOpen + " OR (" +
+			liveClause("#e", "#x", x.n("#y", a.expired)) + "))))"
 	} else {
 		x.n("#q", AttrQueue)
 		x.n("#qi", entryID)

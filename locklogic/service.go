@@ -456,7 +456,7 @@ func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond strin
 	owner := "#o = :o AND " + principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa)"
 	cond := "attribute_not_exists(#r) OR ((attribute_exists(#x) OR " + freeCond + ") AND " + queueOpen + ") OR (" +
 		owner + " AND (" + notNewer(":iss", true) + " OR #gi = :gid) AND (" + queueOpen +
-		" OR (#e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#xa))))"
+		" OR (" + liveClause("#e", "#x", "#xa") + ")))"
 	return struct{ update, cond string }{update + remove, cond}
 }
 

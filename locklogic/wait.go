@@ -46,21 +46,26 @@ func ValidateWait(waitSeconds, maxWait int64, v *ValidationError) {
 	}
 }
 
-// Budget bounds the store calls of one request: each call gets PerCall at
-// most (zero: no bound of its own), and none runs past the request
-// context's deadline minus Reserve, so a slow store still leaves time to
-// answer. The HTTP layer sets it from its store budget and the Lambda
-// deadline.
+// Budget bounds the store calls of one request: none runs past Deadline,
+// the request's one store budget from its arrival (zero: none), nor past
+// the request context's deadline minus Reserve, so a slow store still
+// leaves time to answer; each call of a request that waits also gets
+// PerCall at most (zero: no bound of its own), so that one slow read does
+// not spend its wait. The HTTP layer sets it from its store budget and the
+// Lambda deadline.
 type Budget struct {
-	PerCall time.Duration
-	Reserve time.Duration
+	Deadline time.Time
+	PerCall  time.Duration
+	Reserve  time.Duration
 }
 
 // Context derives the context of one store call starting now.
 func (b Budget) Context(ctx context.Context) (context.Context, context.CancelFunc) {
-	var deadline time.Time
+	deadline := b.Deadline
 	if b.PerCall > 0 {
-		deadline = time.Now().Add(b.PerCall)
+		if d := time.Now().Add(b.PerCall); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
 	}
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Add(-b.Reserve).Before(deadline)) {
 		deadline = d.Add(-b.Reserve)
@@ -137,11 +142,16 @@ func (s *Service) AcquireWait(ctx context.Context, req AcquireRequest, b Budget)
 
 // deadlineEnd moves end, by the service clock at now, earlier when a write
 // starting then would not have b.PerCall before ctx's deadline minus
-// b.Reserve.
+// b.Reserve, or before b.Deadline.
 func deadlineEnd(ctx context.Context, b Budget, now, end time.Time) time.Time {
 	if d, ok := ctx.Deadline(); ok {
 		if byDeadline := now.Add(time.Until(d) - b.Reserve - b.PerCall); byDeadline.Before(end) {
 			end = byDeadline
+		}
+	}
+	if !b.Deadline.IsZero() {
+		if byBudget := now.Add(time.Until(b.Deadline) - b.PerCall); byBudget.Before(end) {
+			end = byBudget
 		}
 	}
 	return end

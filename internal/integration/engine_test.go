@@ -362,7 +362,7 @@ func TestEngine_SemaphoreAcquireOwnGrantIsAcquired(t *testing.T) {
 		})
 		answer := make(chan reply, 1)
 		go func() {
-			answer <- call(t, slow, "POST", semPath(name), semBody(map[string]any{"owner": c, "ttl_seconds": 30, "permits": permits,
+			answer <- call(t, slow, "POST", semWaitPath(name), semBody(map[string]any{"owner": c, "ttl_seconds": 30, "permits": permits,
 				"wait_seconds": 1}))
 		}()
 		await(t, retry.arrived, "the SDK's retry of C's write")
