@@ -21,7 +21,7 @@ func TestGuardFetchMetadata(t *testing.T) {
 	t.Parallel()
 	svc := httptest.NewServer(&fakeService{})
 	defer svc.Close()
-	s := startConsole(t, svc.URL, time.Hour)
+	s := startConsole(t, svc.URL, time.Hour, time.Second)
 	ck := session(t, s)
 	base := "http://" + s.Addr()
 	for _, tt := range []struct {
@@ -66,7 +66,7 @@ func TestStatusInvalidName(t *testing.T) {
 	t.Parallel()
 	svc := httptest.NewServer(&fakeService{})
 	defer svc.Close()
-	s := startConsole(t, svc.URL, time.Hour)
+	s := startConsole(t, svc.URL, time.Hour, time.Second)
 	ck := session(t, s)
 	for _, name := range []string{"a%2Fb", ""} {
 		req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/api/status?kind=locks&name="+name, nil)
