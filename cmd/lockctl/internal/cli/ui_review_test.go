@@ -24,6 +24,7 @@ func TestOpenBrowserKeepsTokenOffCommandLines(t *testing.T) {
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	const token = "S3CRET-token-0123456789"
+	t.Cleanup(removeLaunchers)
 	if err := openBrowser("http://127.0.0.1:40713/?token=" + token); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package console
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,58 @@ func TestToProblemServiceValidation(t *testing.T) {
 	p := toProblem(fmt.Errorf("force-release %q: %w", "a", pe))
 	if p.Status != 400 || p.Title != "Validation failed" || p.Slug != "validation-failed" {
 		t.Errorf("got %+v, want the service's 400 Validation failed", p)
+	}
+}
+
+// TestGuardLauncherNavigation: `lockctl ui --open` opens a file that leads
+// to the token URL, a navigation from another site (file:). The token
+// exchange alone is let through as such a top-level navigation, answered
+// with a page that moves on to "/" (no redirect: a cross-site redirect
+// chain would not carry the SameSite=Strict cookie); any other request
+// from another site is refused and spends no token.
+func TestGuardLauncherNavigation(t *testing.T) {
+	t.Parallel()
+	svc := httptest.NewServer(&fakeService{})
+	defer svc.Close()
+	s := startConsole(t, svc.URL, time.Hour, time.Second)
+	get := func(url, mode, dest string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		req.Header.Set("Sec-Fetch-Mode", mode)
+		req.Header.Set("Sec-Fetch-Dest", dest)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, tt := range []struct{ name, path, mode, dest string }{
+		{"Frame", s.URL(), "navigate", "iframe"},
+		{"Image", s.URL(), "no-cors", "image"},
+		{"PageNavigation", "http://" + s.Addr() + "/", "navigate", "document"},
+		{"APINavigation", "http://" + s.Addr() + "/api/poll?token=x", "navigate", "document"},
+	} {
+		resp := get(tt.path, tt.mode, tt.dest)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: got %d, want 403", tt.name, resp.StatusCode)
+		}
+	}
+	select {
+	case <-s.Exchanged():
+		t.Fatal("the token was spent by a refused request")
+	default:
+	}
+	resp := get(s.URL(), "navigate", "document")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 1 || !strings.Contains(string(body), `http-equiv="refresh" content="0;url=/"`) {
+		t.Errorf("launcher navigation: got %d, cookies %v, page %q; want 200, the cookie, and a page that moves on to /", resp.StatusCode, resp.Cookies(), body)
+	}
+	select {
+	case <-s.Exchanged():
+	default:
+		t.Error("Exchanged is not closed after the exchange")
 	}
 }

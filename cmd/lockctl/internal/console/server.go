@@ -109,6 +109,10 @@ func Listen(cfg Config) (*Server, error) {
 // URL is the URL to open, with the per-run token (it works once).
 func (s *Server) URL() string { return s.guard.url() }
 
+// Exchanged is closed when the URL's token has been exchanged for the
+// session cookie.
+func (s *Server) Exchanged() <-chan struct{} { return s.guard.spent }
+
 // Addr is the bound address, HOST:PORT.
 func (s *Server) Addr() string { return s.guard.host }
 
