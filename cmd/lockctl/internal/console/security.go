@@ -8,9 +8,9 @@ import (
 	"html"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
-	"net/http"
 	"strings"
 	"sync"
 )
