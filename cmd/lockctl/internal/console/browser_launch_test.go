@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,43 @@ func waitAcross(tb testing.TB, ctx context.Context, d time.Duration, what, expr 
 	}
 	href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.body.innerText.slice(0, 200)`))
 	tb.Fatalf("%s: waited %v for %s (last error %v; the page: %q)", what, d, expr, last, href)
+}
+
+// TestBrowserRestarted: the reason box holds a reason to the service's
+// bound in bytes, not characters; and a tab whose lockctl ui stopped, with
+// another one started on its port (whose session it does not have), says
+// to open the new URL instead of reconnecting forever.
+func TestBrowserRestarted(t *testing.T) {
+	t.Parallel()
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"locks":[]}`)
+	}))
+	t.Cleanup(svc.Close)
+	c, err := client.New(svc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui, stop := serveUI(t, console.Config{Client: c, Endpoint: svc.URL})
+	ctx, _ := browser(t)
+	run(t, ctx, 20*time.Second, "open the page", chromedp.Navigate(ui.URL()), chromedp.WaitVisible(chromedp.CSS("#tab-locks")))
+	waitJS(t, ctx, 10*time.Second, "first listing", `document.getElementById("refresh").textContent.startsWith("refreshed")`)
+
+	valid := func(reason string) bool {
+		return eval[bool](t, ctx, fmt.Sprintf(`(() => { const r = document.getElementById("confirm-reason");
+			r.value = %q; r.dispatchEvent(new Event("input")); return r.validity.valid; })()`, reason))
+	}
+	if !valid(strings.Repeat("€", 166)) { // 498 bytes
+		t.Error("a reason of 498 bytes (166 €) is refused, want it taken")
+	}
+	if valid(strings.Repeat("€", 167)) { // 501 bytes in 167 characters
+		t.Error("a reason of 501 bytes (167 €) is taken, want it refused: the service's bound is 500 bytes")
+	}
+
+	addr := ui.Addr()
+	stop()
+	waitJS(t, ctx, 10*time.Second, "the page notices", `document.getElementById("refresh").textContent.includes("reconnecting")`)
+	serveUI(t, console.Config{Client: c, Endpoint: svc.URL, Addr: addr})
+	waitJS(t, ctx, 10*time.Second, "the page says lockctl ui was restarted",
+		`document.getElementById("refresh").textContent === "lockctl ui was restarted: open the new URL it printed"`)
 }

@@ -268,6 +268,11 @@ func (s *Server) forceRelease(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &problem{Status: 400, Title: "a reason is required"})
 		return
 	}
+	if len(req.Reason) > maxReasonBytes {
+		writeProblem(w, &problem{Status: 400, Title: fmt.Sprintf("the reason is at most %d bytes of UTF-8", maxReasonBytes),
+			Detail: fmt.Sprintf("it is %d bytes", len(req.Reason))})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	opt := client.ForceReleaseOptions{Immediate: req.Immediate, FencingToken: req.FencingToken}

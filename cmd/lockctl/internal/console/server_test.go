@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/locklogic"
 )
 
 // fakeService answers the admin listings and the watches, and counts them.
@@ -432,6 +433,8 @@ func TestForceReleaseChecks(t *testing.T) {
 		{"NoToken", "application/json", `{"kind":"locks","name":"a","reason":"r"}`, 400},
 		{"NoReason", "application/json", `{"kind":"locks","name":"a","reason":" ","fencing_token":7}`, 400},
 		{"UnknownField", "application/json", `{"kind":"locks","name":"a","reason":"r","fencing_token":7,"x":1}`, 400},
+		// 167 characters, 501 bytes: the service's bound is in bytes.
+		{"ReasonTooLong", "application/json", `{"kind":"locks","name":"a","reason":"` + strings.Repeat("€", 167) + `","fencing_token":7}`, 400},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", "http://"+s.Addr()+"/api/force-release", strings.NewReader(tt.body))
@@ -499,5 +502,13 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 			tb.Fatalf("waited 10 s for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition, not ordering events
+	}
+}
+
+// TestReasonBoundIsTheServices: the console bounds a reason as the
+// service does.
+func TestReasonBoundIsTheServices(t *testing.T) {
+	if maxReasonBytes != locklogic.MaxReasonBytes {
+		t.Errorf("maxReasonBytes: got %d, want the service's %d", maxReasonBytes, locklogic.MaxReasonBytes)
 	}
 }

@@ -7,6 +7,9 @@
 
 (function () {
   var PAGE = 50;
+  // RESTARTED is what the page says when the server no longer knows its
+  // session (401).
+  var RESTARTED = "lockctl ui was restarted: open the new URL it printed";
   var $ = function (id) { return document.getElementById(id); };
   var state = {
     view: "locks", snap: null, filter: "", page: 0,
@@ -15,6 +18,7 @@
     timer: null, // the next poll
     pollGen: 0, // numbers the polls: an answer to an older one is dropped
     lost: false, // the last poll failed
+    reasonMax: 500, // the service's bound on a reason, in bytes (the server says)
   };
 
   // el makes an element with attributes and children (strings become text:
@@ -97,7 +101,7 @@
         if (j.restarted) {
           // The session is gone: this lockctl ui stopped and another runs
           // on its port. Only its new URL opens a session.
-          $("refresh").textContent = "lockctl ui was restarted: open the new URL it printed";
+          $("refresh").textContent = RESTARTED;
           return;
         }
         answer(j, d);
@@ -114,6 +118,7 @@
   // answer takes in a poll's answer; d is the detail view it was asked
   // for.
   function answer(j, d) {
+    state.reasonMax = j.reason_max_bytes || state.reasonMax;
     $("endpoint").textContent = "at " + j.endpoint + (j.prefix ? " (prefix " + j.prefix + ")" : "");
     var recovered = state.lost;
     state.lost = false;
@@ -274,9 +279,18 @@
       ["Principal", lease.principal || "–"], ["Fencing token", lease.fencing_token], ["Expires", expiry(lease)]]
       .forEach(function (kv) { if (kv) { dl.appendChild(el("dt", {}, kv[0])); dl.appendChild(el("dd", {}, kv[1])); } });
     $("confirm-reason").value = "";
+    checkReason();
     show("confirm-problem", "");
     $("confirm").showModal();
     $("confirm-reason").focus();
+  }
+
+  // checkReason holds the reason to the service's bound, in bytes of
+  // UTF-8 (a character may take up to four), and says how much is used.
+  function checkReason() {
+    var r = $("confirm-reason"), n = lockui.utf8Bytes(r.value);
+    r.setCustomValidity(n > state.reasonMax ? "The reason is " + n + " bytes of UTF-8; the service takes at most " + state.reasonMax + "." : "");
+    $("confirm-reason-count").textContent = n + " of " + state.reasonMax + " bytes";
   }
 
   function submitForce(ev) {
@@ -286,7 +300,10 @@
       immediate: document.querySelector("input[name=delay]:checked").value === "immediate", fencing_token: l.fencing_token };
     $("confirm-go").disabled = true;
     fetch("/api/force-release", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
-      .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, j: j }; }); })
+      .then(function (r) {
+        if (r.status === 401) return { ok: false, j: { status: 401, title: RESTARTED } };
+        return r.json().then(function (j) { return { ok: r.ok, j: j }; });
+      })
       .then(function (res) {
         $("confirm-go").disabled = false;
         if (!res.ok) {
@@ -321,6 +338,7 @@
     $("detail-close").addEventListener("click", closeDetail);
     $("confirm-cancel").addEventListener("click", function () { $("confirm").close(); });
     $("confirm-form").addEventListener("submit", submitForce);
+    $("confirm-reason").addEventListener("input", checkReason);
     setInterval(tick, 1000);
     poll();
   });
