@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/ft288/locks/cmd/lockctl/internal/console"
@@ -23,8 +24,10 @@ the lease shown. See docs/console.md.
 
 The page talks only to lockctl, which calls the service as lockctl's other
 commands do (--endpoint, --sigv4): the browser holds no credentials. The
-URL carries a token that works once: the page swaps it for a cookie. Stop
-with Ctrl-C.
+URL carries a token that works once: the page swaps it for a cookie.
+--open hands the browser a file that leads to the URL (readable by you
+alone, removed once the page has opened), not the URL itself: a command
+line is readable by every user of the host. Stop with Ctrl-C.
 
 Listing and force release are admin calls: without them the page explains
 the refusal and still shows a name you type in.`
@@ -61,9 +64,17 @@ func uiCmd(args []string, env Env) int {
 	}
 	fmt.Fprintf(env.Stdout, "lockctl ui: open %s (the link works once; Ctrl-C stops)\n", srv.URL())
 	if *open {
+		defer removeLaunchers()
 		if err := openBrowser(srv.URL()); err != nil {
 			fmt.Fprintf(env.Stderr, "lockctl ui: could not open a browser (%v); open the URL above\n", err)
 		}
+		go func() {
+			select {
+			case <-srv.Exchanged():
+				removeLaunchers()
+			case <-ctx.Done():
+			}
+		}()
 	}
 	go func() {
 		select {
@@ -78,16 +89,43 @@ func uiCmd(args []string, env Env) int {
 	return ExitOK
 }
 
-// openBrowser opens url in the desktop's browser.
+// launchers are the removers of the files openBrowser wrote.
+var launchers struct {
+	sync.Mutex
+	remove []func()
+}
+
+// removeLaunchers removes the files openBrowser wrote: once the token is
+// exchanged, and at exit.
+func removeLaunchers() {
+	launchers.Lock()
+	defer launchers.Unlock()
+	for _, rm := range launchers.remove {
+		rm()
+	}
+	launchers.remove = nil
+}
+
+// openBrowser opens url, which carries the one-time token, in the
+// desktop's browser: through a file only the user can read that leads to
+// url (console.WriteLauncher), since the command lines of the opener and
+// the browser are readable by every user. removeLaunchers removes it.
 func openBrowser(url string) error {
+	path, remove, err := console.WriteLauncher(url)
+	if err != nil {
+		return err
+	}
+	launchers.Lock()
+	launchers.remove = append(launchers.remove, remove)
+	launchers.Unlock()
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		cmd = exec.Command("open", path)
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", path)
 	default:
-		cmd = exec.Command("xdg-open", url)
+		cmd = exec.Command("xdg-open", path)
 	}
 	if err := cmd.Start(); err != nil {
 		return err

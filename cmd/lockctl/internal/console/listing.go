@@ -40,52 +40,45 @@ type snapshot struct {
 // lister keeps one listing fresh while some tab shows it: at most one
 // refresh per interval (the cap holds across tabs coming and going), the
 // interval doubled after each 429 up to maxBackoff (or the answer's
-// Retry-After), and none while no tab shows it.
+// Retry-After), and none once no tab has polled it for linger.
 type lister struct {
 	kind       string
 	fetch      func(context.Context) (snapshot, error)
 	interval   time.Duration
+	linger     time.Duration
 	maxBackoff time.Duration
 
 	mu       sync.Mutex
-	viewers  int
+	polledAt time.Time // the latest poll of a tab showing the listing
 	snap     snapshot
-	wake     chan struct{} // signalled when viewers goes above 0
-	changed  chan struct{} // closed and replaced at each new snapshot
+	wake     chan struct{} // signalled by a poll
 	requests int64         // refreshes made
 }
 
-func newLister(kind string, interval time.Duration, fetch func(context.Context) (snapshot, error)) *lister {
-	return &lister{kind: kind, fetch: fetch, interval: interval, maxBackoff: 30 * interval,
-		snap: snapshot{Kind: kind}, wake: make(chan struct{}, 1), changed: make(chan struct{})}
+func newLister(kind string, interval, linger time.Duration, fetch func(context.Context) (snapshot, error)) *lister {
+	return &lister{kind: kind, fetch: fetch, interval: interval, linger: linger, maxBackoff: 30 * interval,
+		snap: snapshot{Kind: kind}, wake: make(chan struct{}, 1)}
 }
 
-// view registers a tab showing the listing until the returned func is
-// called.
-func (l *lister) view() (leave func()) {
+// polled records a tab's poll, which keeps the listing refreshed for
+// linger, and returns the latest snapshot (version 0: none yet).
+func (l *lister) polled() snapshot {
 	l.mu.Lock()
-	l.viewers++
+	l.polledAt = time.Now()
+	snap := l.snap
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.viewers--
-			l.mu.Unlock()
-		})
-	}
+	return snap
 }
 
-// current returns the latest snapshot and a channel closed when the next
-// one is published.
-func (l *lister) current() (snapshot, <-chan struct{}) {
+// current returns the latest snapshot.
+func (l *lister) current() snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.snap, l.changed
+	return l.snap
 }
 
 // refreshes returns the number of refreshes made.
@@ -101,7 +94,7 @@ func (l *lister) run(ctx context.Context) {
 	interval := l.interval
 	for {
 		l.mu.Lock()
-		idle := l.viewers == 0
+		idle := time.Since(l.polledAt) > l.linger
 		l.mu.Unlock()
 		if idle {
 			select {
@@ -119,7 +112,7 @@ func (l *lister) run(ctx context.Context) {
 				t.Stop()
 				return
 			}
-			continue // a tab may have left meanwhile
+			continue // the tabs may have left meanwhile
 		}
 		last = time.Now()
 		snap, err := l.fetch(ctx)
@@ -153,8 +146,6 @@ func (l *lister) publish(snap snapshot, err error, next time.Duration) {
 	}
 	snap.Kind, snap.Version, snap.At, snap.NextInMillis = l.kind, l.snap.Version+1, time.Now(), next.Milliseconds()
 	l.snap = snap
-	close(l.changed)
-	l.changed = make(chan struct{})
 }
 
 // fetchLocks lists every lock under prefix, up to maxRows.

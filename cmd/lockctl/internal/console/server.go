@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,18 @@ const DefaultAddr = "127.0.0.1:0"
 // DefaultInterval is the shortest time between two refreshes of a listing.
 const DefaultInterval = 2 * time.Second
 
+// DefaultLinger is how long a listing is refreshed, and a watch kept, after
+// the last poll of a tab that shows it.
+const DefaultLinger = 5 * time.Second
+
+// maxPollEvery bounds the time between two polls of a tab: a change reaches
+// the page within a refresh interval and this.
+const maxPollEvery = 500 * time.Millisecond
+
+// maxReasonBytes bounds a force release's reason, in bytes of UTF-8: the
+// service's limit (locklogic.MaxReasonBytes; a test keeps them equal).
+const maxReasonBytes = 500
+
 // Config configures a Server. Zero values are the defaults.
 type Config struct {
 	// Client calls the lock service (required).
@@ -40,6 +53,9 @@ type Config struct {
 	// Interval is the shortest time between two refreshes of a listing
 	// (DefaultInterval).
 	Interval time.Duration
+	// Linger is how long a listing is refreshed, and a watch kept, after
+	// the last poll of a tab that shows it (DefaultLinger).
+	Linger time.Duration
 }
 
 // Server is a running console.
@@ -64,6 +80,9 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
+	}
 	if err := checkLoopback(cfg.Addr); err != nil {
 		return nil, err
 	}
@@ -72,15 +91,15 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("--addr %s: %w", cfg.Addr, err)
 	}
 	s := &Server{cfg: cfg, ln: ln, guard: newGuard(ln.Addr().String()),
-		watches: &watches{c: cfg.Client, base: context.Background(), m: map[watchKey]*watch{}},
+		watches: &watches{c: cfg.Client, base: context.Background(), linger: cfg.Linger, m: map[watchKey]*watch{}},
 		listers: map[string]*lister{
-			kindLocks:      newLister(kindLocks, cfg.Interval, fetchLocks(cfg.Client, cfg.Prefix)),
-			kindSemaphores: newLister(kindSemaphores, cfg.Interval, fetchPermits(cfg.Client, cfg.Prefix)),
+			kindLocks:      newLister(kindLocks, cfg.Interval, cfg.Linger, fetchLocks(cfg.Client, cfg.Prefix)),
+			kindSemaphores: newLister(kindSemaphores, cfg.Interval, cfg.Linger, fetchPermits(cfg.Client, cfg.Prefix)),
 		}}
 	static, _ := fs.Sub(assets, "assets")
 	mux := http.NewServeMux()
 	mux.Handle("GET /", http.FileServerFS(static))
-	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/poll", s.poll)
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("POST /api/force-release", s.forceRelease)
 	s.srv = &http.Server{Handler: s.guard.wrap(mux), ReadHeaderTimeout: 10 * time.Second}
@@ -89,6 +108,10 @@ func Listen(cfg Config) (*Server, error) {
 
 // URL is the URL to open, with the per-run token (it works once).
 func (s *Server) URL() string { return s.guard.url() }
+
+// Exchanged is closed when the URL's token has been exchanged for the
+// session cookie.
+func (s *Server) Exchanged() <-chan struct{} { return s.guard.spent }
 
 // Addr is the bound address, HOST:PORT.
 func (s *Server) Addr() string { return s.guard.host }
@@ -99,8 +122,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go l.run(ctx)
 	}
 	s.watches.base = ctx
-	// Requests' contexts end with ctx: the event streams, which never
-	// idle, end then too.
+	// Requests' contexts end with ctx.
 	s.srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	go func() {
 		<-ctx.Done()
@@ -113,20 +135,43 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
-// hello is the first message of an event stream: what the page needs to
-// know about the server.
-type hello struct {
-	Endpoint   string    `json:"endpoint"`
-	Prefix     string    `json:"prefix"`
-	Now        time.Time `json:"now"`
-	IntervalMS int64     `json:"interval_ms"`
+// pollAnswer is the answer to a tab's poll: what the page needs to know
+// about the server, the listing it shows when it changed since the version
+// the tab has, and its detail view's watch events after the tab's last.
+type pollAnswer struct {
+	Endpoint       string    `json:"endpoint"`
+	Prefix         string    `json:"prefix"`
+	Now            time.Time `json:"now"`
+	IntervalMS     int64     `json:"interval_ms"`
+	PollMS         int64     `json:"poll_ms"`
+	ReasonMaxBytes int       `json:"reason_max_bytes"`
+	// Listing is absent when the tab has its version already.
+	Listing *snapshot    `json:"listing,omitempty"`
+	Watch   *watchAnswer `json:"watch,omitempty"`
 }
 
-// events is an event stream (text/event-stream) for one tab: the listing
-// it shows (view=locks or semaphores; none when empty) at each refresh, and
-// when it has a detail view open (watch=NAME, wkind=locks or semaphores)
-// that name's watch events, the earlier ones first.
-func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+// watchAnswer is a watch's events after the tab's last. ID names the watch:
+// a watch stopped (no tab polled it for Linger) and started again has
+// another ID, and its events are numbered from 1 again.
+type watchAnswer struct {
+	ID     int64   `json:"id"`
+	Events []event `json:"events"`
+}
+
+// pollEvery is the time a tab waits between two polls: short against the
+// refresh interval, so that a refresh reaches the page soon after it.
+func (s *Server) pollEvery() time.Duration {
+	return min(s.cfg.Interval/4, maxPollEvery)
+}
+
+// poll answers one tab's poll, at once: a short GET, so that no tab holds
+// one of the browser's six connections per host and port for long.
+// view=locks or semaphores is the listing the tab shows (none when empty)
+// and version the version of it the tab has (0: none); watch=NAME and
+// wkind=locks or semaphores the detail view it shows, wid the ID of the
+// watch it has events of and wseq the last of them. A poll keeps the
+// listing refreshed, and the watch running, for Config.Linger.
+func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	view, name, wkind := q.Get("view"), q.Get("watch"), q.Get("wkind")
 	l := s.listers[view]
@@ -134,78 +179,34 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &problem{Status: 400, Title: "view and wkind must be locks or semaphores"})
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	rc := http.NewResponseController(w)
-	send := func(kind string, v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !send("hello", hello{Endpoint: s.cfg.Endpoint, Prefix: s.cfg.Prefix, Now: time.Now(), IntervalMS: s.cfg.Interval.Milliseconds()}) {
-		return
-	}
-	ctx := r.Context()
-	var (
-		listing <-chan struct{}
-		version int64
-	)
-	if l != nil {
-		leave := l.view()
-		defer leave()
-		var snap snapshot
-		snap, listing = l.current()
-		if snap.Version > 0 && !send("listing", snap) {
-			return
-		}
-		version = snap.Version
-	}
-	var (
-		wt      *watch
-		changed <-chan struct{}
-		seq     int64
-	)
-	if name != "" {
-		var leave func()
-		wt, leave = s.watches.open(watchKey{wkind, name})
-		defer leave()
-		changed = closedChan
-	}
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+	var nums [3]int64
+	for i, k := range []string{"version", "wid", "wseq"} {
+		if v := q.Get(k); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				writeProblem(w, &problem{Status: 400, Title: k + " must be a non-negative integer"})
 				return
 			}
-		case <-listing:
-			var snap snapshot
-			snap, listing = l.current()
-			if snap.Version > version {
-				version = snap.Version
-				if !send("listing", snap) {
-					return
-				}
-			}
-		case <-changed:
-			var evs []event
-			evs, changed = wt.since(seq)
-			for _, e := range evs {
-				if !send("watch", e) {
-					return
-				}
-				seq = e.Seq
-			}
+			nums[i] = n
 		}
 	}
+	version, wid, wseq := nums[0], nums[1], nums[2]
+	out := pollAnswer{Endpoint: s.cfg.Endpoint, Prefix: s.cfg.Prefix, Now: time.Now(),
+		IntervalMS: s.cfg.Interval.Milliseconds(), PollMS: s.pollEvery().Milliseconds(), ReasonMaxBytes: maxReasonBytes}
+	if l != nil {
+		if snap := l.polled(); snap.Version > 0 && snap.Version != version {
+			out.Listing = &snap
+		}
+	}
+	if name != "" {
+		wt := s.watches.polled(watchKey{wkind, name})
+		if wt.id != wid {
+			wseq = 0 // another watch than the one the tab has events of
+		}
+		out.Watch = &watchAnswer{ID: wt.id, Events: wt.since(wseq)}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
-
-// closedChan is a closed channel: a select case that is ready at once.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // status is the live lease of a lock (kind=locks) or the permits of a
 // semaphore (kind=semaphores) called name: for a name typed in by a caller
@@ -267,6 +268,11 @@ func (s *Server) forceRelease(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &problem{Status: 400, Title: "a reason is required"})
 		return
 	}
+	if len(req.Reason) > maxReasonBytes {
+		writeProblem(w, &problem{Status: 400, Title: fmt.Sprintf("the reason is at most %d bytes of UTF-8", maxReasonBytes),
+			Detail: fmt.Sprintf("it is %d bytes", len(req.Reason))})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	opt := client.ForceReleaseOptions{Immediate: req.Immediate, FencingToken: req.FencingToken}
@@ -306,7 +312,13 @@ type problem struct {
 // toProblem is err as the page shows it.
 func toProblem(err error) *problem {
 	var pe *client.ProblemError
-	if !errors.As(err, &pe) {
+	if !errors.As(err, &pe) && errors.Is(err, client.ErrValidation) {
+		// The client refused it before sending: the operator's input, not
+		// the service, is at fault. (The service's own validation problems
+		// are ProblemErrors, shown with their title below.)
+		return &problem{Status: http.StatusBadRequest, Title: "invalid request", Detail: err.Error()}
+	}
+	if pe == nil {
 		return &problem{Status: http.StatusBadGateway, Title: "the lock service could not be reached", Detail: err.Error()}
 	}
 	p := &problem{Status: pe.Status, Title: pe.Title, Detail: pe.Detail, Slug: pe.Slug()}

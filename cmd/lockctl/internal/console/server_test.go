@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/locklogic"
 )
 
 // fakeService answers the admin listings and the watches, and counts them.
@@ -52,14 +52,15 @@ func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// startConsole serves a console over svc's URL, stopped when tb ends.
-func startConsole(tb testing.TB, svcURL string, interval time.Duration) *Server {
+// startConsole serves a console over svc's URL, stopped when tb ends; a
+// listing or a watch runs on for linger after the last poll.
+func startConsole(tb testing.TB, svcURL string, interval, linger time.Duration) *Server {
 	tb.Helper()
 	c, err := client.New(svcURL, client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := Listen(Config{Client: c, Endpoint: svcURL, Interval: interval})
+	s, err := Listen(Config{Client: c, Endpoint: svcURL, Interval: interval, Linger: linger})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestGuard(t *testing.T) {
 	t.Parallel()
 	svc := httptest.NewServer(&fakeService{})
 	defer svc.Close()
-	s := startConsole(t, svc.URL, time.Hour)
+	s := startConsole(t, svc.URL, time.Hour, time.Second)
 	token := s.URL()
 	resp, err := noRedirect.Get(token)
 	if err != nil {
@@ -170,43 +171,83 @@ func TestListenLoopbackOnly(t *testing.T) {
 	}
 }
 
-// stream is an open event stream of the console.
+// stream is a tab as the page runs it: it polls the console and hands on
+// each new listing and watch event, in order.
 type stream struct {
-	resp   *http.Response
+	done   chan struct{}
+	once   sync.Once
 	events chan sse
 }
 
-// sse is one server-sent event.
+// sse is one new listing (kind "listing") or watch event ("watch"), as
+// JSON.
 type sse struct{ kind, data string }
 
-// openStream opens /api/events?query with cookie; it closes when tb ends.
+// pollEvery is the tests' tabs' time between two polls: short against the
+// tests' refresh intervals, so that a tab sees every refresh.
+const pollEvery = 5 * time.Millisecond
+
+// openStream starts a tab polling /api/poll?query with cookie, as the page
+// does (passing on the listing version and the watch events it has); it
+// stops when closed, at its first failed poll, and when tb ends.
 func openStream(tb testing.TB, s *Server, ck *http.Cookie, query string) *stream {
 	tb.Helper()
-	req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/api/events?"+query, nil)
-	req.AddCookie(ck)
-	resp, err := http.DefaultClient.Do(req)
+	st := &stream{done: make(chan struct{}), events: make(chan sse, 100)}
+	pollOnce := func(version, wid, wseq int64) (pollAnswer, error) {
+		var ans pollAnswer
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/api/poll?%s&version=%d&wid=%d&wseq=%d", s.Addr(), query, version, wid, wseq), nil)
+		req.AddCookie(ck)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return ans, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return ans, fmt.Errorf("poll: got %d, want 200", resp.StatusCode)
+		}
+		return ans, json.NewDecoder(resp.Body).Decode(&ans)
+	}
+	first, err := pollOnce(0, 0, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if resp.StatusCode != 200 {
-		tb.Fatalf("events: got %d, want 200", resp.StatusCode)
-	}
-	st := &stream{resp: resp, events: make(chan sse, 100)}
 	go func() {
 		defer close(st.events)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		var ev sse
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev.kind = line[len("event: "):]
-			case strings.HasPrefix(line, "data: "):
-				ev.data = line[len("data: "):]
-			case line == "" && ev.kind != "":
-				st.events <- ev
-				ev = sse{}
+		var version, wid, wseq int64
+		send := func(kind string, v any) bool {
+			b, _ := json.Marshal(v)
+			select {
+			case st.events <- sse{kind, string(b)}:
+				return true
+			case <-st.done:
+				return false
+			}
+		}
+		for ans := first; ; {
+			if ans.Listing != nil {
+				version = ans.Listing.Version
+				if !send("listing", ans.Listing) {
+					return
+				}
+			}
+			if w := ans.Watch; w != nil {
+				if w.ID != wid {
+					wid, wseq = w.ID, 0
+				}
+				for _, e := range w.Events {
+					if !send("watch", e) {
+						return
+					}
+					wseq = e.Seq
+				}
+			}
+			select {
+			case <-st.done:
+				return
+			case <-time.After(pollEvery):
+			}
+			if ans, err = pollOnce(version, wid, wseq); err != nil {
+				return
 			}
 		}
 	}()
@@ -214,7 +255,8 @@ func openStream(tb testing.TB, s *Server, ck *http.Cookie, query string) *stream
 	return st
 }
 
-func (st *stream) close() { st.resp.Body.Close() }
+// close stops the tab's polls: a tab closed, or gone without a word.
+func (st *stream) close() { st.once.Do(func() { close(st.done) }) }
 
 // next returns the stream's next event of kind, failing tb after 10 s.
 func (st *stream) next(tb testing.TB, kind string) sse {
@@ -244,7 +286,7 @@ func TestListingSharedAndCapped(t *testing.T) {
 	svc := httptest.NewServer(f)
 	defer svc.Close()
 	const interval = 100 * time.Millisecond
-	s := startConsole(t, svc.URL, interval)
+	s := startConsole(t, svc.URL, interval, interval)
 	ck := session(t, s)
 	start := time.Now()
 	tabs := []*stream{openStream(t, s, ck, "view=locks"), openStream(t, s, ck, "view=locks"), openStream(t, s, ck, "view=locks")}
@@ -309,7 +351,7 @@ func TestListingBacksOffOn429(t *testing.T) {
 	svc := httptest.NewServer(f)
 	defer svc.Close()
 	const interval = 20 * time.Millisecond
-	s := startConsole(t, svc.URL, interval)
+	s := startConsole(t, svc.URL, interval, interval)
 	s.listers[kindLocks].maxBackoff = 8 * interval
 	tab := openStream(t, s, session(t, s), "view=locks")
 	var got []int64
@@ -340,7 +382,7 @@ func TestWatchOnlyOpenDetails(t *testing.T) {
 	f := &fakeService{}
 	svc := httptest.NewServer(f)
 	defer svc.Close()
-	s := startConsole(t, svc.URL, time.Hour)
+	s := startConsole(t, svc.URL, time.Hour, time.Second)
 	ck := session(t, s)
 	openStream(t, s, ck, "view=locks").next(t, "listing")
 	a := openStream(t, s, ck, "view=locks&watch=a&wkind=locks")
@@ -381,7 +423,7 @@ func TestForceReleaseChecks(t *testing.T) {
 	t.Parallel()
 	svc := httptest.NewServer(&fakeService{})
 	defer svc.Close()
-	s := startConsole(t, svc.URL, time.Hour)
+	s := startConsole(t, svc.URL, time.Hour, time.Second)
 	ck := session(t, s)
 	for _, tt := range []struct {
 		name, ctype, body string
@@ -391,6 +433,8 @@ func TestForceReleaseChecks(t *testing.T) {
 		{"NoToken", "application/json", `{"kind":"locks","name":"a","reason":"r"}`, 400},
 		{"NoReason", "application/json", `{"kind":"locks","name":"a","reason":" ","fencing_token":7}`, 400},
 		{"UnknownField", "application/json", `{"kind":"locks","name":"a","reason":"r","fencing_token":7,"x":1}`, 400},
+		// 167 characters, 501 bytes: the service's bound is in bytes.
+		{"ReasonTooLong", "application/json", `{"kind":"locks","name":"a","reason":"` + strings.Repeat("€", 167) + `","fencing_token":7}`, 400},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", "http://"+s.Addr()+"/api/force-release", strings.NewReader(tt.body))
@@ -405,5 +449,66 @@ func TestForceReleaseChecks(t *testing.T) {
 				t.Errorf("got %d, want %d", resp.StatusCode, tt.want)
 			}
 		})
+	}
+}
+
+// TestWatchLingers: a tab's polls keep its detail view's watch running
+// past the linger, one watch throughout; once no tab polls, the watch
+// stops; a tab polling again gets a new watch (another ID), whose events
+// it is given from the first.
+func TestWatchLingers(t *testing.T) {
+	t.Parallel()
+	f := &fakeService{}
+	svc := httptest.NewServer(f)
+	t.Cleanup(svc.Close) // after the console's stop has ended the watch's long poll
+	const linger = 200 * time.Millisecond
+	s := startConsole(t, svc.URL, time.Hour, linger)
+	ck := session(t, s)
+	watching := func() (started int64, open int) {
+		s.watches.mu.Lock()
+		defer s.watches.mu.Unlock()
+		return s.watches.started, len(s.watches.m)
+	}
+	tab := openStream(t, s, ck, "watch=a&wkind=locks")
+	var first event
+	_ = json.Unmarshal([]byte(tab.next(t, "watch").data), &first)
+	// The watch's requests: a first look, the observer's first answer
+	// (the event above), then its long round, which never ends at the fake.
+	waitFor(t, "the watch's long round", func() bool { return f.watches.Load() >= 3 })
+	watches := f.watches.Load()
+	time.Sleep(5 * linger) // a span of real time the tab polls through, not ordering events
+	if started, open := watching(); started != 1 || open != 1 {
+		t.Errorf("while polled for 5 lingers: got %d watches started, %d open; want 1 and 1", started, open)
+	}
+	if n := f.watches.Load(); n != watches {
+		t.Errorf("watch requests at the service while polled: got %d more, want none (one round that never ends at the fake)", n-watches)
+	}
+	tab.close()
+	waitFor(t, "the watch's stop after the last poll", func() bool { _, open := watching(); return open == 0 })
+	again := openStream(t, s, ck, "watch=a&wkind=locks")
+	var e event
+	_ = json.Unmarshal([]byte(again.next(t, "watch").data), &e)
+	if started, _ := watching(); started != 2 || e.Seq != 1 || len(e.Holders) != 1 {
+		t.Errorf("polled again: got %d watches started and event %+v; want a second watch and its first event", started, e)
+	}
+}
+
+// waitFor waits up to 10 s for cond.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not ordering events
+	}
+}
+
+// TestReasonBoundIsTheServices: the console bounds a reason as the
+// service does.
+func TestReasonBoundIsTheServices(t *testing.T) {
+	if maxReasonBytes != locklogic.MaxReasonBytes {
+		t.Errorf("maxReasonBytes: got %d, want the service's %d", maxReasonBytes, locklogic.MaxReasonBytes)
 	}
 }

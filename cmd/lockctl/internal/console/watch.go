@@ -40,71 +40,93 @@ type event struct {
 type watchKey struct{ kind, name string }
 
 // watch follows one name for the tabs whose detail view shows it, and
-// stops when the last one closes.
+// stops once no tab has polled it for linger.
 type watch struct {
+	id     int64
 	cancel context.CancelFunc
+	// polledAt is the latest poll of a tab showing the name; guarded by
+	// watches.mu.
+	polledAt time.Time
 
-	mu      sync.Mutex
-	viewers int
-	events  []event
-	seq     int64
-	changed chan struct{}
+	mu     sync.Mutex
+	events []event
+	seq    int64
 }
 
 // watches are the server's watches by name.
 type watches struct {
-	c *client.Client
-	// base is the Server's context: a watch outlives the tab that
-	// started it while other tabs show its name, not the Server.
+	c      *client.Client
+	linger time.Duration
+	// base is the Server's context: a watch outlives the poll that
+	// started it while tabs poll its name, not the Server.
 	base context.Context
 	mu   sync.Mutex
 	m    map[watchKey]*watch
-	// started counts the watches started, for tests.
+	// started counts the watches started (and numbers them).
 	started int64
 }
 
-// open registers a viewer of key, starting its watch if it is the first,
-// until the returned func is called.
-func (ws *watches) open(key watchKey) (*watch, func()) {
+// polled records a tab's poll of key, starting its watch if none runs, and
+// returns the watch. The watch runs on until no tab has polled key for
+// linger.
+func (ws *watches) polled(key watchKey) *watch {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w := ws.m[key]
 	if w == nil {
 		wctx, cancel := context.WithCancel(ws.base)
-		w = &watch{cancel: cancel, changed: make(chan struct{})}
-		ws.m[key] = w
 		ws.started++
+		w = &watch{id: ws.started, cancel: cancel}
+		ws.m[key] = w
 		if key.kind == kindSemaphores {
 			go w.followSemaphore(wctx, ws.c, key.name)
 		} else {
 			go w.followLock(wctx, ws.c, key.name)
 		}
+		go ws.expire(wctx, key, w)
 	}
-	w.viewers++
-	var once sync.Once
-	return w, func() {
-		once.Do(func() {
+	w.polledAt = time.Now()
+	return w
+}
+
+// expire stops w, and forgets it, once no tab has polled it for linger
+// (or when ctx ends).
+func (ws *watches) expire(ctx context.Context, key watchKey, w *watch) {
+	t := time.NewTimer(ws.linger)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
 			ws.mu.Lock()
-			defer ws.mu.Unlock()
-			if w.viewers--; w.viewers == 0 {
-				w.cancel()
-				delete(ws.m, key)
+			left := ws.linger - time.Since(w.polledAt)
+			ws.mu.Unlock()
+			if left > 0 {
+				t.Reset(left)
+				continue
 			}
-		})
+		}
+		ws.mu.Lock()
+		w.cancel()
+		if ws.m[key] == w {
+			delete(ws.m, key)
+		}
+		ws.mu.Unlock()
+		return
 	}
 }
 
-// since returns the events after seq and a channel closed by the next one.
-func (w *watch) since(seq int64) ([]event, <-chan struct{}) {
+// since returns the events after seq.
+func (w *watch) since(seq int64) []event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []event
+	out := []event{}
 	for _, e := range w.events {
 		if e.Seq > seq {
 			out = append(out, e)
 		}
 	}
-	return out, w.changed
+	return out
 }
 
 // add appends e to the stream.
@@ -120,8 +142,6 @@ func (w *watch) add(e event) {
 	if len(w.events) > maxEvents {
 		w.events = w.events[len(w.events)-maxEvents:]
 	}
-	close(w.changed)
-	w.changed = make(chan struct{})
 }
 
 // followLock streams the lock's changes: a first look, so that a refusal

@@ -1,16 +1,24 @@
-// The page: one event stream from the lockctl ui server carries the listing
-// it shows and, with a detail view open, that name's watch events. Nothing
-// here talks to anything but the server that served it.
+// The page: it polls the lockctl ui server with short GETs (/api/poll) for
+// the listing it shows, when it changed, and, with a detail view open, that
+// name's new watch events. No request is held open, so that any number of
+// tabs leave the browser's six connections per host free. Nothing here
+// talks to anything but the server that served it.
 "use strict";
 
 (function () {
   var PAGE = 50;
+  // RESTARTED is what the page says when the server no longer knows its
+  // session (401).
+  var RESTARTED = "lockctl ui was restarted: open the new URL it printed";
   var $ = function (id) { return document.getElementById(id); };
   var state = {
     view: "locks", snap: null, filter: "", page: 0,
     detail: null, // {kind, name, events: []}
     pending: null, // the lease the confirmation shows
-    stream: null,
+    timer: null, // the next poll
+    pollGen: 0, // numbers the polls: an answer to an older one is dropped
+    lost: false, // the last poll failed
+    reasonMax: 500, // the service's bound on a reason, in bytes (the server says)
   };
 
   // el makes an element with attributes and children (strings become text:
@@ -74,28 +82,56 @@
     return p.title + (p.detail ? " — " + p.detail : "") + " (" + p.status + ")";
   }
 
-  // connect opens the event stream for the view and the detail view.
-  function connect() {
-    if (state.stream) state.stream.close();
-    var q = "view=" + encodeURIComponent(state.view);
-    if (state.detail) q += "&watch=" + encodeURIComponent(state.detail.name) + "&wkind=" + state.detail.kind;
-    var es = new EventSource("/api/events?" + q);
-    state.stream = es;
-    es.addEventListener("hello", function (m) {
-      var h = JSON.parse(m.data);
-      $("endpoint").textContent = "at " + h.endpoint + (h.prefix ? " (prefix " + h.prefix + ")" : "");
-    });
-    es.addEventListener("listing", function (m) {
-      state.snap = JSON.parse(m.data);
+  // poll asks the server, now, for what changed since the page's last
+  // answer, and polls again after the interval the server says.
+  function poll() {
+    clearTimeout(state.timer);
+    var gen = ++state.pollGen;
+    var q = "view=" + encodeURIComponent(state.view) + "&version=" + (state.snap ? state.snap.version : 0);
+    var d = state.detail;
+    if (d) q += "&watch=" + encodeURIComponent(d.name) + "&wkind=" + d.kind + "&wid=" + d.wid + "&wseq=" + d.seq;
+    fetch("/api/poll?" + q, { cache: "no-store" })
+      .then(function (r) {
+        if (r.status === 401) return { restarted: true };
+        if (!r.ok) throw new Error(r.status);
+        return r.json();
+      })
+      .then(function (j) {
+        if (gen !== state.pollGen) return; // a newer poll is under way
+        if (j.restarted) {
+          // The session is gone: this lockctl ui stopped and another runs
+          // on its port. Only its new URL opens a session.
+          $("refresh").textContent = RESTARTED;
+          return;
+        }
+        answer(j, d);
+        state.timer = setTimeout(poll, j.poll_ms);
+      })
+      .catch(function () {
+        if (gen !== state.pollGen) return;
+        state.lost = true;
+        $("refresh").textContent = "lost the lockctl ui server; reconnecting…";
+        state.timer = setTimeout(poll, 2000);
+      });
+  }
+
+  // answer takes in a poll's answer; d is the detail view it was asked
+  // for.
+  function answer(j, d) {
+    state.reasonMax = j.reason_max_bytes || state.reasonMax;
+    $("endpoint").textContent = "at " + j.endpoint + (j.prefix ? " (prefix " + j.prefix + ")" : "");
+    var recovered = state.lost;
+    state.lost = false;
+    if (j.listing) state.snap = j.listing;
+    if (j.listing || recovered && state.snap) {
       renderListing();
       if (state.detail) renderDetail();
-    });
-    es.addEventListener("watch", function (m) {
-      if (!state.detail) return;
-      state.detail.events.push(JSON.parse(m.data));
-      renderDetail();
-    });
-    es.onerror = function () { $("refresh").textContent = "lost the lockctl ui server; reconnecting…"; };
+    }
+    if (j.watch && d && d === state.detail) {
+      if (j.watch.id !== d.wid) { d.wid = j.watch.id; d.seq = 0; } // the watch was restarted: its events start again
+      j.watch.events.forEach(function (e) { d.events.push(e); d.seq = e.seq; });
+      if (j.watch.events.length) renderDetail();
+    }
   }
 
   function rows() {
@@ -155,18 +191,18 @@
 
   // openDetail shows the detail view of name and watches it.
   function openDetail(kind, name) {
-    state.detail = { kind: kind, name: name, events: [] };
+    state.detail = { kind: kind, name: name, events: [], wid: 0, seq: 0 };
     state.detailKey = null;
     $("detail").hidden = false;
     renderDetail();
-    connect();
+    poll();
     $("detail").focus();
   }
 
   function closeDetail() {
     state.detail = null;
     $("detail").hidden = true;
-    connect();
+    poll();
   }
 
   // listed is the listing's rows of the detail view's name, by token.
@@ -243,9 +279,18 @@
       ["Principal", lease.principal || "–"], ["Fencing token", lease.fencing_token], ["Expires", expiry(lease)]]
       .forEach(function (kv) { if (kv) { dl.appendChild(el("dt", {}, kv[0])); dl.appendChild(el("dd", {}, kv[1])); } });
     $("confirm-reason").value = "";
+    checkReason();
     show("confirm-problem", "");
     $("confirm").showModal();
     $("confirm-reason").focus();
+  }
+
+  // checkReason holds the reason to the service's bound, in bytes of
+  // UTF-8 (a character may take up to four), and says how much is used.
+  function checkReason() {
+    var r = $("confirm-reason"), n = lockui.utf8Bytes(r.value);
+    r.setCustomValidity(n > state.reasonMax ? "The reason is " + n + " bytes of UTF-8; the service takes at most " + state.reasonMax + "." : "");
+    $("confirm-reason-count").textContent = n + " of " + state.reasonMax + " bytes";
   }
 
   function submitForce(ev) {
@@ -255,7 +300,10 @@
       immediate: document.querySelector("input[name=delay]:checked").value === "immediate", fencing_token: l.fencing_token };
     $("confirm-go").disabled = true;
     fetch("/api/force-release", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
-      .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, j: j }; }); })
+      .then(function (r) {
+        if (r.status === 401) return { ok: false, j: { status: 401, title: RESTARTED } };
+        return r.json().then(function (j) { return { ok: r.ok, j: j }; });
+      })
       .then(function (res) {
         $("confirm-go").disabled = false;
         if (!res.ok) {
@@ -278,7 +326,7 @@
     state.view = view; state.page = 0; state.snap = null; state.listingKey = null;
     document.querySelectorAll("[role=tab]").forEach(function (t) { t.setAttribute("aria-selected", String(t.dataset.view === view)); });
     $("body").textContent = "";
-    connect();
+    poll();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -290,7 +338,8 @@
     $("detail-close").addEventListener("click", closeDetail);
     $("confirm-cancel").addEventListener("click", function () { $("confirm").close(); });
     $("confirm-form").addEventListener("submit", submitForce);
+    $("confirm-reason").addEventListener("input", checkReason);
     setInterval(tick, 1000);
-    connect();
+    poll();
   });
 })();

@@ -78,6 +78,12 @@ var lockui = (function () {
     return events.reduce(function (n, e) { return n + (e.skipped || 0); }, 0);
   }
 
+  // utf8Bytes is the length of s in bytes of UTF-8, which is how the
+  // service bounds a reason (a character may take up to four).
+  function utf8Bytes(s) {
+    return new TextEncoder().encode(s).length;
+  }
+
   // explain says why a listing failed, for the operator: the admin API's
   // refusals get an explanation, the rest their problem title.
   function explain(kind, p) {
@@ -95,7 +101,7 @@ var lockui = (function () {
   }
 
   return { duration: duration, countdown: countdown, freeAt: freeAt, rowName: rowName, filterRows: filterRows,
-    page: page, timeline: timeline, skipped: skipped, explain: explain };
+    page: page, timeline: timeline, skipped: skipped, utf8Bytes: utf8Bytes, explain: explain };
 })();
 
 if (typeof module !== "undefined") module.exports = lockui;

@@ -60,3 +60,11 @@ test("explain: 403 and 404 say what to do instead", () => {
   assert.match(ui.explain("locks", { status: 404, title: "Not Found" }), /no admin API/);
   assert.equal(ui.explain("locks", { status: 503, title: "Service Unavailable" }), "Listing locks failed: Service Unavailable (503)");
 });
+
+test("utf8Bytes counts bytes, not characters", () => {
+  assert.equal(ui.utf8Bytes(""), 0);
+  assert.equal(ui.utf8Bytes("abc"), 3);
+  assert.equal(ui.utf8Bytes("€"), 3);
+  assert.equal(ui.utf8Bytes("😀"), 4); // two UTF-16 units, which maxlength counts
+  assert.equal(ui.utf8Bytes("€".repeat(167)), 501);
+});
