@@ -240,7 +240,7 @@ func TestFunctionsGroupsRoutes(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"acquire", "wait", "status", "release", "renew", "watch", "admin"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"acquire", "wait", "status", "release", "renew", "watch", "admin", "lockset", "locksetwait"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("got functions %v, want %v", names, want)
 	}
 	for _, tt := range []struct {
@@ -290,9 +290,10 @@ func TestDeployedRoutes(t *testing.T) {
 					lock++
 				}
 			}
-			// 6 lock routes and their 6 semaphore rows; 2 + 2 admin rows.
-			if lock != 12 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
-				t.Errorf("got %d lock and %d admin routes, want 12 and %v", lock, admin, tt.wantAdmin)
+			// 6 lock routes and their 6 semaphore rows, 4 lock set rows;
+			// 2 + 2 admin rows.
+			if lock != 16 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
+				t.Errorf("got %d lock and %d admin routes, want 16 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}
