@@ -97,7 +97,7 @@ func TestPropsFromContext(t *testing.T) {
 		{name: "ErrThrottleBurst", ctx: map[string]any{"throttle": "status=10:0"}, wantErr: `burst "0"`},
 		{name: "ErrThrottleAdminWithoutAdmins", ctx: map[string]any{"throttle": "listLocks=1:1"}, wantErr: `throttle for "listLocks": the stack deploys no route`},
 		{name: "ErrThrottlesAboveAccount", ctx: map[string]any{"throttle": "status=3000:3000"},
-			wantErr: "add up to 10024 requests/s, above the account's API Gateway limit of 10000"},
+			wantErr: "add up to 10085 requests/s, above the account's API Gateway limit of 10000"},
 		{name: "ErrBurstAboveAccount", ctx: map[string]any{"throttle": "renew=100:6000"}, wantErr: "burst 6000 is above the account's API Gateway burst of 5000"},
 		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "limit of 2500 requests/s"},
 		{name: "ErrAccountThrottleSyntax", ctx: map[string]any{"accountThrottle": "10000"}, wantErr: "accountThrottle"},
