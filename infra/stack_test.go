@@ -24,7 +24,7 @@ import (
 // wantFunctions are the Lambda functions of the service, one per distinct
 // api.Routes Name; written out so that a function more or less fails a test.
 // A stack without administrators has all but admin.
-var wantFunctions = []string{"acquire", "wait", "status", "release", "renew", "watch", "admin", "lockset", "locksetwait"}
+var wantFunctions = []string{"acquire", "wait", "status", "release", "renew", "watch", "lockset", "locksetwait", "admin"}
 
 // wantThrottle is each route's throttle on the default stage, written out:
 // the quick routes admit 1,000 requests/s each, the routes that wait few
@@ -426,9 +426,9 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	// Only the functions that wait get MAX_WAIT_SECONDS; the ones that
 	// grant leases get MAX_LOCK_DELAY_SECONDS.
 	switch name {
-	case "acquire":
+	case "acquire", "lockset":
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
-	case "wait":
+	case "wait", "locksetwait":
 		wantVars["MAX_WAIT_SECONDS"] = "20"
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
 	case "watch":
@@ -465,7 +465,7 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	if cfg.MetricsNamespace != namespace {
 		tb.Errorf("handler's metrics namespace: got %q, want %q", cfg.MetricsNamespace, namespace)
 	}
-	if (name == "acquire" || name == "wait") && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
+	if (name == "acquire" || name == "wait" || name == "lockset" || name == "locksetwait") && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
 		tb.Errorf("handler's MaxLockDelaySeconds: got %d, want %d", cfg.MaxLockDelaySeconds, MaxLockDelaySeconds)
 	}
 	// The admin handler reads the administrators the stack was given.
@@ -484,7 +484,7 @@ func TestFunctions(t *testing.T) {
 		variant string
 		want    []string
 	}{
-		{variant: prod, want: wantFunctions[:6]}, // no admin API by default
+		{variant: prod, want: wantFunctions[:8]}, // no admin API by default
 		{variant: admin, want: wantFunctions},
 	}
 	for _, tt := range tests {
@@ -1030,7 +1030,8 @@ func checkOutputs(t *testing.T, s *synthesized) {
 	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/POST/locks/*/wait",
 		"API_ID/*/GET/locks/*", "API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch",
 		"API_ID/*/POST/semaphores/*", "API_ID/*/POST/semaphores/*/wait", "API_ID/*/GET/semaphores/*", "API_ID/*/DELETE/semaphores/*",
-		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch"}}}
+		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch",
+		"API_ID/*/POST/locksets/*", "API_ID/*/POST/locksets/*/wait", "API_ID/*/POST/locksets/*/renew", "API_ID/*/DELETE/locksets/*"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",
 			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*", "API_ID/*/GET/admin/semaphores",
