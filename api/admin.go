@@ -52,6 +52,8 @@ type AdminLockJSON struct {
 	ForceReleased bool `json:"force_released,omitempty"`
 	// Queue is the lock's waiters in queue order, in the listing only.
 	Queue []QueueEntryJSON `json:"queue,omitempty"`
+	// SetID is the lock set whose request granted the lease, when one did.
+	SetID string `json:"set_id,omitempty"`
 }
 
 // QueueEntryJSON is a waiter's place in a queue, as the admin listings
@@ -99,7 +101,7 @@ func adminLockJSON(l locklogic.Lock) AdminLockJSON {
 	j := lockJSON(l)
 	return AdminLockJSON{Resource: j.Resource, Owner: j.Owner, Principal: l.Principal, FencingToken: j.FencingToken,
 		AcquiredAt: j.AcquiredAt, ExpiresAt: j.ExpiresAt, LockDelaySeconds: j.LockDelaySeconds, ForceReleased: l.ForceReleased,
-		Queue: queueJSON(l.Queue)}
+		Queue: queueJSON(l.Queue), SetID: l.SetID}
 }
 
 func adminPermitJSON(p locklogic.Permit) AdminPermitJSON {

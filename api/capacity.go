@@ -29,9 +29,10 @@ import (
 //     applies them): each quick route admits QuickThrottle (1,000
 //     requests/s); a waiting route admitting R requests a second with burst
 //     B keeps at most about B + R × 23 s executions at once (Holds), and
-//     the four together at most WaitingBound (672) of a default account's
-//     1,000. The 328 left serve the quick routes while their mean duration
-//     is under 328 / 8,000 s = 41 ms at all eight routes' full rate, and the
+//     the five together (the lock sets' wait holds for LockSetWaitHold,
+//     28 s) at most WaitingBound (704) of a default account's 1,000. The
+//     296 left serve the quick routes while their mean duration is under
+//     296 / 8,000 s = 37 ms at all eight routes' full rate, and the
 //     account's other functions. API Gateway answers a throttled route 429
 //     {"message":"Too Many Requests"}.
 //   - Reserved concurrency (-c reserve=true): the one hard cap. Each
@@ -65,8 +66,19 @@ const WaitHold = locklogic.MaxWaitLimit*time.Second + StoreBudget
 
 // Holds returns how many executions a waiting route throttled by t may hold
 // at once at most: its burst, and its rate for WaitHold.
-func (t Throttle) Holds() int {
-	return t.Burst + int(math.Ceil(t.Rate*WaitHold.Seconds()))
+func (t Throttle) Holds() int { return t.holds(WaitHold) }
+
+func (t Throttle) holds(hold time.Duration) int {
+	return t.Burst + int(math.Ceil(t.Rate*hold.Seconds()))
+}
+
+// Holds returns how many executions r, a waiting route, may hold at once
+// at most: its throttle's Holds, for LockSetWaitHold on a lock set's.
+func (r Route) Holds() int {
+	if r.Set {
+		return r.Throttle.holds(LockSetWaitHold)
+	}
+	return r.Throttle.Holds()
 }
 
 // Route throttles, by the work one request of each route does.
@@ -85,6 +97,14 @@ var (
 	// SemaphoreWatchThrottle bounds semaphore watches: at most 5 + 1 × 23
 	// = 28 at once.
 	SemaphoreWatchThrottle = Throttle{Rate: 1, Burst: 5}
+	// LockSetThrottle is each lock set route's but the wait's: try,
+	// renew, release. A request holds one execution for up to 2 ×
+	// locklogic.MaxSetNames writes (~0.5 s for 25 names): 3 × 20/s keep
+	// about 30 executions busy.
+	LockSetThrottle = Throttle{Rate: 20, Burst: 40}
+	// LockSetWaitThrottle bounds waiting lock sets: at most 4 + 1 × 28
+	// = 32 at once (a round, a try and its rollback: LockSetWaitHold).
+	LockSetWaitThrottle = Throttle{Rate: 1, Burst: 4}
 	// AdminThrottle bounds the operator routes (a listing scans).
 	AdminThrottle = Throttle{Rate: 5, Burst: 10}
 	// AccountThrottle is API Gateway's default bucket for all APIs of an
@@ -95,14 +115,14 @@ var (
 
 // WaitingBound is how many executions the waiting routes' default
 // throttles let waiters and watchers hold at once: the sum of their Holds.
-const WaitingBound = 672
+const WaitingBound = 704
 
 // MinQuickRate is the least a quick route admits by default, requests/s.
 const MinQuickRate = 1000
 
 // Reserved concurrency of -c reserve=true, by function; each can be
 // overridden by a context flag (infra/). Together they need an account
-// concurrency limit of at least their sum plus UnreservedMinimum (370).
+// concurrency limit of at least their sum plus UnreservedMinimum (430).
 // Each is a floor and a cap: by Little's law a function serving R requests
 // a second that take D seconds each needs R × D executions.
 const (
@@ -119,6 +139,12 @@ const (
 	ReleaseReserve = 20
 	// WatchReserve caps watches (locks and semaphores) at once.
 	WatchReserve = 50
+	// LockSetReserve is the lock set tries', renewals' and releases'
+	// floor (and cap): 30 executions of ~0.5 s serve 60 requests a second.
+	LockSetReserve = 30
+	// LockSetWaitReserve caps waiting lock sets at once (their throttle
+	// lets up to 32 in).
+	LockSetWaitReserve = 30
 	// UnreservedMinimum is the concurrency Lambda keeps unreserved in every
 	// account: a reservation that would leave less is refused.
 	UnreservedMinimum = 100

@@ -366,6 +366,10 @@ const (
 	routeSemWatch
 	routeSemList
 	routeSemForceRelease
+	routeSetAcquire
+	routeSetAcquireWait
+	routeSetRenew
+	routeSetRelease
 	routeCount
 )
 
@@ -415,6 +419,8 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.forceRelease(ctx, req, route, resource)
 	case routeWatch:
 		res, err = h.watch(ctx, req, resource)
+	case routeSetAcquire, routeSetAcquireWait, routeSetRenew, routeSetRelease:
+		res, err = h.serveLockSet(ctx, req, route, resource)
 	default:
 		res, err = h.serveSemaphore(ctx, req, route, resource)
 	}

@@ -38,6 +38,10 @@ type Problem struct {
 	// place in the queue the waiter may still hold
 	// (locklogic.QueueTicketError): its next round sends it back.
 	QueueTicket string `json:"queue_ticket,omitempty"`
+	// Unreleased are, on a lock set request that failed part-way, the
+	// names it may hold and could not release: they lapse at their TTL
+	// (locklogic.SetRollbackError).
+	Unreleased []string `json:"unreleased,omitempty"`
 }
 
 // problemKind is one row of the error table: the HTTP status, the type slug
@@ -157,6 +161,9 @@ func problemOf(err error, resource string, sem bool) Problem {
 			p.ForceReleased = row.err == locklogic.ErrForceReleased
 			if qt := (*locklogic.QueueTicketError)(nil); errors.As(err, &qt) {
 				p.QueueTicket = qt.Ticket
+			}
+			if sr := (*locklogic.SetRollbackError)(nil); errors.As(err, &sr) {
+				p.Unreleased = sr.Unreleased
 			}
 			return p
 		}

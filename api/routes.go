@@ -53,6 +53,11 @@ type Route struct {
 	// other lock route is quick: one store call, or a few. Rows of one
 	// function must agree.
 	Waits bool
+	// Set marks the lock set routes (/locksets/...): a request writes
+	// each of up to locklogic.MaxSetNames names, and a refused try
+	// releases what it took, so they are not quick routes; their budget
+	// and timeouts are LockSetBudget's.
+	Set bool
 	// Handle is the entry point of the row's function, which the rows of
 	// one function share: it serves each by the event's route key. A
 	// method expression on *Handler, so the table can be read (by the CDK
@@ -133,6 +138,17 @@ var Routes = []Route{
 		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemList, perCall: true},
 	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",
 		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemForceRelease},
+	// Lock sets: several names per request, up to 2 × MaxSetNames writes,
+	// so functions and throttles of their own (docs/design.md#lock-sets).
+	{Name: "lockset", Operation: "acquireLockSet", Set: true, Method: "POST", Path: "/locksets/{prefix}", Timeout: LockSetTimeout,
+		Throttle: LockSetThrottle, Reserve: LockSetReserve, Handle: (*Handler).LockSet, id: routeSetAcquire, perCall: true},
+	{Name: "locksetwait", Operation: "acquireLockSetWait", Set: true, Waits: true, Method: "POST", Path: "/locksets/{prefix}/wait",
+		Timeout: LockSetWaitTimeout, Throttle: LockSetWaitThrottle, Reserve: LockSetWaitReserve, Handle: (*Handler).LockSetWait,
+		id: routeSetAcquireWait, perCall: true},
+	{Name: "lockset", Operation: "renewLockSet", Set: true, Method: "POST", Path: "/locksets/{prefix}/renew", Timeout: LockSetTimeout,
+		Throttle: LockSetThrottle, Reserve: LockSetReserve, Handle: (*Handler).LockSet, id: routeSetRenew, perCall: true},
+	{Name: "lockset", Operation: "releaseLockSet", Set: true, Method: "DELETE", Path: "/locksets/{prefix}", Timeout: LockSetTimeout,
+		Throttle: LockSetThrottle, Reserve: LockSetReserve, Handle: (*Handler).LockSet, id: routeSetRelease, perCall: true},
 }
 
 // OperationID returns the route's OpenAPI operationId: Operation, or Name
@@ -147,7 +163,7 @@ func (r Route) OperationID() string {
 // Quick reports whether r is a quick lock route: neither one that waits nor
 // an operator's. The stack admits at least 1,000 requests a second on each
 // by default.
-func (r Route) Quick() bool { return !r.Waits && !r.Admin }
+func (r Route) Quick() bool { return !r.Waits && !r.Admin && !r.Set }
 
 // rowInfo is a row of Routes as serve reads it, by route constant.
 type rowInfo struct {
@@ -176,6 +192,9 @@ func rowsOf(routes []Route) (out [routeCount]rowInfo) {
 		param := "resource"
 		if strings.Contains(r.Path, "{name}") {
 			param = "name"
+		}
+		if strings.Contains(r.Path, "{prefix}") {
+			param = "prefix"
 		}
 		out[r.id] = rowInfo{Route: r, key: r.Key(), param: param}
 	}

@@ -57,6 +57,16 @@ type permitState struct {
 // newLease starts the lease's watchdog and, unless the client says
 // otherwise, its keep-alive.
 func newLease(c *Client, g grant, ttl time.Duration) *Lease {
+	l := startLease(c, g, ttl)
+	if !c.noRenew {
+		l.KeepAlive(context.Background())
+	}
+	return l
+}
+
+// startLease is newLease without the keep-alive: a lock set's leases are
+// renewed together by their Set.
+func startLease(c *Client, g grant, ttl time.Duration) *Lease {
 	margin := c.leaseMargin(ttl)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
@@ -72,9 +82,6 @@ func newLease(c *Client, g grant, ttl time.Duration) *Lease {
 	l.mu.Lock()
 	l.watchdog = time.AfterFunc(time.Until(l.deadline)-DeliveryAllowance, l.expire)
 	l.mu.Unlock()
-	if !c.noRenew {
-		l.KeepAlive(context.Background())
-	}
 	return l
 }
 

@@ -114,6 +114,9 @@ type acquireOptions struct {
 	wait        time.Duration
 	waitSet     bool
 	noWaitLimit bool
+	// setPrefix is WithSetPrefix's (lock sets only); "": the names'
+	// longest common prefix.
+	setPrefix string
 }
 
 // WithLockDelay asks for a lease with a lock-delay of d, whole seconds (0:

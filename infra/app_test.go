@@ -50,11 +50,11 @@ func TestPropsFromContext(t *testing.T) {
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AuthNone: true}, wantStack: DefaultStackName},
 		{name: "Reserve", ctx: map[string]any{"reserve": "true"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
-				ReservedConcurrency: map[string]int{"acquire": 50, "wait": 100, "renew": 50, "release": 20, "watch": 50}},
+				ReservedConcurrency: map[string]int{"acquire": 50, "wait": 100, "renew": 50, "release": 20, "watch": 50, "lockset": 30, "locksetwait": 30}},
 			wantStack: DefaultStackName},
 		{name: "ReserveOverridden", ctx: map[string]any{"reserve": true, "reserveAcquire": "40", "reserveRenew": float64(30), "reserveWait": "200"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir,
-				ReservedConcurrency: map[string]int{"acquire": 40, "wait": 200, "renew": 30, "release": 20, "watch": 50}},
+				ReservedConcurrency: map[string]int{"acquire": 40, "wait": 200, "renew": 30, "release": 20, "watch": 50, "lockset": 30, "locksetwait": 30}},
 			wantStack: DefaultStackName},
 		{name: "Throttles", ctx: map[string]any{"throttle": "acquire=2000:2000, acquireWait=30:150", "accountThrottle": "12000:6000"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AccountThrottle: api.Throttle{Rate: 12000, Burst: 6000},
@@ -97,7 +97,7 @@ func TestPropsFromContext(t *testing.T) {
 		{name: "ErrThrottleBurst", ctx: map[string]any{"throttle": "status=10:0"}, wantErr: `burst "0"`},
 		{name: "ErrThrottleAdminWithoutAdmins", ctx: map[string]any{"throttle": "listLocks=1:1"}, wantErr: `throttle for "listLocks": the stack deploys no route`},
 		{name: "ErrThrottlesAboveAccount", ctx: map[string]any{"throttle": "status=3000:3000"},
-			wantErr: "add up to 10024 requests/s, above the account's API Gateway limit of 10000"},
+			wantErr: "add up to 10085 requests/s, above the account's API Gateway limit of 10000"},
 		{name: "ErrBurstAboveAccount", ctx: map[string]any{"throttle": "renew=100:6000"}, wantErr: "burst 6000 is above the account's API Gateway burst of 5000"},
 		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "limit of 2500 requests/s"},
 		{name: "ErrAccountThrottleSyntax", ctx: map[string]any{"accountThrottle": "10000"}, wantErr: "accountThrottle"},
@@ -240,7 +240,7 @@ func TestFunctionsGroupsRoutes(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"acquire", "wait", "status", "release", "renew", "watch", "admin"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"acquire", "wait", "status", "release", "renew", "watch", "admin", "lockset", "locksetwait"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("got functions %v, want %v", names, want)
 	}
 	for _, tt := range []struct {
@@ -290,9 +290,10 @@ func TestDeployedRoutes(t *testing.T) {
 					lock++
 				}
 			}
-			// 6 lock routes and their 6 semaphore rows; 2 + 2 admin rows.
-			if lock != 12 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
-				t.Errorf("got %d lock and %d admin routes, want 12 and %v", lock, admin, tt.wantAdmin)
+			// 6 lock routes and their 6 semaphore rows, 4 lock set rows;
+			// 2 + 2 admin rows.
+			if lock != 16 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
+				t.Errorf("got %d lock and %d admin routes, want 16 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}

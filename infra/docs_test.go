@@ -124,7 +124,7 @@ func invokeAllowed(tb testing.TB, statements []docStatement, arn string) bool {
 // $default stage with {resource} (or a semaphore's {name}) = name, in the
 // documents' placeholders.
 func requestARN(r api.Route, name string) string {
-	path := strings.ReplaceAll(strings.ReplaceAll(r.Path, "{resource}", name), "{name}", name)
+	path := strings.NewReplacer("{resource}", name, "{name}", name, "{prefix}", name).Replace(r.Path)
 	return "arn:aws:execute-api:REGION:ACCOUNT:API_ID/$default/" + r.Method + path
 }
 
@@ -192,6 +192,14 @@ func TestDocsPolicies(t *testing.T) {
 			{"PrefixWithoutSeparator", "POST /locks/{resource}", "team-ab", false},
 			{"CaseMatters", "POST /locks/{resource}", "Team-A:job", false},
 			{"ForceReleaseOwnTeam", "DELETE /admin/locks/{resource}", "team-a:job", false},
+			// Lock sets: the path's prefix is what IAM sees, and every
+			// name must begin with it (the service refuses others).
+			{"LockSet", "POST /locksets/{prefix}", "team-a:", true},
+			{"LockSetRenew", "POST /locksets/{prefix}/renew", "team-a:acct", true},
+			{"LockSetWait", "POST /locksets/{prefix}/wait", "team-a:", true},
+			{"LockSetRelease", "DELETE /locksets/{prefix}", "team-a:", true},
+			{"LockSetOtherTeam", "POST /locksets/{prefix}", "team-b:", false},
+			{"LockSetWithoutSeparator", "POST /locksets/{prefix}", "team-a", false},
 			{"List", "GET /admin/locks", "", false},
 		}
 		for _, tt := range tests {

@@ -117,9 +117,9 @@ func TestMultiRegion(t *testing.T) {
 						s.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(0))
 						s.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::GlobalTable"), jsii.Number(0))
 					})
-					match(t, "an API, 6 functions, a route per lock row (no admin API)", func() {
+					match(t, "an API, 8 functions, a route per lock row (no admin API)", func() {
 						s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Api"), jsii.Number(1))
-						s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(6))
+						s.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(8))
 						s.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(s.routes))))
 						s.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 					})

@@ -62,7 +62,10 @@ const (
 // lists with Scan and force-releases with one conditional UpdateItem; it is
 // the only role that may Scan. The semaphore rows run on the function of
 // the same job and need nothing more: a semaphore acquire's second write
-// uses the first one's old item (DynamoDB returns it), never a read.
+// uses the first one's old item (DynamoDB returns it), never a read. A
+// lock set's function (lockset) makes the lock's acquire, renew and release
+// writes, one per name; its waiting twin (locksetwait) also watches the
+// name that refused the set with GetItem.
 var DynamoDBActions = map[string][]string{
 	"acquire": {"dynamodb:UpdateItem"},
 	"wait":    {"dynamodb:GetItem", "dynamodb:UpdateItem"},
@@ -71,6 +74,9 @@ var DynamoDBActions = map[string][]string{
 	"status":  {"dynamodb:GetItem"},
 	"watch":   {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},
+
+	"lockset":     {"dynamodb:UpdateItem"},
+	"locksetwait": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 }
 
 // FunctionEnvironment lists, per function, the environment it gets on top
@@ -82,6 +88,9 @@ var DynamoDBActions = map[string][]string{
 var FunctionEnvironment = map[string]map[string]string{
 	"acquire": {"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds)},
 	"wait":    {"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds)},
+
+	"lockset":     {"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds)},
+	"locksetwait": {"MAX_LOCK_DELAY_SECONDS": fmt.Sprint(MaxLockDelaySeconds)},
 }
 
 // Function is one Lambda function of the service: its Name (the folder

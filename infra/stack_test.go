@@ -24,7 +24,7 @@ import (
 // wantFunctions are the Lambda functions of the service, one per distinct
 // api.Routes Name; written out so that a function more or less fails a test.
 // A stack without administrators has all but admin.
-var wantFunctions = []string{"acquire", "wait", "status", "release", "renew", "watch", "admin"}
+var wantFunctions = []string{"acquire", "wait", "status", "release", "renew", "watch", "lockset", "locksetwait", "admin"}
 
 // wantThrottle is each route's throttle on the default stage, written out:
 // the quick routes admit 1,000 requests/s each, the routes that wait few
@@ -48,6 +48,11 @@ var wantThrottle = map[string]api.Throttle{
 	"GET /semaphores/{name}/watch":    {Rate: 1, Burst: 5},
 	"GET /admin/semaphores":           {Rate: 5, Burst: 10},
 	"DELETE /admin/semaphores/{name}": {Rate: 5, Burst: 10},
+	// The lock set rows: up to 50 writes a request, a few a second.
+	"POST /locksets/{prefix}":       {Rate: 20, Burst: 40},
+	"POST /locksets/{prefix}/wait":  {Rate: 1, Burst: 4},
+	"POST /locksets/{prefix}/renew": {Rate: 20, Burst: 40},
+	"DELETE /locksets/{prefix}":     {Rate: 20, Burst: 40},
 }
 
 // tunedThrottle is the tuned variant's -c throttle: these routes' settings
@@ -71,13 +76,18 @@ var wantDynamoDBActions = map[string][]string{
 	"status":  {"dynamodb:GetItem"},
 	"watch":   {"dynamodb:GetItem", "dynamodb:UpdateItem"}, // UpdateItem: the record of an expiry it answers
 	"admin":   {"dynamodb:Scan", "dynamodb:UpdateItem"},    // list (Scan), force release
+	// A set's try, renew and release are the lock's writes; its wait also
+	// watches the name that refused it.
+	"lockset":     {"dynamodb:UpdateItem"},
+	"locksetwait": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 }
 
 // wantTimeout is each function's timeout in seconds: 5 for the quick
 // functions (one store call; a semaphore's try a few); wait and watch may
 // wait up to 20 s (wait_seconds), then write (3 s budget); the admin
 // function may scan several pages.
-var wantTimeout = map[string]int{"acquire": 5, "wait": 25, "renew": 5, "release": 5, "status": 5, "watch": 25, "admin": 10}
+var wantTimeout = map[string]int{"acquire": 5, "wait": 25, "renew": 5, "release": 5, "status": 5, "watch": 25, "admin": 10,
+	"lockset": 10, "locksetwait": 29} // a set: 25 writes and 25 releases (5 + 3 s), after a 20 s wait for locksetwait
 
 // Variants of the app that the tests synthesize, once per test binary.
 const (
@@ -416,9 +426,9 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	// Only the functions that wait get MAX_WAIT_SECONDS; the ones that
 	// grant leases get MAX_LOCK_DELAY_SECONDS.
 	switch name {
-	case "acquire":
+	case "acquire", "lockset":
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
-	case "wait":
+	case "wait", "locksetwait":
 		wantVars["MAX_WAIT_SECONDS"] = "20"
 		wantVars["MAX_LOCK_DELAY_SECONDS"] = "300"
 	case "watch":
@@ -455,7 +465,7 @@ func checkEnv(tb testing.TB, name string, vars map[string]any, wantTable any, na
 	if cfg.MetricsNamespace != namespace {
 		tb.Errorf("handler's metrics namespace: got %q, want %q", cfg.MetricsNamespace, namespace)
 	}
-	if (name == "acquire" || name == "wait") && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
+	if (name == "acquire" || name == "wait" || name == "lockset" || name == "locksetwait") && cfg.MaxLockDelaySeconds != MaxLockDelaySeconds {
 		tb.Errorf("handler's MaxLockDelaySeconds: got %d, want %d", cfg.MaxLockDelaySeconds, MaxLockDelaySeconds)
 	}
 	// The admin handler reads the administrators the stack was given.
@@ -474,7 +484,7 @@ func TestFunctions(t *testing.T) {
 		variant string
 		want    []string
 	}{
-		{variant: prod, want: wantFunctions[:6]}, // no admin API by default
+		{variant: prod, want: wantFunctions[:8]}, // no admin API by default
 		{variant: admin, want: wantFunctions},
 	}
 	for _, tt := range tests {
@@ -950,8 +960,8 @@ func TestReservedConcurrency(t *testing.T) {
 		{variant: prod},
 		{variant: dev},
 		{variant: multi2},
-		{variant: admin, want: map[string]float64{"acquire": 50, "wait": 100, "renew": 50, "release": 20, "watch": 50}},
-		{variant: tuned, want: map[string]float64{"acquire": 60, "wait": 80, "renew": 30, "release": 15, "watch": 50}},
+		{variant: admin, want: map[string]float64{"acquire": 50, "wait": 100, "renew": 50, "release": 20, "watch": 50, "lockset": 30, "locksetwait": 30}},
+		{variant: tuned, want: map[string]float64{"acquire": 60, "wait": 80, "renew": 30, "release": 15, "watch": 50, "lockset": 30, "locksetwait": 30}},
 	}
 	for _, tt := range tests {
 		for _, s := range synthStacks(t, tt.variant) {
@@ -988,8 +998,8 @@ func TestReservedConcurrency(t *testing.T) {
 	for _, f := range fns {
 		sum += f.Reserve()
 	}
-	if got := sum + api.UnreservedMinimum; got != 370 || got > api.DefaultAccountConcurrency {
-		t.Errorf("reserve=true needs an account limit of %d, want the documented 370 (within the default %d)",
+	if got := sum + api.UnreservedMinimum; got != 430 || got > api.DefaultAccountConcurrency {
+		t.Errorf("reserve=true needs an account limit of %d, want the documented 430 (within the default %d)",
 			got, api.DefaultAccountConcurrency)
 	}
 }
@@ -1020,7 +1030,8 @@ func checkOutputs(t *testing.T, s *synthesized) {
 	outputs := []output{{output: "LockUserInvokeArns", want: []string{"API_ID/*/POST/locks/*", "API_ID/*/POST/locks/*/wait",
 		"API_ID/*/GET/locks/*", "API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch",
 		"API_ID/*/POST/semaphores/*", "API_ID/*/POST/semaphores/*/wait", "API_ID/*/GET/semaphores/*", "API_ID/*/DELETE/semaphores/*",
-		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch"}}}
+		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch",
+		"API_ID/*/POST/locksets/*", "API_ID/*/POST/locksets/*/wait", "API_ID/*/POST/locksets/*/renew", "API_ID/*/DELETE/locksets/*"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",
 			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*", "API_ID/*/GET/admin/semaphores",

@@ -58,7 +58,8 @@ func TestBucket(t *testing.T) {
 // overrides applied, and nonsense is refused.
 func TestCapacityResolve(t *testing.T) {
 	var reserved int
-	for _, r := range []int{api.AcquireReserve, api.WaitReserve, api.RenewReserve, api.ReleaseReserve, api.WatchReserve} {
+	for _, r := range []int{api.AcquireReserve, api.WaitReserve, api.RenewReserve, api.ReleaseReserve, api.WatchReserve,
+		api.LockSetReserve, api.LockSetWaitReserve} {
 		reserved += r
 	}
 	cases := []struct {
@@ -74,10 +75,11 @@ func TestCapacityResolve(t *testing.T) {
 			wantReserves: map[string]int{}, wantAcquire: api.QuickThrottle},
 		{name: "Reserve", c: ReserveCapacity(), wantUnreserved: api.DefaultAccountConcurrency - reserved,
 			wantReserves: map[string]int{"acquire": api.AcquireReserve, "wait": api.WaitReserve, "renew": api.RenewReserve, "release": api.ReleaseReserve,
-				"watch": api.WatchReserve},
+				"watch": api.WatchReserve, "lockset": api.LockSetReserve, "locksetwait": api.LockSetWaitReserve},
 			wantAcquire: api.QuickThrottle},
 		{name: "Overrides", c: Capacity{Mode: CapacityReserve, AccountConcurrency: 20,
-			Reserves:  map[string]int{"acquire": 4, "renew": 3, "release": 0, "status": 2, "watch": 0, "wait": 0},
+			Reserves: map[string]int{"acquire": 4, "renew": 3, "release": 0, "status": 2, "watch": 0, "wait": 0,
+				"lockset": 0, "locksetwait": 0},
 			Throttles: map[string]api.Throttle{"acquire": {Rate: 1, Burst: 2}}},
 			wantUnreserved: 20 - 4 - 3 - 2,
 			wantReserves:   map[string]int{"acquire": 4, "renew": 3, "status": 2},
@@ -128,7 +130,8 @@ func TestCapacityResolve(t *testing.T) {
 // share the rest of the pool, and an execution comes back when done.
 func TestAdmit(t *testing.T) {
 	c := Capacity{Mode: CapacityReserve, AccountConcurrency: 4,
-		Reserves:  map[string]int{"acquire": 2, "renew": 1, "release": 0, "watch": 0, "wait": 0},
+		Reserves: map[string]int{"acquire": 2, "renew": 1, "release": 0, "watch": 0, "wait": 0,
+			"lockset": 0, "locksetwait": 0},
 		Throttles: map[string]api.Throttle{"status": {Rate: 0, Burst: 2}}}
 	m, err := c.resolve()
 	if err != nil {

@@ -196,6 +196,9 @@ type Lock struct {
 	// Queue is the lock's waiters in queue order, in the admin listings
 	// only (a semaphore's: on its first permit listed).
 	Queue []QueueEntry
+	// SetID is the id of the lock set whose request granted the lease,
+	// "" for a lease of its own (docs/design.md#lock-sets).
+	SetID string
 }
 
 // FreeAt is when the lock comes free for others if the lease is not
@@ -810,6 +813,7 @@ func decode(resource string, item map[string]types.AttributeValue) (Lock, bool) 
 		ExpiresAt:     time.UnixMilli(exp).UTC(),
 		LockDelay:     time.Duration(max(delay, 0)) * time.Millisecond,
 		Principal:     str(item, AttrPrincipal),
+		SetID:         setIDOf(str(item, AttrGrantID)),
 	}, true
 }
 

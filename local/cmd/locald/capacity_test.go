@@ -25,7 +25,8 @@ func TestCapacityFlags(t *testing.T) {
 	}{
 		{name: "Default", wantMode: local.CapacityDefault, wantUnreserved: api.DefaultAccountConcurrency},
 		{name: "Reserve", args: []string{"-reserve"}, wantMode: local.CapacityReserve,
-			wantUnreserved: api.DefaultAccountConcurrency - api.AcquireReserve - api.WaitReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve},
+			wantUnreserved: api.DefaultAccountConcurrency - api.AcquireReserve - api.WaitReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve -
+				api.LockSetReserve - api.LockSetWaitReserve},
 		{name: "Off", args: []string{"-capacity", "off"}, wantMode: local.CapacityOff},
 		{name: "Throttles", args: []string{"-throttle", "status=0:1,acquire=2.5:10", "-throttle", "renew=1:1", "-account-concurrency", "50"},
 			wantMode: local.CapacityDefault, wantUnreserved: 50,
@@ -96,7 +97,8 @@ func TestCapacityModel(t *testing.T) {
 		// The status route admits one request, then none (rate 0).
 		{"DefaultStack", []string{"-throttle", "status=0:1"}, "default", api.DefaultAccountConcurrency, true},
 		{"Reserve", []string{"-reserve", "-throttle", "status=0:1"}, "reserve",
-			api.DefaultAccountConcurrency - api.AcquireReserve - api.WaitReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve, true},
+			api.DefaultAccountConcurrency - api.AcquireReserve - api.WaitReserve - api.RenewReserve - api.ReleaseReserve - api.WatchReserve -
+				api.LockSetReserve - api.LockSetWaitReserve, true},
 		{"Off", []string{"-capacity", "off"}, "off", 0, false},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,432 @@
+package locklogic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Lock sets: several lock names taken all or nothing
+// (docs/design.md#lock-sets). A set is no new kind of item: each name is
+// an ordinary lock, taken with the lock's own acquire write and released
+// with the lock's own release, so every lease rule (late writes,
+// lock-delay, fair queues, force release) applies to each name as it is.
+// What is the set's own is the order of the writes and the rollback.
+
+// Limits of a lock set.
+const (
+	// MaxSetNames bounds the names of one set: a try makes one write per
+	// name and, refused on the last, a release per name it took, 2 ×
+	// MaxSetNames writes within one request's budget.
+	MaxSetNames = 25
+	// SetRollbackBudget is the time a refused or failed try keeps for
+	// releasing what it took: the try's own writes stop that long before
+	// the request's deadline, and the releases run even when the try ran
+	// out of time.
+	SetRollbackBudget = 3 * time.Second
+)
+
+// setIDPrefix marks a set's grant id: a lock's own grant ids are base-36
+// digits (newGrantID), so a name whose grant_id begins with it was taken
+// by a set, and the grant id is the set's id.
+const setIDPrefix = "set-"
+
+// newSetID returns a random id for one set request: the grant id of every
+// write of the request, its retries by the SDK and its later tries.
+func newSetID() string { return setIDPrefix + newGrantID() }
+
+// setIDOf returns the set id of the lease in item: its grant id when a
+// set wrote it, else "". A later grant of the name writes its own grant
+// id, so a lease is never shown in a set it no longer belongs to.
+func setIDOf(grantID string) string {
+	if strings.HasPrefix(grantID, setIDPrefix) {
+		return grantID
+	}
+	return ""
+}
+
+// SetAcquireRequest asks for a lease of TTLSeconds on every one of Names,
+// all or none, each name beginning with Prefix (the path's: IAM policies
+// scoped by path prefix keep their meaning). With WaitSeconds above zero,
+// a refused try waits, holding nothing, and tries again (AcquireSet).
+type SetAcquireRequest struct {
+	Prefix           string
+	Names            []string
+	Caller           Caller
+	TTLSeconds       int64
+	LockDelaySeconds int64
+	WaitSeconds      int64
+	// Arrived is when the request reached the service, as for
+	// AcquireRequest: every write of the request acts as of it.
+	Arrived time.Time
+}
+
+// SetAcquireResult is the outcome of AcquireSet. Not acquired is an
+// outcome, as for a lock: BlockedBy is the name whose acquire was refused,
+// FreeAt when it comes free (zero when unknown).
+type SetAcquireResult struct {
+	Acquired bool
+	// SetID is the request's set id, written as the grant id of every
+	// name it took (the admin listing shows it).
+	SetID string
+	// Locks are the set's leases in name order (byte order), when
+	// Acquired.
+	Locks     []Lock
+	BlockedBy string
+	FreeAt    time.Time
+	// Unreleased are the names a refused try took and could not release:
+	// they stay held by the caller until their TTL.
+	Unreleased []string
+	// Waited is how long a waiting request waited after its first try.
+	Waited time.Duration
+}
+
+// SetRollbackError is a set request that failed (Err, an ErrUnavailable
+// from the store) part-way and could not release every name it may have
+// taken: Unreleased lapse at their TTL. It is Err.
+type SetRollbackError struct {
+	Err        error
+	Unreleased []string
+}
+
+func (e *SetRollbackError) Error() string {
+	return e.Err.Error() + " (not released, held until their TTL: " + strings.Join(e.Unreleased, ", ") + ")"
+}
+
+// Unwrap returns Err.
+func (e *SetRollbackError) Unwrap() error { return e.Err }
+
+// SetLock names one lease of a held set, for RenewSet and ReleaseSet.
+type SetLock struct {
+	Resource     string
+	FencingToken int64
+}
+
+// SetRenewRequest asks to extend every lease of Locks to now + TTLSeconds.
+type SetRenewRequest struct {
+	Prefix     string
+	Caller     Caller
+	TTLSeconds int64
+	Locks      []SetLock
+}
+
+// SetReleaseRequest asks to end every lease of Locks.
+type SetReleaseRequest struct {
+	Prefix string
+	Caller Caller
+	Locks  []SetLock
+}
+
+// SetItemResult is the outcome of one name of RenewSet or ReleaseSet: Err
+// nil when it was done (Lock is then the renewed lease), else the lock's
+// own outcome (ErrNotFound, ErrForbidden, ErrStaleToken, ErrUnavailable…).
+type SetItemResult struct {
+	Resource string
+	Lock     Lock
+	Err      error
+}
+
+// ValidateSetAcquire checks req as ValidateAcquire does for each name and
+// normalizes it: the owner trimmed, Names sorted in byte order (the one
+// global order in which every set takes its names). A field v already
+// reports is not checked again.
+func (s *Service) ValidateSetAcquire(req *SetAcquireRequest, v *ValidationError) {
+	validateSetNames(req.Prefix, "names", len(req.Names), func(i int) string { return req.Names[i] }, v)
+	s.validateSetCaller(&req.Caller, &req.TTLSeconds, v)
+	if !v.Has("wait_seconds") {
+		ValidateWait(req.WaitSeconds, s.maxWait, v)
+	}
+	if !v.Has("lock_delay_seconds") {
+		ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, v)
+	}
+	slices.Sort(req.Names)
+}
+
+// ValidateSetRenew checks req as ValidateSetAcquire does; every fencing
+// token must be positive.
+func (s *Service) ValidateSetRenew(req *SetRenewRequest, v *ValidationError) {
+	validateSetLocks(req.Prefix, req.Locks, v)
+	s.validateSetCaller(&req.Caller, &req.TTLSeconds, v)
+}
+
+// ValidateSetRelease checks req as ValidateSetRenew does.
+func (s *Service) ValidateSetRelease(req *SetReleaseRequest, v *ValidationError) {
+	validateSetLocks(req.Prefix, req.Locks, v)
+	s.validateSetCaller(&req.Caller, nil, v)
+}
+
+func (s *Service) validateSetCaller(c *Caller, ttl *int64, v *ValidationError) {
+	if !v.Has("owner") {
+		c.Owner = NormalizeOwner(c.Owner, v)
+	}
+	if ttl != nil && !v.Has("ttl_seconds") {
+		ValidateTTL(*ttl, s.maxTTL, v)
+	}
+}
+
+func validateSetLocks(prefix string, locks []SetLock, v *ValidationError) {
+	validateSetNames(prefix, "locks", len(locks), func(i int) string { return locks[i].Resource }, v)
+	for i, l := range locks {
+		if l.FencingToken < 1 && !v.Has(SetField("locks", i)) {
+			v.Add(SetField("locks", i)+".fencing_token", "must be a positive integer")
+		}
+	}
+}
+
+// SetField is the field name of a set's i-th name in a validation error:
+// member[i], e.g. names[2].
+func SetField(member string, i int) string { return member + "[" + strconv.Itoa(i) + "]" }
+
+// validateSetNames checks the prefix and the n names name(i) of a set,
+// the body's member (names, or locks[i].resource): 1 to MaxSetNames of
+// them, each a valid lock name that begins with prefix, none twice.
+func validateSetNames(prefix, member string, n int, name func(int) string, v *ValidationError) {
+	var pv ValidationError
+	if ValidateResource(prefix, &pv); pv.Err() != nil {
+		v.Add("prefix", pv.Fields[0].Detail)
+	}
+	if v.Has(member) {
+		return
+	}
+	switch {
+	case n == 0:
+		v.Add(member, "must name at least one lock")
+		return
+	case n > MaxSetNames:
+		v.Add(member, "must name at most "+strconv.Itoa(MaxSetNames)+" locks, got "+strconv.Itoa(n))
+		return
+	}
+	first := make(map[string]int, n)
+	for i := range n {
+		field, nm := SetField(member, i), name(i)
+		if member == "locks" {
+			field += ".resource"
+		}
+		if v.Has(field) {
+			continue
+		}
+		var nv ValidationError
+		if ValidateResource(nm, &nv); nv.Err() != nil {
+			v.Add(field, nv.Fields[0].Detail)
+			continue
+		}
+		if !strings.HasPrefix(nm, prefix) && !v.Has("prefix") {
+			v.Add(field, "must begin with the path's prefix "+strconv.Quote(prefix))
+			continue
+		}
+		if j, dup := first[nm]; dup {
+			v.Add(field, "repeats "+SetField(member, j)+": a set names each lock once")
+			continue
+		}
+		first[nm] = i
+	}
+}
+
+// AcquireSet takes every name of req, or none, with b bounding its store
+// calls as AcquireWait's: b.PerCall is one try's (all its writes), and
+// each refused try keeps SetRollbackBudget before the context's deadline
+// minus b.Reserve to release what it took.
+//
+// A try takes the names in byte order, one lock acquire write each (the
+// lock's condition, all of it: a held name, a live queue, a lock-delay
+// refuse it), every write with the request's set id as its grant id, so
+// that an SDK retry of a write that landed, or a later try of the same
+// request, finds its own grant. The first refusal ends the try: the names
+// it took are released (each by owner and fencing token, the lock's
+// release) and the answer names the refused one. A set never waits
+// holding a name and never joins a queue, so sets cannot deadlock, with
+// each other or with single locks. With WaitSeconds above zero a refused
+// try waits for the refused name to look free (polling it, as a lock's
+// unfair wait does) and tries the whole set again, until GrantGuard
+// before Arrived + WaitSeconds.
+func (s *Service) AcquireSet(ctx context.Context, req SetAcquireRequest, b Budget) (SetAcquireResult, error) {
+	var v ValidationError
+	if s.ValidateSetAcquire(&req, &v); v.Err() != nil {
+		return SetAcquireResult{}, &v
+	}
+	now := s.now()
+	if req.Arrived.IsZero() || req.Arrived.After(now) {
+		req.Arrived = now
+	}
+	setID := newSetID()
+	// The try's writes stop SetRollbackBudget early: its rollback then
+	// still has its time before the deadline.
+	tb := b
+	tb.Reserve += SetRollbackBudget
+	if req.WaitSeconds == 0 {
+		return s.trySet(ctx, req, tb, b, setID)
+	}
+	end := req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second - GrantGuard)
+	if !now.Before(end) {
+		return SetAcquireResult{}, fmt.Errorf("acquire set %q: %w", req.Prefix, ErrWaitElapsed)
+	}
+	end = deadlineEnd(ctx, tb, now, end)
+	res, err := s.trySet(ctx, req, tb, b, setID)
+	if err != nil || res.Acquired {
+		return res, err
+	}
+	return s.waitSet(ctx, req, tb, b, setID, res, end)
+}
+
+// trySet makes one try of the set: the writes under tb, the rollback of a
+// refused or failed try under b (rollbackContext).
+func (s *Service) trySet(ctx context.Context, req SetAcquireRequest, tb, b Budget, setID string) (SetAcquireResult, error) {
+	cctx, cancel := tb.Context(ctx)
+	defer cancel()
+	held := make([]Lock, 0, len(req.Names))
+	for _, name := range req.Names {
+		ar := AcquireRequest{Resource: name, Caller: req.Caller, TTLSeconds: req.TTLSeconds,
+			LockDelaySeconds: req.LockDelaySeconds, Arrived: req.Arrived}
+		res, _, err := s.acquireWrite(cctx, ar, req.Arrived, setID)
+		if err == nil && res.Acquired {
+			held = append(held, res.Lock)
+			continue
+		}
+		if err != nil {
+			// The write's outcome is unknown: it may hold the name.
+			// Released by owner alone (its token is unknown): a lease of
+			// this owner granted since the request was issued is its own.
+			held = append(held, Lock{Resource: name})
+		}
+		unreleased := s.rollback(ctx, req.Caller, held, b)
+		if err != nil {
+			err = fmt.Errorf("acquire set %q: %w", req.Prefix, err)
+			if len(unreleased) > 0 {
+				err = &SetRollbackError{Err: err, Unreleased: unreleased}
+			}
+			return SetAcquireResult{}, err
+		}
+		return SetAcquireResult{SetID: setID, BlockedBy: name, FreeAt: res.HolderExpiresAt, Unreleased: unreleased}, nil
+	}
+	return SetAcquireResult{Acquired: true, SetID: setID, Locks: held}, nil
+}
+
+// rollback releases locks, a refused try's, each with the lock's release
+// (by owner and fencing token; by owner alone for a token of 0, a write
+// whose outcome is unknown), and returns the names it could not release.
+// A name found not held (ErrNotFound) is no failure: nothing is held.
+// The releases run under b from now on, with SetRollbackBudget, even when
+// the try's context has ended.
+func (s *Service) rollback(ctx context.Context, c Caller, locks []Lock, b Budget) []string {
+	if len(locks) == 0 {
+		return nil
+	}
+	rb := Budget{Deadline: time.Now().Add(SetRollbackBudget), Reserve: b.Reserve}
+	if d, ok := ctx.Deadline(); ok {
+		// WithoutCancel drops the deadline too: keep the request's.
+		if d.Add(-b.Reserve).Before(rb.Deadline) {
+			rb.Deadline = d.Add(-b.Reserve)
+		}
+	}
+	rctx, cancel := rb.Context(context.WithoutCancel(ctx))
+	defer cancel()
+	var unreleased []string
+	for _, l := range locks {
+		rr := ReleaseRequest{Resource: l.Resource, Caller: c}
+		if l.FencingToken > 0 {
+			rr.FencingToken = &l.FencingToken
+		}
+		err := s.Release(rctx, rr)
+		if err != nil && !errors.Is(err, ErrNotFound) && !(l.FencingToken == 0 && errors.Is(err, ErrForbidden)) {
+			unreleased = append(unreleased, l.Resource)
+		}
+	}
+	return unreleased
+}
+
+// waitSet waits after a refused try, holding nothing, until end: it
+// watches the name that refused the try (an eventually consistent read
+// every PollInterval, jittered, or its free_at when known) and tries the
+// whole set again when that name looks free. A try refused by a name that
+// looked free (a live queue, or another caller first) doubles the pause,
+// up to MaxPollInterval, so a queued lock does not cost a try every poll.
+func (s *Service) waitSet(ctx context.Context, req SetAcquireRequest, tb, b Budget, setID string, res SetAcquireResult, end time.Time) (out SetAcquireResult, err error) {
+	start := s.now()
+	defer func() { out.Waited = max(s.now().Sub(start), 0) }()
+	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(start), 0))
+	defer cancel()
+	interval := PollInterval
+	for {
+		now := s.now()
+		if !now.Before(end) {
+			return res, nil
+		}
+		wake := now.Add(interval/2 + randUpTo(interval))
+		if !res.FreeAt.IsZero() && res.FreeAt.Before(wake) && res.FreeAt.After(now) {
+			wake = res.FreeAt
+		}
+		if wake.After(end) {
+			return res, nil
+		}
+		if err := s.sleep(sctx, wake.Sub(now)); err != nil {
+			return res, nil
+		}
+		item, err := s.peek(ctx, res.BlockedBy, tb)
+		if err != nil {
+			if !transient(err) {
+				return SetAcquireResult{}, storeErr("acquire set", res.BlockedBy, err)
+			}
+			interval = min(2*interval, MaxPollInterval)
+			continue
+		}
+		if until, blocked := blockedUntil(item, s.now()); blocked {
+			res.FreeAt = until
+			interval = PollInterval
+			continue
+		}
+		if !s.now().Before(end) {
+			return res, nil
+		}
+		next, err := s.trySet(ctx, req, tb, b, setID)
+		if err != nil || next.Acquired {
+			return next, err
+		}
+		if next.BlockedBy == res.BlockedBy {
+			interval = min(2*interval, MaxPollInterval)
+		} else {
+			interval = PollInterval
+		}
+		next.Unreleased = append(res.Unreleased, next.Unreleased...)
+		res = next
+	}
+}
+
+// RenewSet renews every lease of req with the lock's renew, one write per
+// name, and answers each name's outcome in req's order. Its error is a
+// validation error only: a name that cannot be renewed says why in its
+// result, and the others are renewed still.
+func (s *Service) RenewSet(ctx context.Context, req SetRenewRequest) ([]SetItemResult, error) {
+	var v ValidationError
+	if s.ValidateSetRenew(&req, &v); v.Err() != nil {
+		return nil, &v
+	}
+	out := make([]SetItemResult, len(req.Locks))
+	for i, l := range req.Locks {
+		tok := l.FencingToken
+		lock, err := s.Renew(ctx, RenewRequest{Resource: l.Resource, Caller: req.Caller, TTLSeconds: req.TTLSeconds, FencingToken: &tok})
+		out[i] = SetItemResult{Resource: l.Resource, Lock: lock, Err: err}
+	}
+	return out, nil
+}
+
+// ReleaseSet releases every lease of req with the lock's release, one
+// write per name, and answers each name's outcome in req's order, as
+// RenewSet does. A name that could not be released stays held until its
+// TTL.
+func (s *Service) ReleaseSet(ctx context.Context, req SetReleaseRequest) ([]SetItemResult, error) {
+	var v ValidationError
+	if s.ValidateSetRelease(&req, &v); v.Err() != nil {
+		return nil, &v
+	}
+	out := make([]SetItemResult, len(req.Locks))
+	for i, l := range req.Locks {
+		tok := l.FencingToken
+		err := s.Release(ctx, ReleaseRequest{Resource: l.Resource, Caller: req.Caller, FencingToken: &tok})
+		out[i] = SetItemResult{Resource: l.Resource, Err: err}
+	}
+	return out, nil
+}
