@@ -32,7 +32,9 @@ func WithSetPrefix(prefix string) AcquireOption {
 }
 
 // SetHeldError is a lock set refused because one of its names is held by
-// another owner (or queued for, or in its lock-delay): nothing is held,
+// another owner, or by the same owner outside the set (a set never takes
+// over a lease of its owner), or queued for, or in its lock-delay: nothing
+// is held,
 // but for Unreleased, which lapse at their TTL. It matches ErrHeld.
 type SetHeldError struct {
 	// BlockedBy is the name that refused the set.
@@ -47,7 +49,7 @@ type SetHeldError struct {
 
 // Error names the lock that refused the set.
 func (e *SetHeldError) Error() string {
-	msg := fmt.Sprintf("lock set refused: %q is held by another owner", e.BlockedBy)
+	msg := fmt.Sprintf("lock set refused: %q is held", e.BlockedBy)
 	if !e.FreeAt.IsZero() {
 		msg += " until " + e.FreeAt.UTC().Format(time.RFC3339Nano)
 	}

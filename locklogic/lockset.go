@@ -39,6 +39,16 @@ const setIDPrefix = "set-"
 // write of the request, its retries by the SDK and its later tries.
 func newSetID() string { return setIDPrefix + newGrantID() }
 
+// setIssued is the issue time every write of a set acts as of, for the
+// lock's same-owner branch: the epoch, before any grant, so that branch
+// (the late-write rule, notNewer) admits none of the owner's leases but
+// the set request's own grant (#gi = :gid, an SDK retry or a later try).
+// A set takes a name only when it is free for anyone, or already its own:
+// it never re-acquires a lease its owner holds alone or in another set,
+// which would raise that lease's token and, refused further on, release
+// it in the rollback, ending a lease the set did not take.
+var setIssued = time.UnixMilli(0)
+
 // setIDOf returns the set id of the lease in item: its grant id when a
 // set wrote it, else "". A later grant of the name writes its own grant
 // id, so a lease is never shown in a set it no longer belongs to.
@@ -281,18 +291,18 @@ func (s *Service) trySet(ctx context.Context, req SetAcquireRequest, tb, b Budge
 	for _, name := range req.Names {
 		ar := AcquireRequest{Resource: name, Caller: req.Caller, TTLSeconds: req.TTLSeconds,
 			LockDelaySeconds: req.LockDelaySeconds, Arrived: req.Arrived}
-		res, _, err := s.acquireWrite(cctx, ar, req.Arrived, setID)
+		res, _, err := s.acquireWrite(cctx, ar, setIssued, setID)
 		if err == nil && res.Acquired {
 			held = append(held, res.Lock)
 			continue
 		}
 		if err != nil {
-			// The write's outcome is unknown: it may hold the name.
-			// Released by owner alone (its token is unknown): a lease of
-			// this owner granted since the request was issued is its own.
+			// The write's outcome is unknown: it may hold the name
+			// (token 0: rollback releases it only if it finds the set's
+			// own grant there).
 			held = append(held, Lock{Resource: name})
 		}
-		unreleased := s.rollback(ctx, req.Caller, held, b)
+		unreleased := s.rollback(ctx, req.Caller, setID, held, b)
 		if err != nil {
 			err = fmt.Errorf("acquire set %q: %w", req.Prefix, err)
 			if len(unreleased) > 0 {
@@ -306,12 +316,20 @@ func (s *Service) trySet(ctx context.Context, req SetAcquireRequest, tb, b Budge
 }
 
 // rollback releases locks, a refused try's, each with the lock's release
-// (by owner and fencing token; by owner alone for a token of 0, a write
-// whose outcome is unknown), and returns the names it could not release.
+// by owner and fencing token, and returns the names it could not release.
 // A name found not held (ErrNotFound) is no failure: nothing is held.
+//
+// A token of 0 is a write whose outcome is unknown. Its name is released
+// only when a strongly consistent read finds the set's own grant there
+// (grant id setID), by that grant's token: a lease of the same owner that
+// the set did not write (a single lease, another set's) is not the set's
+// to end. Its name is unreleased whatever the read finds: the write (or
+// an SDK attempt of it still in the network) may land after this
+// rollback and hold the name until its TTL.
+//
 // The releases run under b from now on, with SetRollbackBudget, even when
 // the try's context has ended.
-func (s *Service) rollback(ctx context.Context, c Caller, locks []Lock, b Budget) []string {
+func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []Lock, b Budget) []string {
 	if len(locks) == 0 {
 		return nil
 	}
@@ -326,16 +344,31 @@ func (s *Service) rollback(ctx context.Context, c Caller, locks []Lock, b Budget
 	defer cancel()
 	var unreleased []string
 	for _, l := range locks {
-		rr := ReleaseRequest{Resource: l.Resource, Caller: c}
-		if l.FencingToken > 0 {
-			rr.FencingToken = &l.FencingToken
+		if l.FencingToken == 0 {
+			s.releaseOwnGrant(rctx, c, setID, l.Resource)
+			unreleased = append(unreleased, l.Resource)
+			continue
 		}
-		err := s.Release(rctx, rr)
-		if err != nil && !errors.Is(err, ErrNotFound) && !(l.FencingToken == 0 && errors.Is(err, ErrForbidden)) {
+		tok := l.FencingToken
+		err := s.Release(rctx, ReleaseRequest{Resource: l.Resource, Caller: c, FencingToken: &tok})
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			unreleased = append(unreleased, l.Resource)
 		}
 	}
 	return unreleased
+}
+
+// releaseOwnGrant releases the lease on resource if it is the set's own
+// grant (grant id setID, live), by its token; anything else is left as
+// it is.
+func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource string) {
+	item, err := s.get(ctx, resource)
+	if err != nil || str(item, AttrGrantID) != setID || !live(item, s.now()) {
+		return
+	}
+	if lock, ok := decode(resource, item); ok {
+		_ = s.Release(ctx, ReleaseRequest{Resource: resource, Caller: c, FencingToken: &lock.FencingToken})
+	}
 }
 
 // waitSet waits after a refused try, holding nothing, until end: it

@@ -41,29 +41,57 @@ func setStore(fail string, relErr error) *dynamofake.DB {
 
 func TestAcquireSetFailures(t *testing.T) {
 	names := []string{"p:c", "p:a", "p:b"}
-	t.Run("UnknownOutcomeRolledBack", func(t *testing.T) {
-		db := setStore("p:b", nil)
-		_, err := newTestService(db).AcquireSet(context.Background(), SetAcquireRequest{Prefix: "p:", Names: slices.Clone(names),
-			Caller: Caller{Owner: "w1"}, TTLSeconds: 60}, Budget{})
-		if !errors.Is(err, ErrUnavailable) || errors.As(err, new(*SetRollbackError)) {
-			t.Fatalf("got %v, want ErrUnavailable with every name released", err)
-		}
-		// a granted, b unknown: both released (b by owner alone), c never written.
-		var released []string
-		for _, in := range db.Updates() {
-			if _, ok := in.ExpressionAttributeValues[":ri"]; ok {
-				n := in.Key[AttrResource].(*types.AttributeValueMemberS).Value
-				_, byToken := in.ExpressionAttributeValues[":tok"]
-				released = append(released, n+map[bool]string{true: "/token", false: "/owner"}[byToken])
+	// b's write failed (outcome unknown): the rollback reads b and
+	// releases it by token only when it finds the set's own grant; b is
+	// unreleased either way (the write may still land).
+	for _, tc := range []struct {
+		name     string
+		ownGrant bool
+		want     []string
+	}{
+		{"UnknownOutcomeOwnGrantReleased", true, []string{"p:a/token", "p:b/token"}},
+		{"UnknownOutcomeOtherLeaseKept", false, []string{"p:a/token"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := setStore("p:b", nil)
+			var setID string
+			db.Get = func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				it := item("w1", "", 9, time.Now().Add(time.Minute))
+				it[AttrGrantID] = &types.AttributeValueMemberS{Value: "a single lease's"}
+				if tc.ownGrant {
+					it[AttrGrantID] = &types.AttributeValueMemberS{Value: setID}
+				}
+				return &dynamodb.GetItemOutput{Item: it}, nil
 			}
-		}
-		if want := []string{"p:a/token", "p:b/owner"}; !slices.Equal(released, want) {
-			t.Errorf("releases: got %v, want %v", released, want)
-		}
-		if n := len(db.Updates()); n != 4 {
-			t.Errorf("got %d writes, want 4 (a, b, 2 releases): c is never written", n)
-		}
-	})
+			upd := db.Update
+			db.Update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				if g, ok := in.ExpressionAttributeValues[":gid"].(*types.AttributeValueMemberS); ok {
+					setID = g.Value
+				}
+				return upd(in)
+			}
+			_, err := newTestService(db).AcquireSet(context.Background(), SetAcquireRequest{Prefix: "p:", Names: slices.Clone(names),
+				Caller: Caller{Owner: "w1"}, TTLSeconds: 60}, Budget{})
+			var rb *SetRollbackError
+			if !errors.As(err, &rb) || !errors.Is(err, ErrUnavailable) || !slices.Equal(rb.Unreleased, []string{"p:b"}) {
+				t.Fatalf("got %v, want ErrUnavailable with p:b unreleased", err)
+			}
+			var released []string
+			for _, in := range db.Updates() {
+				if _, ok := in.ExpressionAttributeValues[":ri"]; ok {
+					n := in.Key[AttrResource].(*types.AttributeValueMemberS).Value
+					_, byToken := in.ExpressionAttributeValues[":tok"]
+					released = append(released, n+map[bool]string{true: "/token", false: "/owner"}[byToken])
+				}
+			}
+			if !slices.Equal(released, tc.want) {
+				t.Errorf("releases: got %v, want %v", released, tc.want)
+			}
+			if db.Gets() != 1 {
+				t.Errorf("got %d reads, want 1 (b's)", db.Gets())
+			}
+		})
+	}
 	t.Run("RollbackFails", func(t *testing.T) {
 		db := setStore("p:c", errors.New("connection reset"))
 		_, err := newTestService(db).AcquireSet(context.Background(), SetAcquireRequest{Prefix: "p:", Names: slices.Clone(names),
