@@ -314,8 +314,11 @@ func TestFairWaitFollowsFastQueue(t *testing.T) {
 
 // TestFairWaitStalledQueue: a waiter whose queue moved fast and then
 // stopped (the holder keeps the lock) slows down to the tier of its place
-// within a second: over the last 5 s of its round, the third in line
-// reads about every ThirdPollInterval, as in a queue that never moved.
+// within a second: from a second after the queue's last move to the end
+// of its round (8.7 s), the third in line reads about every
+// ThirdPollInterval, as in a queue that never moved. (The pauses are
+// jittered uniformly over ±50 %: over ~29 reads the rate's spread is
+// ~0.2 a second, so the ±20 % bound below is 3.7 spreads wide.)
 func TestFairWaitStalledQueue(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: t0}
@@ -323,7 +326,9 @@ func TestFairWaitStalledQueue(t *testing.T) {
 		serveFrom: t0.Add(50 * time.Millisecond), serveEvery: 30 * time.Millisecond, serveMax: 8}
 	svc := newWaitService(st.db(), clock, Config{OldItemOnFailure: true, FairWaiting: true})
 	_, _ = svc.AcquireWait(context.Background(), waitReq(10), Budget{})
-	from := clock.Now().Add(-5 * time.Second)
+	lastMove := st.serveFrom.Add(st.serveEvery * time.Duration(st.serveMax-1))
+	from := lastMove.Add(time.Second)
+	window := clock.Now().Sub(from)
 	late := 0
 	for k, at := range st.getTimes {
 		if !at.Before(from) {
@@ -333,8 +338,8 @@ func TestFairWaitStalledQueue(t *testing.T) {
 			}
 		}
 	}
-	perSec := float64(late) / 5
-	t.Logf("%d reads in all, %.1f a second over the last 5 s", len(st.getTimes), perSec)
+	perSec := float64(late) / window.Seconds()
+	t.Logf("%d reads in all, %.2f a second over the last %s", len(st.getTimes), perSec, window)
 	if want := float64(time.Second) / float64(ThirdPollInterval); perSec < 0.8*want || perSec > 1.25*want {
 		t.Errorf("the stalled third in line reads %.1f times a second, want about %.1f (its tier)", perSec, want)
 	}
