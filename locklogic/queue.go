@@ -589,11 +589,16 @@ func invalidListPath(err error) bool {
 }
 
 // headGrantExpr are the head's grant, by variant as acquireExpr: the
-// update, and the condition on the head's entry (headGrantCond joins it to
-// the lock being free).
-var headGrantExpr = [4]struct{ update, entry string }{
+// update, the condition on the head's entry (headGrantCond joins it to the
+// lock being free), the lease's two clauses of free, and the names.
+var headGrantExpr = [4]headGrantParts{
 	headGrantExpression(false, false), headGrantExpression(true, false),
 	headGrantExpression(false, true), headGrantExpression(true, true),
+}
+
+type headGrantParts struct {
+	update, entry, released, byClock string
+	names                            map[string]string
 }
 
 // headGrantExpression is the write of the head of a lock's queue: the
@@ -603,30 +608,30 @@ var headGrantExpr = [4]struct{ update, entry string }{
 // stamp, so no same-owner branch: an SDK retry of a grant that landed
 // finds its entry gone, and the waiter finds its grant id on the item
 // instead.
-func headGrantExpression(withPrincipal, withDelay bool) struct{ update, entry string } {
-	e := acquireExpression(withPrincipal, withDelay)
+func headGrantExpression(withPrincipal, withDelay bool) headGrantParts {
+	x := newExpr()
+	l := x.lease(&lockLease, "")
 	c := Caller{}
 	if withPrincipal {
 		c.Principal = "p"
 	}
-	return struct{ update, entry string }{e.update + ", #q[0]", entryCond(0, c, "", map[string]types.AttributeValue{}, "#o", "#p")}
+	h := headGrantParts{update: acquireSet(l, withPrincipal, withDelay) + ", " + x.n("#q", AttrQueue) + "[0]",
+		released: l.released(), byClock: l.freeByClock()}
+	x.n("#qi", entryID)
+	x.n("#qt", entryUntil)
+	h.entry = entryCond(0, c, "", map[string]types.AttributeValue{}, l.n(pOwner), l.n(pPrin))
+	h.names = x.names
+	return h
 }
 
 // headGrantCond is the head's grant's condition: entry (the head's place,
 // and what else the write assumes) and the lock released, or entry and
-// freeCond — entry AND (released OR free), written out so that the
-// parentheses nest one level less: dynalite's parser takes time that
+// free by the clock — entry AND (released OR free), written out so that
+// the parentheses nest one level less: dynalite's parser takes time that
 // grows steeply with their depth (5.8 ms against 1.8 ms for this one with
 // 16 entries queued, on every handoff); DynamoDB reads both alike.
-func headGrantCond(entry string) string {
-	return entry + " AND attribute_exists(#x) OR " + entry + " AND " + freeCond
-}
-
-// headGrantNames are the names of the head's grant.
-var headGrantNames = map[string]string{
-	"#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken, "#a": AttrAcquiredAt, "#n": AttrRenewedAt,
-	"#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt, "#d": AttrLockDelay, "#f": AttrFreeAt,
-	"#fa": AttrForcedAt, "#gi": AttrGrantID, "#xa": AttrExpiredAt, "#q": AttrQueue, "#qi": entryID, "#qt": entryUntil,
+func headGrantCond(h headGrantParts) string {
+	return h.entry + " AND " + h.released + " OR " + h.entry + " AND " + h.byClock
 }
 
 // headGrant is the head's grant write for ticket, with the request's grant
@@ -661,15 +666,15 @@ func (s *Service) headGrant(ctx context.Context, req AcquireRequest, b Budget, v
 		values[":f"] = num(expMs + delayMs)
 	}
 	expr := headGrantExpr[variant]
-	names := headGrantNames
+	names := expr.names
 	if v != nil && len(v.queue) > 0 {
-		lowered := maps.Clone(headGrantNames)
+		lowered := maps.Clone(expr.names)
 		if set, vc := lowerUntil(v, v.queue[1:], lowered, values); set != "" {
 			upd, rm, _ := strings.Cut(expr.update, " REMOVE ")
 			expr.update, expr.entry, names = upd+", "+set+" REMOVE "+rm, expr.entry+" AND "+vc, lowered
 		}
 	}
-	cond := headGrantCond(expr.entry)
+	cond := headGrantCond(expr)
 	out, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
 		Key:                                 s.key(req.Resource),
@@ -701,11 +706,10 @@ func (s *Service) headGrant(ctx context.Context, req AcquireRequest, b Budget, v
 // request's grant id gid wrote for the caller: an SDK retry of the head's
 // grant whose first attempt landed but whose answer was lost.
 func ownGrant(resource string, item map[string]types.AttributeValue, c Caller, gid string, now time.Time) (Lock, bool) {
-	lock, ok := decode(resource, item)
-	if !ok || !live(item, now) || str(item, AttrGrantID) != gid || lock.Owner != c.Owner || str(item, AttrPrincipal) != c.Principal {
+	if !lockLease.ownGrant(item, c, gid, now) {
 		return Lock{}, false
 	}
-	return lock, true
+	return decode(resource, item)
 }
 
 // queuePeekNames are the attributes a lock's queued waiter reads: the

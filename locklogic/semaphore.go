@@ -79,96 +79,6 @@ type Permit struct {
 	Permits int64
 }
 
-// slotAttrs are the attribute names of one slot.
-type slotAttrs struct {
-	owner, principal, token, acquired, renewed, expires, delay, free, released, grant, release, forced,
-	forcedOwner, forcedToken, forcedAcquired, expired string
-}
-
-// slotNames are the attribute names of every slot, built once.
-var slotNames = func() (s [MaxPermits]slotAttrs) {
-	for k := range s {
-		i := strconv.Itoa(k)
-		s[k] = slotAttrs{owner: "o" + i, principal: "p" + i, token: "t" + i, acquired: "a" + i, renewed: "n" + i,
-			expires: "e" + i, delay: "d" + i, free: "f" + i, released: "x" + i, grant: "g" + i, release: "r" + i,
-			forced: "z" + i, forcedOwner: "zo" + i, forcedToken: "zt" + i, forcedAcquired: "za" + i, expired: "y" + i}
-	}
-	return s
-}()
-
-// lockAttr maps each lock attribute to its slot's name: the pairs slotView
-// and slotExpression translate.
-func (a *slotAttrs) lockAttr(name string) (string, bool) {
-	switch name {
-	case AttrOwner:
-		return a.owner, true
-	case AttrPrincipal:
-		return a.principal, true
-	case AttrToken:
-		return a.token, true
-	case AttrAcquiredAt:
-		return a.acquired, true
-	case AttrRenewedAt:
-		return a.renewed, true
-	case AttrExpiresAt:
-		return a.expires, true
-	case AttrLockDelay:
-		return a.delay, true
-	case AttrFreeAt:
-		return a.free, true
-	case AttrReleasedAt:
-		return a.released, true
-	case AttrGrantID:
-		return a.grant, true
-	case AttrReleaseID:
-		return a.release, true
-	case AttrForcedAt:
-		return a.forced, true
-	case AttrForcedOwner:
-		return a.forcedOwner, true
-	case AttrForcedToken:
-		return a.forcedToken, true
-	case AttrForcedAcquired:
-		return a.forcedAcquired, true
-	case AttrExpiredAt:
-		return a.expired, true
-	}
-	return "", false
-}
-
-// lockAttrs lists the lock attributes a slot has.
-var lockAttrs = []string{AttrOwner, AttrPrincipal, AttrToken, AttrAcquiredAt, AttrRenewedAt, AttrExpiresAt, AttrLockDelay,
-	AttrFreeAt, AttrReleasedAt, AttrGrantID, AttrReleaseID, AttrForcedAt, AttrForcedOwner, AttrForcedToken, AttrForcedAcquired, AttrExpiredAt}
-
-// slotView returns slot k of a semaphore item as a lock item, for the
-// lock's helpers.
-func slotView(item map[string]types.AttributeValue, k int) map[string]types.AttributeValue {
-	if item == nil {
-		return nil
-	}
-	a := &slotNames[k]
-	view := make(map[string]types.AttributeValue, 8)
-	for _, name := range lockAttrs {
-		s, _ := a.lockAttr(name)
-		if v, ok := item[s]; ok {
-			view[name] = v
-		}
-	}
-	return view
-}
-
-// slotExpression turns the attribute names of a lock expression into slot
-// k's: every lock attribute to its slot's, the rest (the key, ttl) as they
-// are.
-func slotExpression(names map[string]string, k int) map[string]string {
-	for ph, name := range names {
-		if s, ok := slotNames[k].lockAttr(name); ok {
-			names[ph] = s
-		}
-	}
-	return names
-}
-
 // semKey is the key of semaphore name.
 func (s *Service) semKey(name string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrResource: &types.AttributeValueMemberS{Value: SemaphorePrefix + name}}
@@ -194,7 +104,7 @@ func permitsOf(item map[string]types.AttributeValue) (int64, bool) {
 // decodePermit reads slot k of item as a permit; ok is false when the
 // slot holds no lease.
 func decodePermit(name string, item map[string]types.AttributeValue, k int) (Permit, bool) {
-	lock, ok := decode(name, slotView(item, k))
+	lock, ok := slotNames[k].decode(name, item)
 	if !ok {
 		return Permit{}, false
 	}
@@ -211,15 +121,15 @@ func holders(name string, item map[string]types.AttributeValue, now time.Time, b
 	}
 	var out []Permit
 	for k := range int(permits) {
-		view := slotView(item, k)
+		a := &slotNames[k]
 		if blocking {
-			if _, b := blockedUntil(view, now); !b {
+			if _, b := a.blockedUntil(item, now); !b {
 				continue
 			}
-		} else if !live(view, now) {
+		} else if !a.live(item, now) {
 			continue
 		}
-		if p, ok := decode(name, view); ok {
+		if p, ok := a.decode(name, item); ok {
 			out = append(out, Permit{Lock: p, Slot: k, Permits: permits})
 		}
 	}
@@ -556,11 +466,7 @@ func (t *semTarget) own(item map[string]types.AttributeValue, now time.Time) boo
 func ownPermit(req SemaphoreAcquireRequest, item map[string]types.AttributeValue, gid string, now time.Time) (Permit, bool) {
 	permits, _ := permitsOf(item)
 	for k := range int(permits) {
-		if str(item, slotNames[k].grant) != gid {
-			continue
-		}
-		view := slotView(item, k)
-		if !live(view, now) || str(view, AttrOwner) != req.Caller.Owner || str(view, AttrPrincipal) != req.Caller.Principal {
+		if !slotNames[k].ownGrant(item, req.Caller, gid, now) {
 			continue
 		}
 		if p, ok := decodePermit(req.Name, item, k); ok {
@@ -620,7 +526,7 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		}
 	}
 	if permits, ok := permitsOf(item); ok && permits != req.Permits {
-		if anySlot(item, permits, func(view map[string]types.AttributeValue) bool { _, b := blockedUntil(view, now); return b }) {
+		if anySlot(permits, func(a *leaseNames) bool { _, b := a.blockedUntil(item, now); return b }) {
 			return nil, time.Time{}, false, &PermitsMismatchError{Name: req.Name, Permits: permits}
 		}
 		if !open {
@@ -635,7 +541,7 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		// could never be renewed or released again.
 		r := &semReset{permits: permits, counter: numString(item, AttrCounter)}
 		for k := range int(permits) {
-			if revivable(item, k) {
+			if slotNames[k].revivable(item) {
 				r.expired = append(r.expired, k)
 			}
 		}
@@ -652,22 +558,22 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	// The caller's own permit (live, or inside its lock-delay): take it
 	// again, as a lock's owner does.
 	for k := range n {
-		view := slotView(item, k)
-		if str(view, AttrOwner) != req.Caller.Owner || str(view, AttrPrincipal) != req.Caller.Principal {
+		a := &slotNames[k]
+		if !a.isHeldBy(item, req.Caller) {
 			continue
 		}
-		_, released := view[AttrReleasedAt]
-		_, forced := view[AttrForcedAt]
-		until, blocked := blockedUntil(view, now)
+		_, released := item[a.released]
+		_, forced := item[a.forced]
+		until, blocked := a.blockedUntil(item, now)
 		if released || forced || !blocked {
 			continue
 		}
-		if str(view, AttrGrantID) != gid && !issuedAfter(view, req.Arrived) {
+		if str(item, a.grant) != gid && !a.issuedAfter(item, req.Arrived) {
 			// Granted or renewed after this request was issued: the
 			// late-write rule keeps it, and the caller holds it.
 			return nil, until, true, nil
 		}
-		if !open && !live(view, now) {
+		if !open && !a.live(item, now) {
 			// Its permit is in its lock-delay: the queue comes first, as
 			// for a lock's owner.
 			return nil, time.Time{}, false, nil
@@ -679,7 +585,7 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	var free []int
 	var earliest time.Time
 	for k := range n {
-		until, blocked := blockedUntil(slotView(item, k), now)
+		until, blocked := slotNames[k].blockedUntil(item, now)
 		if !blocked {
 			free = append(free, k)
 		} else if earliest.IsZero() || until.Before(earliest) {
@@ -702,34 +608,10 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 	return w, time.Time{}, false, nil
 }
 
-// revivable reports whether slot k of item holds a lease that is not live
-// but that a late renewal could make live again: one that expired, not
-// one that was released, force released or whose expiry a watch recorded
-// (a renewal requires each absent). Only a grant, which moves the
-// counter, revives those.
-func revivable(item map[string]types.AttributeValue, k int) bool {
-	a := &slotNames[k]
-	for _, name := range []string{a.released, a.forced, a.expired} {
-		if _, ok := item[name]; ok {
-			return false
-		}
-	}
-	_, ok := item[a.expires]
-	return ok
-}
-
-// issuedAfter is the late-write rule's test for a same-owner re-acquire
-// issued at iss: whether the slot's lease was granted or renewed no later.
-func issuedAfter(view map[string]types.AttributeValue, iss time.Time) bool {
-	a, _ := n(view, AttrAcquiredAt)
-	r, ok := n(view, AttrRenewedAt)
-	return a <= iss.UnixMilli() && (!ok || r <= iss.UnixMilli())
-}
-
 // anySlot reports whether some slot below permits satisfies f.
-func anySlot(item map[string]types.AttributeValue, permits int64, f func(map[string]types.AttributeValue) bool) bool {
+func anySlot(permits int64, f func(*leaseNames) bool) bool {
 	for k := range int(permits) {
-		if f(slotView(item, k)) {
+		if f(&slotNames[k]) {
 			return true
 		}
 	}
@@ -756,7 +638,7 @@ func staleMarkers(item map[string]types.AttributeValue, n int, now time.Time, ow
 				break
 			}
 		}
-		if m.slot >= 0 && live(slotView(item, m.slot), now) {
+		if m.slot >= 0 && slotNames[m.slot].live(item, now) {
 			continue
 		}
 		if out = append(out, m); len(out) == maxMarkerCleanup {
@@ -774,27 +656,6 @@ func numString(item map[string]types.AttributeValue, name string) string {
 	}
 	return ""
 }
-
-// expr collects the names and values of one request's expressions as they
-// are written, so that it sends exactly those it uses (DynamoDB refuses
-// the others).
-type expr struct {
-	names  map[string]string
-	values map[string]types.AttributeValue
-}
-
-func newExpr() *expr {
-	return &expr{names: make(map[string]string, 24), values: make(map[string]types.AttributeValue, 16)}
-}
-
-// n names attribute attr as placeholder ph and returns ph.
-func (x *expr) n(ph, attr string) string { x.names[ph] = attr; return ph }
-
-// v gives placeholder ph the value val and returns ph.
-func (x *expr) v(ph string, val types.AttributeValue) string { x.values[ph] = val; return ph }
-
-// s gives placeholder ph the string val and returns ph.
-func (x *expr) s(ph, val string) string { return x.v(ph, &types.AttributeValueMemberS{Value: val}) }
 
 // semAcquireWrite makes one acquire write w under b: a plain acquire's
 // (ticket ""), or the head's of the queue with ticket. It returns the new
@@ -825,12 +686,15 @@ func (s *Service) semAcquireWrite(ctx context.Context, req SemaphoreAcquireReque
 // is queued, or the head's of the queue with ticket, which requires its
 // place at the head and removes it.
 func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id identity, gid string, w *semWrite, ticket string) *dynamodb.UpdateItemInput {
-	a := &slotNames[w.slot]
 	x := newExpr()
 	nowMs := now.UnixMilli()
+	x.v(":now", num(nowMs))
+	l := x.lease(&slotNames[w.slot], "")
 	expMs := nowMs + req.TTLSeconds*1000
 	delayMs := req.LockDelaySeconds * 1000
 	c := req.Caller
+	// other is the builder of another slot this write names.
+	other := func(k int) *leaseExpr { return x.lease(&slotNames[k], strconv.Itoa(k)) }
 
 	// N: as asked (or none yet); a change of N, as the view showed it and
 	// with no grant since.
@@ -850,8 +714,8 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		// markers below: every grant a marker can name is in one of
 		// these slots (or ended for good), and no marker moves but with
 		// a grant.
-		for i, k := range r.expired {
-			cond += " AND " + stillExpired(x.n("#rx"+strconv.Itoa(i), slotNames[k].expires))
+		for _, k := range r.expired {
+			cond += " AND " + other(k).stillExpired()
 		}
 	} else {
 		cond = "(attribute_not_exists(" + x.n("#pm", AttrPermits) + ") OR #pm = " + x.v(":n", num(req.Permits)) + ")"
@@ -860,27 +724,15 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 	// lock-delay passed), or the caller's own lease not newer than the
 	// request (or written by this very request: an SDK retry). A plain
 	// acquire takes a free slot only while no live waiter is queued, and
-	// its own permit then only when live (queueOpen, as for a lock); the
-	// head of the queue takes it when its place is the head.
-	pc := "attribute_not_exists(" + x.n("#p", a.principal) + ")"
-	if c.Principal != "" {
-		pc = "#p = " + x.s(":p", c.Principal)
-	}
-	free := "(attribute_not_exists(" + x.n("#e", a.expires) + ") OR attribute_exists(" + x.n("#x", a.released) +
-		") OR (#e <= " + x.v(":now", num(nowMs)) + " AND (attribute_not_exists(" + x.n("#f", a.free) + ") OR #f <= :now)))"
-	own := "(" + x.n("#o", a.owner) + " = " + x.s(":o", c.Owner) + " AND " + pc + " AND attribute_not_exists(" + x.n("#z", a.forced) +
-		") AND ((" + x.n("#a", a.acquired) + " <= " + x.v(":iss", num(min(req.Arrived.UnixMilli(), nowMs))) +
-		" AND (attribute_not_exists(" + x.n("#n", a.renewed) + ") OR #n <= :iss)) OR " + x.n("#g", a.grant) + " = " + x.s(":gid", gid) + "))"
+	// its own permit then only when live (queueOpen and running, as for a
+	// lock); the head of the queue takes it when its place is the head.
+	free := "(" + l.vacant() + " OR " + l.released() + " OR " + l.freeByClock() + ")"
+	own := "(" + l.holds(c) + " AND (" + l.notNewer(x.v(":iss", num(min(req.Arrived.UnixMilli(), nowMs))), true) + " OR " +
+		l.grantIs(x.s(":gid", gid)) + "))"
 	var remove []string
 	lower := "" // the head's grant: queue_until lowered to the entries behind it
 	if ticket == "" {
-		x.n("#q", AttrQueue)
-		x.n("#qu", AttrQueueUntil)
-		// The caller's own permit behind live waiters: only while live
-		// (liveClause: a permit a watch saw expire stays ended, as the
-		// lock's own branch has it).
-		cond += " AND ((" + free + " AND " + queueOpen + ") OR (" + own + " AND (" + queueOpen + " OR (" +
-			liveClause("#e", "#x", x.n("#y", a.expired)) + "))))"
+		cond += " AND ((" + free + " AND " + queueOpen(x) + ") OR (" + own + " AND (" + queueOpen(x) + " OR (" + l.running() + "))))"
 	} else {
 		x.n("#q", AttrQueue)
 		x.n("#qi", entryID)
@@ -909,21 +761,14 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 			// late renewal may revive it before this write lands (it
 			// still finds the marker, unchanged), and then the caller
 			// would hold two: this write requires it still not live.
-			g := &slotNames[m]
-			cond += " AND (" + x.n("#wg", g.grant) + " <> :wv OR " + x.n("#we", g.expires) + " <= :now OR attribute_exists(" +
-				x.n("#wx", g.released) + ") OR attribute_exists(" + x.n("#wz", g.forced) + "))"
+			cond += " AND " + other(m).grantEnded(":wv")
 		}
 	default:
 		cond += " AND attribute_not_exists(" + x.n("#w", id.marker) + ")"
 	}
 	if w.slot != w.home {
-		h := &slotNames[w.home]
-		hp := "attribute_not_exists(" + x.n("#hp", h.principal) + ")"
-		if c.Principal != "" {
-			hp = "#hp = :p"
-		}
-		cond += " AND NOT (" + x.n("#ho", h.owner) + " = :o AND " + hp + " AND " + x.n("#he", h.expires) + " > :now AND attribute_not_exists(" +
-			x.n("#hx", h.released) + ") AND attribute_not_exists(" + x.n("#hz", h.forced) + "))"
+		h := other(w.home)
+		cond += " AND NOT (" + h.heldBy(c) + " AND " + h.live() + ")"
 	}
 	// Other callers' stale markers: unchanged, and their grant still not
 	// live (a late renewal may have revived it).
@@ -931,10 +776,7 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		ph, vph := "#m"+strconv.Itoa(i), ":m"+strconv.Itoa(i)
 		cond += " AND (attribute_not_exists(" + x.n(ph, m.name) + ") OR " + ph + " = " + x.s(vph, m.value) + ")"
 		if m.slot >= 0 {
-			g := &slotNames[m.slot]
-			p := "#m" + strconv.Itoa(i)
-			cond += " AND (" + x.n(p+"g", g.grant) + " <> " + vph + " OR " + x.n(p+"e", g.expires) + " <= :now OR attribute_exists(" +
-				x.n(p+"x", g.released) + ") OR attribute_exists(" + x.n(p+"z", g.forced) + "))"
+			cond += " AND " + other(m.slot).grantEnded(vph)
 		}
 		remove = append(remove, ph)
 	}
@@ -946,20 +788,20 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 
 	// The grant: the slot's lease, a token from the one counter (both
 	// read the old counter), N.
-	update := "SET #o = :o, #a = :now, #n = :now, " + "#e = " + x.v(":exp", num(expMs)) + ", #g = :gid, " +
-		x.n("#t", a.token) + " = if_not_exists(" + x.n("#c", AttrCounter) + ", " + x.v(":base", num(now.UnixMicro())) + ") + " +
-		x.v(":one", one) + ", #c = if_not_exists(#c, :base) + :one, #pm = " + x.v(":n", num(req.Permits)) +
-		", " + x.n("#ttl", AttrTTL) + " = " + x.v(":gc", num(s.semGC(nowMs)))
-	remove = append([]string{"#x", "#z", x.n("#y", a.expired)}, remove...)
+	update := "SET " + l.n(pOwner) + " = :o, " + l.n(pAcq) + " = :now, " + l.n(pRen) + " = :now, " + l.n(pExp) + " = " +
+		x.v(":exp", num(expMs)) + ", " + l.n(pGrant) + " = :gid, " + l.n(pTok) + " = if_not_exists(" + x.n("#c", AttrCounter) + ", " +
+		x.v(":base", num(now.UnixMicro())) + ") + " + x.v(":one", one) + ", #c = if_not_exists(#c, :base) + :one, " +
+		x.n("#pm", AttrPermits) + " = " + x.v(":n", num(req.Permits)) + ", " + x.n("#g", AttrTTL) + " = " + x.v(":gc", num(s.semGC(nowMs)))
+	remove = append([]string{l.n(pRel), l.n(pForce), l.n(pRec)}, remove...)
 	if delayMs > 0 {
-		update += ", " + x.n("#d", a.delay) + " = " + x.v(":d", num(delayMs)) + ", #f = " + x.v(":f", num(expMs+delayMs))
+		update += ", " + l.n(pDelay) + " = " + x.v(":d", num(delayMs)) + ", " + l.n(pFree) + " = " + x.v(":f", num(expMs+delayMs))
 	} else {
-		remove = append(remove, x.n("#d", a.delay), "#f")
+		remove = append(remove, l.n(pDelay), l.n(pFree))
 	}
 	if c.Principal != "" {
-		update += ", #p = :p"
+		update += ", " + l.n(pPrin) + " = :p"
 	} else {
-		remove = append(remove, "#p")
+		remove = append(remove, l.n(pPrin))
 	}
 	switch {
 	case w.slot != w.home:
@@ -1044,20 +886,21 @@ func (s *Service) RenewSemaphore(ctx context.Context, req SemaphoreRenewRequest)
 	k := int(req.Slot)
 	now := s.now()
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
-	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, true)
-	names["#g"], names["#d"], names["#f"], names["#pm"] = AttrTTL, AttrLockDelay, AttrFreeAt, AttrPermits
-	values[":exp"] = num(expMs)
-	values[":zero"] = num(0)
-	values[":k"] = num(req.Slot)
-	values[":gc"] = num(s.semGC(now.UnixMilli()))
-	cond = "#pm > :k AND " + cond + " AND " + markerCondition(identityOf(req.Caller), k, names, values)
+	x := newExpr()
+	x.v(":now", num(now.UnixMilli()))
+	l := x.lease(&slotNames[k], "")
+	cond := x.n("#pm", AttrPermits) + " > " + x.v(":k", num(req.Slot)) + " AND " + l.holder(req.Caller, req.FencingToken, true) +
+		" AND " + markerCondition(identityOf(req.Caller), k, x)
+	x.v(":exp", num(expMs))
+	x.v(":zero", num(0))
+	x.v(":gc", num(s.semGC(now.UnixMilli())))
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.semKey(req.Name),
-		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc, #f = :exp + if_not_exists(#d, :zero)"),
+		UpdateExpression:                    aws.String("SET " + l.renewSet()),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            slotExpression(names, k),
-		ExpressionAttributeValues:           values,
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -1102,15 +945,12 @@ func (s *Service) RenewSemaphore(ctx context.Context, req SemaphoreRenewRequest)
 // write that relies on a marked permit staying ended requires it still not
 // live (semAcquireInput). A permit at home needs the marker absent: the
 // caller holds no permit away from home.
-func markerCondition(id identity, k int, names map[string]string, values map[string]types.AttributeValue) string {
-	names["#w"], names["#gi"] = id.marker, AttrGrantID
-	cond := "#w = #gi"
+func markerCondition(id identity, k int, x *expr) string {
+	cond := x.n("#w", id.marker) + " = " + x.lease(&slotNames[k], "").n(pGrant)
 	var homes []string
 	for n := k + 1; n <= MaxPermits; n++ {
 		if id.home(int64(n)) == k {
-			ph := ":h" + strconv.Itoa(n)
-			values[ph] = num(int64(n))
-			homes = append(homes, ph)
+			homes = append(homes, x.v(":h"+strconv.Itoa(n), num(int64(n))))
 		}
 	}
 	if len(homes) > 0 {
@@ -1138,18 +978,20 @@ func (s *Service) ReleaseSemaphore(ctx context.Context, req SemaphoreReleaseRequ
 	}
 	k := int(req.Slot)
 	now := s.now()
-	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, false)
-	names["#g"], names["#ri"], names["#f"] = AttrTTL, AttrReleaseID, AttrFreeAt
-	values[":gc"] = num(s.semGC(now.UnixMilli()))
+	x := newExpr()
+	x.v(":now", num(now.UnixMilli()))
+	l := x.lease(&slotNames[k], "")
+	cond := l.holder(req.Caller, req.FencingToken, false)
+	x.v(":gc", num(s.semGC(now.UnixMilli())))
 	releaseID := newReleaseID()
-	values[":ri"] = &types.AttributeValueMemberS{Value: releaseID}
+	x.s(":ri", releaseID)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.semKey(req.Name),
-		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #f = :now, #ri = :ri, #g = :gc"),
+		UpdateExpression:                    aws.String("SET " + l.releaseSet()),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            slotExpression(names, k),
-		ExpressionAttributeValues:           values,
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
@@ -1174,14 +1016,14 @@ func (s *Service) semExplain(ctx context.Context, op, name string, k int, c Call
 			return storeErr(op, name, gerr)
 		}
 	}
-	view := slotView(item, k)
-	if releaseID != "" && str(view, AttrReleaseID) == releaseID {
+	a := &slotNames[k]
+	if releaseID != "" && str(item, a.release) == releaseID {
 		return nil
 	}
 	if permits, ok := permitsOf(item); !ok || int64(k) >= permits {
 		return ErrNotFound
 	}
-	err = classify(view, c, token, now, op == "renew-semaphore")
+	err = a.classify(item, c, token, now, op == "renew-semaphore")
 	var later *renewedSinceError
 	if errors.As(err, &later) && !markerAllows(item, identityOf(c), k) {
 		// The permit's marker is gone or moved: it was judged ended, or
