@@ -80,8 +80,10 @@ func (s *Service) ForceReleaseSemaphore(ctx context.Context, req SemaphoreForceR
 	ended, item, err := s.forceLease(ctx, forceTarget{
 		op: "force-release-semaphore", name: req.Name, key: s.semKey(req.Name), a: &slotNames[k], gc: s.semGC(now.UnixMilli()),
 		exists: func(x *expr) string { return x.n("#pm", AttrPermits) + " > " + x.v(":k", num(req.Slot)) },
-		read:   func(ctx context.Context) (map[string]types.AttributeValue, error) { return s.semRead(ctx, req.Name, Budget{}) },
-		below:  below,
+		read: func(ctx context.Context) (map[string]types.AttributeValue, error) {
+			return s.semRead(ctx, req.Name, Budget{})
+		},
+		below: below,
 	}, now, req.Immediate, req.FencingToken)
 	permits, _ := permitsOf(item)
 	var changed *LeaseChangedError
