@@ -82,8 +82,11 @@ func planSemaphore(req SemaphoreAcquireRequest, item map[string]types.AttributeV
 		// longer says it is (two permits for one owner); one above it
 		// could never be renewed or released again.
 		r := &semReset{permits: permits, counter: numString(item, AttrCounter)}
-		for k := range int(permits) {
-			if slotNames[k].revivable(item) {
+		for k := range int(max(permits, req.Permits)) {
+			// Above the old N, a lease left from before an earlier change
+			// of N: ended unless its clock says live (a growing change of
+			// N, or its renewal, could otherwise bring it back).
+			if a := &slotNames[k]; a.revivable(item) && (k < int(permits) || !a.live(item, now)) {
 				r.expired = append(r.expired, k)
 			}
 		}

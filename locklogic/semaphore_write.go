@@ -136,9 +136,21 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 		}
 		remove = append(remove, ph)
 	}
+	var recorded []string // the change of N's record of the leases it judged ended
 	if r := w.reset; r != nil {
 		for i, m := range r.markers {
 			remove = append(remove, x.n("#rm"+strconv.Itoa(i), m))
+		}
+		// Every lease it judged ended stays ended: its expiry recorded
+		// as a watch records one (expired_at), which every renewal
+		// refuses. A renewal delayed across this change of N and a
+		// later one that grows N back (which conditions nothing above
+		// its old N) would otherwise revive a permit this one ended. The
+		// slot this write grants is overwritten anyway.
+		for _, k := range r.expired {
+			if k != w.slot {
+				recorded = append(recorded, other(k).n(pRec)+" = :now")
+			}
 		}
 	}
 
@@ -167,6 +179,9 @@ func (s *Service) semAcquireInput(req SemaphoreAcquireRequest, now time.Time, id
 	}
 	if lower != "" {
 		update += ", " + lower
+	}
+	if len(recorded) > 0 {
+		update += ", " + strings.Join(recorded, ", ")
 	}
 	update += " REMOVE " + strings.Join(remove, ", ")
 

@@ -375,3 +375,49 @@ func TestLeaseKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestSemaphoreChangeOfNTwiceLateRenew: a renewal issued while its permit
+// was live, delayed across two changes of N (3 to 1, then back to 3),
+// lands after both: it must not revive the permit. The first change of N
+// judged it ended; the second, growing, conditions nothing it did not see
+// below its old N — so the change of N records the expiry of every lease
+// it judged ended (as a watch does), and the renewal is refused.
+func TestSemaphoreChangeOfNTwiceLateRenew(t *testing.T) {
+	t.Parallel()
+	mode := testenv.DefaultStore()
+	endpoint := testenv.Endpoint()
+	if mode == testenv.StoreOldItem {
+		endpoint = testenv.NewProxy(t, mode, nil).URL()
+	}
+	db, err := api.NewDynamoDB(context.Background(), endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &leaseRun{t: t, kind: leaseKind{name: "Slot2Of3", permits: 3, slot: 2, owners: homeOwners("n", 3, 2, 1)},
+		name: fmt.Sprintf("lk-n-twice-%d", time.Now().UnixNano()), db: db, off: new(atomic.Int64), mode: mode}
+	r.svc = locklogic.New(db, locklogic.Config{Table: testenv.Table, Now: r.now, FairWaiting: true, OldItemOnFailure: mode == testenv.StoreOldItem})
+	ctx := context.Background()
+	a := r.mustAcquire(0, 1, 0)
+	issued := r.now().Add(500 * time.Millisecond) // A's renewal, issued while its permit was live
+	r.jump(1500 * time.Millisecond)
+	for _, n := range []int64{1, 3} {
+		c := locklogic.Caller{Owner: homeOwners(fmt.Sprint("x", n), 3, 0, 1)[0]} // not slot 2: a grant there would end A's lease anyway
+		res, err := r.svc.AcquireSemaphore(ctx, locklogic.SemaphoreAcquireRequest{Name: r.name, Caller: c, TTLSeconds: 30, Permits: n},
+			locklogic.Budget{})
+		if err != nil || !res.Acquired {
+			t.Fatalf("the change of N to %d: got %+v %v", n, res, err)
+		}
+		if err := r.svc.ReleaseSemaphore(ctx, locklogic.SemaphoreReleaseRequest{Name: r.name, Caller: c, Slot: int64(res.Permit.Slot)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = r.renew(r.at(issued), 0, 30, &a.FencingToken)
+	wantErr(t, "A's renewal landing after both changes of N", err, locklogic.ErrNotFound)
+	st, err := r.svc.SemaphoreStatus(ctx, r.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 0 {
+		t.Errorf("after the late renewal: got holders %+v, want none", st.Holders)
+	}
+}
