@@ -147,7 +147,8 @@ type SemaphoreForceReleaseResponse struct {
 var listParams = []string{"prefix", "limit", "cursor"}
 
 // list is the listings' route (routeList, routeSemList): read the query,
-// one page, its rows.
+// one page, its rows. The listing's Scans run under the request's one
+// store budget (serve), a page it cuts off ending the listing early.
 func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (result, error) {
 	lr, err := listQuery(req)
 	if err != nil {
@@ -155,13 +156,13 @@ func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 	}
 	var body any
 	if route == routeSemList {
-		page, err := h.svc.ListSemaphores(ctx, lr, h.budget(time.Time{}, 0))
+		page, err := h.svc.ListSemaphores(ctx, lr, locklogic.Budget{})
 		if err != nil {
 			return result{}, err
 		}
 		body = SemaphoreListResponse{Holders: rowsJSON(page.Permits, adminPermitJSON), Cursor: page.Cursor}
 	} else {
-		page, err := h.svc.List(ctx, lr, h.budget(time.Time{}, 0))
+		page, err := h.svc.List(ctx, lr, locklogic.Budget{})
 		if err != nil {
 			return result{}, err
 		}

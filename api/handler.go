@@ -377,7 +377,7 @@ const (
 // problem, and logs one line with the request id, route, resource, outcome
 // and latency. It never returns an error, so API Gateway never answers a bare
 // 500 of its own. Every request has one store budget from its arrival
-// (h.budget): a route that waits or pages (Route.perCall) passes it to the
+// (h.budget): a route that waits (Route.perCall) passes it to the
 // service; every other route runs under it as its context's deadline.
 func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	start := time.Now()
@@ -444,8 +444,7 @@ const deadlineReserve = 300 * time.Millisecond
 // service clock; zero: now) and waits up to waitSeconds: one deadline,
 // the store budget after the wait's end counted from the arrival, never
 // later than the invocation's deadline minus a reserve. A request that
-// waits (or pages: the listings) also bounds each store call by the store
-// budget.
+// waits also bounds each store call by the store budget.
 func (h *Handler) budget(arrived time.Time, waitSeconds int64) locklogic.Budget {
 	b := locklogic.Budget{Reserve: deadlineReserve}
 	if !arrived.IsZero() {

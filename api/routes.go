@@ -68,8 +68,8 @@ type Route struct {
 	// constant names exactly one row (checked when the package starts).
 	id int
 	// perCall says the route's handler hands its request's store budget
-	// to the service (h.budget), which bounds each store call of a wait
-	// or a listing's pages; the others run under one StoreBudget from the
+	// to the service (h.budget), which bounds each store call of a wait;
+	// the others (the listings too) run under one StoreBudget from the
 	// request's arrival as their context's deadline (serve).
 	perCall bool
 }
@@ -116,7 +116,7 @@ var Routes = []Route{
 	{Name: "watch", Method: "GET", Path: "/locks/{resource}/watch", Timeout: WaitTimeout, Waits: true,
 		Throttle: WatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch, id: routeWatch, perCall: true},
 	{Name: "admin", Operation: "listLocks", Admin: true, Method: "GET", Path: "/admin/locks", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeList, perCall: true},
+		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeList},
 	{Name: "admin", Operation: "forceRelease", Admin: true, Method: "DELETE", Path: "/admin/locks/{resource}", Timeout: AdminTimeout,
 		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeForceRelease},
 	// Semaphores: each row on the function of the same job as the lock's,
@@ -135,7 +135,7 @@ var Routes = []Route{
 	{Name: "watch", Operation: "watchSemaphore", Method: "GET", Path: "/semaphores/{name}/watch", Timeout: WaitTimeout, Waits: true,
 		Throttle: SemaphoreWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch, id: routeSemWatch, perCall: true},
 	{Name: "admin", Operation: "listSemaphores", Admin: true, Method: "GET", Path: "/admin/semaphores", Timeout: AdminTimeout,
-		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemList, perCall: true},
+		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemList},
 	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",
 		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemForceRelease},
 	// Lock sets: several names per request, up to 2 × MaxSetNames writes,

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -56,19 +55,50 @@ type ListResult struct {
 	Scanned int
 }
 
-// listNames are the attribute names of every listing's filter.
-var listNames = map[string]string{"#x": AttrReleasedAt, "#e": AttrExpiresAt, "#f": AttrFreeAt, "#xa": AttrExpiredAt}
-
 // List returns one page of the leases that block their lock (see
 // ListResult), with eventually consistent Scans filtered on the server
-// (begins_with on the name, not released, expires_at or free_at after
-// now). A Scan page may hold fewer matches than wanted, since the filter
-// runs after the read: List scans on, page after page, until it has Limit
-// locks, the table ends, MaxScanPages were read, or the next Scan would
-// not have b.PerCall before the context's deadline minus b.Reserve. Each
-// Scan call runs under b. A listing is a snapshot of no single moment:
-// each lease was blocking when its page was read.
+// (begins_with on the name, and the lease blocking at now: leaseExpr's
+// blocking), as listScan pages them.
 func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResult, error) {
+	now := s.now()
+	x := newExpr()
+	x.v(":now", num(now.UnixMilli()))
+	filter := x.lease(&lockLease, "").blocking()
+	if req.Prefix != "" {
+		filter = "begins_with(" + x.n("#r", AttrResource) + ", " + x.s(":pre", req.Prefix) + ") AND " + filter
+	}
+	var res ListResult
+	cursor, scanned, err := s.listScan(ctx, "list", &req, b, x, filter, func(item map[string]types.AttributeValue) (int, string) {
+		lock, ok := decode("", item)
+		if !ok {
+			return 0, ""
+		}
+		lock.Queue = queueEntries(item, now)
+		res.Locks = append(res.Locks, lock)
+		return len(res.Locks), lock.Resource
+	})
+	if err != nil {
+		return ListResult{}, err
+	}
+	res.Cursor, res.Scanned = cursor, scanned
+	return res, nil
+}
+
+// listScan is the one listing scan, of locks or semaphores: it validates
+// req (its Limit defaulted), then reads the table with eventually
+// consistent Scans of ScanPageItems items under filter (x's names and
+// values), from req.Cursor on, handing every item that passes to add,
+// which returns how many answers the page holds so far and the item's key.
+// A Scan page may hold fewer matches than wanted, since the filter runs
+// after the read: it scans on, page after page, until add has req.Limit
+// answers, the table ends, MaxScanPages were read, or the request's store
+// budget (b, and ctx's deadline) runs out — a page the budget cuts off
+// after the first ends the listing with the cursor before it, not an
+// error. It returns the cursor to go on from ("" at the table's end) and
+// the items read. A listing is a snapshot of no single moment: each answer
+// was true when its page was read.
+func (s *Service) listScan(ctx context.Context, op string, req *ListRequest, b Budget, x *expr, filter string,
+	add func(item map[string]types.AttributeValue) (int, string)) (string, int, error) {
 	var v ValidationError
 	ValidatePrefix(req.Prefix, &v)
 	if req.Limit == 0 {
@@ -82,80 +112,45 @@ func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResu
 		v.Add("cursor", "is not a cursor this service returned")
 	}
 	if err := v.Err(); err != nil {
-		return ListResult{}, err
+		return "", 0, err
 	}
-
-	now := s.now()
-	values := map[string]types.AttributeValue{":now": num(now.UnixMilli())}
-	// A lease without a lock-delay has free_at = expires_at once renewed
-	// (renew writes it whatever the delay): only a free_at beyond
-	// expires_at is a lock-delay that blocks after a recorded expiry.
-	filter := "attribute_not_exists(#x) AND ((#e > :now AND attribute_not_exists(#xa)) OR (#f > :now AND #f > #e))"
-	names := listNames
-	if req.Prefix != "" {
-		names = map[string]string{"#r": AttrResource}
-		maps.Copy(names, listNames)
-		values[":pre"] = &types.AttributeValueMemberS{Value: req.Prefix}
-		filter = "begins_with(#r, :pre) AND " + filter
-	}
-	var res ListResult
+	scanned := 0
 	for page := 0; page < MaxScanPages; page++ {
-		if page > 0 && !b.room(ctx) {
-			break
-		}
-		in := &dynamodb.ScanInput{
+		cctx, cancel := b.Context(ctx)
+		out, err := s.db.Scan(cctx, &dynamodb.ScanInput{
 			TableName:                 aws.String(s.table),
 			Limit:                     aws.Int32(ScanPageItems),
 			FilterExpression:          aws.String(filter),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: values,
+			ExpressionAttributeNames:  x.names,
+			ExpressionAttributeValues: x.values,
 			ExclusiveStartKey:         start,
-		}
-		out, err := s.scan(ctx, in, b)
+		})
+		spent := cctx.Err() != nil
+		cancel()
 		if err != nil {
-			return ListResult{}, storeErr("list", req.Prefix, err)
-		}
-		res.Scanned += int(out.ScannedCount)
-		for i, item := range out.Items {
-			lock, ok := decode("", item)
-			if !ok {
-				continue
+			if page > 0 && spent {
+				break // the budget ran out: the pages read are the answer
 			}
-			lock.Queue = queueEntries(item, now)
-			res.Locks = append(res.Locks, lock)
-			if int64(len(res.Locks)) == req.Limit {
+			return "", 0, storeErr(op, req.Prefix, err)
+		}
+		scanned += int(out.ScannedCount)
+		for i, item := range out.Items {
+			got, key := add(item)
+			if int64(got) >= req.Limit {
 				// Stop here; the rest of this page is read again by the
-				// next request, which starts after this lock's key.
+				// next request, which starts after this item's key.
 				if i < len(out.Items)-1 || out.LastEvaluatedKey != nil {
-					res.Cursor = encodeCursor(lock.Resource)
+					return encodeCursor(key), scanned, nil
 				}
-				return res, nil
+				return "", scanned, nil
 			}
 		}
 		if out.LastEvaluatedKey == nil {
-			return res, nil
+			return "", scanned, nil
 		}
 		start = out.LastEvaluatedKey
 	}
-	res.Cursor = encodeCursor(str(start, AttrResource))
-	return res, nil
-}
-
-// scan makes one Scan call under its own budget.
-func (s *Service) scan(ctx context.Context, in *dynamodb.ScanInput, b Budget) (*dynamodb.ScanOutput, error) {
-	cctx, cancel := b.Context(ctx)
-	defer cancel()
-	return s.db.Scan(cctx, in)
-}
-
-// room reports whether one more store call still has its full PerCall
-// before ctx's deadline minus Reserve, and before Deadline.
-func (b Budget) room(ctx context.Context) bool {
-	if !b.Deadline.IsZero() && time.Until(b.Deadline) < b.PerCall {
-		return false
-	}
-	d, ok := ctx.Deadline()
-	return !ok || time.Until(d) >= b.PerCall+b.Reserve
+	return encodeCursor(str(start, AttrResource)), scanned, nil
 }
 
 // A cursor is the key a listing goes on after — the table's key is the
@@ -250,111 +245,115 @@ func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (Fo
 		return ForceReleaseResult{}, &v
 	}
 	now := s.now()
-	nowMs := now.UnixMilli()
-	releaseID := newReleaseID()
-	values := map[string]types.AttributeValue{":now": num(nowMs), ":ri": &types.AttributeValueMemberS{Value: releaseID}}
-	// DynamoDB refuses a name or value the expressions do not use, so
-	// each mode names its own.
-	names := map[string]string{"#r": AttrResource, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt,
-		"#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt, "#fa": AttrForcedAt,
-		"#o": AttrOwner, "#t": AttrToken, "#fo": AttrForcedOwner, "#ft": AttrForcedToken, "#fq": AttrForcedAcquired}
-	// The lease to end: live (or, immediately, still in its lock-delay),
-	// not force released already unless ending that delay, granted no
-	// later than this request was issued, with the token when given. An
-	// SDK retry of this very write (its release_id is on the item: the
-	// first attempt landed) never applies again: the lease it would meet
-	// now may be a newer one, granted within the instances' clock skew.
-	cond := "attribute_exists(#r) AND attribute_not_exists(#x) AND " + notNewer(":now", false) +
-		" AND (attribute_not_exists(#ri) OR #ri <> :ri)"
-	// The ended lease is kept beside the item, for such a retry's answer.
-	const keep = ", #fo = #o, #ft = #t, #fq = #a"
-	var update string
+	gc := s.gcAt(now.UnixMilli() + max(s.maxDelay, 0)*1000) // the lock-delay runs on: the longest
 	if req.Immediate {
-		cond += " AND (#e > :now OR #f > :now)"
-		update = "SET #e = :now, #x = :now, #f = :now, #fa = :now, #ri = :ri, #g = :gc" + keep
-		values[":gc"] = num(s.gcAt(nowMs))
-	} else {
-		// renewed_at moves to now: a renewal issued before this write and
-		// landing after it would otherwise find expires_at (= now) after
-		// its own :now. forced_at refuses it anyway, on any clock.
-		cond += " AND #e > :now AND attribute_not_exists(#fa) AND attribute_not_exists(#xa)"
-		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc" + keep
-		names["#n"], names["#d"], names["#xa"] = AttrRenewedAt, AttrLockDelay, AttrExpiredAt
-		values[":zero"] = num(0)
-		values[":gc"] = num(s.gcAt(nowMs + max(s.maxDelay, 0)*1000))
+		gc = s.gcAt(now.UnixMilli())
 	}
-	if req.FencingToken != nil {
-		cond += " AND #t = :tok"
-		values[":tok"] = num(*req.FencingToken)
+	ended, _, err := s.forceLease(ctx, forceTarget{
+		op: "force-release", name: req.Resource, key: s.key(req.Resource), a: &lockLease, gc: gc,
+		exists: func(x *expr) string { return "attribute_exists(" + x.n("#r", AttrResource) + ")" },
+		read:   func(ctx context.Context) (map[string]types.AttributeValue, error) { return s.get(ctx, req.Resource) },
+	}, now, req.Immediate, req.FencingToken)
+	if err != nil {
+		return ForceReleaseResult{}, err
 	}
+	return forceResult(ended, now, req.Immediate), nil
+}
+
+// forceTarget is the lease a force release ends: the lock's, or a slot's.
+type forceTarget struct {
+	op, name string
+	key      map[string]types.AttributeValue
+	a        *leaseNames
+	gc       int64 // the write's ttl
+	// exists is the item's own clause in x: the lock item exists, or the
+	// slot is below the semaphore's N.
+	exists func(x *expr) string
+	// read reads the item consistently (dynalite returns no old item).
+	read func(ctx context.Context) (map[string]types.AttributeValue, error)
+	// below reports whether the item has the lease (a slot: below N);
+	// nil for always.
+	below func(item map[string]types.AttributeValue) bool
+}
+
+// forceLease is the one force release, of a lock's lease or a slot's
+// (ForceRelease has the rules), at now: one conditional UpdateItem. It
+// returns the lease it ended and the item (before the write, or as a
+// failed write met it), or ErrNothingToForce, a *LeaseChangedError naming
+// the lease that now blocks, or the store's error (forceErr).
+func (s *Service) forceLease(ctx context.Context, t forceTarget, now time.Time, immediate bool, token *int64) (Lock, map[string]types.AttributeValue, error) {
+	releaseID := newReleaseID()
+	x := newExpr()
+	x.v(":now", num(now.UnixMilli()))
+	x.s(":ri", releaseID)
+	x.v(":gc", num(t.gc))
+	if !immediate {
+		x.v(":zero", num(0))
+	}
+	x.n("#g", AttrTTL)
+	l := x.lease(t.a, "")
+	cond := t.exists(x) + " AND " + l.forceable(immediate, token)
+	update := l.forceSet(immediate)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 s.key(req.Resource),
+		Key:                                 t.key,
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		lock, ok := decode(req.Resource, out.Attributes)
+		lock, ok := t.a.decode(t.name, out.Attributes)
 		if !ok {
-			return ForceReleaseResult{}, fmt.Errorf("force-release %q: store returned an incomplete item", req.Resource)
+			return Lock{}, nil, fmt.Errorf("%s %q: store returned an incomplete item", t.op, t.name)
 		}
-		return forceResult(lock, now, req.Immediate), nil
+		return lock, out.Attributes, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return ForceReleaseResult{}, forceErr(req.Resource, err)
+		return Lock{}, nil, forceErr(t.op, t.name, err)
 	}
 	item := ccf.Item
 	if item == nil {
 		if s.oldItem {
-			return ForceReleaseResult{}, ErrNothingToForce
+			return Lock{}, nil, ErrNothingToForce
 		}
 		var gerr error
-		if item, gerr = s.get(ctx, req.Resource); gerr != nil {
-			return ForceReleaseResult{}, forceErr(req.Resource, gerr)
+		if item, gerr = t.read(ctx); gerr != nil {
+			return Lock{}, nil, forceErr(t.op, t.name, gerr)
 		}
 	}
-	lock, ok := decode(req.Resource, item)
-	if str(item, AttrReleaseID) == releaseID && ok {
+	if ended, ok := t.a.forcedEnded(t.name, item, releaseID, now); ok {
 		// The SDK retried a write whose first attempt landed: the release
-		// happened. The lease it ended is kept beside the item (a newer
-		// one may hold the lock by now); it expired at this request's :now.
-		tok, _ := n(item, AttrForcedToken)
-		acq, _ := n(item, AttrForcedAcquired)
-		ended := Lock{Resource: req.Resource, Owner: str(item, AttrForcedOwner), FencingToken: tok,
-			AcquiredAt: time.UnixMilli(acq).UTC(), ExpiresAt: time.UnixMilli(nowMs).UTC(), ForceReleased: true}
-		if lock.FencingToken == tok {
-			ended = lock // still the record of the ended lease: all of it
-		}
-		return forceResult(ended, now, req.Immediate), nil
+		// happened.
+		return ended, item, nil
 	}
+	lock, ok := t.a.decode(t.name, item)
 	switch {
-	case !ok:
-		return ForceReleaseResult{}, ErrNothingToForce
-	case !req.Immediate && (lock.ForceReleased || !live(item, now)):
+	case !ok || t.below != nil && !t.below(item):
+		return Lock{}, item, ErrNothingToForce
+	case !immediate && (lock.ForceReleased || !t.a.live(item, now)):
 		// Already ended (by expiry, release or another force release):
 		// nothing live to end; a lock-delay is ended only immediately.
-		return ForceReleaseResult{}, ErrNothingToForce
+		return Lock{}, item, ErrNothingToForce
 	}
-	if _, blocked := blockedUntil(item, now); !blocked {
-		return ForceReleaseResult{}, ErrNothingToForce
+	if _, blocked := t.a.blockedUntil(item, now); !blocked {
+		return Lock{}, item, ErrNothingToForce
 	}
-	// A lease blocks the lock, but not the one this request may end: a
-	// lease granted after it was issued (or between the write and the
-	// read), or another token than the one given.
-	return ForceReleaseResult{}, &LeaseChangedError{Current: lock}
+	// A lease blocks, but not the one this request may end: a lease
+	// granted after it was issued (or between the write and the read), or
+	// another token than the one given.
+	return Lock{}, item, &LeaseChangedError{Current: lock}
 }
 
 // forceErr wraps a store failure of a force release: when it may have
 // been applied, ErrForceUnknown (never a plain "retry").
-func forceErr(resource string, err error) error {
-	err = storeErr("force-release", resource, err)
+func forceErr(op, resource string, err error) error {
+	err = storeErr(op, resource, err)
 	if errors.Is(err, ErrUnavailable) {
-		return fmt.Errorf("force-release %q: %w: %w", resource, ErrForceUnknown, err)
+		return fmt.Errorf("%s %q: %w: %w", op, resource, ErrForceUnknown, err)
 	}
 	return err
 }

@@ -700,10 +700,10 @@ func checkLimits(tb testing.TB, name string, r limitRequest) []limitsRow {
 func spliceWorstIn(tb testing.TB, r limitRequest, c Caller) limitRequest {
 	tb.Helper()
 	id := identityOf(c)
-	ownNames, ownValues := map[string]string{}, map[string]types.AttributeValue{}
-	own := markerCondition(id, 0, ownNames, ownValues)
-	worstValues := map[string]types.AttributeValue{}
-	worst := markerCondition(identity{hash: 0, marker: id.marker}, 0, map[string]string{}, worstValues)
+	ownX, worstX := newExpr(), newExpr()
+	own := markerCondition(id, 0, ownX)
+	worst := markerCondition(identity{hash: 0, marker: id.marker}, 0, worstX)
+	ownValues, worstValues := ownX.values, worstX.values
 	cond := r.exprs["Condition"]
 	if !strings.Contains(cond, own) {
 		tb.Fatalf("semaphore renew: the condition %q does not hold the caller's marker clause %q", cond, own)

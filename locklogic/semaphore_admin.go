@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,86 +73,27 @@ func (s *Service) ForceReleaseSemaphore(ctx context.Context, req SemaphoreForceR
 	}
 	k := int(req.Slot)
 	now := s.now()
-	nowMs := now.UnixMilli()
-	releaseID := newReleaseID()
-	values := map[string]types.AttributeValue{":now": num(nowMs), ":ri": &types.AttributeValueMemberS{Value: releaseID},
-		":k": num(req.Slot), ":gc": num(s.semGC(nowMs))}
-	names := map[string]string{"#pm": AttrPermits, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#f": AttrFreeAt,
-		"#ri": AttrReleaseID, "#g": AttrTTL, "#a": AttrAcquiredAt, "#fa": AttrForcedAt,
-		"#o": AttrOwner, "#t": AttrToken, "#fo": AttrForcedOwner, "#ft": AttrForcedToken, "#fq": AttrForcedAcquired}
-	cond := "#pm > :k AND attribute_not_exists(#x) AND " + notNewer(":now", false) + " AND (attribute_not_exists(#ri) OR #ri <> :ri)"
-	const keep = ", #fo = #o, #ft = #t, #fq = #a"
-	var update string
-	if req.Immediate {
-		cond += " AND (#e > :now OR #f > :now)"
-		update = "SET #e = :now, #x = :now, #f = :now, #fa = :now, #ri = :ri, #g = :gc" + keep
-	} else {
-		cond += " AND #e > :now AND attribute_not_exists(#fa)"
-		update = "SET #e = :now, #n = :now, #f = :now + if_not_exists(#d, :zero), #fa = :now, #ri = :ri, #g = :gc" + keep
-		names["#n"], names["#d"] = AttrRenewedAt, AttrLockDelay
-		values[":zero"] = num(0)
+	below := func(item map[string]types.AttributeValue) bool {
+		permits, ok := permitsOf(item)
+		return ok && int64(k) < permits
 	}
-	if req.FencingToken != nil {
-		cond += " AND #t = :tok"
-		values[":tok"] = num(*req.FencingToken)
-	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.semKey(req.Name),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            slotExpression(names, k),
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		p, ok := decodePermit(req.Name, out.Attributes, k)
-		if !ok {
-			return SemaphoreForceReleaseResult{}, fmt.Errorf("force-release-semaphore %q: store returned an incomplete item", req.Name)
-		}
-		p.Permits, _ = permitsOf(out.Attributes)
-		return permitForceResult(p, now, req.Immediate), nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return SemaphoreForceReleaseResult{}, forceErr(req.Name, err)
-	}
-	item := ccf.Item
-	if item == nil {
-		if s.oldItem {
-			return SemaphoreForceReleaseResult{}, ErrNothingToForce
-		}
-		var gerr error
-		if item, gerr = s.semRead(ctx, req.Name, Budget{}); gerr != nil {
-			return SemaphoreForceReleaseResult{}, forceErr(req.Name, gerr)
-		}
-	}
-	view := slotView(item, k)
+	ended, item, err := s.forceLease(ctx, forceTarget{
+		op: "force-release-semaphore", name: req.Name, key: s.semKey(req.Name), a: &slotNames[k], gc: s.semGC(now.UnixMilli()),
+		exists: func(x *expr) string { return x.n("#pm", AttrPermits) + " > " + x.v(":k", num(req.Slot)) },
+		read: func(ctx context.Context) (map[string]types.AttributeValue, error) {
+			return s.semRead(ctx, req.Name, Budget{})
+		},
+		below: below,
+	}, now, req.Immediate, req.FencingToken)
 	permits, _ := permitsOf(item)
-	lock, ok := decode(req.Name, view)
-	if str(view, AttrReleaseID) == releaseID && ok {
-		// An SDK retry of a write that landed: it ended the permit kept
-		// beside the slot.
-		tok, _ := n(view, AttrForcedToken)
-		acq, _ := n(view, AttrForcedAcquired)
-		ended := Lock{Resource: req.Name, Owner: str(view, AttrForcedOwner), FencingToken: tok,
-			AcquiredAt: time.UnixMilli(acq).UTC(), ExpiresAt: time.UnixMilli(nowMs).UTC(), ForceReleased: true}
-		if lock.FencingToken == tok {
-			ended = lock
-		}
-		return permitForceResult(Permit{Lock: ended, Slot: k, Permits: permits}, now, req.Immediate), nil
+	var changed *LeaseChangedError
+	if errors.As(err, &changed) {
+		return SemaphoreForceReleaseResult{}, &PermitChangedError{Current: Permit{Lock: changed.Current, Slot: k, Permits: permits}}
 	}
-	switch {
-	case !ok || int64(k) >= permits:
-		return SemaphoreForceReleaseResult{}, ErrNothingToForce
-	case !req.Immediate && (lock.ForceReleased || !live(view, now)):
-		return SemaphoreForceReleaseResult{}, ErrNothingToForce
+	if err != nil {
+		return SemaphoreForceReleaseResult{}, err
 	}
-	if _, blocked := blockedUntil(view, now); !blocked {
-		return SemaphoreForceReleaseResult{}, ErrNothingToForce
-	}
-	return SemaphoreForceReleaseResult{}, &PermitChangedError{Current: Permit{Lock: lock, Slot: k, Permits: permits}}
+	return permitForceResult(Permit{Lock: ended, Slot: k, Permits: permits}, now, req.Immediate), nil
 }
 
 func permitForceResult(p Permit, now time.Time, immediate bool) SemaphoreForceReleaseResult {
@@ -179,61 +119,23 @@ type SemaphoreListResult struct {
 // split over two pages, so a page may hold up to MaxPermits − 1 more),
 // the table ends, MaxScanPages were read, or the budget would run out.
 func (s *Service) ListSemaphores(ctx context.Context, req ListRequest, b Budget) (SemaphoreListResult, error) {
-	var v ValidationError
-	ValidatePrefix(req.Prefix, &v)
-	if req.Limit == 0 {
-		req.Limit = DefaultListLimit
-	}
-	if req.Limit < 1 || req.Limit > MaxListLimit {
-		v.Add("limit", "must be an integer from 1 to "+strconv.Itoa(MaxListLimit))
-	}
-	start, cerr := decodeCursor(req.Cursor)
-	if cerr != nil {
-		v.Add("cursor", "is not a cursor this service returned")
-	}
-	if err := v.Err(); err != nil {
+	now := s.now()
+	x := newExpr()
+	filter := "begins_with(" + x.n("#r", AttrResource) + ", " + x.s(":pre", SemaphorePrefix+req.Prefix) + ")"
+	var res SemaphoreListResult
+	cursor, scanned, err := s.listScan(ctx, "list-semaphores", &req, b, x, filter, func(item map[string]types.AttributeValue) (int, string) {
+		key := str(item, AttrResource)
+		hs := holders(key[len(SemaphorePrefix):], item, now, true)
+		if len(hs) > 0 {
+			hs[0].Queue = queueEntries(item, now) // the semaphore's, on its first permit
+		}
+		res.Permits = append(res.Permits, hs...)
+		return len(res.Permits), key
+	})
+	if err != nil {
 		return SemaphoreListResult{}, err
 	}
-	now := s.now()
-	names := map[string]string{"#r": AttrResource}
-	values := map[string]types.AttributeValue{":pre": &types.AttributeValueMemberS{Value: SemaphorePrefix + req.Prefix}}
-	var res SemaphoreListResult
-	for page := 0; page < MaxScanPages; page++ {
-		if page > 0 && !b.room(ctx) {
-			break
-		}
-		out, err := s.scan(ctx, &dynamodb.ScanInput{
-			TableName:                 aws.String(s.table),
-			Limit:                     aws.Int32(ScanPageItems),
-			FilterExpression:          aws.String("begins_with(#r, :pre)"),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: values,
-			ExclusiveStartKey:         start,
-		}, b)
-		if err != nil {
-			return SemaphoreListResult{}, storeErr("list-semaphores", req.Prefix, err)
-		}
-		res.Scanned += int(out.ScannedCount)
-		for i, item := range out.Items {
-			key := str(item, AttrResource)
-			hs := holders(key[len(SemaphorePrefix):], item, now, true)
-			if len(hs) > 0 {
-				hs[0].Queue = queueEntries(item, now) // the semaphore's, on its first permit
-			}
-			res.Permits = append(res.Permits, hs...)
-			if int64(len(res.Permits)) >= req.Limit {
-				if i < len(out.Items)-1 || out.LastEvaluatedKey != nil {
-					res.Cursor = encodeCursor(key)
-				}
-				return res, nil
-			}
-		}
-		if out.LastEvaluatedKey == nil {
-			return res, nil
-		}
-		start = out.LastEvaluatedKey
-	}
-	res.Cursor = encodeCursor(str(start, AttrResource))
+	res.Cursor, res.Scanned = cursor, scanned
 	return res, nil
 }
 
@@ -270,7 +172,7 @@ func SemaphoreIndexOf(item map[string]types.AttributeValue, now time.Time) int64
 	permits, _ := permitsOf(item)
 	liveN := int64(0)
 	for k := range int(permits) {
-		if live(slotView(item, k), now) {
+		if slotNames[k].live(item, now) {
 			liveN++
 		}
 	}
@@ -283,7 +185,7 @@ func semLiveUntil(item map[string]types.AttributeValue, now time.Time) time.Time
 	var first time.Time
 	permits, _ := permitsOf(item)
 	for k := range int(permits) {
-		if t := liveUntil(slotView(item, k), now); !t.IsZero() && (first.IsZero() || t.Before(first)) {
+		if t := slotNames[k].liveUntil(item, now); !t.IsZero() && (first.IsZero() || t.Before(first)) {
 			first = t
 		}
 	}
@@ -404,55 +306,33 @@ func unrecordedPermits(item map[string]types.AttributeValue, now time.Time) []in
 	var out []int
 	permits, _ := permitsOf(item)
 	for k := range int(permits) {
-		if unrecordedExpiry(slotView(item, k), now) {
+		if slotNames[k].unrecordedExpiry(item, now) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// maxSettleSlots bounds the slots one record write names: each adds five
-// terms to the condition, and an expression stays under DynamoDB's 4 KB.
+// maxSettleSlots bounds the slots one record write names: each adds ten
+// operators to the condition (recordable), and an expression stays under
+// DynamoDB's 300 operators and 4 KB.
 const maxSettleSlots = 16
 
 // settlePermits records the expiry of the permits in slots of item (read
-// at now) before a watch answers them, as settleExpiry does for a lock:
-// each slot's y<k> (expired_at) set, conditioned on the slot's token read,
-// expires_at <= :now and no release, force release or record, so that no
-// renewal landing late revives a permit a watcher was told had ended (the
-// renew condition refuses a recorded slot). One write per 16 slots. It
+// at now) before a watch answers them, with the lock's record
+// (recordExpiry) over each slot's lease, one write per maxSettleSlots
+// slots, so that no renewal landing late revives a permit a watcher was
+// told had ended (the renew condition refuses a recorded slot). It
 // reports false when a condition failed: the semaphore changed meanwhile,
 // and the caller reads it again.
 func (s *Service) settlePermits(ctx context.Context, name string, item map[string]types.AttributeValue, slots []int, now time.Time, b Budget) (bool, error) {
 	for chunk := range slices.Chunk(slots, maxSettleSlots) {
-		names := map[string]string{}
-		values := map[string]types.AttributeValue{":now": num(now.UnixMilli())}
-		var set, cond []string
-		for _, k := range chunk {
-			a := &slotNames[k]
-			i := strconv.Itoa(k)
-			names["#t"+i], names["#e"+i], names["#x"+i], names["#z"+i], names["#y"+i] = a.token, a.expires, a.released, a.forced, a.expired
-			values[":t"+i] = item[a.token]
-			set = append(set, "#y"+i+" = :now")
-			cond = append(cond, "#t"+i+" = :t"+i+" AND #e"+i+" <= :now AND attribute_not_exists(#x"+i+") AND attribute_not_exists(#z"+i+
-				") AND attribute_not_exists(#y"+i+")")
+		leases := make([]recorded, len(chunk))
+		for i, k := range chunk {
+			leases[i] = recorded{&slotNames[k], strconv.Itoa(k)}
 		}
-		cctx, cancel := b.Context(ctx)
-		_, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-			TableName:                           aws.String(s.table),
-			Key:                                 s.semKey(name),
-			UpdateExpression:                    aws.String("SET " + strings.Join(set, ", ")),
-			ConditionExpression:                 aws.String(strings.Join(cond, " AND ")),
-			ExpressionAttributeNames:            names,
-			ExpressionAttributeValues:           values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
-		})
-		cancel()
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			return false, nil
-		}
-		if err != nil {
+		written, err := s.recordExpiry(ctx, s.semKey(name), item, leases, now, b)
+		if err != nil || written == nil {
 			return false, err
 		}
 	}

@@ -376,7 +376,7 @@ func (s *Service) acquireWrite(ctx context.Context, req AcquireRequest, issued t
 		Key:                                 s.key(req.Resource),
 		UpdateExpression:                    &expr.update,
 		ConditionExpression:                 &expr.cond,
-		ExpressionAttributeNames:            acquireNames,
+		ExpressionAttributeNames:            expr.names,
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -402,81 +402,82 @@ func (s *Service) acquireWrite(ctx context.Context, req AcquireRequest, issued t
 // one is the constant 1 of every acquire's token increment (read only).
 var one = num(1)
 
-// acquireNames are the attribute names of every acquire; the SDK only
-// reads the map, so one serves all requests.
-var acquireNames = map[string]string{
-	"#r": AttrResource, "#o": AttrOwner, "#p": AttrPrincipal, "#t": AttrToken,
-	"#a": AttrAcquiredAt, "#n": AttrRenewedAt, "#e": AttrExpiresAt, "#g": AttrTTL, "#x": AttrReleasedAt,
-	"#d": AttrLockDelay, "#f": AttrFreeAt, "#fa": AttrForcedAt, "#gi": AttrGrantID, "#xa": AttrExpiredAt,
-	"#q": AttrQueue, "#qu": AttrQueueUntil,
-}
-
-// acquireExpr are the update and condition of an acquire, built once, by
-// variant: 1 with a principal, 2 with a lock-delay, 3 with both.
-var acquireExpr = [4]struct{ update, cond string }{
+// acquireExpr are the update, condition and names of an acquire, built
+// once, by variant: 1 with a principal, 2 with a lock-delay, 3 with both.
+// The SDK only reads the names map, so one serves all requests.
+var acquireExpr = [4]struct {
+	update, cond string
+	names        map[string]string
+}{
 	acquireExpression(false, false), acquireExpression(true, false),
 	acquireExpression(false, true), acquireExpression(true, true),
 }
 
-func acquireExpression(withPrincipal, withDelay bool) struct{ update, cond string } {
-	update := "SET #o = :o, #a = :now, #n = :now, #e = :exp, #g = :gc, #gi = :gid, #t = if_not_exists(#t, :base) + :one"
+// acquireSet is the update of a lock acquire (the lease as it grants it)
+// in x, by variant.
+func acquireSet(l *leaseExpr, withPrincipal, withDelay bool) string {
+	update := "SET " + l.n(pOwner) + " = :o, " + l.n(pAcq) + " = :now, " + l.n(pRen) + " = :now, " + l.n(pExp) + " = :exp, " +
+		l.x.n("#g", AttrTTL) + " = :gc, " + l.n(pGrant) + " = :gid, " + l.n(pTok) + " = if_not_exists(" + l.n(pTok) + ", :base) + :one"
 	// release_id stays: a release retried by the SDK after this acquire must
 	// still find its own id and report the release it did make. A new
-	// lease was not force released.
-	remove := " REMOVE #x"
+	// lease was not force released, nor recorded expired.
+	remove := " REMOVE " + l.n(pRel)
 	// A lease without a lock-delay has neither lock_delay nor free_at (an
 	// earlier lease's are removed): it is free once expired.
 	if withDelay {
-		update += ", #d = :d, #f = :f"
+		update += ", " + l.n(pDelay) + " = :d, " + l.n(pFree) + " = :f"
 	} else {
-		remove += ", #d, #f"
+		remove += ", " + l.n(pDelay) + ", " + l.n(pFree)
 	}
-	c := Caller{}
 	if withPrincipal {
-		update += ", #p = :p"
-		c.Principal = "p"
+		update += ", " + l.n(pPrin) + " = :p"
 	} else {
-		remove += ", #p"
+		remove += ", " + l.n(pPrin)
 	}
-	// A released record (#x set) is free whatever the clocks say; an expired
-	// one is free by the server's clock once its lock-delay has passed too
-	// (freeCond). A same-owner re-acquire replaces a live lease (or one in
-	// its lock-delay), so it must not be newer than the request's issue time
+	return update + remove + ", " + l.n(pForce) + ", " + l.n(pRec)
+}
+
+func acquireExpression(withPrincipal, withDelay bool) (e struct {
+	update, cond string
+	names        map[string]string
+}) {
+	x := newExpr()
+	l := x.lease(&lockLease, "")
+	c := Caller{Owner: "o"}
+	if withPrincipal {
+		c.Principal = "p"
+	}
+	e.update = acquireSet(l, withPrincipal, withDelay)
+	// A released record is free whatever the clocks say; an expired one
+	// is free by the server's clock once its lock-delay has passed too
+	// (free). A same-owner re-acquire replaces a live lease (or one in its
+	// lock-delay), so it must not be newer than the request's issue time
 	// :iss (notNewer, the late-write rule), and a lease an operator force
-	// released stays blocked for its owner too until free_at; taking a free
-	// lock ends nobody's lease, late or not. A lease this very request
-	// wrote (its grant id: an SDK retry of a write that landed) is its own.
+	// released stays blocked for its owner too until free_at (holds);
+	// taking a free lock ends nobody's lease, late or not. A lease this
+	// very request wrote (its grant id: an SDK retry of a write that
+	// landed) is its own.
 	//
 	// Queued waiters (fair waiting) come first: a free lock is taken only
 	// when no live waiter is queued (queueOpen) — the head of the queue
 	// takes it with its own write (headGrantExpression). A same-owner
 	// re-acquire of its own live lease is no barge: it takes nothing a
-	// waiter could have had.
-	//
-	// A lease a watch saw expire (expired_at) is not live for its owner's
-	// re-acquire either, whatever that request's clock says.
-	remove += ", #fa, #xa"
-	owner := "#o = :o AND " + principalCond(c, map[string]types.AttributeValue{}) + " AND attribute_not_exists(#fa)"
-	cond := "attribute_not_exists(#r) OR ((attribute_exists(#x) OR " + freeCond + ") AND " + queueOpen + ") OR (" +
-		owner + " AND (" + notNewer(":iss", true) + " OR #gi = :gid) AND (" + queueOpen +
-		" OR (" + liveClause("#e", "#x", "#xa") + ")))"
-	return struct{ update, cond string }{update + remove, cond}
+	// waiter could have had; a lease a watch saw expire is not live for
+	// it either, whatever that request's clock says (running).
+	e.cond = "attribute_not_exists(" + x.n("#r", AttrResource) + ") OR (" + l.free() + " AND " + queueOpen(x) + ") OR (" +
+		l.holds(c) + " AND (" + l.notNewer(":iss", true) + " OR " + l.grantIs(":gid") + ") AND (" + queueOpen(x) +
+		" OR (" + l.running() + ")))"
+	e.names = x.names
+	return e
 }
 
 // queueOpen says no live waiter is queued at :now: the queue is absent or
 // empty, or every entry has lapsed (queue_until, at least the latest
 // until of any entry, has passed). Lapsed entries are left for a waiter
 // to remove (queuePrune).
-const queueOpen = "(attribute_not_exists(#q[0]) OR #qu <= :now)"
-
-// freeCond says an unreleased lease no longer blocks others at :now: it
-// has expired and its lock-delay has passed. free_at is expires_at +
-// lock_delay (conditions cannot add), kept by every write that sets
-// expires_at. Records written before free_at existed lack it and are free
-// once expired. free_at never frees a lease that has not expired, so a
-// stale one (left by a writer that did not know it) cannot end a live
-// lease.
-const freeCond = "(#e <= :now AND (attribute_not_exists(#f) OR #f <= :now))"
+func queueOpen(x *expr) string {
+	return "(attribute_not_exists(" + x.n("#q", AttrQueue) + "[0]) OR " + x.n("#qu", AttrQueueUntil) + " <= :now)"
+}
 
 // Renew extends the caller's live lease to now + req.TTLSeconds, keeping its
 // fencing token. An expired lease cannot be renewed (ErrNotFound): take it
@@ -488,24 +489,23 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	}
 	now := s.now()
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
-	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, true)
-	names["#g"] = AttrTTL
-	names["#d"] = AttrLockDelay
-	names["#f"] = AttrFreeAt
-	values[":exp"] = num(expMs)
-	values[":zero"] = num(0)
-	// The lease keeps its lock-delay: free_at moves with expires_at. The
-	// renewal does not know the delay, so the garbage-collection time
-	// allows for the longest one.
-	values[":gc"] = num(s.gcAt(expMs + max(s.maxDelay, 0)*1000))
+	x := newExpr()
+	x.v(":now", num(now.UnixMilli()))
+	l := x.lease(&lockLease, "")
+	cond := l.holder(req.Caller, req.FencingToken, true)
+	x.v(":exp", num(expMs))
+	x.v(":zero", num(0))
+	// The renewal does not know the lease's lock-delay, so the
+	// garbage-collection time allows for the longest one.
+	x.v(":gc", num(s.gcAt(expMs+max(s.maxDelay, 0)*1000)))
 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String("SET #e = :exp, #n = :now, #g = :gc, #f = :exp + if_not_exists(#d, :zero)"),
+		UpdateExpression:                    aws.String("SET " + l.renewSet()),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -541,22 +541,22 @@ func (s *Service) Release(ctx context.Context, req ReleaseRequest) error {
 	}
 	now := s.now()
 	nowMs := now.UnixMilli()
-	names, values, cond := holderCondition(req.Caller, req.FencingToken, now, false)
-	names["#g"] = AttrTTL
-	names["#ri"] = AttrReleaseID
-	names["#f"] = AttrFreeAt
-	values[":gc"] = num(s.gcAt(nowMs))
+	x := newExpr()
+	x.v(":now", num(nowMs))
+	l := x.lease(&lockLease, "")
+	cond := l.holder(req.Caller, req.FencingToken, false)
+	x.v(":gc", num(s.gcAt(nowMs)))
 	releaseID := newReleaseID()
-	values[":ri"] = &types.AttributeValueMemberS{Value: releaseID}
+	x.s(":ri", releaseID)
 
 	// A release frees the lock at once, lock-delay or not: free_at = now.
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(req.Resource),
-		UpdateExpression:                    aws.String("SET #e = :now, #x = :now, #f = :now, #ri = :ri, #g = :gc"),
+		UpdateExpression:                    aws.String("SET " + l.releaseSet()),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
@@ -584,106 +584,6 @@ func (s *Service) Status(ctx context.Context, resource string) (Lock, error) {
 		return Lock{}, ErrNotFound
 	}
 	return lock, nil
-}
-
-// live reports whether item holds a lease that is live at now: not released,
-// not force released, not answered expired by a watch and not expired.
-func live(item map[string]types.AttributeValue, now time.Time) bool {
-	if _, released := item[AttrReleasedAt]; released {
-		return false
-	}
-	if _, forced := item[AttrForcedAt]; forced {
-		return false
-	}
-	if _, ended := item[AttrExpiredAt]; ended {
-		return false
-	}
-	exp, ok := n(item, AttrExpiresAt)
-	return ok && exp > now.UnixMilli()
-}
-
-// blockedUntil reports whether item keeps others from taking the lock at
-// now — a live lease, or an expired one within its lock-delay — and until
-// when: the later of expires_at and free_at, exactly as the acquire
-// condition (freeCond) decides.
-func blockedUntil(item map[string]types.AttributeValue, now time.Time) (time.Time, bool) {
-	if item == nil {
-		return time.Time{}, false
-	}
-	if _, released := item[AttrReleasedAt]; released {
-		return time.Time{}, false
-	}
-	until, ok := n(item, AttrExpiresAt)
-	if !ok {
-		return time.Time{}, false
-	}
-	if f, ok := n(item, AttrFreeAt); ok && f > until {
-		until = f
-	}
-	if until <= now.UnixMilli() {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(until).UTC(), true
-}
-
-// holderCondition builds the condition "the caller holds a live lease (with
-// this token) that is not newer than the request" shared by Renew and
-// Release. extends says the write sets expires_at (Renew): it must then also
-// be newer than the latest renewal, so a late renew cannot shorten a lease
-// that a later renew extended.
-func holderCondition(c Caller, token *int64, now time.Time, extends bool) (map[string]string, map[string]types.AttributeValue, string) {
-	names := map[string]string{"#o": AttrOwner, "#p": AttrPrincipal, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#a": AttrAcquiredAt,
-		"#fa": AttrForcedAt}
-	values := map[string]types.AttributeValue{
-		":o":   &types.AttributeValueMemberS{Value: c.Owner},
-		":now": num(now.UnixMilli()),
-	}
-	// attribute_not_exists(#x): a released lease stays released even for a
-	// renew whose :now was taken before the release (a late or retried
-	// request, or a Lambda whose clock lags); likewise a force-released one
-	// (#fa), whatever expires_at says.
-	cond := "#o = :o AND " + principalCond(c, values) + " AND #e > :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND " +
-		notNewer(":now", extends)
-	if extends {
-		// A renew must not revive a lease a watch answered expired (#xa):
-		// watchers were told it ended. A release issued in time still
-		// lands after the record — it revives nothing, the lease stays
-		// ended, and it frees the lock from its lock-delay as a release
-		// does — so it does not look at the record.
-		names["#n"], names["#xa"] = AttrRenewedAt, AttrExpiredAt
-		cond += " AND attribute_not_exists(#xa)"
-	}
-	if token != nil {
-		names["#t"] = AttrToken
-		values[":tok"] = num(*token)
-		cond += " AND #t = :tok"
-	}
-	return names, values, cond
-}
-
-// notNewer is the late-write rule: a request may act only on the lease that
-// existed when it was issued. The stored grant time (and, for writes that
-// set expires_at, the time of the latest renewal) must not be after the
-// request's issue time, the value placeholder issued (:now for a single
-// write), so a write delayed in flight fails once a newer grant (or
-// renewal) has landed, instead of ending or shortening it. Records written
-// before renewed_at existed lack it and pass on acquired_at alone.
-func notNewer(issued string, extends bool) string {
-	cond := "#a <= " + issued
-	if extends {
-		cond += " AND (attribute_not_exists(#n) OR #n <= " + issued + ")"
-	}
-	return cond
-}
-
-// principalCond returns the condition on #p for caller c, adding :p to values
-// when c has a principal.
-func principalCond(c Caller, values map[string]types.AttributeValue) string {
-	if c.Principal == "" {
-		return "attribute_not_exists(#p)"
-	}
-	values[":p"] = &types.AttributeValueMemberS{Value: c.Principal}
-	return "#p = :p"
 }
 
 // explain turns a failed Renew or Release write into its outcome. When the
@@ -714,15 +614,7 @@ func (s *Service) explain(ctx context.Context, op, resource string, c Caller, to
 	if releaseID != "" && str(item, AttrReleaseID) == releaseID {
 		return nil
 	}
-	return classify(item, c, token, now, op == "renew")
-}
-
-// forcedOff reports whether item is the caller's lease (by owner,
-// principal and, when given, token) ended by a force release.
-func forcedOff(item map[string]types.AttributeValue, lock Lock, c Caller, token *int64) bool {
-	_, forced := item[AttrForcedAt]
-	return forced && lock.Owner == c.Owner && str(item, AttrPrincipal) == c.Principal &&
-		(token == nil || *token == lock.FencingToken)
+	return lockLease.classify(item, c, token, now, op == "renew")
 }
 
 // renewedSinceError is classify's answer for a renew that found the very
@@ -737,32 +629,6 @@ func newReleaseID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// classify says why the holder condition fails for item. For a renew
-// (extends) that found its own live lease renewed by a later request, it is
-// a *renewedSinceError. If the condition would hold now, the lease changed
-// between the write and the read (for example it
-// expired and the same owner took it again), so the caller's lease is gone:
-// ErrNotFound.
-func classify(item map[string]types.AttributeValue, c Caller, token *int64, now time.Time, extends bool) error {
-	lock, ok := decode("", item)
-	if ok && forcedOff(item, lock, c, token) {
-		return ErrForceReleased
-	}
-	if !ok || !live(item, now) {
-		return ErrNotFound
-	}
-	if lock.Owner != c.Owner || str(item, AttrPrincipal) != c.Principal {
-		return ErrForbidden
-	}
-	if token != nil && lock.FencingToken != *token {
-		return ErrStaleToken
-	}
-	if renewed, ok := n(item, AttrRenewedAt); extends && ok && lock.AcquiredAt.UnixMilli() <= now.UnixMilli() && renewed > now.UnixMilli() {
-		return &renewedSinceError{lock: lock}
-	}
-	return ErrNotFound
 }
 
 func (s *Service) get(ctx context.Context, resource string) (map[string]types.AttributeValue, error) {
@@ -785,36 +651,6 @@ func (s *Service) key(resource string) map[string]types.AttributeValue {
 // lease ends at expMs.
 func (s *Service) gcAt(expMs int64) int64 {
 	return (expMs+999)/1000 + int64(s.retention/time.Second)
-}
-
-// decode reads a lock item. ok is false when item is nil or lacks the lease
-// attributes. resource overrides the stored key when non-empty.
-func decode(resource string, item map[string]types.AttributeValue) (Lock, bool) {
-	if item == nil {
-		return Lock{}, false
-	}
-	tok, ok1 := n(item, AttrToken)
-	acq, ok2 := n(item, AttrAcquiredAt)
-	exp, ok3 := n(item, AttrExpiresAt)
-	if !ok1 || !ok2 || !ok3 {
-		return Lock{}, false
-	}
-	if resource == "" {
-		resource = str(item, AttrResource)
-	}
-	delay, _ := n(item, AttrLockDelay)
-	_, forced := item[AttrForcedAt]
-	return Lock{
-		ForceReleased: forced,
-		Resource:      resource,
-		Owner:         str(item, AttrOwner),
-		FencingToken:  tok,
-		AcquiredAt:    time.UnixMilli(acq).UTC(),
-		ExpiresAt:     time.UnixMilli(exp).UTC(),
-		LockDelay:     time.Duration(max(delay, 0)) * time.Millisecond,
-		Principal:     str(item, AttrPrincipal),
-		SetID:         setIDOf(str(item, AttrGrantID)),
-	}, true
 }
 
 func str(item map[string]types.AttributeValue, name string) string {

@@ -3,6 +3,7 @@ package locklogic
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -280,46 +281,57 @@ const maxSettleAttempts = 3
 // caller retries).
 var errSettleContended = errors.New("the lease changed under every attempt to record its expiry")
 
-// unrecordedExpiry reports whether item's latest lease has ended at now by
-// the clock alone: expired, with no release, force release or recorded
-// expiry on the item.
+// unrecordedExpiry is leaseNames.unrecordedExpiry for the lock.
 func unrecordedExpiry(item map[string]types.AttributeValue, now time.Time) bool {
-	if _, ok := n(item, AttrToken); !ok || live(item, now) {
-		return false
-	}
-	for _, a := range []string{AttrReleasedAt, AttrForcedAt, AttrExpiredAt} {
-		if _, ok := item[a]; ok {
-			return false
-		}
-	}
-	return true
+	return lockLease.unrecordedExpiry(item, now)
 }
 
-// settleExpiry records that the lease on item (read at now) has expired,
-// with one conditional write of expired_at: the same lease (token), expired
-// by this clock, not ended by any write. A renewal issued before the
-// expiry may still land after it — the late-write rule lets a renew revive
-// its own lease within its retry window — and would bring back a lease a
-// watcher was told had ended; the renew condition refuses a lease with
-// expired_at, so whichever of the two writes lands first decides, and the
-// watcher's answer agrees with it. (A release issued in time still lands:
-// it revives nothing and frees the lock from its lock-delay.) It
-// returns the item as written, or nil when the condition failed (the
-// lease was renewed, released, replaced or recorded meanwhile).
+// settleExpiry records that the lease on item (read at now) has expired
+// (recordExpiry). A renewal issued before the expiry may still land after
+// it — the late-write rule lets a renew revive its own lease within its
+// retry window — and would bring back a lease a watcher was told had
+// ended; the renew condition refuses a lease with expired_at, so whichever
+// of the two writes lands first decides, and the watcher's answer agrees
+// with it. (A release issued in time still lands: it revives nothing and
+// frees the lock from its lock-delay.) It returns the item as written, or
+// nil when the condition failed (the lease was renewed, released, replaced
+// or recorded meanwhile).
 func (s *Service) settleExpiry(ctx context.Context, resource string, item map[string]types.AttributeValue, now time.Time, b Budget) (map[string]types.AttributeValue, error) {
+	return s.recordExpiry(ctx, s.key(resource), item, []recorded{{&lockLease, ""}}, now, b)
+}
+
+// recorded is a lease an expiry record names, with its placeholder
+// prefix (leaseExpr).
+type recorded struct {
+	a      *leaseNames
+	prefix string
+}
+
+// recordExpiry is the one record of watched expiries: with one conditional
+// write of the item at key, expired_at set on each of leases, each
+// conditioned on recordable with the token item shows (read at now): the
+// same lease, expired by this clock, not ended by any write. It returns
+// the item as written, or nil when a condition failed (the caller reads
+// again).
+func (s *Service) recordExpiry(ctx context.Context, key map[string]types.AttributeValue, item map[string]types.AttributeValue, leases []recorded, now time.Time, b Budget) (map[string]types.AttributeValue, error) {
+	x := newExpr()
+	x.v(":now", num(now.UnixMilli()))
+	var set, cond []string
+	for _, r := range leases {
+		l := x.lease(r.a, r.prefix)
+		set = append(set, l.n(pRec)+" = :now")
+		cond = append(cond, l.recordable(x.v(":"+r.prefix+"tok", item[r.a.token])))
+	}
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
 	out, err := s.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(resource),
-		UpdateExpression:         aws.String("SET #xa = :now"),
-		ConditionExpression:      aws.String(settleCond),
-		ExpressionAttributeNames: settleNames,
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok": item[AttrToken],
-			":now": num(now.UnixMilli()),
-		},
-		ReturnValues: types.ReturnValueAllNew,
+		TableName:                 aws.String(s.table),
+		Key:                       key,
+		UpdateExpression:          aws.String("SET " + strings.Join(set, ", ")),
+		ConditionExpression:       aws.String(strings.Join(cond, " AND ")),
+		ExpressionAttributeNames:  x.names,
+		ExpressionAttributeValues: x.values,
+		ReturnValues:              types.ReturnValueAllNew,
 		// On failure the caller reads the item again, consistently:
 		// dynalite would not return it anyway.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
@@ -334,24 +346,13 @@ func (s *Service) settleExpiry(ctx context.Context, resource string, item map[st
 	return out.Attributes, nil
 }
 
-// settleNames and settleCond are settleExpiry's attribute names and
-// condition: the lease read (its token) is still the item's, expired at
-// :now and ended by no write.
-var settleNames = map[string]string{"#t": AttrToken, "#e": AttrExpiresAt, "#x": AttrReleasedAt, "#fa": AttrForcedAt, "#xa": AttrExpiredAt}
-
-const settleCond = "#t = :tok AND #e <= :now AND attribute_not_exists(#x) AND attribute_not_exists(#fa) AND attribute_not_exists(#xa)"
-
 // watchPeek reads the attributes of the index with an eventually
 // consistent GetItem.
 func (s *Service) watchPeek(ctx context.Context, resource string, b Budget) (map[string]types.AttributeValue, error) {
 	return s.project(ctx, resource, b, "#t, #e, #x, #fa, #xa", watchNames)
 }
 
-// liveUntil returns the expiry of item's live lease at now, or zero.
+// liveUntil returns the expiry of the lock's live lease at now, or zero.
 func liveUntil(item map[string]types.AttributeValue, now time.Time) time.Time {
-	if !live(item, now) {
-		return time.Time{}
-	}
-	exp, _ := n(item, AttrExpiresAt)
-	return time.UnixMilli(exp)
+	return lockLease.liveUntil(item, now)
 }

@@ -74,7 +74,7 @@ func (w *watchStore) db() *dynamofake.DB {
 		at, _ := n(map[string]types.AttributeValue{"v": v[":now"]}, "v")
 		_, released := it[AttrReleasedAt]
 		_, recorded := it[AttrExpiredAt]
-		if aws.ToString(in.ConditionExpression) != settleCond || want != tok || exp > at || released || recorded {
+		if aws.ToString(in.ConditionExpression) != newExpr().lease(&lockLease, "").recordable(":tok") || want != tok || exp > at || released || recorded {
 			return nil, &types.ConditionalCheckFailedException{}
 		}
 		w.expiredAt = now
