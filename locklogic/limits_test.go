@@ -786,6 +786,33 @@ func TestDynamoDBLimits(t *testing.T) {
 			}
 		}
 	}
+	// A growing change of N over stale slots above the old N: a shrink
+	// made before changes of N recorded what they ended (7a1f62e) left
+	// every slot above its new N unrecorded, so the change of N 1 ->
+	// MaxPermits conditions (and records) all MaxPermits of them.
+	for _, queued := range []bool{false, true} {
+		c := limitsCaller(t, 1, func(int) bool { return true })
+		it := changeOfNItem(c, MaxPermits, queued)
+		it[AttrPermits] = num(1)
+		ticket := ""
+		if queued {
+			ticket = limitsTicket
+		}
+		req := limitsSemReq(c, MaxPermits, ticket)
+		id := identityOf(c)
+		w, _, _, err := planSemaphore(req, it, t0, id, limitsGrant, queued)
+		if err != nil || w == nil || w.reset == nil || len(w.reset.expired) != MaxPermits {
+			t.Fatalf("change of N 1 -> %d over stale slots: got plan %+v, %v; want a change of N conditioning %d slots", MaxPermits, w, err, MaxPermits)
+		}
+		if queued {
+			w.queued = newView(it, true)
+		}
+		_, _, _ = s.semAcquireWrite(context.Background(), req, Budget{}, id, limitsGrant, w, ticket)
+		for _, r := range db.take() {
+			rows = append(rows, checkLimits(t, fmt.Sprintf("semaphore change of N 1->%d over %d stale slots above, queued %v", MaxPermits, MaxPermits-1, queued), r)...)
+		}
+	}
+
 	keys := make([]string, 0, len(worst))
 	for k := range worst {
 		keys = append(keys, k)
