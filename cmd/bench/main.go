@@ -18,6 +18,10 @@
 //     how soon after each change they see it (p50, p99), the leases they
 //     report skipped against the real count, and their DynamoDB reads per
 //     second;
+//   - lock sets (issue 24): a set of 5 names against a single acquire in
+//     the same run (p50, p99, DynamoDB requests), and a set of 2 that holds
+//     nothing while it waits against 4 fair-queue waiters on one of its
+//     names (grants per second to each: the starvation the design states);
 //   - the acquire handler's CPU time per operation against a bare SDK
 //     UpdateItem, both on one zero-latency canned store, and allocations;
 //   - the DynamoDB requests each operation sends: locks, and semaphore
@@ -30,7 +34,8 @@
 // It prints Markdown tables and ends with one summary line that says
 // which goals were met. It needs Go and the repository's node_modules
 // (dynalite), nothing else. -queue measures issue 18's figures alone,
-// -handoff the fair queue's handoffs and the hot lock alone.
+// -handoff the fair queue's handoffs and the hot lock alone, -sets the lock
+// sets alone.
 package main
 
 import (
