@@ -18,6 +18,10 @@
 //     how soon after each change they see it (p50, p99), the leases they
 //     report skipped against the real count, and their DynamoDB reads per
 //     second;
+//   - lock sets (issue 24): a set of 5 names against a single acquire in
+//     the same run (p50, p99, DynamoDB requests), and a set of 2 that holds
+//     nothing while it waits against 4 fair-queue waiters on one of its
+//     names (grants per second to each: the starvation the design states);
 //   - the acquire handler's CPU time per operation against a bare SDK
 //     UpdateItem, both on one zero-latency canned store, and allocations;
 //   - the DynamoDB requests each operation sends: locks, and semaphore
@@ -30,7 +34,8 @@
 // It prints Markdown tables and ends with one summary line that says
 // which goals were met. It needs Go and the repository's node_modules
 // (dynalite), nothing else. -queue measures issue 18's figures alone,
-// -handoff the fair queue's handoffs and the hot lock alone.
+// -handoff the fair queue's handoffs and the hot lock alone, -sets the lock
+// sets alone.
 package main
 
 import (
@@ -67,8 +72,16 @@ func main() {
 	triesOnly := flag.Bool("tries", false, "measure only the try-acquire throughput (16 clients, the stack's capacity model on)")
 	queueOnly := flag.Bool("queue", false, "measure only issue 18's figures: handoffs (polling, random watch, fair queue), waiter costs, the hot lock, requests per operation")
 	coldOnly := flag.Bool("cold", false, "measure only the cold starts under the Lambda emulator")
+	setsOnly := flag.Bool("sets", false, "measure only the lock sets: a set of 5 against a single acquire, and a set of 2 against fair-queue waiters")
 	handoffOnly := flag.Bool("handoff", false, "measure only the fair queue's handoffs (1, 4 and 16 waiters) and the hot lock (for tuning the queue's pace)")
 	flag.Parse()
+	if *setsOnly {
+		if err := runSets(*quick); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *handoffOnly {
 		if err := runHandoff(*quick); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -130,6 +143,8 @@ type settings struct {
 	watch      time.Duration // per number of watchers
 	costWindow time.Duration // the waiter-cost window (under one 20 s round)
 	tries      time.Duration // the try-acquire throughput run
+	setN       int           // sets of 5 (and single acquires) timed
+	starve     time.Duration // the set against fair-queue waiters
 	cpuRounds  int
 	cpuOps     int // per round and kind
 	coldTrials int
@@ -138,10 +153,10 @@ type settings struct {
 func run(quick bool, profile string) error {
 	started := time.Now()
 	set := settings{handoff: 12 * time.Second, hot: 6 * time.Second, watch: 12 * time.Second, costWindow: 19 * time.Second, tries: 5 * time.Second,
-		cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
+		setN: 200, starve: 10 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
 	if quick {
 		set = settings{handoff: 2 * time.Second, hot: 2 * time.Second, watch: 3 * time.Second, costWindow: 4 * time.Second, tries: 2 * time.Second,
-			cpuRounds: 3, cpuOps: 500, coldTrials: 2}
+			setN: 20, starve: 3 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -205,6 +220,11 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
+	var sets setFigures
+	if err := sets.measure(ctx, d.Endpoint, set.setN, set.starve); err != nil {
+		return err
+	}
+
 	progress("CPU per acquire: handler against a bare UpdateItem on a canned store")
 	cpu, err := measureCPU(root, set.cpuRounds, set.cpuOps, profile)
 	if err != nil {
@@ -216,7 +236,7 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
-	report(os.Stdout, q, watch, tries, cpu, cold, bins, time.Since(started))
+	report(os.Stdout, q, watch, tries, &sets, cpu, cold, bins, time.Since(started))
 	return nil
 }
 
@@ -285,7 +305,7 @@ func machine() string {
 }
 
 // report prints the tables and the summary line.
-func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, cpu cpuResult, cold map[string]*coldResult, bins *builds, took time.Duration) {
+func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, sets *setFigures, cpu cpuResult, cold map[string]*coldResult, bins *builds, took time.Duration) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("Machine: %s. Run took %s.", machine(), took.Round(time.Second))
@@ -326,6 +346,8 @@ func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, cpu
 	p("| cold start under RIE: first invocation ÷ hello's (%s), median of %d | %s |", ms(median(hello.first)), len(hello.first), strings.Join(coldText, ", "))
 	p("| … start-up alone (first minus a warm second invocation) ÷ hello's (%s) | %s |", ms(hello.startUp()), strings.Join(initText, ", "))
 	p("| bootstrap size, linux/arm64, stripped (÷ hello, %s) | %s |", mb(bins.sizes["hello"]), strings.Join(sizeText, ", "))
+	p("")
+	missed = append(missed, sets.table(p)...)
 	p("")
 
 	if cpu.ratio > goalCPURatio {

@@ -47,7 +47,7 @@ func main() {
 		maxDelay  = flag.Duration("max-delay", faultproxy.DefaultMaxDelay, "longest injected delay (delay, and late after the caller gave up)")
 		clients   = flag.Int("clients", 12, "concurrent clients")
 		shared    = flag.Int("shared-owners", 3, "owner names each shared by two clients (two processes of one worker, as with lockctl --owner); 0: every client its own")
-		resources = flag.Int("resources", 3, "locks they share")
+		resources = flag.Int("resources", 4, "locks they share")
 		ttls      = flag.String("ttls", "1,2,3", "lease lengths in seconds the clients ask for")
 		abandon   = flag.Float64("abandon", 0.1, "chance that a holder stalls past its lease instead of renewing or releasing")
 		sems      = flag.String("semaphores", "2", "semaphores the workers also take permits of, by their N (comma-separated; \"\": none)")
@@ -56,6 +56,9 @@ func main() {
 		delays    = flag.Float64("lock-delays", 0.1, "chance that an acquire asks for a 1 s lock-delay (negative: none)")
 		oldItem   = flag.Bool("old-item", false, "the store returns the old item with a refused write, as DynamoDB does (the path AWS takes); off: as dynalite does")
 		random    = flag.Bool("random-waiting", false, "waiters poll at random instead of queueing in arrival order (locklogic.Config.FairWaiting off)")
+		setCls    = flag.Int("set-clients", 2, "lock set workload: clients that take sets of 2 to 4 of the locks, each its own owner (0: none)")
+		setWaits  = flag.Float64("set-waits", 0.5, "chance that a lock set's acquire waits at the service (negative: none)")
+		setGap    = flag.Duration("set-gap", 10*time.Second, "longest a set owner that keeps asking may go without a grant")
 		cands     = flag.Int("candidates", 3, "election workload: candidates campaigning for a leadership lock of its own (0: no election workload)")
 		observers = flag.Int("observers", 2, "election workload: observers long-polling the leadership lock's watch route")
 		instances = flag.Int("instances", 2, "service instances over the one store")
@@ -103,6 +106,9 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
+	if *setCls == 0 {
+		*setCls = -1 // none (the Config's zero is the default)
+	}
 	if *instances < 1 {
 		fail(errors.New("-instances: want at least 1"))
 	}
@@ -110,8 +116,9 @@ func main() {
 		Seed: *seed, Rates: r, MaxDelay: *maxDelay, Duration: *duration,
 		Clients: *clients, SharedOwners: *shared, Resources: *resources, TTLs: ts, Abandon: *abandon, StoreBudget: *budget, Table: *table,
 		Semaphores: ns, SemaphoreWaits: *semWaits, SemaphoreWatches: *semWatch, LockDelays: *delays, OldItemOnFailure: *oldItem, RandomWaiting: *random,
-		Election: chaos.Election{Candidates: *cands, Observers: *observers},
-		Check:    chaos.Options{Slack: *slack, MaxPerRule: 3},
+		Election:   chaos.Election{Candidates: *cands, Observers: *observers},
+		Check:      chaos.Options{Slack: *slack, MaxPerRule: 3, SetGap: *setGap},
+		SetClients: *setCls, SetWaits: *setWaits,
 	}
 	for i := range *instances {
 		var off time.Duration

@@ -61,6 +61,15 @@ const (
 	// while no live place is queued, its owner's re-acquire of its own
 	// live lease aside (fairness.go).
 	RuleFairness = "fairness"
+	// RuleSetHeld: a lock set answered granted held all its names from
+	// the answer on, until its earliest end (sets.go).
+	RuleSetHeld = "set-held"
+	// RuleSetRollback: a lock set answered refused or failed holds none
+	// of its names but those it lists unreleased (sets.go).
+	RuleSetRollback = "set-rollback"
+	// RuleSetProgress: every set owner that keeps asking is granted at
+	// least once every Options.SetGap (sets.go).
+	RuleSetProgress = "set-progress"
 )
 
 // Options configures Check. Zero values are the defaults.
@@ -77,9 +86,19 @@ type Options struct {
 	// MaxPerRule is how many violations of one rule are kept in full (5);
 	// the rest are only counted.
 	MaxPerRule int
+	// SetGap is the longest a set owner that keeps asking may go
+	// without a grant (10 s; RuleSetProgress).
+	SetGap time.Duration
 	// rules are the lease step's rules the models apply (all of them,
 	// but in the mutation test).
 	rules leaseRules
+}
+
+func (o Options) setGap() time.Duration {
+	if o.SetGap > 0 {
+		return o.SetGap
+	}
+	return 10 * time.Second
 }
 
 func (o Options) margin() func(time.Duration) time.Duration {
@@ -166,6 +185,15 @@ type Report struct {
 	// ContestedReacquires counts the grants to waiting acquires, while
 	// others waited, that re-acquired the grantee owner's own lease.
 	ContestedReacquires int
+	// SetGrants and SetRefusals count the lock sets answered granted and
+	// refused, SetWaiting the set acquires that waited, SetLateGrants the
+	// grants of a refused or failed set's request that landed after it
+	// gave up (late writes: held until their TTL, as documented).
+	SetGrants, SetRefusals, SetWaiting, SetLateGrants int
+	// SetMaxWait is the longest a set owner asked before it was granted
+	// (or until its last answer), SetMaxWaitOwner that owner.
+	SetMaxWait      time.Duration
+	SetMaxWaitOwner string
 }
 
 // Total returns the number of violations of every rule.
@@ -245,8 +273,13 @@ func Check(h *History, opt Options) Report {
 	}
 	for i := range h.Ops {
 		op := &h.Ops[i]
+		if op.Member {
+			continue // its set call is counted
+		}
 		c.rep.Ops[op.Kind]++
 		switch {
+		case op.Kind == SetAcquire && op.Wait > 0:
+			c.rep.SetWaiting++
 		case op.Kind == Acquire && op.Wait > 0:
 			c.rep.Waiting++
 		case op.Kind == SemAcquire && op.Wait > 0:
@@ -268,6 +301,9 @@ func Check(h *History, opt Options) Report {
 	c.fairness()
 	c.longestWaiter()
 	c.semaphores()
+	c.setHeld()
+	c.setRollback()
+	c.setProgress()
 	c.linearizable()
 	c.lateWrites()
 	return c.rep
@@ -285,6 +321,10 @@ func outcomeName(op *Op) string {
 		return "permit"
 	case op.Kind == SemAcquire && op.Status == 200:
 		return "full"
+	case op.Kind == SetAcquire && op.Status == 200 && op.Granted:
+		return "set-granted"
+	case op.Kind == SetAcquire && op.Status == 200:
+		return "set-refused"
 	}
 	return fmt.Sprint(op.Status)
 }
@@ -340,6 +380,9 @@ var documented = map[Kind][]int{
 	SemRelease: {204, 403, 404, 409, 503},
 	SemStatus:  {200, 503},
 	SemWatch:   {200, 503},
+	SetAcquire: {200, 503},
+	SetRenew:   {200, 503},
+	SetRelease: {200, 204, 503},
 }
 
 // slugs are the problem types of the error statuses.
@@ -358,9 +401,14 @@ func slug(k Kind, status int) string {
 func (c *checker) answers() {
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
+		if op.Member {
+			continue // its set call's answer is judged
+		}
 		bad := func(why string) { c.report(RuleAnswers, op.Resource, why, c.opLine(op)) }
 		limit, what := c.opt.StoreBudget+c.opt.Slack, fmt.Sprintf("the %v store budget plus %v", c.opt.StoreBudget, c.opt.Slack)
 		switch {
+		case op.Kind.Set():
+			limit, what = c.setLimit(op)
 		case op.Kind.Lock() == Watch:
 			// A watch (of a lock or a semaphore): a consistent read, the wait (its peeks and the
 			// confirming read each under its own budget: the last peek
@@ -407,7 +455,7 @@ func (c *checker) answers() {
 			bad(fmt.Sprintf("the lock names resource %q", op.Lock.Resource))
 		case op.Lock != nil && op.Kind.Lock() != Status && op.Kind.Lock() != Watch && op.Lock.Owner != op.Owner:
 			bad(fmt.Sprintf("the lock names owner %q", op.Lock.Owner))
-		case op.Granted && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000:
+		case op.Granted && op.Lock != nil && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000:
 			bad(fmt.Sprintf("a grant of %d s lasts %d ms", op.TTL, op.Lock.ExpiresAt-op.Lock.AcquiredAt))
 		case op.Kind.Lock() == Renew && op.Lock != nil && op.Token != 0 && op.Lock.Token != op.Token:
 			bad(fmt.Sprintf("renewed with token %d, answered token %d", op.Token, op.Lock.Token))
@@ -424,8 +472,8 @@ func (c *checker) recovery() {
 	finals := map[string]bool{}
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
-		if op.Invoke.Before(c.h.RecoveryFrom) {
-			continue
+		if op.Invoke.Before(c.h.RecoveryFrom) || (op.Member && op.Err != "") {
+			continue // a member without an answer: its set call is reported
 		}
 		if (op.Err != "" || op.Status >= 500) && !c.retryAfterSkew(op) {
 			c.report(RuleRecovery, op.Resource, fmt.Sprintf("failed %v after the faults stopped", op.Invoke.Sub(c.h.RecoveryFrom).Round(time.Millisecond)), c.opLine(op))

@@ -26,7 +26,7 @@
 // recorded has expired (and every waiter's place has lapsed) a fresh owner
 // takes each resource and a permit of each semaphore.
 //
-// Check then enforces thirteen rules, each reported with the excerpt of the
+// Check then enforces sixteen rules, each reported with the excerpt of the
 // history (client operations and store requests) that reproduces it (a
 // semaphore's permits share the rules of leases where they apply: answers,
 // no false grant, recovery, fencing across all its permits, linearizable
@@ -87,7 +87,14 @@
 //   - semaphore slots: a grant's slot is the slot the store wrote its
 //     token into, below N; a renewal answers its slot; every token is the
 //     one counter's; no grant gives an owner a second live permit
-//     (semcheck.go, semmodel.go).
+//     (semcheck.go, semmodel.go);
+//   - lock sets (Config.SetClients; setclient.go, setops.go, sets.go):
+//     a set's names are judged as locks by the rules above (each set
+//     call is recorded with one lock operation per name), and a set
+//     answered granted held all its names from the answer on (set held),
+//     a refused or failed one holds none but those it lists unreleased
+//     (set rollback), and every set owner that keeps asking is granted
+//     at least once every Options.SetGap (set progress).
 //
 // A grant whose write landed after its caller was answered 503 (an
 // "unheard grant") is not a violation: nobody relies on it, and it keeps

@@ -58,12 +58,16 @@ const (
 	roleWorker role = iota
 	roleCandidate
 	roleObserver
+	// roleSet takes lock sets (setclient.go).
+	roleSet
 )
 
 // role is client i's role: the workers come first, then the election's
-// candidates, then its observers.
+// candidates, then its observers, then the set clients.
 func (c *Config) role(i int) role {
 	switch {
+	case i >= c.setBase():
+		return roleSet
 	case i < c.Clients:
 		return roleWorker
 	case i < c.Clients+c.Election.Candidates:

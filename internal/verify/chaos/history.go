@@ -29,10 +29,22 @@ const (
 	SemStatus
 	// SemWatch is GET /semaphores/{name}/watch?index=I&wait_seconds=N.
 	SemWatch
+	// The lock set calls (/locksets/{prefix}, Op.Resource the prefix):
+	// a set's acquire (a try, or with Wait a waiting round), its renewal
+	// and its release. The workload records each with one member
+	// operation per name (Op.Member: an Acquire, Renew or Release of that
+	// name), so that every lock rule judges a set's names as locks
+	// (setMembers).
+	SetAcquire
+	SetRenew
+	SetRelease
 )
 
 // Sem reports whether k is a semaphore call.
-func (k Kind) Sem() bool { return k >= SemAcquire }
+func (k Kind) Sem() bool { return k >= SemAcquire && k <= SemWatch }
+
+// Set reports whether k is a lock set call.
+func (k Kind) Set() bool { return k >= SetAcquire && k <= SetRelease }
 
 // Lock returns the lock call a semaphore call mirrors (k itself for a
 // lock call): a permit is held, renewed and released as a lease is.
@@ -64,6 +76,12 @@ func (k Kind) String() string {
 		return "semaphore-status"
 	case SemWatch:
 		return "semaphore-watch"
+	case SetAcquire:
+		return "set-acquire"
+	case SetRenew:
+		return "set-renew"
+	case SetRelease:
+		return "set-release"
 	case Acquire:
 		return "acquire"
 	case Renew:
@@ -135,6 +153,17 @@ type Op struct {
 	Slot     int64
 	Instance int
 	Phase    Phase
+	// Names are a set call's names as sent (a set acquire's names, a
+	// renewal's or release's locks); Tokens, for a renewal or a release,
+	// each lock's fencing_token.
+	Names  []string
+	Tokens []int64
+	// Member marks the operation that one name of a set call stands for
+	// (setMembers): the checker judges it as that lock's acquire, renew
+	// or release, and the set call's answer on the call itself. Call is
+	// the same nonzero number on a set call and its members.
+	Member bool
+	Call   int
 
 	Invoke, Return time.Time
 
@@ -157,12 +186,20 @@ type Op struct {
 	SemPermits int64
 	// Ticket is a waiting acquire's queue_ticket when it ended held: its
 	// place, for its next round.
-	Ticket    string
-	Lock      *Lock
-	Watched   *WatchAnswer
-	ProblemOK bool // a problem+json body with this status and a type
-	Slug      string
-	DecodeErr string
+	Ticket  string
+	Lock    *Lock
+	Watched *WatchAnswer
+	// SetLocks are a granted set's leases (in name order); BlockedBy and
+	// Unreleased a refused set's answer (Unreleased also a failed set
+	// request's problem); Items a set renewal's or release's per-name
+	// outcomes.
+	SetLocks   []Lock
+	BlockedBy  string
+	Unreleased []string
+	Items      []SetItem
+	ProblemOK  bool // a problem+json body with this status and a type
+	Slug       string
+	DecodeErr  string
 }
 
 // WatchAnswer is the state a watch answered with (its Lock is Op.Lock).
@@ -190,6 +227,17 @@ type History struct {
 	Offsets []time.Duration
 }
 
+// SetItem is one name's outcome in a set renewal's or release's answer:
+// Status is the status the lock's own route would have answered (200 or
+// 204 when OK, else the problem's), Lock a renewal's renewed lease.
+type SetItem struct {
+	Resource string
+	OK       bool
+	Status   int
+	Slug     string
+	Lock     *Lock
+}
+
 // decode fills op's decoded fields from its body.
 func (op *Op) decode() {
 	if op.Err != "" {
@@ -197,14 +245,22 @@ func (op *Op) decode() {
 	}
 	if op.Status >= 400 {
 		var p struct {
-			Type   string
-			Status int
-			Title  string
-			Detail string
+			Type       string
+			Status     int
+			Title      string
+			Detail     string
+			Unreleased []string
 		}
 		if strings.HasPrefix(op.ContentType, "application/problem+json") && json.Unmarshal(op.Body, &p) == nil {
 			op.Slug = p.Type[strings.LastIndexByte(p.Type, '/')+1:]
 			op.ProblemOK = p.Status == op.Status && p.Type != "" && p.Title != "" && p.Detail != ""
+			op.Unreleased = p.Unreleased
+		}
+		return
+	}
+	if op.Kind.Set() {
+		if err := op.decodeSet(); err != nil {
+			op.DecodeErr = err.Error()
 		}
 		return
 	}
@@ -483,6 +539,18 @@ func (op Op) format(start time.Time) string {
 		req = fmt.Sprintf("GET /semaphores/%s", op.Resource)
 	case SemWatch:
 		req = fmt.Sprintf("GET /semaphores/%s/watch?index=%d&wait_seconds=%d", op.Resource, op.Index, op.Wait)
+	case SetAcquire:
+		req = fmt.Sprintf("POST /locksets/%s {owner:%s ttl:%d names:%q}", op.Resource, op.Owner, op.TTL, op.Names)
+		if op.Wait > 0 {
+			req = fmt.Sprintf("POST /locksets/%s/wait {owner:%s ttl:%d names:%q wait:%d}", op.Resource, op.Owner, op.TTL, op.Names, op.Wait)
+		}
+	case SetRenew:
+		req = fmt.Sprintf("POST /locksets/%s/renew {owner:%s ttl:%d locks:%s}", op.Resource, op.Owner, op.TTL, setLocksArg(op))
+	case SetRelease:
+		req = fmt.Sprintf("DELETE /locksets/%s {owner:%s locks:%s}", op.Resource, op.Owner, setLocksArg(op))
+	}
+	if op.Member {
+		req = fmt.Sprintf("(a name of set call %d) ", op.Call) + req
 	}
 	if op.LockDelay > 0 {
 		req += fmt.Sprintf(" lock-delay:%d", op.LockDelay)

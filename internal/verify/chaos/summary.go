@@ -60,6 +60,11 @@ func (r *Result) Summary() string {
 	if c.SharedOwners > 0 || rep.CoOwnerWaits+rep.CoOwnerReplaced > 0 {
 		fmt.Fprintf(&b, " co-owner: grants-during-waits=%d replaced=%d", rep.CoOwnerWaits, rep.CoOwnerReplaced)
 	}
+	if n := rep.Ops[SetAcquire] + rep.Ops[SetRenew] + rep.Ops[SetRelease]; n > 0 {
+		fmt.Fprintf(&b, " sets: clients=%d acquire=%d of which waiting=%d (granted=%d refused=%d late-grants=%d) renew=%d release=%d max-wait=%v (%s)",
+			c.setClients(), rep.Ops[SetAcquire], rep.SetWaiting, rep.SetGrants, rep.SetRefusals, rep.SetLateGrants, rep.Ops[SetRenew], rep.Ops[SetRelease],
+			rep.SetMaxWait.Round(time.Millisecond), rep.SetMaxWaitOwner)
+	}
 	if e := c.Election; e.on() {
 		fmt.Fprintf(&b, " election: candidates=%d observers=%d leases=%d watch-answers=%d (changed=%d) skipped-reported=%d",
 			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped)

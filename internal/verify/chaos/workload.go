@@ -99,6 +99,14 @@ type Config struct {
 	// Recovery is how long the clients run after the faults stopped
 	// (1 s); negative skips the recovery and final phases.
 	Recovery time.Duration
+	// SetClients are clients that take lock sets of 2 to 4 of the
+	// resources (at most Resources; none with fewer than two) and nothing
+	// else, each with an owner of its own (sk), after the other clients
+	// (2 by default; negative: none): setclient.go.
+	SetClients int
+	// SetWaits is the chance that a set client's acquire waits at the
+	// service (0.5 by default; negative: none).
+	SetWaits float64
 	// Election, when Election.Candidates is above zero, adds the
 	// election workload on a lock of its own (LeaderResource).
 	Election Election
@@ -140,6 +148,12 @@ func (c *Config) defaults() {
 	if c.LockDelays == 0 {
 		c.LockDelays = 0.1
 	}
+	if c.SetClients == 0 {
+		c.SetClients = 2
+	}
+	if c.SetWaits == 0 {
+		c.SetWaits = 0.5
+	}
 	if c.Semaphores == nil {
 		c.Semaphores = []int64{2}
 	}
@@ -170,6 +184,8 @@ func (c *Config) owner(i int) string {
 		return fmt.Sprintf("e%d", i-c.Clients)
 	case roleObserver:
 		return ""
+	case roleSet:
+		return fmt.Sprintf("s%d", i-c.setBase())
 	}
 	if i < 2*c.SharedOwners {
 		return fmt.Sprintf("w%d", i/2)
@@ -247,10 +263,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	longest := time.Duration(slices.Max(cfg.Election.Waits)) * time.Second
 	w.http = &http.Client{Transport: tr, Timeout: longest + 3*cfg.StoreBudget + 10*time.Second}
 
-	n := cfg.Clients
-	if cfg.Election.on() {
-		n += cfg.Election.Candidates + cfg.Election.Observers
-	}
+	n := cfg.setBase() + cfg.setClients()
 	clients := make([]*client, n)
 	for i := range clients {
 		clients[i] = &client{w: w, id: i, owner: cfg.owner(i), role: cfg.role(i),
@@ -304,6 +317,8 @@ type workload struct {
 
 	mu  sync.Mutex
 	ops []Op
+	// calls numbers the set calls (Op.Call).
+	calls int
 }
 
 func (w *workload) runClients(ctx context.Context, clients []*client, phase Phase, until time.Time) {
@@ -417,6 +432,8 @@ type client struct {
 	renewFrom time.Time
 	// index is an observer's last answered index.
 	index int64
+	// set is a set client's set (nil: none).
+	set *heldSet
 }
 
 func (c *client) view(r string) *view {
@@ -438,6 +455,9 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 		return
 	case roleObserver:
 		c.observe(ctx, phase, until)
+		return
+	case roleSet:
+		c.runSets(ctx, phase, until)
 		return
 	}
 	cfg := c.w.cfg
@@ -549,6 +569,10 @@ func (c *client) pick() string {
 
 // releaseAll releases every lease the client believes it holds.
 func (c *client) releaseAll(ctx context.Context) {
+	if c.role == roleSet {
+		c.releaseSet(ctx)
+		return
+	}
 	for _, r := range c.w.all() {
 		if v := c.view(r); v.live(time.Now()) {
 			c.call(ctx, PhaseRecovery, Release, r, 0, v.token)
