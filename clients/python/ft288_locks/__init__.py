@@ -85,6 +85,7 @@ from .errors import (
     deprecated_alias,
 )
 from .lease import Lease, Permit
+from .lockset import MAX_SET_NAMES, LockSet, LockSetError, LockSetHeldError
 
 __version__ = "0.1.0"
 
@@ -123,9 +124,13 @@ __all__ = [
     "LeaseReleased",
     "Lock",
     "LockError",
+    "LockSet",
+    "LockSetError",
+    "LockSetHeldError",
     "LockPage",
     "MAX_LIST_LIMIT",
     "MAX_PERMITS",
+    "MAX_SET_NAMES",
     "MAX_SERVER_WAIT",
     "NotFoundError",
     "NotSent",

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 import urllib.error
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._admin import AdminCalls
 from ._args import (
@@ -26,6 +26,7 @@ from ._args import (
     env_flag,
     check_permits,
     check_slot,
+    escape,
     lock_path,
     owner_or_default,
     semaphore_path,
@@ -56,6 +57,7 @@ from ._model import (
 from ._retry import Backoff, hint, maybe_granted, retryable
 from .errors import (
     AcquireTimeout,
+    InvalidRequest,
     FullError,
     HeldError,
     LockError,
@@ -66,6 +68,7 @@ from .errors import (
 )
 from .election import Election
 from .lease import Lease, Permit, lease_margin, round_limit
+from .lockset import MAX_SET_NAMES, LockSet, LockSetHeldError, SetItem
 
 # A server-side wait ends this long before acquire's own deadline, so that a
 # grant at the very end of it still arrives in time.
@@ -149,6 +152,7 @@ class Client(AdminCalls):
         self.server_wait_supported: Optional[bool] = None
         """Whether the service holds waiting acquires; None until known."""
         self._semaphore_server_wait: Optional[bool] = None  # the same for semaphores
+        self._set_server_wait: Optional[bool] = None  # the same for lock sets
         # The stack predates the waiting routes (its …/wait answered API
         # Gateway's 404): waiting rounds go to the try route with
         # wait_seconds, as before the split.
@@ -749,6 +753,257 @@ class Client(AdminCalls):
             payload["fencing_token"] = token
         self._send("DELETE", semaphore_path(name), payload, timeout, f"release semaphore {name!r}")
 
+    # -- lock sets ---------------------------------------------------------------
+
+    def try_acquire_set(
+        self,
+        names: Sequence[str],
+        *,
+        ttl: Number = DEFAULT_TTL,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
+        prefix: Optional[str] = None,
+    ) -> LockSet:
+        """Asks once for every one of ``names`` (1 to 25, none twice), all or
+        none, for one owner, with try_acquire's arguments. ``prefix`` is the
+        path prefix of the set's requests (``/locksets/{prefix}``): every name
+        must begin with it, so an IAM policy scoped by path prefix covers the
+        set; default the names' longest common prefix. Returns the LockSet (a
+        lease per name, renewed together), or raises LockSetHeldError (a
+        HeldError) naming the name that refused the set: nothing is held
+        then. One request."""
+        return self._acquire_set(names, 0, ttl, owner, keepalive, lock_delay, prefix)
+
+    def acquire_set(
+        self,
+        names: Sequence[str],
+        *,
+        wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+        ttl: Number = DEFAULT_TTL,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
+        prefix: Optional[str] = None,
+    ) -> LockSet:
+        """Waits up to ``wait`` seconds (default 30; None: without limit; 0:
+        once) for every one of ``names``, all or none, as acquire() waits for
+        a lock: a try first, and only while the set is refused, rounds at the
+        service (``POST /locksets/{prefix}/wait``), which waits holding
+        nothing (a set takes no place in any queue, so sets cannot deadlock).
+        A service that does not wait for sets (422 naming wait_seconds, or no
+        such route; remembered) is polled with tries. Raises LockSetHeldError
+        when the wait runs out; otherwise as try_acquire_set."""
+        return self._acquire_set(names, wait, ttl, owner, keepalive, lock_delay, prefix)
+
+    @contextlib.contextmanager
+    def lock_set(
+        self,
+        names: Sequence[str],
+        *,
+        ttl: Number = DEFAULT_TTL,
+        wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+        owner: Optional[str] = None,
+        keepalive: bool = True,
+        lock_delay: Optional[Number] = None,
+        prefix: Optional[str] = None,
+    ) -> Iterator[LockSet]:
+        """``with client.lock_set(["acct:17", "acct:42"]) as locks: ...``
+
+        client.lock() for several names: takes them all as acquire_set()
+        does, keeps the set alive while the block runs, and always releases
+        it (one request). LeaseLostError on exit when a lease of the set was
+        lost meanwhile: the work ran at least partly without it."""
+        s = self.acquire_set(names, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay,
+                             prefix=prefix)
+        with s:
+            yield s
+
+    def _acquire_set(self, names: Sequence[str], wait: Optional[Number], ttl: Number, owner: Optional[str],
+                     keepalive: bool, lock_delay: Optional[Number], prefix: Optional[str]) -> LockSet:
+        names = list(names) if not isinstance(names, str) else names  # a str is refused below
+        prefix = _set_prefix(names, prefix)
+        wait, ttl = check_wait(wait), check_ttl(ttl)
+        delay = check_lock_delay(lock_delay)
+        owner, generated = owner_or_default(owner)
+        start = time.monotonic()
+        # A try (wait 0) keeps a grant however late it comes, as try_acquire does.
+        give_up = None if wait is None or wait == 0 or math.isinf(wait) else start + wait
+        last: Optional[BaseException] = None
+        attempt = 0
+        held = False  # a try found the set refused: rounds at the service from then on
+        try:
+            while True:
+                ws = self._set_wait_seconds(give_up, ttl) if held and wait != 0 else 0
+                sent = time.monotonic()
+                try:
+                    return self._set_attempt(prefix, names, owner, ttl, ws, give_up, keepalive, delay, start)
+                except _NoServerWait:
+                    self._set_server_wait = False
+                    continue
+                except AcquireTimeout:
+                    raise
+                except HeldError as e:
+                    last = e
+                    if not held:
+                        held = True
+                        if wait != 0 and self._set_wait_seconds(give_up, ttl) >= 1:
+                            continue
+                except LockError as e:
+                    if not retryable(e):
+                        raise
+                    last = e
+                now = time.monotonic()
+                if wait == 0 or (give_up is not None and now >= give_up):
+                    break
+                if ws and isinstance(last, HeldError) and now - sent >= min(0.9 * ws, 1.0):
+                    continue  # the service waited: ask again at once
+                pause = self.backoff.delay(attempt, hint(last))
+                attempt += 1
+                if give_up is not None:
+                    pause = min(pause, give_up - now)
+                time.sleep(max(pause, 0.0))
+                if give_up is not None and time.monotonic() >= give_up:
+                    break
+        except BaseException as e:
+            if generated and maybe_granted(e):
+                for n in names:
+                    self._clean_up(n, owner, None)
+            raise
+        if isinstance(last, LockSetHeldError):
+            raise LockSetHeldError(last.blocked_by, last.free_at, last.retry_after, last.unreleased,
+                                   waited=time.monotonic() - start) from None
+        assert last is not None
+        if generated and maybe_granted(last):
+            for n in names:
+                self._clean_up(n, owner, None)
+        raise last
+
+    def _set_wait_seconds(self, give_up: Optional[float], ttl: int) -> int:
+        """_server_wait_seconds for a lock set's round."""
+        if not self._server_wait or self._set_server_wait is False:
+            return 0
+        ws = min(MAX_SERVER_WAIT, int(round_limit(ttl, lease_margin(ttl, self.lease_margin))))
+        if give_up is not None:
+            ws = min(ws, int(give_up - time.monotonic() - _SERVER_WAIT_SLACK))
+        return max(0, ws)
+
+    def _set_attempt(self, prefix: str, names: List[str], owner: str, ttl: int, wait_seconds: int,
+                     give_up: Optional[float], keepalive: bool, lock_delay: int, start: float) -> LockSet:
+        """One set request: a try to POST /locksets/{prefix}, or with
+        wait_seconds a round to its …/wait. A grant that arrives after
+        give_up is released."""
+        t0 = time.monotonic()  # before sending: no lease of the set can have started earlier
+        payload: Dict[str, Any] = {"owner": owner, "ttl_seconds": ttl, "names": names}
+        if wait_seconds:
+            payload["wait_seconds"] = wait_seconds
+        if lock_delay:
+            payload["lock_delay_seconds"] = lock_delay
+        timeout = self.timeout + wait_seconds
+        if give_up is not None:
+            timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
+        what = f"acquire lock set {names!r}"
+        path = set_path(prefix) + ("/wait" if wait_seconds else "")
+        try:
+            resp, doc = self._send("POST", path, payload, timeout, what)
+        except LockError as e:
+            if wait_seconds and (no_wait_route(e) or (
+                    isinstance(e, ValidationError) and any(f.field == "wait_seconds" for f in e.errors))):
+                raise _NoServerWait() from e
+            raise
+        if not isinstance(doc, dict) or not isinstance(doc.get("acquired"), bool):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        if wait_seconds:
+            self._set_server_wait = True
+        if not doc["acquired"]:
+            blocked = doc.get("blocked_by")
+            if not isinstance(blocked, str):
+                raise TransportError(f"{what}: malformed response: no blocked_by: {doc!r:.200}")
+            unreleased = [n for n in doc.get("unreleased") or [] if isinstance(n, str)]
+            raise LockSetHeldError(blocked, parse_time(doc.get("free_at")),
+                                   parse_retry_after(resp.headers.get("retry-after")), unreleased)
+        set_id, docs = doc.get("set_id"), doc.get("locks")
+        if not isinstance(set_id, str) or not isinstance(docs, list):
+            raise TransportError(f"{what}: malformed response: no set_id or locks: {doc!r:.200}")
+        grants = [parse_lock(Lock, d, what) for d in docs]
+        if sorted(g.resource for g in grants) != sorted(names):
+            raise TransportError(f"{what}: malformed response: locks {[g.resource for g in grants]!r} for {names!r}")
+        if give_up is not None and time.monotonic() >= give_up:
+            self._release_set_grant(prefix, owner, grants)
+            raise AcquireTimeout(blocked_name(grants), grants[0].fencing_token, time.monotonic() - start)
+        leases: List[Lease] = []
+        try:
+            for g in grants:
+                leases.append(Lease(self, g, ttl, t0, keepalive=False))
+            s = LockSet(self, prefix, set_id, owner, ttl, leases, keepalive)
+        except BaseException:
+            for l in leases:
+                l._end_released()
+            self._release_set_grant(prefix, owner, grants)
+            raise
+        return s
+
+    def _release_set_grant(self, prefix: str, owner: str, grants: List[Lock]) -> None:
+        """Releases a set's grant nobody will use, in one request (retried as
+        a clean-up is); failures are ignored (the leases run out)."""
+        with self._cleanups_done:
+            self._cleanups += 1
+        try:
+            give_up = time.monotonic() + _CLEANUP_TIMEOUT
+            attempt = 0
+            while True:
+                try:
+                    self._set_request("DELETE", prefix, {"owner": owner, "locks": _set_locks(grants)},
+                                      max(min(self.timeout, give_up - time.monotonic()), 0.001), "release lock set")
+                    return
+                except LockError as e:
+                    if not retryable(e):
+                        return
+                    pause = self.backoff.delay(attempt, hint(e))
+                    attempt += 1
+                    if time.monotonic() + pause > give_up:
+                        return
+                    time.sleep(pause)
+        finally:
+            with self._cleanups_done:
+                self._cleanups -= 1
+                self._cleanups_done.notify_all()
+
+    def _renew_set(self, prefix: str, owner: str, ttl: int, leases: Sequence[Lease], timeout: float) -> List[SetItem]:
+        return self._set_request("POST", prefix, {"owner": owner, "ttl_seconds": ttl, "locks": _set_locks(leases)},
+                                 timeout, "renew lock set", "/renew")
+
+    def _release_set(self, prefix: str, owner: str, leases: Sequence[Lease], timeout: float) -> List[SetItem]:
+        return self._set_request("DELETE", prefix, {"owner": owner, "locks": _set_locks(leases)}, timeout,
+                                 "release lock set")
+
+    def _set_request(self, method: str, prefix: str, payload: Dict[str, Any], timeout: float, op: str,
+                     suffix: str = "") -> List[SetItem]:
+        """A set's renew or release: each name's outcome ([] on a 204: every
+        name released)."""
+        sent = [l["resource"] for l in payload["locks"]]
+        what = f"{op} {sent!r}"
+        resp, doc = self._send(method, set_path(prefix) + suffix, payload, timeout, what)
+        if resp.status == 204:
+            return []
+        if not isinstance(doc, dict) or not isinstance(doc.get("locks"), list):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        items = []
+        for it in doc["locks"]:
+            if not isinstance(it, dict) or it.get("resource") not in sent or not isinstance(it.get("ok"), bool):
+                raise TransportError(f"{what}: malformed item: {it!r:.200}")
+            name = it["resource"]
+            if it["ok"]:
+                lock = parse_lock(Lock, it["lock"], what) if it.get("lock") is not None else None
+                items.append(SetItem(name, True, lock, None))
+                continue
+            p = it.get("problem")
+            status = p.get("status") if isinstance(p, dict) and isinstance(p.get("status"), int) else 0
+            err = problem_from_answer(status, p, None, http.client.responses.get(status, "error"))
+            err.args = (f"{what}: {name!r}: {err.args[0]}",)
+            items.append(SetItem(name, False, None, err))
+        return items
+
     # -- HTTP ----------------------------------------------------------------
 
     def _send(self, method: str, path: str, payload: Any, timeout: float, what: str) -> Tuple[Response, Any]:
@@ -789,6 +1044,42 @@ class Client(AdminCalls):
             except ValueError:
                 pass  # the error stands without it
         raise err
+
+
+def set_path(prefix: str) -> str:
+    """The path of a lock set's requests."""
+    return "/locksets/" + escape(prefix)
+
+
+def blocked_name(grants: List[Lock]) -> str:
+    """The name an AcquireTimeout of a set names: its first."""
+    return grants[0].resource
+
+
+def _set_locks(leases: Sequence[Any]) -> List[Dict[str, Any]]:
+    """The ``locks`` of a set's renew or release request (Leases or Locks)."""
+    return [{"resource": l.resource, "fencing_token": l.fencing_token} for l in leases]
+
+
+def _set_prefix(names: Any, given: Optional[str]) -> str:
+    """A set's path prefix: ``given``, or the names' longest common prefix.
+    Checks the names: 1 to MAX_SET_NAMES lock names beginning with it, none
+    twice."""
+    if isinstance(names, str) or not isinstance(names, list) or not 1 <= len(names) <= MAX_SET_NAMES:
+        raise InvalidRequest(f"names {names!r:.100}: want a list of 1 to {MAX_SET_NAMES} lock names")
+    for n in names:
+        check_resource(n)
+    if len(set(names)) != len(names):
+        raise InvalidRequest(f"names {names!r:.100}: a name is given twice")
+    if given is None:
+        given = os.path.commonprefix(names)
+        if not given:
+            raise InvalidRequest(f"names {names!r:.100}: they share no prefix: give one as prefix= (each name must begin with it)")
+    prefix = check_resource(given)
+    for n in names:
+        if not n.startswith(prefix):
+            raise InvalidRequest(f"name {n!r} does not begin with the prefix {prefix!r}")
+    return prefix
 
 
 def _refused(e: BaseException) -> bool:

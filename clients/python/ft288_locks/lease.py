@@ -120,6 +120,7 @@ class Lease:
         self._release_mu = threading.Lock()
         self._lock = lock  # the service's latest view
         self._deadline = t0 + ttl - margin
+        self._renewed_at = t0  # when the request of the grant or latest renewal was sent
         self._reason: Optional[BaseException] = None
         self._ended = False  # lost or released: nothing may extend the lease
         self._released = False  # release() was called
@@ -242,19 +243,26 @@ class Lease:
                 self._lose(e)
                 self._raise_if_ended(e)
             raise
+        self._extend(sent, lock)
+        self._raise_if_ended()
+
+    def _extend(self, sent: float, lock: Lock) -> None:
+        """Records a renewal sent at ``sent`` (monotonic); one that came
+        after the local deadline loses the lease instead (it may have lapsed
+        before the renewal reached the service). A lock set's renewal calls
+        it for each of its leases."""
         with self._mu:
             if not self._ended and time.monotonic() >= self._deadline:
-                # Too late: the lease may have lapsed before the renewal
-                # reached the service.
                 late = True
             else:
                 late = False
                 if not self._ended:
                     self._lock = lock
-                    self._deadline = max(self._deadline, sent + self._ttl - self._margin)
+                    if sent + self._ttl - self._margin > self._deadline:
+                        self._deadline = sent + self._ttl - self._margin
+                        self._renewed_at = sent
         if late:
             self._lose(LeaseExpired())
-        self._raise_if_ended()
 
     def _raise_if_ended(self, cause: Optional[BaseException] = None) -> None:
         with self._mu:
@@ -352,12 +360,8 @@ class Lease:
             with self._mu:
                 if self._release_done:
                     return
-                self._ended = True
-                self._released = True
                 lease_end = self._deadline + self._margin  # retrying past it is pointless
-            self._stop.set()
-            if self._thread is not threading.current_thread():
-                self._thread.join()
+            self._end_released()
             c = self._client
             give_up = time.monotonic() + (RELEASE_RETRY_TIMEOUT if timeout is None else timeout)
             attempt = 0
@@ -388,6 +392,17 @@ class Lease:
                     time.sleep(delay)
             with self._mu:
                 self._release_done = True
+
+    def _end_released(self) -> None:
+        """Ends the lease as released (``check()`` raises LeaseReleased) and
+        stops its thread, waiting for it; the lease's release() and a lock
+        set's call it before telling the service."""
+        with self._mu:
+            self._ended = True
+            self._released = True
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
 
     def __enter__(self) -> "Lease":
         return self

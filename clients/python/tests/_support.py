@@ -530,7 +530,7 @@ def problem(status: int, slug: str, **extra: Any) -> Response:
 
 
 def lease_threads() -> List[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("ft288-locks-lease:") and t.is_alive()]
+    return [t for t in threading.enumerate() if t.name.startswith(("ft288-locks-lease:", "ft288-locks-set:")) and t.is_alive()]
 
 
 class TestCase(unittest.TestCase):

@@ -19,6 +19,7 @@ import {
 import { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, clockReading, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
 import { RequestSigner, SigningUnavailableError, resolveRegion, type SigV4Options } from "./sigv4.js";
 import { Election } from "./election.js";
+import { LockSet, LockSetHeldError, MAX_SET_NAMES, type SetCalls, type SetItem, type SetLock } from "./lockset.js";
 import {
   decodeAdminLock,
   decodeAdminPermit,
@@ -171,6 +172,26 @@ export type LockedFunction<T> = (signal: AbortSignal, fencingToken: number, leas
 /** The work {@link Client.withSemaphore} runs: `signal` aborts when the permit is lost (or the caller's signal aborts). */
 export type PermitFunction<T> = (signal: AbortSignal, fencingToken: number, permit: Permit) => Promise<T> | T;
 
+/** {@link Client.tryAcquireSet}'s options: a lock's, plus the set's path prefix. */
+export interface TryAcquireSetOptions extends TryAcquireOptions {
+  /**
+   * The path prefix of the set's requests, `/locksets/{prefix}`: every name
+   * must begin with it, so an IAM policy scoped by path prefix covers the
+   * set's names (docs/operations.md). Default: the names' longest common
+   * prefix.
+   */
+  prefix?: string;
+}
+
+/** {@link Client.acquireSet}'s (and {@link Client.withLockSet}'s) options: it waits as {@link Client.acquire} does. */
+export interface AcquireSetOptions extends TryAcquireSetOptions {
+  /** How long to wait for the whole set, in ms. Default {@link DEFAULT_ACQUIRE_WAIT_MS} (30 s); `Infinity` until it is free or `signal` aborts; 0 tries once. */
+  waitMs?: number;
+}
+
+/** The work {@link Client.withLockSet} runs: `signal` aborts when any lease of the set is lost (or the caller's signal aborts); `signal.throwIfAborted()` and `set.check()` read the clock. */
+export type LockSetFunction<T> = (signal: AbortSignal, set: LockSet) => Promise<T> | T;
+
 /** The largest number of permits a semaphore may have (the service's bound). */
 export const MAX_PERMITS = 100;
 
@@ -219,6 +240,10 @@ interface RequestOptions {
   timeoutMs?: number;
 }
 
+type SetAttemptResult =
+  | { granted: true; id: string; locks: LockInfo[]; t0: number }
+  | { granted: false; held: LockSetHeldError };
+
 type AttemptResult =
   | { granted: true; lock: LockInfo; t0: number; permit?: PermitInfo }
   | { granted: false; held: HeldError; queueTicket?: string };
@@ -245,6 +270,8 @@ export class Client {
   #serverWait: boolean | undefined;
   /** The same for semaphore acquires: a service may wait for locks and not (yet) for permits. */
   #semServerWait: boolean | undefined;
+  /** The same for lock sets: false once `…/wait` answered 422 naming `wait_seconds` (or no such route): poll with tries. */
+  #setServerWait: boolean | undefined;
   /**
    * Whether the stack predates the waiting routes (its `…/wait` answered API
    * Gateway's 404): waiting rounds then go to the try route with
@@ -732,6 +759,222 @@ export class Client {
     };
   }
 
+  /**
+   * Asks once for every one of `names` (1 to {@link MAX_SET_NAMES}, none
+   * twice), all or none, for one owner, with {@link Client.tryAcquire}'s
+   * options and `prefix` (default: the names' longest common prefix; every
+   * name must begin with it). Resolves to the {@link LockSet} (a lease per
+   * name, renewed together), or rejects with {@link LockSetHeldError} (a
+   * {@link HeldError}) naming the name that refused the set: nothing is held
+   * then. One request: `POST /locksets/{prefix}`.
+   */
+  tryAcquireSet(names: string[], options: TryAcquireSetOptions = {}): Promise<LockSet> {
+    const op = `acquire lock set ${JSON.stringify(names)}`;
+    try {
+      checkOptions(op, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#acquireSet(op, names, options, 0);
+  }
+
+  /**
+   * Waits for every one of `names`, all or none, as {@link Client.acquire}
+   * waits for a lock (`waitMs`, default 30 s; `signal`): a try first on the
+   * quick route, and only while the set is refused, rounds at the service
+   * (`POST /locksets/{prefix}/wait`), which waits holding nothing (a set
+   * takes no place in any queue, so it cannot deadlock). Against a service
+   * that does not wait for sets (422 naming `wait_seconds`, or no such
+   * route; remembered) it polls with tries. Rejects with
+   * {@link LockSetHeldError} when the wait runs out; otherwise as
+   * {@link Client.tryAcquireSet}. A grant that arrives after it gave up is
+   * released.
+   */
+  acquireSet(names: string[], options: AcquireSetOptions = {}): Promise<LockSet> {
+    const op = `acquire lock set ${JSON.stringify(names)}`;
+    let waitMs: number;
+    try {
+      checkOptions(op, options);
+      waitMs = waitBudgetMs(op, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#acquireSet(op, names, options, waitMs);
+  }
+
+  /**
+   * Runs `fn(signal, set)` under a lock set on `names`, taken as
+   * {@link Client.acquireSet} takes it, and always releases it (one
+   * request). `signal` aborts when any lease of the set is lost (and when
+   * `options.signal` does); call `set.check()` or `signal.throwIfAborted()`
+   * before each step. It resolves to what `fn` returns and rejects with what
+   * `fn` throws; when `fn` returns but a lease of the set was lost meanwhile,
+   * it rejects with that {@link LeaseLostError}.
+   */
+  async withLockSet<T>(names: string[], fn: LockSetFunction<T>, options: AcquireSetOptions = {}): Promise<T> {
+    const set = await this.acquireSet(names, options);
+    const signal = options.signal ? clockReading(AbortSignal.any([set.signal, options.signal]), () => set.held) : set.signal;
+    let result: T;
+    try {
+      result = await fn(signal, set);
+    } catch (err) {
+      await set.release().catch(() => {});
+      throw err;
+    }
+    await set[Symbol.asyncDispose]();
+    return result;
+  }
+
+  async #acquireSet(op: string, names: string[], options: TryAcquireSetOptions, waitMs: number): Promise<LockSet> {
+    const prefix = setPrefix(op, names, options.prefix);
+    if (options.owner !== undefined) checkOwner(op, options.owner);
+    const { signal, ttlSeconds = DEFAULT_TTL_SECONDS } = options;
+    checkTtl(op, ttlSeconds);
+    checkLockDelay(op, options.lockDelaySeconds);
+    const ttlMs = ttlSeconds * 1000;
+    const roundLimit = Math.floor(roundLimitMs(ttlMs, leaseMarginMs(ttlMs, this.#marginMs)) / 1000);
+    signal?.throwIfAborted();
+    const generated = options.owner === undefined;
+    const owner = options.owner ?? defaultOwner();
+    const end = performance.now() + waitMs;
+    const budget = new AbortController();
+    const timer =
+      waitMs > 0 && waitMs < Infinity
+        ? setTimeout(() => budget.abort(new DOMException(`${op}: gave up waiting after ${waitMs} ms`, "TimeoutError")), waitMs)
+        : undefined;
+    const stop = signal ? AbortSignal.any([signal, budget.signal]) : budget.signal;
+    const roundSeconds = () =>
+      waitMs > 0 && this.#setServerWait !== false
+        ? Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((end - performance.now() - 250) / 1000), roundLimit)
+        : 0;
+    let last: unknown;
+    let lastUnknown = false;
+    let held = false; // a try found the set refused: rounds at the service from then on
+    try {
+      for (let attempt = 0; !stop.aborted; ) {
+        const wait = held ? roundSeconds() : 0;
+        const serverWaits = wait >= 1;
+        const started = performance.now();
+        const p = this.#setAttempt(op, prefix, names, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds);
+        const r = await settle(p, stop);
+        if (r.status === "aborted") {
+          this.#background(p.then((a) => (a.granted ? this.#releaseSetGrant(prefix, owner, a.locks) : undefined)));
+          lastUnknown = false;
+          break;
+        }
+        if (r.status === "ok") {
+          lastUnknown = false;
+          if (serverWaits) this.#setServerWait = true;
+          const a = r.value;
+          if (a.granted) {
+            const leases = a.locks.map(
+              (lock) => new Lease({ client: this, lock, ttlSeconds, t0: a.t0, marginMs: this.#marginMs, backoff: this.#backoff, keepAlive: false }),
+            );
+            const set = new LockSet({
+              calls: this.#setCalls, prefix, id: a.id, owner, ttlSeconds, leases,
+              marginMs: this.#marginMs, backoff: this.#backoff, keepAlive: options.keepAlive ?? true,
+            });
+            if (set.held) return set;
+            // The answer came after the leases' local deadline: give them back and try again.
+            this.#background(this.#releaseSetGrant(prefix, owner, a.locks));
+            last = set.signal.reason;
+          } else {
+            last = a.held;
+            if (!held) {
+              held = true;
+              if (roundSeconds() >= 1) continue;
+            }
+            if (serverWaits && performance.now() - started >= Math.min(wait * 1000, 1000)) {
+              attempt = 0; // the service did the waiting: ask again at once
+              continue;
+            }
+          }
+        } else {
+          const err = r.error;
+          if (serverWaits && (isNoRoute(err) || (err instanceof ValidationError && err.errors.some((f) => f.field === "wait_seconds")))) {
+            this.#setServerWait = false; // a service that does not wait for sets: poll with tries from now on
+            continue;
+          }
+          if (!retryable(err)) throw err;
+          last = err;
+          lastUnknown = outcomeUnknown(err);
+        }
+        if (waitMs === 0 || performance.now() >= end) break;
+        const delay = Math.min(this.#backoff.delay(attempt++, hint(last)), end - performance.now());
+        if (!(await sleep(delay, stop)) || performance.now() >= end) break;
+      }
+      if (lastUnknown && generated) {
+        // Nobody else uses this owner: end whatever leases it may have, name by name.
+        for (const name of names) this.#background(this.#cleanUp(name, owner));
+      }
+      if (signal?.aborted) throw signal.reason;
+      throw last ?? budget.signal.reason;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** One set request: a try to `POST /locksets/{prefix}`, or with `waitSeconds` a round to its `…/wait`. Not cancelled by the caller's signal, so a late grant is heard and released. */
+  async #setAttempt(
+    op: string, prefix: string, names: string[], owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined,
+  ): Promise<SetAttemptResult> {
+    const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds, names };
+    if (waitSeconds !== undefined) payload.wait_seconds = waitSeconds;
+    if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
+    const t0 = performance.now(); // before sending: no lease of the set can have started earlier
+    const path = `/locksets/${encode(prefix)}${waitSeconds !== undefined ? "/wait" : ""}`;
+    const ans = await this.#send(op, "POST", path, payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
+    const body = parseJSON(op, ans.text);
+    if (body.acquired === true) {
+      if (typeof body.set_id !== "string" || !Array.isArray(body.locks)) throw new UnexpectedAnswerError(`${op}: malformed answer: no set_id or locks`);
+      const locks = body.locks.map((l: unknown) => parseLock(op, l));
+      const got = new Set(locks.map((l) => l.resource));
+      if (locks.length !== names.length || names.some((n) => !got.has(n))) {
+        throw new UnexpectedAnswerError(`${op}: malformed answer: ${locks.length} locks for ${names.length} names`);
+      }
+      return { granted: true, id: body.set_id, locks, t0 };
+    }
+    if (body.acquired === false) {
+      if (typeof body.blocked_by !== "string") throw new UnexpectedAnswerError(`${op}: malformed answer: no blocked_by`);
+      const at = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+      const unreleased = Array.isArray(body.unreleased) ? body.unreleased.filter((n): n is string => typeof n === "string") : [];
+      return {
+        granted: false,
+        held: new LockSetHeldError(body.blocked_by, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")), unreleased),
+      };
+    }
+    throw new UnexpectedAnswerError(`${op}: malformed answer: no "acquired"`);
+  }
+
+  /** The clean-up release of a set's grant nobody will use: one request, temporary failures retried for up to {@link RELEASE_RETRY_TIMEOUT_MS}. */
+  async #releaseSetGrant(prefix: string, owner: string, locks: LockInfo[]): Promise<void> {
+    const signal = AbortSignal.timeout(RELEASE_RETRY_TIMEOUT_MS);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#setCalls.releaseSet(prefix, { owner, locks: locks.map((l) => ({ resource: l.resource, fencingToken: l.fencingToken })), signal });
+        return;
+      } catch (err) {
+        if (!retryable(err) || !(await sleep(this.#backoff.delay(attempt, hint(err)), signal))) return;
+      }
+    }
+  }
+
+  /** The set's renew and release, as a {@link LockSet} calls them. */
+  readonly #setCalls: SetCalls = {
+    renewSet: async (prefix, o) => {
+      const op = `renew lock set ${JSON.stringify(o.locks.map((l) => l.resource))}`;
+      const ans = await this.#send(op, "POST", `/locksets/${encode(prefix)}/renew`,
+        { owner: o.owner, ttl_seconds: o.ttlSeconds, locks: setLocks(o.locks) }, { signal: o.signal });
+      return setItems(op, parseJSON(op, ans.text), o.locks);
+    },
+    releaseSet: async (prefix, o) => {
+      const op = `release lock set ${JSON.stringify(o.locks.map((l) => l.resource))}`;
+      const ans = await this.#send(op, "DELETE", `/locksets/${encode(prefix)}`, { owner: o.owner, locks: setLocks(o.locks) }, { signal: o.signal });
+      if (ans.status === 204) return [];
+      return setItems(op, parseJSON(op, ans.text), o.locks);
+    },
+  };
+
   async #acquire(op: string, resource: string, options: TryAcquireOptions, waitMs: number, permits = 0): Promise<Lease> {
     checkResource(op, resource);
     const serverWaitKnown = () => (permits ? this.#semServerWait : this.#serverWait);
@@ -1023,6 +1266,12 @@ export function withSemaphore<T>(
   return (client ?? (envClient ??= Client.fromEnv())).withSemaphore(name, permits, fn, rest);
 }
 
+/** {@link Client.withLockSet} on `options.client`, or on a client from the environment (see {@link withLock}). */
+export function withLockSet<T>(names: string[], fn: LockSetFunction<T>, options: AcquireSetOptions & { client?: Client } = {}): Promise<T> {
+  const { client, ...rest } = options;
+  return (client ?? (envClient ??= Client.fromEnv())).withLockSet(names, fn, rest);
+}
+
 /** {@link Client.fromEnv} as a function: a client from `LOCKS_ENDPOINT`, `LOCKS_SIGV4` and `AWS_REGION`. */
 export function fromEnv(options?: FromEnvOptions): Client {
   return Client.fromEnv(options);
@@ -1041,6 +1290,60 @@ export function defaultOwner(): string {
 /** A permit as the {@link LockInfo} of its {@link Lease} (`resource` is the semaphore's name). */
 function permitAsLock(p: PermitInfo): LockInfo {
   return { resource: p.name, owner: p.owner, fencingToken: p.fencingToken, acquiredAt: p.acquiredAt, expiresAt: p.expiresAt, lockDelaySeconds: p.lockDelaySeconds };
+}
+
+/**
+ * A set's path prefix: `given`, or the names' longest common prefix (whole
+ * characters). Checks the names: 1 to {@link MAX_SET_NAMES}, each a lock
+ * name beginning with the prefix, none twice.
+ */
+function setPrefix(op: string, names: unknown, given: unknown): string {
+  if (!Array.isArray(names) || names.length < 1 || names.length > MAX_SET_NAMES) {
+    throw new RangeError(`${op}: names: want an array of 1 to ${MAX_SET_NAMES} lock names`);
+  }
+  for (const n of names) checkResource(op, n);
+  if (new Set(names).size !== names.length) throw new TypeError(`${op}: names: a name is given twice`);
+  let prefix: string;
+  if (given !== undefined) {
+    if (typeof given !== "string" || given === "") throw new TypeError(`${op}: prefix must be a non-empty string`);
+    prefix = given;
+  } else {
+    const chars = [...(names[0] as string)];
+    let n = chars.length;
+    for (const name of names.slice(1) as string[]) {
+      const other = [...name];
+      let i = 0;
+      while (i < n && i < other.length && chars[i] === other[i]) i++;
+      n = i;
+    }
+    prefix = chars.slice(0, n).join("");
+    if (prefix === "") throw new TypeError(`${op}: the names share no prefix: give one as \`prefix\` (each name must begin with it)`);
+  }
+  checkResource(op, prefix);
+  const outside = (names as string[]).find((n) => !n.startsWith(prefix));
+  if (outside !== undefined) throw new TypeError(`${op}: ${JSON.stringify(outside)} does not begin with the prefix ${JSON.stringify(prefix)}`);
+  return prefix;
+}
+
+/** The `locks` of a set's renew or release request. */
+function setLocks(locks: SetLock[]): Array<{ resource: string; fencing_token: number }> {
+  return locks.map((l) => ({ resource: l.resource, fencing_token: l.fencingToken }));
+}
+
+/** Each name's outcome of a set's renew or release answer (200). */
+function setItems(op: string, body: Record<string, unknown>, sent: SetLock[]): SetItem[] {
+  if (!Array.isArray(body.locks)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "locks"`);
+  const names = new Set(sent.map((l) => l.resource));
+  return body.locks.map((v: unknown): SetItem => {
+    const it = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>;
+    if (typeof it.resource !== "string" || !names.has(it.resource) || typeof it.ok !== "boolean") {
+      throw new UnexpectedAnswerError(`${op}: malformed answer: an item of "locks"`);
+    }
+    if (it.ok) return { resource: it.resource, ok: true, lock: it.lock === undefined ? undefined : parseLock(op, it.lock) };
+    const p = (typeof it.problem === "object" && it.problem !== null ? it.problem : {}) as Record<string, unknown>;
+    const status = typeof p.status === "number" ? p.status : 0;
+    return { resource: it.resource, ok: false, error: problemFromAnswer(`${op}: ${JSON.stringify(it.resource)}`, status, JSON.stringify(p), undefined) };
+  });
 }
 
 function checkPermits(op: string, permits: unknown): void {

@@ -3,6 +3,7 @@ export {
   LockClient,
   withLock,
   withSemaphore,
+  withLockSet,
   fromEnv,
   defaultOwner,
   DEFAULT_ENDPOINT,
@@ -23,6 +24,9 @@ export {
   type WithLockOptions,
   type LockedFunction,
   type PermitFunction,
+  type LockSetFunction,
+  type TryAcquireSetOptions,
+  type AcquireSetOptions,
   type ListOptions,
   type ForceReleaseOptions,
 } from "./client.js";
@@ -41,6 +45,7 @@ export type {
   SemaphoreWatchResult,
 } from "./types.js";
 export { Election, type Leader, type Observation, type CampaignOptions, type ObserveOptions } from "./election.js";
+export { LockSet, LockSetHeldError, LockSetError, MAX_SET_NAMES } from "./lockset.js";
 export { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, DELIVERY_ALLOWANCE_MS } from "./lease.js";
 export {
   SIGV4_SERVICE,

@@ -124,6 +124,19 @@ function retryAfter(err: unknown): number {
   return typeof ms === "number" ? ms : 0;
 }
 
+/**
+ * What a lock set ({@link LockSet}, lockset.ts) does to the leases of its
+ * names, which it renews and releases together: record a renewal, lose one,
+ * end one as released, and read when it was last renewed. Filled in by
+ * {@link Lease}'s static block; not exported by the package.
+ */
+export const leaseInternals = {} as {
+  extend(l: Lease, t0: number, lock: LockInfo): boolean;
+  lose(l: Lease, reason: Error): void;
+  endReleased(l: Lease): void;
+  renewedAt(l: Lease): number;
+};
+
 /** How a {@link Client} sets up a lease; not for direct use. */
 export interface LeaseSetup {
   client: LeaseCalls;
@@ -193,6 +206,15 @@ export class Lease implements AsyncDisposable {
   #settled = false;
   /** A permit's slot, for its lost-lease error; undefined for a lock. */
   readonly #slot: number | undefined;
+
+  static {
+    Object.assign(leaseInternals, {
+      extend: (l: Lease, t0: number, lock: LockInfo) => l.#extend(t0, lock),
+      lose: (l: Lease, reason: Error) => l.#lose(reason),
+      endReleased: (l: Lease) => l.#endReleased(),
+      renewedAt: (l: Lease) => l.#lastT0,
+    });
+  }
 
   /** Leases are made by {@link Client.acquire} and {@link Client.tryAcquire}, not directly. */
   constructor(setup: LeaseSetup) {
@@ -330,11 +352,7 @@ export class Lease implements AsyncDisposable {
       ka.stop.abort();
       await ka.done;
     }
-    if (!this.#ended) {
-      this.#ended = true;
-      clearTimeout(this.#watchdog);
-      this.#ac.abort(new LeaseReleasedError(this.resource));
-    }
+    this.#endReleased();
     try {
       await releaseRetrying(this.#client, this.resource, {
         owner: this.owner, fencingToken: this.fencingToken, signal: options.signal,
@@ -393,6 +411,14 @@ export class Lease implements AsyncDisposable {
       return;
     }
     this.#lose(new LeaseExpiredError());
+  }
+
+  /** Ends the lease as released (`signal`'s reason {@link LeaseReleasedError}) unless it has ended already. */
+  #endReleased(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearTimeout(this.#watchdog);
+    this.#ac.abort(new LeaseReleasedError(this.resource));
   }
 
   #lose(reason: Error): void {
