@@ -92,6 +92,14 @@ var (
 	// SemaphoreWaitThrottle bounds waiting semaphore acquires: at most
 	// 20 + 4 × 23 = 112 at once.
 	SemaphoreWaitThrottle = Throttle{Rate: 4, Burst: 20}
+	// RWQuickThrottle is each quick read/write lock route's: try-read,
+	// try-write, renew, release, status. Below QuickThrottle so that the
+	// 13 quick routes and the rest fit the account's bucket (9,607 of
+	// 10,000 requests/s: CheckAccountBucket).
+	RWQuickThrottle = Throttle{Rate: 300, Burst: 300}
+	// RWWaitThrottle bounds each of a read/write lock's waiting acquires
+	// (read and write): at most 5 + 1 × 23 = 28 at once.
+	RWWaitThrottle = Throttle{Rate: 1, Burst: 5}
 	// WatchThrottle bounds lock watches: at most 20 + 4 × 23 = 112 at once.
 	WatchThrottle = Throttle{Rate: 4, Burst: 20}
 	// SemaphoreWatchThrottle bounds semaphore watches: at most 5 + 1 × 23
@@ -115,7 +123,7 @@ var (
 
 // WaitingBound is how many executions the waiting routes' default
 // throttles let waiters and watchers hold at once: the sum of their Holds.
-const WaitingBound = 704
+const WaitingBound = 760
 
 // MinQuickRate is the least a quick route admits by default, requests/s.
 const MinQuickRate = 1000

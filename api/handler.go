@@ -120,7 +120,7 @@ func (h *Handler) SetStoreBudget(d time.Duration) { h.storeBudget = d }
 // at once. A "wait_seconds" above 0 or a "queue_ticket" is refused (422
 // naming it): waiting acquires go to AcquireWait's routes.
 func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, pick(&req, routeAcquire, routeSemAcquire)) // the acquire function serves both rows
+	return h.serve(ctx, &req, pick(&req, routeAcquire, routeSemAcquire, routeRWRead, routeRWWrite)) // the acquire function serves both rows
 }
 
 // AcquireWait serves the waiting acquires, POST /locks/{resource}/wait with
@@ -130,7 +130,7 @@ func (h *Handler) Acquire(ctx context.Context, req events.APIGatewayV2HTTPReques
 // store budget), and an optional "queue_ticket": the place in the lock's
 // queue an earlier round's answer gave; and POST /semaphores/{name}/wait.
 func (h *Handler) AcquireWait(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, pick(&req, routeAcquireWait, routeSemAcquireWait)) // the wait function serves both rows
+	return h.serve(ctx, &req, pick(&req, routeAcquireWait, routeSemAcquireWait, routeRWReadWait, routeRWWriteWait)) // the wait function serves both rows
 }
 
 // acquire is the route of Acquire (waits false) and of AcquireWait: parse,
@@ -202,7 +202,7 @@ func (h *Handler) checkWaiting(waits bool, wait int64, ticket string, try, wait2
 // Status serves GET /locks/{resource}: the live lease, or 404; and GET
 // /semaphores/{name}: N and the live permits.
 func (h *Handler) Status(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, pick(&req, routeStatus, routeSemStatus))
+	return h.serve(ctx, &req, pick(&req, routeStatus, routeSemStatus, routeRWStatus))
 }
 
 func (h *Handler) status(ctx context.Context, resource string) (result, error) {
@@ -217,7 +217,7 @@ func (h *Handler) status(ctx context.Context, resource string) (result, error) {
 // optional "fencing_token": 204, or 404/403/409; and DELETE
 // /semaphores/{name}, whose body also names the "slot".
 func (h *Handler) Release(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, pick(&req, routeRelease, routeSemRelease))
+	return h.serve(ctx, &req, pick(&req, routeRelease, routeSemRelease, routeRWRelease))
 }
 
 func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
@@ -242,7 +242,7 @@ func (h *Handler) release(ctx context.Context, req *events.APIGatewayV2HTTPReque
 // "ttl_seconds"} and an optional "fencing_token"; and POST
 // /semaphores/{name}/renew, whose body also names the "slot".
 func (h *Handler) Renew(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, pick(&req, routeRenew, routeSemRenew))
+	return h.serve(ctx, &req, pick(&req, routeRenew, routeSemRenew, routeRWRenew))
 }
 
 func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest, resource string) (result, error) {
@@ -370,6 +370,13 @@ const (
 	routeSetAcquireWait
 	routeSetRenew
 	routeSetRelease
+	routeRWRead
+	routeRWWrite
+	routeRWReadWait
+	routeRWWriteWait
+	routeRWStatus
+	routeRWRelease
+	routeRWRenew
 	routeCount
 )
 
@@ -421,6 +428,8 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.watch(ctx, req, resource)
 	case routeSetAcquire, routeSetAcquireWait, routeSetRenew, routeSetRelease:
 		res, err = h.serveLockSet(ctx, req, route, resource)
+	case routeRWRead, routeRWWrite, routeRWReadWait, routeRWWriteWait, routeRWStatus, routeRWRelease, routeRWRenew:
+		res, err = h.serveRW(ctx, req, route, resource)
 	default:
 		res, err = h.serveSemaphore(ctx, req, route, resource)
 	}

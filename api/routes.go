@@ -138,6 +138,23 @@ var Routes = []Route{
 		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemList},
 	{Name: "admin", Operation: "forceReleaseSemaphore", Admin: true, Method: "DELETE", Path: "/admin/semaphores/{name}",
 		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeSemForceRelease},
+	// Read/write locks: as the semaphore rows, on the function of each
+	// row's job; the mode is in the path, so an IAM policy can allow
+	// reading alone (docs/design.md#read-write-locks).
+	{Name: "acquire", Operation: "acquireRead", Method: "POST", Path: "/rwlocks/{name}/read", Timeout: RouteTimeout,
+		Throttle: RWQuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeRWRead},
+	{Name: "acquire", Operation: "acquireWrite", Method: "POST", Path: "/rwlocks/{name}/write", Timeout: RouteTimeout,
+		Throttle: RWQuickThrottle, Reserve: AcquireReserve, Handle: (*Handler).Acquire, id: routeRWWrite},
+	{Name: "wait", Operation: "acquireReadWait", Method: "POST", Path: "/rwlocks/{name}/read/wait", Timeout: WaitTimeout, Waits: true,
+		Throttle: RWWaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireWait, id: routeRWReadWait, perCall: true},
+	{Name: "wait", Operation: "acquireWriteWait", Method: "POST", Path: "/rwlocks/{name}/write/wait", Timeout: WaitTimeout, Waits: true,
+		Throttle: RWWaitThrottle, Reserve: WaitReserve, Handle: (*Handler).AcquireWait, id: routeRWWriteWait, perCall: true},
+	{Name: "status", Operation: "rwlockStatus", Method: "GET", Path: "/rwlocks/{name}", Timeout: RouteTimeout,
+		Throttle: RWQuickThrottle, Handle: (*Handler).Status, id: routeRWStatus},
+	{Name: "release", Operation: "releaseRWLock", Method: "DELETE", Path: "/rwlocks/{name}", Timeout: RouteTimeout,
+		Throttle: RWQuickThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release, id: routeRWRelease},
+	{Name: "renew", Operation: "renewRWLock", Method: "POST", Path: "/rwlocks/{name}/renew", Timeout: RouteTimeout,
+		Throttle: RWQuickThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew, id: routeRWRenew},
 	// Lock sets: several names per request, up to 2 × MaxSetNames writes,
 	// so functions and throttles of their own (docs/design.md#lock-sets).
 	{Name: "lockset", Operation: "acquireLockSet", Set: true, Method: "POST", Path: "/locksets/{prefix}", Timeout: LockSetTimeout,
@@ -206,11 +223,14 @@ func rowsOf(routes []Route) (out [routeCount]rowInfo) {
 	return out
 }
 
-// pick returns lock when the event's route key is not sem's: the route of
-// a function that serves a lock row and its semaphore twin.
-func pick(req *events.APIGatewayV2HTTPRequest, lock, sem int) int {
-	if req.RouteKey == rows[sem].key {
-		return sem
+// pick returns the row of others whose route key is the event's, else
+// lock: the route of a function that serves a lock row and its semaphore
+// and read/write lock twins.
+func pick(req *events.APIGatewayV2HTTPRequest, lock int, others ...int) int {
+	for _, r := range others {
+		if req.RouteKey == rows[r].key {
+			return r
+		}
 	}
 	return lock
 }

@@ -66,11 +66,14 @@ func TestPropsFromContext(t *testing.T) {
 			wantStack: DefaultStackName},
 		{name: "ThrottlesLoweredForASmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250",
 			"throttle": "acquire=300:300,acquireSemaphore=200:200,status=300:300,semaphoreStatus=200:200,release=300:300," +
-				"releaseSemaphore=200:200,renew=500:500,renewSemaphore=300:300"},
+				"releaseSemaphore=200:200,renew=500:500,renewSemaphore=300:300,acquireRead=20:20,acquireWrite=20:20," +
+				"rwlockStatus=20:20,releaseRWLock=20:20,renewRWLock=20:20"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir, AccountThrottle: api.Throttle{Rate: 2500, Burst: 1250},
 				Throttles: map[string]api.Throttle{"acquire": {Rate: 300, Burst: 300}, "acquireSemaphore": {Rate: 200, Burst: 200},
 					"status": {Rate: 300, Burst: 300}, "semaphoreStatus": {Rate: 200, Burst: 200}, "release": {Rate: 300, Burst: 300},
-					"releaseSemaphore": {Rate: 200, Burst: 200}, "renew": {Rate: 500, Burst: 500}, "renewSemaphore": {Rate: 300, Burst: 300}}},
+					"releaseSemaphore": {Rate: 200, Burst: 200}, "renew": {Rate: 500, Burst: 500}, "renewSemaphore": {Rate: 300, Burst: 300},
+					"acquireRead": {Rate: 20, Burst: 20}, "acquireWrite": {Rate: 20, Burst: 20}, "rwlockStatus": {Rate: 20, Burst: 20},
+					"releaseRWLock": {Rate: 20, Burst: 20}, "renewRWLock": {Rate: 20, Burst: 20}}},
 			wantStack: DefaultStackName},
 		{name: "ReserveFalse", ctx: map[string]any{"reserve": "false"},
 			want: LockServiceStackProps{AssetDir: DefaultAssetDir}, wantStack: DefaultStackName},
@@ -97,7 +100,7 @@ func TestPropsFromContext(t *testing.T) {
 		{name: "ErrThrottleBurst", ctx: map[string]any{"throttle": "status=10:0"}, wantErr: `burst "0"`},
 		{name: "ErrThrottleAdminWithoutAdmins", ctx: map[string]any{"throttle": "listLocks=1:1"}, wantErr: `throttle for "listLocks": the stack deploys no route`},
 		{name: "ErrThrottlesAboveAccount", ctx: map[string]any{"throttle": "status=3000:3000"},
-			wantErr: "add up to 10085 requests/s, above the account's API Gateway limit of 10000"},
+			wantErr: "add up to 11587 requests/s, above the account's API Gateway limit of 10000"},
 		{name: "ErrBurstAboveAccount", ctx: map[string]any{"throttle": "renew=100:6000"}, wantErr: "burst 6000 is above the account's API Gateway burst of 5000"},
 		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "limit of 2500 requests/s"},
 		{name: "ErrAccountThrottleSyntax", ctx: map[string]any{"accountThrottle": "10000"}, wantErr: "accountThrottle"},
@@ -290,10 +293,10 @@ func TestDeployedRoutes(t *testing.T) {
 					lock++
 				}
 			}
-			// 6 lock routes and their 6 semaphore rows, 4 lock set rows;
-			// 2 + 2 admin rows.
-			if lock != 16 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
-				t.Errorf("got %d lock and %d admin routes, want 16 and %v", lock, admin, tt.wantAdmin)
+			// 6 lock routes and their 6 semaphore rows, 4 lock set rows,
+			// 7 read/write lock rows; 2 + 2 admin rows.
+			if lock != 23 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
+				t.Errorf("got %d lock and %d admin routes, want 23 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}

@@ -48,6 +48,15 @@ var wantThrottle = map[string]api.Throttle{
 	"GET /semaphores/{name}/watch":    {Rate: 1, Burst: 5},
 	"GET /admin/semaphores":           {Rate: 5, Burst: 10},
 	"DELETE /admin/semaphores/{name}": {Rate: 5, Burst: 10},
+	// The read/write lock rows: a lower quick rate (RWQuickThrottle), so
+	// that all quick routes fit the account's bucket.
+	"POST /rwlocks/{name}/read":       {Rate: 300, Burst: 300},
+	"POST /rwlocks/{name}/write":      {Rate: 300, Burst: 300},
+	"POST /rwlocks/{name}/read/wait":  {Rate: 1, Burst: 5},
+	"POST /rwlocks/{name}/write/wait": {Rate: 1, Burst: 5},
+	"GET /rwlocks/{name}":             {Rate: 300, Burst: 300},
+	"DELETE /rwlocks/{name}":          {Rate: 300, Burst: 300},
+	"POST /rwlocks/{name}/renew":      {Rate: 300, Burst: 300},
 	// The lock set rows: up to 50 writes a request, a few a second.
 	"POST /locksets/{prefix}":       {Rate: 20, Burst: 40},
 	"POST /locksets/{prefix}/wait":  {Rate: 1, Burst: 4},
@@ -58,7 +67,7 @@ var wantThrottle = map[string]api.Throttle{
 // tunedThrottle is the tuned variant's -c throttle: these routes' settings
 // replace the table's.
 var tunedThrottle = map[string]api.Throttle{
-	"POST /locks/{resource}":      {Rate: 2000, Burst: 2000},
+	"POST /locks/{resource}":      {Rate: 1300, Burst: 1300},
 	"POST /locks/{resource}/wait": {Rate: 30, Burst: 150},
 }
 
@@ -187,7 +196,7 @@ func synthAll() (apps map[string][]*synthesized, err error) {
 		multi3: {"assetDir": assets, "regions": "eu-west-1, eu-west-2, eu-west-3", "destroy": "true"},
 		admin:  {"assetDir": assets, "admins": testAdmins, "reserve": "true"},
 		tuned: {"assetDir": assets, "reserve": "true", "reserveAcquire": "60", "reserveWait": "80", "reserveRenew": "30", "reserveRelease": "15",
-			"throttle": "acquire=2000:2000,acquireWait=30:150"},
+			"throttle": "acquire=1300:1300,acquireWait=30:150"},
 	}
 	apps = map[string][]*synthesized{}
 	for variant, ctx := range contexts {
@@ -931,7 +940,7 @@ func TestRouteThrottles(t *testing.T) {
 			renew := settings["POST /locks/{resource}/renew"].(map[string]any)["ThrottlingRateLimit"].(float64)
 			for _, r := range s.routes {
 				rate := settings[r.Key()].(map[string]any)["ThrottlingRateLimit"].(float64)
-				if r.Quick() && rate < 1000 {
+				if r.Quick() && rate < 1000 && r.Throttle != api.RWQuickThrottle {
 					t.Errorf("quick route %s: rate %g, want 1,000 or more", r.Key(), rate)
 				}
 				if r.Waits && rate >= renew {
@@ -1031,6 +1040,8 @@ func checkOutputs(t *testing.T, s *synthesized) {
 		"API_ID/*/GET/locks/*", "API_ID/*/DELETE/locks/*", "API_ID/*/POST/locks/*/renew", "API_ID/*/GET/locks/*/watch",
 		"API_ID/*/POST/semaphores/*", "API_ID/*/POST/semaphores/*/wait", "API_ID/*/GET/semaphores/*", "API_ID/*/DELETE/semaphores/*",
 		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch",
+		"API_ID/*/POST/rwlocks/*/read", "API_ID/*/POST/rwlocks/*/write", "API_ID/*/POST/rwlocks/*/read/wait",
+		"API_ID/*/POST/rwlocks/*/write/wait", "API_ID/*/GET/rwlocks/*", "API_ID/*/DELETE/rwlocks/*", "API_ID/*/POST/rwlocks/*/renew",
 		"API_ID/*/POST/locksets/*", "API_ID/*/POST/locksets/*/wait", "API_ID/*/POST/locksets/*/renew", "API_ID/*/DELETE/locksets/*"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",

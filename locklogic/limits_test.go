@@ -610,7 +610,7 @@ func limitsCases() []limitsCase {
 			_, _ = s.ListSemaphores(ctx, ListRequest{Prefix: limitsResource}, Budget{})
 		}},
 	}
-	return cases
+	return append(cases, rwLimitsCases()...)
 }
 
 // limitsRow is one expression's measure.

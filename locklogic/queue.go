@@ -69,6 +69,10 @@ const (
 	// entryJoined is when the waiter joined (epoch ms), for the admin
 	// listings; two bytes of name keep an entry within its 150 bytes.
 	entryJoined = "at"
+	// entryKind is a read/write lock's writer entry's kind, entryWriter;
+	// absent on a reader's (and on every lock's and semaphore's) entry.
+	entryKind   = "k"
+	entryWriter = "w"
 )
 
 // ValidateQueueTicket checks an optional queue ticket sent back by a
@@ -90,6 +94,7 @@ type entry struct {
 	id, owner, principal string
 	until                int64 // epoch ms: the place lapses then
 	joined               int64 // epoch ms: when it joined (0: unknown, an entry of an older service)
+	writer               bool  // a read/write lock's writer (entryKind)
 }
 
 // view is what a waiter knows of the lock's item.
@@ -116,7 +121,7 @@ func newView(item map[string]types.AttributeValue, consistent bool) *view {
 		until, _ := n(m.Value, entryUntil)
 		joined, _ := n(m.Value, entryJoined)
 		v.queue = append(v.queue, entry{id: str(m.Value, entryID), owner: str(m.Value, AttrOwner),
-			principal: str(m.Value, AttrPrincipal), until: until, joined: joined})
+			principal: str(m.Value, AttrPrincipal), until: until, joined: joined, writer: str(m.Value, entryKind) == entryWriter})
 	}
 	return v
 }
@@ -282,6 +287,8 @@ type waiter struct {
 	waitSeconds int64
 	// ticket is the queue_ticket the round brought back ("" for none).
 	ticket string
+	// writer marks a read/write lock's writer: its entry has entryKind.
+	writer bool
 }
 
 // queueJoin appends the caller's entry with ticket, lapsing at untilMs, to
@@ -300,6 +307,9 @@ func (s *Service) queueJoin(ctx context.Context, w *waiter, b Budget, v *view, t
 	}
 	if w.caller.Principal != "" {
 		m[AttrPrincipal] = &types.AttributeValueMemberS{Value: w.caller.Principal}
+	}
+	if w.writer {
+		m[entryKind] = &types.AttributeValueMemberS{Value: entryWriter}
 	}
 	values := map[string]types.AttributeValue{
 		":qe":  &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: m}}},
@@ -533,6 +543,9 @@ type QueueEntry struct {
 	JoinedAt time.Time
 	// Until is when its place lapses unless its next round keeps it.
 	Until time.Time
+	// Writer marks a read/write lock's writer (its readers' entries and
+	// every other kind's are false).
+	Writer bool
 }
 
 // queueEntries returns the places of item's queue that have not lapsed at
@@ -543,7 +556,7 @@ func queueEntries(item map[string]types.AttributeValue, now time.Time) []QueueEn
 		if e.until <= now.UnixMilli() {
 			continue
 		}
-		q := QueueEntry{Owner: e.owner, Principal: e.principal, Until: time.UnixMilli(e.until).UTC()}
+		q := QueueEntry{Owner: e.owner, Principal: e.principal, Until: time.UnixMilli(e.until).UTC(), Writer: e.writer}
 		if e.joined > 0 {
 			q.JoinedAt = time.UnixMilli(e.joined).UTC()
 		}

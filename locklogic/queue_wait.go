@@ -255,6 +255,11 @@ type queueTarget interface {
 	// peek reads the item with an eventually consistent GetItem: what the
 	// waiter needs to judge it, and the queue.
 	peek(ctx context.Context, b Budget) (*view, error)
+	// front reports whether the waiter at place i of v's queue may take
+	// the item as the head does (take with its ticket): the head alone,
+	// but for a read/write lock's readers, each of which ahead of the first
+	// writer may (the head's batch).
+	front(v *view, i int) bool
 }
 
 // fairOutcome is how a fair wait ended.
@@ -512,7 +517,7 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 		}
 		extended = true
 		d := seenPace.see(i, now)
-		if i > 0 {
+		if !t.front(v, i) {
 			// Behind the head: at its tier's pace, jittered so that waiters
 			// spread out; faster when the queue moves, then exactly at half
 			// its expected wait, as a jittered read could come after it
@@ -631,6 +636,8 @@ func (l *lockTarget) own(item map[string]types.AttributeValue, now time.Time) bo
 func (l *lockTarget) peek(ctx context.Context, b Budget) (*view, error) {
 	return l.s.queuePeek(ctx, l.req.Resource, b)
 }
+
+func (l *lockTarget) front(_ *view, i int) bool { return i == 0 }
 
 // waitFairLock is the wait of AcquireWait with FairWaiting, after a first
 // attempt answered held; old is the item that attempt met, when the store

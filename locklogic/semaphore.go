@@ -365,6 +365,8 @@ func (t *semTarget) peek(ctx context.Context, b Budget) (*view, error) {
 	return newView(item, false), nil
 }
 
+func (t *semTarget) front(_ *view, i int) bool { return i == 0 }
+
 // semRead reads semaphore name with one strongly consistent GetItem under
 // b.
 func (s *Service) semRead(ctx context.Context, name string, b Budget) (map[string]types.AttributeValue, error) {
