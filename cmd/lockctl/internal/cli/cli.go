@@ -363,3 +363,22 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
+
+// lockFlag defines --lock, repeated: one name of a lock set each.
+func (fs *flagSet) lockFlag() *[]string {
+	names := new([]string)
+	fs.Var((*stringList)(names), "lock", "a `NAME` of the lock set to take, all names or none; once per name (names may contain , and =)")
+	return names
+}
+
+// stringList is a flag.Value that each use of the flag appends to, as
+// given: no splitting, since names may contain "," and "=".
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+// Set appends v.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
