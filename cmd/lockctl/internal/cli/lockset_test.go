@@ -183,11 +183,13 @@ func TestRunSetUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"NameWithoutLockFlag", []string{"run", "--lock", "a", "b", "--", "true"}, `with --lock the command follows "--": got "b"`},
-		{"CommandWithoutDashes", []string{"run", "--lock", "a", "true"}, `with --lock the command follows "--": got "true"`},
+		{"NameWithoutLockFlag", []string{"run", "--lock", "a", "b", "--", "true"}, `every name takes its own --lock and a command follows "--": got "b"`},
+		{"CommandWithoutDashes", []string{"run", "--lock", "a", "true"}, `every name takes its own --lock and a command follows "--": got "true"`},
 		{"ResourceAndLock", []string{"run", "a", "--lock", "b", "--", "true"}, `RESOURCE "a" and --lock`},
 		{"Permits", []string{"run", "--lock", "a", "-n", "2", "--", "true"}, "-n and --lock do not go together"},
 		{"SetPrefixAlone", []string{"run", "a", "--set-prefix", "a", "--", "true"}, "--set-prefix needs --lock"},
+		{"AcquireNameWithoutLockFlag", []string{"acquire", "--lock", "a", "b"}, `every name takes its own --lock`},
+		{"AcquireResourceAndLock", []string{"acquire", "a", "--lock", "b"}, `RESOURCE "a" and --lock`},
 		{"NoCommand", []string{"run", "--lock", "a", "--lock", "b"}, "missing the command to run: lockctl run --lock NAME"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,5 +199,52 @@ func TestRunSetUsage(t *testing.T) {
 				t.Errorf("got exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, cli.ExitUsage, tt.want)
 			}
 		})
+	}
+}
+
+// TestAcquireSet: `acquire --lock A --lock B` holds both names for one
+// owner and prints them with the set's id; each is released with
+// `release NAME`; a held name refuses the whole set (exit 75, nothing held).
+func TestAcquireSet(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := uniqueName(t)
+	a, b, x := base+":a", base+":b", base+":x"
+	code, stdout, stderr := lockctl(t, srv.URL, "acquire", "--lock", b, "--lock", a, "--owner", "w-acq")
+	if code != 0 {
+		t.Fatalf("exit code: got %d, want 0; stderr %q", code, stderr)
+	}
+	var got struct {
+		SetID string        `json:"set_id"`
+		Owner string        `json:"owner"`
+		Locks []client.Lock `json:"locks"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	if got.SetID == "" || got.Owner != "w-acq" || len(got.Locks) != 2 || got.Locks[0].Resource != a || got.Locks[1].Resource != b {
+		t.Fatalf("got %+v, want a set id, owner w-acq and %q then %q", got, a, b)
+	}
+	for _, l := range got.Locks {
+		s, err := c.Status(context.Background(), l.Resource)
+		if err != nil || s.Owner != "w-acq" || s.FencingToken != l.FencingToken {
+			t.Errorf("status of %q: got %+v (%v), want w-acq with token %d", l.Resource, s, err, l.FencingToken)
+		}
+	}
+	// b is held: a set of x and b takes nothing.
+	code, stdout, stderr = lockctl(t, srv.URL, "acquire", "--lock", x, "--lock", b)
+	if code != cli.ExitHeld || stdout != "" || !strings.Contains(stderr, strconv.Quote(b)+" is held by another owner") {
+		t.Errorf("acquire of a set with a held name: exit %d, stdout %q, stderr %q; want %d naming %q", code, stdout, stderr, cli.ExitHeld, b)
+	}
+	wantFree(t, srv.URL, x)
+	for _, l := range got.Locks {
+		if code, _, stderr := lockctl(t, srv.URL, "release", l.Resource, "--owner", "w-acq", "--token", strconv.FormatInt(l.FencingToken, 10)); code != 0 {
+			t.Errorf("release %q: exit %d; stderr %q", l.Resource, code, stderr)
+		}
+		wantFree(t, srv.URL, l.Resource)
 	}
 }

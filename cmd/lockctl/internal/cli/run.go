@@ -55,6 +55,17 @@ the group is killed (SIGKILL). A SIGSTOP sent to lockctl alone does not
 stop CMD, which runs on unrenewed: stop lockctl with SIGTSTP, and fence
 the writes with LOCK_FENCING_TOKEN.
 
+With --lock NAME, once per name and no RESOURCE, lockctl takes a lock set:
+every name or none, each with its own lease and token, waiting holding
+nothing. The command follows "--" (required: no word can be taken for a
+name), and gets LOCK_OWNER, LOCK_SET_ID, LOCK_COUNT, LOCK_NAME_1,
+LOCK_FENCING_TOKEN_1, LOCK_NAME_2, ... in the set's name order (byte order),
+and LOCKS_JSON ([{"resource", "fencing_token"}, ...]); names may contain
+"," and "=". A set of one name also gets LOCK_RESOURCE and
+LOCK_FENCING_TOKEN. Everything above holds for the set as for one lease:
+the loss of any name is the loss of the set, and its local deadline is the
+earliest of its names'.
+
 When the lock is held by another owner, lockctl exits 75 and says so on
 stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
 success, like flock -n -E 0.`
@@ -289,7 +300,7 @@ func parseRun(fs *flagSet, args []string, locks *[]string) ([]string, []string, 
 	}
 	rest := fs.Args()
 	if len(rest) > 0 && (len(rest) == len(args) || args[len(args)-len(rest)-1] != "--") {
-		return nil, nil, &usageError{fmt.Sprintf("with --lock the command follows \"--\": got %q before it (every name of the set takes its own --lock)", rest[0])}
+		return nil, nil, &usageError{fmt.Sprintf("with --lock, every name takes its own --lock and a command follows \"--\": got %q", rest[0])}
 	}
 	return *locks, rest, nil
 }
