@@ -22,6 +22,9 @@ type AdminLock struct {
 	Principal string `json:"principal,omitempty"`
 	// Queue is the lock's waiters in queue order, in a listing only.
 	Queue []QueueEntry `json:"queue,omitempty"`
+	// SetID is the lock set whose request granted the lease (Set.ID),
+	// "" for a lease of its own.
+	SetID string `json:"set_id,omitempty"`
 }
 
 // QueueEntry is a waiter's place in a queue, as the listings show it.

@@ -179,6 +179,9 @@ func (c *Client) AcquireSet(ctx context.Context, names []string, owner string, t
 			return s, nil
 		case errors.Is(err, ErrHeld):
 			held, last = true, err
+		case ctx.Err() != nil && last != nil:
+			// The wait ran out with this attempt in flight: the last
+			// answer (held) stands, as Acquire's does.
 		case !retryable(err):
 			return nil, err
 		default:

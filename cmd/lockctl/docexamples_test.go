@@ -22,10 +22,12 @@ var (
 	// commentRE matches a shell comment.
 	commentRE = regexp.MustCompile(`(?m)(^|\s)#.*$`)
 	// What differs from run to run in lockctl's output: times, fencing
-	// tokens (microsecond-based, so 13+ digits) and generated owners.
+	// tokens (microsecond-based, so 13+ digits), generated owners and lock
+	// set ids.
 	timeRE  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	tokenRE = regexp.MustCompile(`\b\d{13,}\b`)
 	ownerRE = regexp.MustCompile(`[^\s"]+:\d+:[0-9a-f]{16}`)
+	setIDRE = regexp.MustCompile(`\bset-[0-9a-z]+\b`)
 )
 
 // docBlocks returns the fenced blocks of the documents whose examples the
@@ -67,6 +69,7 @@ func callsLockctl(b doccheck.Block) bool {
 func normalize(s string) string {
 	s = timeRE.ReplaceAllString(s, "<time>")
 	s = ownerRE.ReplaceAllString(s, "<owner>")
+	s = setIDRE.ReplaceAllString(s, "<set>")
 	return tokenRE.ReplaceAllString(s, "<token>")
 }
 

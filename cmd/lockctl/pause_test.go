@@ -37,8 +37,11 @@ func TestPause(t *testing.T) {
 		t.Fatalf("go build testdata/worker: %v\n%s", err, out)
 	}
 	t.Run("CtrlZPastLease", func(t *testing.T) { t.Parallel(); testCtrlZPastLease(t, bin, self) })
-	t.Run("KilledBeforeServiceExpiry", func(t *testing.T) { t.Parallel(); testKilledBeforeExpiry(t, bin, self) })
-	t.Run("ExitsWhenServiceHolds", func(t *testing.T) { t.Parallel(); testExitsWhenServiceHolds(t, bin, self) })
+	t.Run("KilledBeforeServiceExpiry", func(t *testing.T) { t.Parallel(); testKilledBeforeExpiry(t, bin, self, false) })
+	t.Run("ExitsWhenServiceHolds", func(t *testing.T) { t.Parallel(); testExitsWhenServiceHolds(t, bin, self, false) })
+	// A lock set under the same rules: its deadline is its names' earliest.
+	t.Run("SetKilledBeforeServiceExpiry", func(t *testing.T) { t.Parallel(); testKilledBeforeExpiry(t, bin, self, true) })
+	t.Run("SetExitsWhenServiceHolds", func(t *testing.T) { t.Parallel(); testExitsWhenServiceHolds(t, bin, self, true) })
 }
 
 // rounds runs round(0) … round(n-1), batch at a time, each in a goroutine
@@ -256,22 +259,51 @@ func front(tb testing.TB, target, mode string) string {
 }
 
 // expiresAt returns when the service's lease on name ends, by its clock
-// (the real one here).
-func expiresAt(c *client.Client, name string) (time.Time, error) {
-	l, err := c.Status(context.Background(), name)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("status of %q: %w", name, err)
+// (the real one here); with set, the earliest end of the set's names
+// (setNames).
+func expiresAt(c *client.Client, name string, set bool) (time.Time, error) {
+	names := []string{name}
+	if set {
+		names = setNames(name)
 	}
-	return l.ExpiresAt, nil
+	var end time.Time
+	for _, n := range names {
+		l, err := c.Status(context.Background(), n)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("status of %q: %w", n, err)
+		}
+		if end.IsZero() || l.ExpiresAt.Before(end) {
+			end = l.ExpiresAt
+		}
+	}
+	return end, nil
+}
+
+// setNames are the names of the lock set the pause tests take for name.
+func setNames(name string) []string { return []string{name + ":a", name + ":b", name + ":c"} }
+
+// runArgs are lockctl's arguments to run under name (with set, the lock
+// set setNames(name)), then more.
+func runArgs(name string, set bool, more ...string) []string {
+	if !set {
+		return append([]string{"run", name}, more...)
+	}
+	args := []string{"run"}
+	for _, n := range setNames(name) {
+		args = append(args, "--lock", n)
+	}
+	return append(args, more...)
 }
 
 // testKilledBeforeExpiry: when no renewal gets through, a command that
 // traps SIGTERM is dead before the service's lease ends: when lockctl
 // runs all along, and when lockctl itself was stopped (SIGSTOP, alone)
 // past its local deadline and continued before the lease's end, when
-// SIGKILL must not wait a whole --grace after the late loss. 5 rounds each
+// SIGKILL must not wait a whole --grace after the late loss. With set, a
+// lock set of three names whose renewals fail, killed before the earliest
+// of their ends. 5 rounds each
 // at once; the figures are the command's death relative to expires_at.
-func testKilledBeforeExpiry(t *testing.T, bin, self string) {
+func testKilledBeforeExpiry(t *testing.T, bin, self string, set bool) {
 	srv := testenv.Start(t, testenv.Options{})
 	c, err := client.New(srv.URL)
 	if err != nil {
@@ -292,12 +324,12 @@ func testKilledBeforeExpiry(t *testing.T, bin, self string) {
 				name := fmt.Sprintf("%s-%d", uniqueName(t), i)
 				// Local deadline 1.7 s after the grant's request; SIGKILL
 				// due 2.7 s after it; the service's lease ends 3 s after.
-				p, pid, err := startWorker(t, bin, self, url, nil, "run", name, "--ttl", "3", "--grace", "1")
+				p, pid, err := startWorker(t, bin, self, url, nil, runArgs(name, set, "--ttl", "3", "--grace", "1")...)
 				if err != nil {
 					return err
 				}
 				exited := testenv.Exited(pid)
-				expiry, err := expiresAt(c, name)
+				expiry, err := expiresAt(c, name, set)
 				if err != nil {
 					return err
 				}
@@ -345,7 +377,7 @@ func testKilledBeforeExpiry(t *testing.T, bin, self string) {
 // the lease's end at the service, whether the lease was lost (the command
 // traps SIGTERM and is killed) or the command ended by itself. 5 rounds
 // each at once.
-func testExitsWhenServiceHolds(t *testing.T, bin, self string) {
+func testExitsWhenServiceHolds(t *testing.T, bin, self string, set bool) {
 	srv := testenv.Start(t, testenv.Options{})
 	c, err := client.New(srv.URL)
 	if err != nil {
@@ -364,11 +396,11 @@ func testExitsWhenServiceHolds(t *testing.T, bin, self string) {
 			var exits []time.Duration // exit − expires_at
 			rounds(t, 5, 5, func(i int) error {
 				name := fmt.Sprintf("%s-%d", uniqueName(t), i)
-				p, _, err := startWorker(t, bin, self, url, []string{"WORKER_STEPS=" + tc.steps}, "run", name, "--ttl", "3", "--grace", "1")
+				p, _, err := startWorker(t, bin, self, url, []string{"WORKER_STEPS=" + tc.steps}, runArgs(name, set, "--ttl", "3", "--grace", "1")...)
 				if err != nil {
 					return err
 				}
-				expiry, err := expiresAt(c, name)
+				expiry, err := expiresAt(c, name, set)
 				if err != nil {
 					return err
 				}

@@ -21,6 +21,12 @@ one of them and prints the permit, with its "slot" (renew and release it
 with --slot). Every acquirer must give the same N; another is refused
 (exit 4). A full semaphore exits 75 as a held lock does.
 
+With --lock NAME, once per name (and no RESOURCE), lockctl takes a lock
+set: every name or none, for one owner, each name with its own lease and
+fencing token. It prints {"set_id", "owner", "locks": [...]}, the leases in
+the set's name order (byte order). Renew or release the names one at a
+time with 'lockctl renew' and 'lockctl release' and the owner printed.
+
 If --wait runs out while a request is in flight and the service grants it
 after all, lockctl releases that lease before it exits.`
 
@@ -33,7 +39,23 @@ func acquireCmd(args []string, env Env) int {
 	lockDelay := fs.lockDelayFlag()
 	permits := fs.permitsFlag()
 	held := fs.heldFlags()
-	resource, err := parseOnly(fs, args)
+	locks := fs.lockFlag()
+	setPrefix := fs.String("set-prefix", "", "with --lock: the lock set's path `prefix`, which every name must begin with (default: the names' longest common prefix)")
+	names, rest, err := parseRun(fs, args, locks)
+	if err == nil && len(rest) > 0 {
+		err = &usageError{fmt.Sprintf("unexpected arguments: %q", rest)}
+	}
+	var resource string
+	if err == nil {
+		resource = names[0]
+	}
+	set := len(*locks) > 0
+	if err == nil && set && *permits > 0 {
+		err = &usageError{"-n and --lock do not go together: a lock set's names are locks"}
+	}
+	if err == nil && !set && isSet(fs.FlagSet, "set-prefix") {
+		err = &usageError{"--set-prefix needs --lock"}
+	}
 	if err == nil {
 		err = checkTTL(*ttl)
 	}
@@ -50,7 +72,24 @@ func acquireCmd(args []string, env Env) int {
 	if err != nil {
 		return parseFailed(fs, env, err)
 	}
+	if *setPrefix != "" {
+		opts = append(opts, client.WithSetPrefix(*setPrefix))
+	}
 	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
+		if set {
+			s, err := takeSet(ctx, c, *locks, *owner, *ttl, *wait, opts)
+			if errors.Is(err, client.ErrHeld) {
+				h := &heldError{err: heldCause(err), opt: held}
+				if *wait > 0 {
+					h.msg = fmt.Sprintf("%v; gave up after waiting %s (--wait)", heldCause(err), *wait)
+				}
+				return nil, h
+			}
+			if err != nil {
+				return nil, err
+			}
+			return setInfo(s), nil
+		}
 		if *permits > 0 {
 			p, err := takePermit(ctx, c, resource, *permits, *owner, *ttl, *wait, opts)
 			if errors.Is(err, client.ErrFull) {
@@ -78,4 +117,20 @@ func acquireCmd(args []string, env Env) int {
 		}
 		return lease.Lock(), nil
 	})
+}
+
+// setJSON is a lock set as `acquire --lock` prints it.
+type setJSON struct {
+	SetID string        `json:"set_id"`
+	Owner string        `json:"owner"`
+	Locks []client.Lock `json:"locks"`
+}
+
+// setInfo is s as `acquire --lock` prints it.
+func setInfo(s *client.Set) setJSON {
+	out := setJSON{SetID: s.ID(), Owner: s.Owner()}
+	for _, l := range s.Leases() {
+		out.Locks = append(out.Locks, l.Lock())
+	}
+	return out
 }

@@ -171,3 +171,13 @@ func (e *heldError) Unwrap() error { return e.err }
 func printJSON(w io.Writer, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// takeSet takes every one of names, all or none, as take takes a lock.
+func takeSet(ctx context.Context, c *client.Client, names []string, owner string, ttl, wait time.Duration, opts []client.AcquireOption) (*client.Set, error) {
+	if wait <= 0 {
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		return c.TryAcquireSet(ctx, names, owner, ttl, opts...)
+	}
+	return c.AcquireSet(ctx, names, owner, ttl, append(opts, client.WithWait(wait))...)
+}

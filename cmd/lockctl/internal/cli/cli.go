@@ -66,16 +66,16 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{name: "acquire", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--lock-delay 0] [-E CODE] [-q]",
-			summary: "take the lock (-n: one of N permits) and print the lease as JSON", help: acquireHelp, run: acquireCmd},
+		{name: "acquire", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--lock-delay 0] [-E CODE] [-q], or --lock NAME [--lock NAME...] [--set-prefix P] [flags]",
+			summary: "take the lock (-n: one of N permits; --lock: a lock set) and print the lease as JSON", help: acquireHelp, run: acquireCmd},
 		{name: "status", synopsis: "RESOURCE [-s]",
 			summary: "print the live lease (-s: the semaphore's permits) as JSON", help: statusHelp, run: statusCmd},
 		{name: "renew", synopsis: "RESOURCE --owner X [--slot K] [--ttl 30] [--token N]",
 			summary: "extend the live lease (--slot: the permit) and print it as JSON", help: renewHelp, run: renewCmd},
 		{name: "release", synopsis: "RESOURCE --owner X [--slot K] [--token N]",
 			summary: "end the live lease (--slot: the permit)", help: releaseHelp, run: releaseCmd},
-		{name: "run", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...]",
-			summary: "run CMD while holding the lock (-n: one of N permits)", help: runHelp, run: runCmd},
+		{name: "run", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] [-E CODE] [-q] -- CMD [ARGS...], or --lock NAME [--lock NAME...] [--set-prefix P] [flags] -- CMD [ARGS...]",
+			summary: "run CMD while holding the lock (-n: one of N permits; --lock: a lock set)", help: runHelp, run: runCmd},
 		{name: "elect", synopsis: "NAME [--once] [--ttl 30] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] -- CMD [ARGS...]",
 			summary: "run CMD only while leading the election NAME; campaign again after a loss", help: electHelp, run: electCmd},
 		{name: "watch", synopsis: "NAME",
@@ -362,4 +362,23 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// lockFlag defines --lock, repeated: one name of a lock set each.
+func (fs *flagSet) lockFlag() *[]string {
+	names := new([]string)
+	fs.Var((*stringList)(names), "lock", "a `NAME` of the lock set to take, all names or none; once per name (names may contain , and =)")
+	return names
+}
+
+// stringList is a flag.Value that each use of the flag appends to, as
+// given: no splitting, since names may contain "," and "=".
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+// Set appends v.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

@@ -10,7 +10,8 @@
 // Each command has its own file (acquire.go, status.go, renew.go,
 // release.go, ls.go, forcerelease.go, version.go, run.go, elect.go,
 // watch.go); the process supervision of run and elect is in run_unix.go
-// (run_other.go refuses it elsewhere).
+// (run_other.go refuses it elsewhere), over a hold (hold.go): one lease, or
+// a lock set's leases (run --lock), under the same rules.
 //
 // # Leases nobody heard of
 //

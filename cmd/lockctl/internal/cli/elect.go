@@ -68,8 +68,12 @@ func electCmd(args []string, env Env) int {
 
 	doing := fmt.Sprintf("campaigning for %q", name)
 	for {
-		lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (*client.Lease, error) {
-			return client.NewElection(c, name).Campaign(ctx, opts...)
+		lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (hold, error) {
+			l, err := client.NewElection(c, name).Campaign(ctx, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return leaseHold{l}, nil
 		}, sigc, env)
 		if err != nil {
 			return failed(env, err)

@@ -55,6 +55,17 @@ the group is killed (SIGKILL). A SIGSTOP sent to lockctl alone does not
 stop CMD, which runs on unrenewed: stop lockctl with SIGTSTP, and fence
 the writes with LOCK_FENCING_TOKEN.
 
+With --lock NAME, once per name and no RESOURCE, lockctl takes a lock set:
+every name or none, each with its own lease and token, waiting holding
+nothing. The command follows "--" (required: no word can be taken for a
+name), and gets LOCK_OWNER, LOCK_SET_ID, LOCK_COUNT, LOCK_NAME_1,
+LOCK_FENCING_TOKEN_1, LOCK_NAME_2, ... in the set's name order (byte order),
+and LOCKS_JSON ([{"resource", "fencing_token"}, ...]); names may contain
+"," and "=". A set of one name also gets LOCK_RESOURCE and
+LOCK_FENCING_TOKEN. Everything above holds for the set as for one lease:
+the loss of any name is the loss of the set, and its local deadline is the
+earliest of its names'.
+
 When the lock is held by another owner, lockctl exits 75 and says so on
 stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
 success, like flock -n -E 0.`
@@ -147,10 +158,17 @@ func runCmd(args []string, env Env) int {
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	permits := fs.permitsFlag()
 	held := fs.heldFlags()
-	resource, argv, err := parse(fs, args)
+	locks := fs.lockFlag()
+	setPrefix := fs.String("set-prefix", "", "with --lock: the lock set's path `prefix`, which every name must begin with (default: the names' longest common prefix)")
+	names, argv, err := parseRun(fs, args, locks)
+	set := len(*locks) > 0
 	var opts []client.AcquireOption
 	if err == nil {
-		opts, err = lf.check(fs, argv, "lockctl run RESOURCE [flags] -- CMD [ARGS...]")
+		synopsis := "lockctl run RESOURCE [flags] -- CMD [ARGS...]"
+		if set {
+			synopsis = "lockctl run --lock NAME [--lock NAME...] [flags] -- CMD [ARGS...]"
+		}
+		opts, err = lf.check(fs, argv, synopsis)
 	}
 	if err == nil {
 		err = held.check()
@@ -160,6 +178,15 @@ func runCmd(args []string, env Env) int {
 	}
 	if err == nil {
 		err = checkPermits(*permits)
+	}
+	if err == nil && set && *permits > 0 {
+		err = &usageError{"-n and --lock do not go together: a lock set's names are locks"}
+	}
+	if err == nil && !set && isSet(fs.FlagSet, "set-prefix") {
+		err = &usageError{"--set-prefix needs --lock"}
+	}
+	if err == nil && *setPrefix != "" {
+		opts = append(opts, client.WithSetPrefix(*setPrefix))
 	}
 	if err != nil {
 		return parseFailed(fs, env, err)
@@ -175,28 +202,46 @@ func runCmd(args []string, env Env) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
+	resource := names[0]
 	doing := fmt.Sprintf("waiting for lock %q", resource)
 	ropt := lf.runOptions()
 	var permit *client.Permit
-	if *permits > 0 {
+	switch {
+	case set:
+		doing = fmt.Sprintf("waiting for lock set %q", names)
+	case *permits > 0:
 		doing = fmt.Sprintf("waiting for a permit of semaphore %q", resource)
 	}
-	lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (*client.Lease, error) {
-		if *permits > 0 {
+	lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (hold, error) {
+		switch {
+		case set:
+			s, err := takeSet(ctx, c, names, *lf.owner, *lf.ttl, *wait, opts)
+			if err != nil {
+				return nil, err
+			}
+			return setHold{s}, nil
+		case *permits > 0:
 			p, err := takePermit(ctx, c, resource, *permits, *lf.owner, *lf.ttl, *wait, opts)
 			if err != nil {
 				return nil, err
 			}
 			permit = p
-			return p.Lease, nil
+			return leaseHold{p.Lease}, nil
 		}
-		return take(ctx, c, resource, *lf.owner, *lf.ttl, *wait, opts)
+		l, err := take(ctx, c, resource, *lf.owner, *lf.ttl, *wait, opts)
+		if err != nil {
+			return nil, err
+		}
+		return leaseHold{l}, nil
 	}, sigc, env)
 	if errors.Is(err, client.ErrHeld) {
 		if !held.quiet {
-			if *permits > 0 {
+			switch {
+			case set:
+				fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command (--wait %s)\n", heldCause(err), *wait)
+			case *permits > 0:
 				fmt.Fprintf(env.Stderr, "lockctl: semaphore %q is full: its %d permits are held by other owners; not running the command (--wait %s)\n", resource, *permits, *wait)
-			} else {
+			default:
 				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, *wait)
 			}
 		}
@@ -220,6 +265,46 @@ func runCmd(args []string, env Env) int {
 	return code
 }
 
+// heldCause is the *client.SetHeldError in err, which says which name
+// refused the set, or err.
+func heldCause(err error) error {
+	var h *client.SetHeldError
+	if errors.As(err, &h) {
+		return h
+	}
+	return err
+}
+
+// parseRun parses run's arguments: RESOURCE with flags before or after it
+// and then the command (after a "--", if any), as parse does; or, with
+// --lock, flags only, then "--" and the command. The "--" is required
+// there, so that no word of the command line can be taken for a name or
+// the other way round: every name comes with its own --lock. It returns
+// the names (RESOURCE alone, or the --lock ones) and the command.
+func parseRun(fs *flagSet, args []string, locks *[]string) ([]string, []string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if len(*locks) == 0 {
+		if fs.NArg() == 0 {
+			return nil, nil, &usageError{"missing RESOURCE (or --lock NAME, once per name of a lock set)"}
+		}
+		resource := fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return nil, nil, err
+		}
+		if len(*locks) > 0 {
+			return nil, nil, &usageError{fmt.Sprintf("RESOURCE %q and --lock: give every name of a lock set with --lock, or one RESOURCE", resource)}
+		}
+		return []string{resource}, fs.Args(), nil
+	}
+	rest := fs.Args()
+	if len(rest) > 0 && (len(rest) == len(args) || args[len(args)-len(rest)-1] != "--") {
+		return nil, nil, &usageError{fmt.Sprintf("with --lock, every name takes its own --lock and a command follows \"--\": got %q", rest[0])}
+	}
+	return *locks, rest, nil
+}
+
 // permitEnv is a permit's variables beyond a lease's: LOCK_SLOT and
 // LOCK_PERMITS.
 func permitEnv(p *client.Permit) []string {
@@ -227,10 +312,11 @@ func permitEnv(p *client.Permit) []string {
 }
 
 // waitForLock takes the lock with take, giving up on a signal; doing says
-// what it does ("waiting for lock ..."). It returns the lease (renewing
-// itself); or nil and take's error, or the exit code for a signal, after
-// draining the clean-up releases (see "Leases nobody heard of" in doc.go).
-func waitForLock(com *common, margin time.Duration, doing string, take func(context.Context, *client.Client) (*client.Lease, error), sigc <-chan os.Signal, env Env) (*client.Lease, int, error) {
+// what it does ("waiting for lock ..."). It returns the lease or set
+// (renewing itself); or nil and take's error, or the exit code for a
+// signal, after draining the clean-up releases (see "Leases nobody heard
+// of" in doc.go).
+func waitForLock(com *common, margin time.Duration, doing string, take func(context.Context, *client.Client) (hold, error), sigc <-chan os.Signal, env Env) (hold, int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := com.client(ctx, client.WithLeaseMargin(margin))
@@ -238,7 +324,7 @@ func waitForLock(com *common, margin time.Duration, doing string, take func(cont
 		return nil, 0, err
 	}
 	type result struct {
-		lease *client.Lease
+		lease hold
 		err   error
 	}
 	done := make(chan result, 1)
@@ -264,12 +350,12 @@ func waitForLock(com *common, margin time.Duration, doing string, take func(cont
 	}
 }
 
-// release ends the lease and returns the service's answer; the client
-// retries temporary failures for up to releaseTimeout, and not past the
-// lease's end by lockctl's clock (its local deadline + margin), so that
-// lockctl exits by then when the service does not answer. A failure is
-// reported; the lease runs out by itself.
-func release(lease *client.Lease, margin time.Duration, env Env) error {
+// release ends the lease (or set) and returns the service's answer; the
+// client retries temporary failures for up to releaseTimeout, and not past
+// the lease's end by lockctl's clock (its local deadline + margin; a set's
+// earliest), so that lockctl exits by then when the service does not
+// answer. A failure is reported; the lease runs out by itself.
+func release(lease hold, margin time.Duration, env Env) error {
 	end := lease.Deadline().Add(margin)
 	if limit := time.Now().Add(releaseTimeout); limit.Before(end) {
 		end = limit
@@ -277,7 +363,7 @@ func release(lease *client.Lease, margin time.Duration, env Env) error {
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
 	err := lease.Release(ctx)
-	if err != nil && !errors.Is(lease.Err(), client.ErrLeaseLost) {
+	if err != nil && !errors.Is(lease.Check(), client.ErrLeaseLost) {
 		fmt.Fprintf(env.Stderr, "lockctl: warning: %v (the lease expires by itself)\n", err)
 	}
 	return err

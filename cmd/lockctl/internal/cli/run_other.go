@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-
-	"github.com/ft288/locks/client"
 )
 
 // runSupported says why `run` cannot work here: it needs Unix process
@@ -18,7 +16,7 @@ func runSupported() error {
 }
 
 // runLocked is never reached (see runSupported).
-func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
+func runLocked(argv []string, lease hold, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
 	release(lease, opt.margin, env)
 	fmt.Fprintln(env.Stderr, "lockctl:", runSupported())
 	return ExitError, false

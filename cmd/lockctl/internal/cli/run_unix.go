@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,10 +46,10 @@ func runSupported() error { return nil }
 // runLocked runs argv while lease is held (see runHelp) and returns
 // lockctl's exit code, and whether the lease was lost while the command
 // ran (the command was stopped) with no signal asking lockctl to stop.
-func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
+func runLocked(argv []string, lease hold, opt runOptions, sigc <-chan os.Signal, env Env) (code int, lost bool) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-	cmd.Env = append(append(append([]string(nil), env.Environ...), leaseEnv(lease)...), opt.env...)
+	cmd.Env = append(append(append([]string(nil), env.Environ...), lease.env()...), opt.env...)
 	// Its own process group, so that signals reach everything it starts;
 	// and SIGKILL if lockctl dies without stopping it (OOM killer, kill -9),
 	// so no command runs on without a lease renewer.
@@ -76,22 +75,13 @@ func runLocked(argv []string, lease *client.Lease, opt runOptions, sigc <-chan o
 	return supervise(cmd, lease, opt, sigc, jobc, env)
 }
 
-// leaseEnv is the lease's variables for the command and the --on-lost hook.
-func leaseEnv(lease *client.Lease) []string {
-	return []string{
-		"LOCK_RESOURCE=" + lease.Resource(),
-		"LOCK_OWNER=" + lease.Owner(),
-		"LOCK_FENCING_TOKEN=" + strconv.FormatInt(lease.FencingToken(), 10),
-	}
-}
-
 // startHook starts the --on-lost hook in its own process group and returns
 // a channel that receives its end.
-func startHook(hook string, lease *client.Lease, extra []string, env Env) (*exec.Cmd, <-chan error, error) {
+func startHook(hook string, lease hold, extra []string, env Env) (*exec.Cmd, <-chan error, error) {
 	cmd := exec.Command("/bin/sh", "-c", hook)
 	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
-	cmd.Env = append(append(append(append([]string(nil), env.Environ...), leaseEnv(lease)...), extra...),
-		"LOCK_LOST_REASON="+lease.Err().Error())
+	cmd.Env = append(append(append(append([]string(nil), env.Environ...), lease.env()...), extra...),
+		"LOCK_LOST_REASON="+lease.Check().Error())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
@@ -105,7 +95,7 @@ func startHook(hook string, lease *client.Lease, extra []string, env Env) (*exec
 // (see "run" in doc.go), releases the lease and returns the exit code, and
 // whether the lease was lost while the command ran with no signal asking
 // lockctl to stop.
-func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-chan os.Signal, env Env) (code int, lost bool) {
+func supervise(cmd *exec.Cmd, lease hold, opt runOptions, sigc, jobc <-chan os.Signal, env Env) (code int, lost bool) {
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -198,11 +188,11 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		now := time.Now()
 		if frozen {
 			if opt.onLost == "" {
-				fmt.Fprintf(env.Stderr, "lockctl: %v; lockctl was stopped past the lease's local deadline: the command stays stopped and is killed (SIGKILL)\n", lease.Err())
+				fmt.Fprintf(env.Stderr, "lockctl: %v; lockctl was stopped past the lease's local deadline: the command stays stopped and is killed (SIGKILL)\n", lease.Check())
 				killGroup()
 				return
 			}
-			fmt.Fprintf(env.Stderr, "lockctl: %v; lockctl was stopped past the lease's local deadline: the command stays stopped while --on-lost runs, then is killed (SIGKILL within %s)\n", lease.Err(), opt.grace/2)
+			fmt.Fprintf(env.Stderr, "lockctl: %v; lockctl was stopped past the lease's local deadline: the command stays stopped while --on-lost runs, then is killed (SIGKILL within %s)\n", lease.Check(), opt.grace/2)
 			if !startLostHook() {
 				killGroup()
 				return
@@ -213,13 +203,13 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		left := max(0, min(opt.grace, lease.Deadline().Add(opt.grace).Sub(now)))
 		killAt, kill = now.Add(left), after(left)
 		if opt.onLost == "" {
-			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), left.Round(time.Millisecond))
+			fmt.Fprintf(env.Stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Check(), left.Round(time.Millisecond))
 			sendTerm()
 			return
 		}
 		// The hook comes first, in the first half of what is left of the
 		// grace period: SIGKILL stays due at its end.
-		fmt.Fprintf(env.Stderr, "lockctl: %v; running --on-lost, then stopping the command (SIGTERM within %s, SIGKILL after %s)\n", lease.Err(), (left / 2).Round(time.Millisecond), left.Round(time.Millisecond))
+		fmt.Fprintf(env.Stderr, "lockctl: %v; running --on-lost, then stopping the command (SIGTERM within %s, SIGKILL after %s)\n", lease.Check(), (left / 2).Round(time.Millisecond), left.Round(time.Millisecond))
 		if !startLostHook() {
 			sendTerm()
 			return
@@ -317,7 +307,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		}
 	}
 
-	if err := lease.Err(); errors.Is(err, client.ErrLeaseLost) {
+	if err := lease.Check(); errors.Is(err, client.ErrLeaseLost) {
 		if errors.Is(err, client.ErrLeaseExpired) {
 			release(lease, opt.margin, env) // the service may still hold it
 		}
@@ -328,16 +318,16 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		}
 		var lost *client.LeaseLostError
 		if errors.As(err, &lost) && lost.ForceReleased {
-			fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran; %s\n", lease.Resource(), then)
+			fmt.Fprintf(env.Stderr, "lockctl: %s was force released by an operator while the command ran; %s\n", lease.what(), then)
 			return ExitLeaseLost, !signalled
 		}
-		fmt.Fprintf(env.Stderr, "lockctl: lease on %q lost while the command ran; %s\n", lease.Resource(), then)
+		fmt.Fprintf(env.Stderr, "lockctl: %s lost while the command ran; %s\n", lease.what(), then)
 		return ExitLeaseLost, !signalled
 	}
 	err := release(lease, opt.margin, env)
 	var p *client.ProblemError
 	if errors.Is(err, client.ErrNotFound) && errors.As(err, &p) && p.ForceReleased {
-		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was force released by an operator while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
+		fmt.Fprintf(env.Stderr, "lockctl: %s was force released by an operator while the command ran (%v); exiting %d\n", lease.what(), err, ExitLeaseLost)
 		return ExitLeaseLost, false
 	}
 	if errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound) {
@@ -345,7 +335,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 		// already over (ended by the service's clock before ours, or released
 		// elsewhere): the command ran at least partly without it, unnoticed
 		// between two renewals.
-		fmt.Fprintf(env.Stderr, "lockctl: lease on %q was taken over or ended while the command ran (%v); exiting %d\n", lease.Resource(), err, ExitLeaseLost)
+		fmt.Fprintf(env.Stderr, "lockctl: %s was taken over or ended while the command ran (%v); exiting %d\n", lease.what(), err, ExitLeaseLost)
 		return ExitLeaseLost, false
 	}
 	return commandStatus(werr, env), false
@@ -353,7 +343,7 @@ func supervise(cmd *exec.Cmd, lease *client.Lease, opt runOptions, sigc, jobc <-
 
 // reportRemaining names the processes of the command's group that still
 // run after the interrupts-th Ctrl-C, and what the next one does.
-func reportRemaining(env Env, lease *client.Lease, ms []member, interrupts int) {
+func reportRemaining(env Env, lease hold, ms []member, interrupts int) {
 	if len(ms) == 0 {
 		return
 	}
@@ -367,10 +357,10 @@ func reportRemaining(env Env, lease *client.Lease, ms []member, interrupts int) 
 	for _, m := range ms {
 		fmt.Fprintf(&b, "lockctl:   pid %d: %s\n", m.pid, m.command)
 	}
-	if lease.Err() == nil {
-		fmt.Fprintf(&b, "lockctl: the lease on %q is kept, and renewed, until they exit", lease.Resource())
+	if lease.Check() == nil {
+		fmt.Fprintf(&b, "lockctl: the %s is kept, and renewed, until they exit", lease.what())
 	} else { // lost: they are being stopped already
-		fmt.Fprintf(&b, "lockctl: the lease on %q is lost", lease.Resource())
+		fmt.Fprintf(&b, "lockctl: the %s is lost", lease.what())
 	}
 	switch interrupts {
 	case 1:

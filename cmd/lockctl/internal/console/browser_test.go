@@ -245,6 +245,38 @@ func TestBrowser(t *testing.T) {
 		waitJS(t, ctx, 3*time.Second, "the countdown moves", fmt.Sprintf(`document.querySelector(%q).textContent !== %q`, sel, first))
 	})
 
+	t.Run("LockSetMarked", func(t *testing.T) {
+		// A set taken by lockctl: each name is listed, marked as one set
+		// of two with the set's id, and the detail view names the set.
+		a, b := prefix+"set:a", prefix+"set:b"
+		code, out := lockctl(t, srv.URL, "acquire", "--lock", a, "--lock", b, "--ttl", "120", "--owner", "holder-set")
+		var set struct {
+			SetID string        `json:"set_id"`
+			Locks []client.Lock `json:"locks"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &set) != nil || set.SetID == "" || len(set.Locks) != 2 {
+			t.Fatalf("lockctl acquire --lock %s --lock %s: exit %d, %q", a, b, code, out)
+		}
+		for _, l := range set.Locks {
+			sel := row(l.Resource, l.FencingToken)
+			waitJS(t, ctx, 5*time.Second, "the set's name "+l.Resource+" is listed", fmt.Sprintf(`!!document.querySelector(%q)`, sel))
+			if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector(%q).dataset.set`, sel)); got != set.SetID {
+				t.Errorf("%s: data-set %q, want the set's id %q", l.Resource, got, set.SetID)
+			}
+			mark := eval[[]string](t, ctx, fmt.Sprintf(`(function(){ var m = document.querySelector(%q + " .set"); return m ? [m.textContent, m.title] : []; })()`, sel))
+			if len(mark) != 2 || mark[0] != "set of 2" || !strings.Contains(mark[1], set.SetID) {
+				t.Errorf("%s: the set mark is %q, want \"set of 2\" with %q on hover", l.Resource, mark, set.SetID)
+			}
+		}
+		if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector(%q).dataset.set`, row(name, lease.FencingToken))); got != "" {
+			t.Errorf("the lone lock %s: data-set %q, want none", name, got)
+		}
+		openDetail(t, ctx, a, set.Locks[0].FencingToken)
+		waitJS(t, ctx, 5*time.Second, "the detail view names the set", fmt.Sprintf(
+			`!!document.querySelector('#detail-set [data-set=%q]') && document.getElementById("detail-set").textContent.includes(%q)`, set.SetID, b))
+		run(t, ctx, 5*time.Second, "close the detail view", chromedp.Click(chromedp.CSS("#detail-close")))
+	})
+
 	t.Run("WaiterQueued", func(t *testing.T) {
 		wname := prefix + "w"
 		held := take(t, srv.URL, wname, "holder-w")

@@ -147,9 +147,10 @@
     var sem = state.view === "semaphores";
     var head = $("head");
     head.textContent = "";
-    (sem ? ["Semaphore", "Slot", "Permits"] : ["Lock"]).concat(["Owner", "Principal", "Token", "Acquired", "Expires", "Lock-delay", "Waiting"])
+    (sem ? ["Semaphore", "Slot", "Permits"] : ["Lock", "Lock set"]).concat(["Owner", "Principal", "Token", "Acquired", "Expires", "Lock-delay", "Waiting"])
       .forEach(function (h) { head.appendChild(el("th", { scope: "col" }, h)); });
     var all = lockui.filterRows(rows(), state.filter);
+    var sets = lockui.setMembers(rows());
     var p = lockui.page(all, state.page, PAGE);
     state.page = p.n;
     // Redraw only what changed, so that a refresh neither moves the
@@ -162,10 +163,11 @@
     body.textContent = "";
     p.rows.forEach(function (r) {
       var name = lockui.rowName(r);
-      var tr = el("tr", { "data-name": name, "data-token": r.fencing_token },
+      var tr = el("tr", { "data-name": name, "data-token": r.fencing_token, "data-set": r.set_id || "" },
         el("td", {}, el("button", { type: "button", class: "link", "data-key": "open " + name + " " + r.fencing_token,
           on: { click: function () { openDetail(state.view, name); } } }, name)));
       if (sem) { tr.appendChild(el("td", { class: "num" }, r.slot)); tr.appendChild(el("td", { class: "num" }, r.permits)); }
+      if (!sem) tr.appendChild(el("td", {}, setMark(r, sets)));
       tr.appendChild(el("td", {}, r.owner));
       tr.appendChild(el("td", {}, r.principal || "–"));
       tr.appendChild(el("td", { class: "num token" }, r.fencing_token));
@@ -180,6 +182,15 @@
     $("prev").disabled = p.n === 0;
     $("next").disabled = p.n >= p.pages - 1;
     refocus(focused);
+  }
+
+  // setMark marks a row that is one lease of a lock set: the set's size in
+  // the listing, its id and other names on hover; "–" for a lease of its
+  // own.
+  function setMark(r, sets) {
+    if (!r.set_id) return "–";
+    var names = sets[r.set_id] || [lockui.rowName(r)];
+    return el("span", { class: "set", title: r.set_id + ": " + names.join(", ") }, "set of " + names.length);
   }
 
   // refocus gives the focus back to the redrawn control with data-key.
@@ -226,6 +237,17 @@
     if (key === state.detailKey) return;
     state.detailKey = key;
     var focused = document.activeElement && document.activeElement.getAttribute("data-key");
+    var setLine = $("detail-set");
+    setLine.textContent = "";
+    var setIDs = {};
+    Object.keys(rowsBy).forEach(function (t) { if (rowsBy[t].set_id) setIDs[rowsBy[t].set_id] = true; });
+    var members = lockui.setMembers(rows());
+    Object.keys(setIDs).forEach(function (id) {
+      var others = (members[id] || []).filter(function (n) { return n !== d.name; });
+      setLine.appendChild(el("span", { "data-set": id }, "Taken with lock set ", el("code", {}, id),
+        others.length ? ", together with " + others.join(", ") : "", ". "));
+    });
+    setLine.hidden = !setLine.firstChild;
     var holders = $("detail-holders");
     holders.textContent = "";
     var queue = [];

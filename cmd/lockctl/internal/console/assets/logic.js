@@ -73,6 +73,18 @@ var lockui = (function () {
     return spans;
   }
 
+  // setMembers groups the rows of lock sets: each set_id to its names in
+  // the rows, sorted (a set's names are its leases, one row each).
+  function setMembers(rows) {
+    var sets = {};
+    rows.forEach(function (r) {
+      if (!r.set_id) return;
+      (sets[r.set_id] = sets[r.set_id] || []).push(rowName(r));
+    });
+    Object.keys(sets).forEach(function (id) { sets[id].sort(); });
+    return sets;
+  }
+
   // skipped sums the leases the watch counted as begun and ended unseen.
   function skipped(events) {
     return events.reduce(function (n, e) { return n + (e.skipped || 0); }, 0);
@@ -101,7 +113,7 @@ var lockui = (function () {
   }
 
   return { duration: duration, countdown: countdown, freeAt: freeAt, rowName: rowName, filterRows: filterRows,
-    page: page, timeline: timeline, skipped: skipped, utf8Bytes: utf8Bytes, explain: explain };
+    page: page, timeline: timeline, setMembers: setMembers, skipped: skipped, utf8Bytes: utf8Bytes, explain: explain };
 })();
 
 if (typeof module !== "undefined") module.exports = lockui;

@@ -68,3 +68,10 @@ test("utf8Bytes counts bytes, not characters", () => {
   assert.equal(ui.utf8Bytes("😀"), 4); // two UTF-16 units, which maxlength counts
   assert.equal(ui.utf8Bytes("€".repeat(167)), 501);
 });
+
+test("setMembers groups a lock set's names by set_id", () => {
+  const rows = [{ resource: "acct:7", set_id: "set-1" }, { resource: "solo" }, { resource: "acct:42", set_id: "set-1" },
+    { resource: "x", set_id: "set-2" }];
+  assert.deepEqual(ui.setMembers(rows), { "set-1": ["acct:42", "acct:7"], "set-2": ["x"] });
+  assert.deepEqual(ui.setMembers([{ resource: "a" }]), {});
+});
