@@ -24,7 +24,10 @@ import (
 // /admin/locks/{resource} with body {"reason"} (it ends the live lease
 // whoever holds it and answers what it ended), and their semaphore twins
 // GET /admin/semaphores (one row per permit that keeps its slot) and DELETE
-// /admin/semaphores/{name} with body {"slot", "reason"}. It picks the row
+// /admin/semaphores/{name} with body {"slot", "reason"}, and the read/write
+// locks' GET /admin/rwlocks (one row per lock: writer, readers, waiters
+// with their kind) and DELETE /admin/rwlocks/{name} with body {"mode",
+// "slot" for a reader, "reason"} (one holder). It picks the row
 // by the event's route key; an event of another route is answered 404 as
 // API Gateway answers an unknown route.
 func (h *Handler) Admin(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -143,7 +146,81 @@ type SemaphoreForceReleaseResponse struct {
 	FreeAt    string          `json:"free_at"`
 }
 
-// listParams are the query parameters of both listings.
+// AdminRWLeaseJSON is a read/write lock's lease as the admin routes show
+// it: RWLeaseJSON's members, the IAM principal bound to the lease and
+// whether an operator ended it.
+type AdminRWLeaseJSON struct {
+	Name             string `json:"name"`
+	Mode             string `json:"mode"`
+	Slot             *int   `json:"slot,omitempty"`
+	Owner            string `json:"owner"`
+	Principal        string `json:"principal,omitempty"`
+	FencingToken     int64  `json:"fencing_token"`
+	AcquiredAt       string `json:"acquired_at"`
+	ExpiresAt        string `json:"expires_at"`
+	LockDelaySeconds int64  `json:"lock_delay_seconds,omitempty"`
+	ForceReleased    bool   `json:"force_released,omitempty"`
+}
+
+// AdminRWQueueEntryJSON is a waiter of a read/write lock in the listing:
+// its kind ("read" or "write") and its place.
+type AdminRWQueueEntryJSON struct {
+	Mode string `json:"mode"`
+	QueueEntryJSON
+}
+
+// AdminRWLockJSON is one read/write lock in the listing: the writer or the
+// readers that keep others out (live, or inside their lock-delay), and
+// the waiters in queue order.
+type AdminRWLockJSON struct {
+	Name    string                  `json:"name"`
+	Writer  *AdminRWLeaseJSON       `json:"writer,omitempty"`
+	Readers []AdminRWLeaseJSON      `json:"readers"`
+	Queue   []AdminRWQueueEntryJSON `json:"queue"`
+	// FencingToken is the latest grant's token, read or write.
+	FencingToken int64 `json:"fencing_token"`
+}
+
+func adminRWLeaseJSON(l locklogic.RWLease) AdminRWLeaseJSON {
+	r := rwLeaseJSON(l)
+	return AdminRWLeaseJSON{Name: r.Name, Mode: r.Mode, Slot: r.Slot, Owner: r.Owner, Principal: l.Principal, FencingToken: r.FencingToken,
+		AcquiredAt: r.AcquiredAt, ExpiresAt: r.ExpiresAt, LockDelaySeconds: r.LockDelaySeconds, ForceReleased: l.ForceReleased}
+}
+
+func adminRWLockJSON(st locklogic.RWStatus) AdminRWLockJSON {
+	out := AdminRWLockJSON{Name: st.Name, Readers: rowsJSON(st.Readers, adminRWLeaseJSON), FencingToken: st.Counter}
+	if st.Writer != nil {
+		w := adminRWLeaseJSON(*st.Writer)
+		out.Writer = &w
+	}
+	q := queueJSON(st.Queue)
+	out.Queue = make([]AdminRWQueueEntryJSON, len(q))
+	for i, e := range q {
+		mode := locklogic.Read
+		if st.Queue[i].Writer {
+			mode = locklogic.Write
+		}
+		out.Queue[i] = AdminRWQueueEntryJSON{Mode: string(mode), QueueEntryJSON: e}
+	}
+	return out
+}
+
+// RWListResponse is the 200 body of GET /admin/rwlocks.
+type RWListResponse struct {
+	RWLocks []AdminRWLockJSON `json:"rwlocks"`
+	Cursor  string            `json:"cursor,omitempty"`
+}
+
+// RWForceReleaseResponse is the 200 body of DELETE /admin/rwlocks/{name},
+// as ForceReleaseResponse for one holder of a read/write lock.
+type RWForceReleaseResponse struct {
+	Ended     AdminRWLeaseJSON `json:"ended"`
+	Reason    string           `json:"reason"`
+	Immediate bool             `json:"immediate"`
+	FreeAt    string           `json:"free_at"`
+}
+
+// listParams are the query parameters of the listings.
 var listParams = []string{"prefix", "limit", "cursor"}
 
 // list is the listings' route (routeList, routeSemList): read the query,
@@ -155,13 +232,20 @@ func (h *Handler) list(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 		return result{}, err
 	}
 	var body any
-	if route == routeSemList {
+	switch route {
+	case routeRWList:
+		page, err := h.svc.ListRWLocks(ctx, lr, locklogic.Budget{})
+		if err != nil {
+			return result{}, err
+		}
+		body = RWListResponse{RWLocks: rowsJSON(page.Locks, adminRWLockJSON), Cursor: page.Cursor}
+	case routeSemList:
 		page, err := h.svc.ListSemaphores(ctx, lr, locklogic.Budget{})
 		if err != nil {
 			return result{}, err
 		}
 		body = SemaphoreListResponse{Holders: rowsJSON(page.Permits, adminPermitJSON), Cursor: page.Cursor}
-	} else {
+	default:
 		page, err := h.svc.List(ctx, lr, locklogic.Budget{})
 		if err != nil {
 			return result{}, err
@@ -206,13 +290,15 @@ func listQuery(req *events.APIGatewayV2HTTPRequest) (locklogic.ListRequest, erro
 const (
 	exampleForceRelease   = `{"reason": "the holder's host is gone"}`
 	exampleSemaphoreForce = `{"slot": 0, "reason": "the holder's host is gone"}`
+	exampleRWForce        = `{"mode": "read", "slot": 0, "fencing_token": 7, "reason": "the holder's host is gone"}`
 )
 
 // forceRequest is a force release of either kind as its route reads it.
 type forceRequest struct {
 	resource  string
-	slot      *int64 // a semaphore's slot; nil for a lock
-	reason    string // normalized once validated
+	mode      locklogic.RWMode // a read/write lock's holder; "" for the others
+	slot      *int64           // a semaphore's or a reader's slot; nil for a lock or a writer
+	reason    string           // normalized once validated
 	immediate bool
 	token     *int64
 }
@@ -228,24 +314,37 @@ type forced struct {
 // routeSemForceRelease): parse, one force release, and one audit line for
 // every attempt that reached the store, refused or not.
 func (h *Handler) forceRelease(ctx context.Context, req *events.APIGatewayV2HTTPRequest, route int, resource string) (result, error) {
-	sem := route == routeSemForceRelease
+	sem, rw := route == routeSemForceRelease, route == routeRWForceRelease
 	example, members := exampleForceRelease, []string{"reason", "immediate", "fencing_token"}
-	if sem {
+	switch {
+	case sem:
 		example, members = exampleSemaphoreForce, []string{"slot", "reason", "immediate", "fencing_token"}
+	case rw:
+		example, members = exampleRWForce, []string{"mode", "slot", "reason", "immediate", "fencing_token"}
 	}
 	b, err := parseBody(req, example, members...)
 	if err != nil {
 		return result{}, err
 	}
 	fr := forceRequest{resource: resource}
-	if sem {
+	if rw {
+		fr.mode = locklogic.RWMode(b.str("mode"))
+		if fr.mode == locklogic.Read {
+			fr.slot = b.int("slot", true)
+		} else if _, ok := b.members["slot"]; ok && fr.mode == locklogic.Write {
+			b.errs.Add("slot", `only a reader's lease has a slot: leave it out with "mode": "write"`)
+		}
+	} else if sem {
 		fr.slot = b.int("slot", true)
 	}
 	fr.reason, fr.immediate, fr.token = b.str("reason"), b.bool("immediate"), b.int("fencing_token", false)
 	var f forced
-	if sem {
+	switch {
+	case rw:
+		f, err = h.forceRWLease(ctx, &fr, &b.errs)
+	case sem:
 		f, err = h.forcePermit(ctx, &fr, &b.errs)
-	} else {
+	default:
 		f, err = h.forceLock(ctx, &fr, &b.errs)
 	}
 	if f.body == nil { // invalid: it never reached the store
@@ -291,6 +390,24 @@ func (h *Handler) forcePermit(ctx context.Context, fr *forceRequest, v *locklogi
 		Immediate: res.Immediate, FreeAt: freeAt(res.FreeAt)}}, err
 }
 
+// forceRWLease is forceLock for one holder of a read/write lock: the
+// writer, or the reader in a slot.
+func (h *Handler) forceRWLease(ctx context.Context, fr *forceRequest, v *locklogic.ValidationError) (forced, error) {
+	r := locklogic.RWForceReleaseRequest{Name: fr.resource, Mode: fr.mode, Slot: deref(fr.slot), Reason: fr.reason,
+		Immediate: fr.immediate, FencingToken: fr.token}
+	if h.svc.ValidateRWForceRelease(&r, v); v.Err() != nil {
+		return forced{}, v
+	}
+	fr.reason = r.Reason
+	res, err := h.svc.ForceReleaseRW(ctx, r)
+	var changed *locklogic.RWLeaseChangedError
+	if errors.As(err, &changed) {
+		res.Ended = changed.Current
+	}
+	return forced{lease: res.Ended.Lock, body: RWForceReleaseResponse{Ended: adminRWLeaseJSON(res.Ended), Reason: r.Reason,
+		Immediate: res.Immediate, FreeAt: freeAt(res.FreeAt)}}, err
+}
+
 // freeAt is a force release's free_at.
 func freeAt(t time.Time) string { return string(appendTime(nil, t)) }
 
@@ -299,7 +416,10 @@ func freeAt(t time.Time) string { return string(appendTime(nil, t)) }
 // stayed (lease; none when nothing blocked).
 func (h *Handler) audit(ctx context.Context, req *events.APIGatewayV2HTTPRequest, fr *forceRequest, lease locklogic.Lock, err error) {
 	action, outcome := "force-release", "force-released"
-	if fr.slot != nil {
+	switch {
+	case fr.mode != "":
+		action = "force-release-rwlock"
+	case fr.slot != nil:
 		action = "force-release-semaphore"
 	}
 	if err != nil {
@@ -311,6 +431,9 @@ func (h *Handler) audit(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		slog.String("request_id", req.RequestContext.RequestID),
 		slog.String("principal", caller(*req)),
 		slog.String("resource", fr.resource),
+	}
+	if fr.mode != "" {
+		attrs = append(attrs, slog.String("mode", string(fr.mode)))
 	}
 	if fr.slot != nil {
 		attrs = append(attrs, slog.Int64("slot", *fr.slot))

@@ -172,8 +172,8 @@ func TestAdminDispatch(t *testing.T) {
 			t.Errorf("%s: under /admin/ but not marked Admin", r.Key())
 		}
 	}
-	if admin != 4 {
-		t.Errorf("got %d admin rows, want 4 (list and force release, of locks and of semaphores)", admin)
+	if admin != 6 {
+		t.Errorf("got %d admin rows, want 6 (list and force release, of locks, of semaphores and of read/write locks)", admin)
 	}
 	ev := loadEvent(t, "acquire-iam.json")
 	db := &dynamofake.DB{}

@@ -29,10 +29,10 @@ import (
 //     applies them): each quick route admits QuickThrottle (1,000
 //     requests/s); a waiting route admitting R requests a second with burst
 //     B keeps at most about B + R × 23 s executions at once (Holds), and
-//     the five together (the lock sets' wait holds for LockSetWaitHold,
-//     28 s) at most WaitingBound (704) of a default account's 1,000. The
-//     296 left serve the quick routes while their mean duration is under
-//     296 / 8,000 s = 37 ms at all eight routes' full rate, and the
+//     all of them together (the lock sets' wait holds for LockSetWaitHold,
+//     28 s) at most WaitingBound (788) of a default account's 1,000. The
+//     212 left serve the quick routes while their mean duration is under
+//     212 / 9,500 s = 22 ms at all thirteen routes' full rate, and the
 //     account's other functions. API Gateway answers a throttled route 429
 //     {"message":"Too Many Requests"}.
 //   - Reserved concurrency (-c reserve=true): the one hard cap. Each
@@ -94,12 +94,15 @@ var (
 	SemaphoreWaitThrottle = Throttle{Rate: 4, Burst: 20}
 	// RWQuickThrottle is each quick read/write lock route's: try-read,
 	// try-write, renew, release, status. Below QuickThrottle so that the
-	// 13 quick routes and the rest fit the account's bucket (9,607 of
+	// 13 quick routes and the rest fit the account's bucket (9,618 of
 	// 10,000 requests/s: CheckAccountBucket).
 	RWQuickThrottle = Throttle{Rate: 300, Burst: 300}
 	// RWWaitThrottle bounds each of a read/write lock's waiting acquires
 	// (read and write): at most 5 + 1 × 23 = 28 at once.
 	RWWaitThrottle = Throttle{Rate: 1, Burst: 5}
+	// RWWatchThrottle bounds read/write lock watches: at most 5 + 1 × 23
+	// = 28 at once.
+	RWWatchThrottle = Throttle{Rate: 1, Burst: 5}
 	// WatchThrottle bounds lock watches: at most 20 + 4 × 23 = 112 at once.
 	WatchThrottle = Throttle{Rate: 4, Burst: 20}
 	// SemaphoreWatchThrottle bounds semaphore watches: at most 5 + 1 × 23
@@ -123,7 +126,7 @@ var (
 
 // WaitingBound is how many executions the waiting routes' default
 // throttles let waiters and watchers hold at once: the sum of their Holds.
-const WaitingBound = 760
+const WaitingBound = 788
 
 // MinQuickRate is the least a quick route admits by default, requests/s.
 const MinQuickRate = 1000

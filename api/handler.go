@@ -266,10 +266,11 @@ func (h *Handler) renew(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 
 // Watch serves GET /locks/{resource}/watch?index=I&wait_seconds=N: the
 // lock's state as soon as its index differs from I, or when N seconds have
-// passed (locklogic.Service.Watch); and GET /semaphores/{name}/watch
-// (locklogic.Service.WatchSemaphore).
+// passed (locklogic.Service.Watch); GET /semaphores/{name}/watch
+// (locklogic.Service.WatchSemaphore); and GET /rwlocks/{name}/watch
+// (locklogic.Service.WatchRW).
 func (h *Handler) Watch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, pick(&req, routeWatch, routeSemWatch))
+	return h.serve(ctx, &req, pick(&req, routeWatch, routeSemWatch, routeRWWatch))
 }
 
 // watchParams are the query parameters GET /locks/{resource}/watch accepts.
@@ -377,6 +378,9 @@ const (
 	routeRWStatus
 	routeRWRelease
 	routeRWRenew
+	routeRWWatch
+	routeRWList
+	routeRWForceRelease
 	routeCount
 )
 
@@ -420,15 +424,15 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 		res, err = h.release(ctx, req, resource)
 	case routeRenew:
 		res, err = h.renew(ctx, req, resource)
-	case routeList, routeSemList:
+	case routeList, routeSemList, routeRWList:
 		res, err = h.list(ctx, req, route)
-	case routeForceRelease, routeSemForceRelease:
+	case routeForceRelease, routeSemForceRelease, routeRWForceRelease:
 		res, err = h.forceRelease(ctx, req, route, resource)
 	case routeWatch:
 		res, err = h.watch(ctx, req, resource)
 	case routeSetAcquire, routeSetAcquireWait, routeSetRenew, routeSetRelease:
 		res, err = h.serveLockSet(ctx, req, route, resource)
-	case routeRWRead, routeRWWrite, routeRWReadWait, routeRWWriteWait, routeRWStatus, routeRWRelease, routeRWRenew:
+	case routeRWRead, routeRWWrite, routeRWReadWait, routeRWWriteWait, routeRWStatus, routeRWRelease, routeRWRenew, routeRWWatch:
 		res, err = h.serveRW(ctx, req, route, resource)
 	default:
 		res, err = h.serveSemaphore(ctx, req, route, resource)

@@ -125,6 +125,7 @@ func problemOf(err error, resource string, sem bool) Problem {
 		berr          *bodyError
 		changed       *locklogic.LeaseChangedError
 		permitChanged *locklogic.PermitChangedError
+		rwChanged     *locklogic.RWLeaseChangedError
 		mismatch      *locklogic.PermitsMismatchError
 	)
 	switch {
@@ -141,6 +142,13 @@ func problemOf(err error, resource string, sem bool) Problem {
 	case errors.As(err, &changed):
 		cur := adminLockJSON(changed.Current)
 		return notMeant("The lease on "+q, &cur)
+	case errors.As(err, &rwChanged):
+		cur := adminRWLeaseJSON(rwChanged.Current)
+		what := "The writer's lease of " + q
+		if rwChanged.Current.Mode == locklogic.Read {
+			what = "The reader's lease in slot " + strconv.Itoa(rwChanged.Current.Slot) + " of " + q
+		}
+		return notMeant(what, &cur)
 	case errors.As(err, &permitChanged):
 		cur := adminPermitJSON(permitChanged.Current)
 		return notMeant("The permit in slot "+strconv.Itoa(permitChanged.Current.Slot)+" of "+q, &cur)

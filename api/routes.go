@@ -155,6 +155,12 @@ var Routes = []Route{
 		Throttle: RWQuickThrottle, Reserve: ReleaseReserve, Handle: (*Handler).Release, id: routeRWRelease},
 	{Name: "renew", Operation: "renewRWLock", Method: "POST", Path: "/rwlocks/{name}/renew", Timeout: RouteTimeout,
 		Throttle: RWQuickThrottle, Reserve: RenewReserve, Handle: (*Handler).Renew, id: routeRWRenew},
+	{Name: "watch", Operation: "watchRWLock", Method: "GET", Path: "/rwlocks/{name}/watch", Timeout: WaitTimeout, Waits: true,
+		Throttle: RWWatchThrottle, Reserve: WatchReserve, Handle: (*Handler).Watch, id: routeRWWatch, perCall: true},
+	{Name: "admin", Operation: "listRWLocks", Admin: true, Method: "GET", Path: "/admin/rwlocks", Timeout: AdminTimeout,
+		Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeRWList},
+	{Name: "admin", Operation: "forceReleaseRWLock", Admin: true, Method: "DELETE", Path: "/admin/rwlocks/{name}",
+		Timeout: AdminTimeout, Throttle: AdminThrottle, Handle: (*Handler).Admin, id: routeRWForceRelease},
 	// Lock sets: several names per request, up to 2 × MaxSetNames writes,
 	// so functions and throttles of their own (docs/design.md#lock-sets).
 	{Name: "lockset", Operation: "acquireLockSet", Set: true, Method: "POST", Path: "/locksets/{prefix}", Timeout: LockSetTimeout,

@@ -120,6 +120,8 @@ func (h *Handler) serveRW(ctx context.Context, req *events.APIGatewayV2HTTPReque
 		return result{status: 200, outcome: "found", body: rwStatusJSON(st)}, nil
 	case routeRWRenew, routeRWRelease:
 		return h.rwLease(ctx, req, route, name)
+	case routeRWWatch:
+		return h.rwWatch(ctx, req, name)
 	}
 	return result{}, errors.New("no such route")
 }
@@ -202,4 +204,37 @@ func (h *Handler) rwLease(ctx context.Context, req *events.APIGatewayV2HTTPReque
 		return result{}, err
 	}
 	return result{status: 200, outcome: "renewed", body: RWRenewResponse{Renewed: true, Lease: rwLeaseJSON(l)}}, nil
+}
+
+// RWWatchResponse is the 200 body of GET /rwlocks/{name}/watch: the index
+// to send back, and the live writer or readers.
+type RWWatchResponse struct {
+	Name    string        `json:"name"`
+	Index   int64         `json:"index"`
+	Changed bool          `json:"changed"`
+	Writer  *RWLeaseJSON  `json:"writer,omitempty"`
+	Readers []RWLeaseJSON `json:"readers"`
+	// FencingToken is the latest grant's token, read or write, live or not
+	// (absent: never taken).
+	FencingToken int64 `json:"fencing_token,omitempty"`
+}
+
+// rwWatch is the route of GET /rwlocks/{name}/watch, as semWatch.
+func (h *Handler) rwWatch(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string) (result, error) {
+	wr, v := h.watchQuery(req, name)
+	if h.svc.ValidateRWWatch(&wr, &v); v.Err() != nil {
+		return result{}, &v
+	}
+	res, err := h.svc.WatchRW(ctx, wr, h.budget(h.arrived(req), wr.WaitSeconds))
+	if err != nil {
+		return result{}, err
+	}
+	st := rwStatusJSON(res.Status)
+	body := RWWatchResponse{Name: name, Index: res.Index, Changed: res.Changed, Writer: st.Writer, Readers: st.Readers,
+		FencingToken: st.FencingToken}
+	outcome := "unchanged"
+	if res.Changed {
+		outcome = "changed"
+	}
+	return result{status: 200, body: body, outcome: outcome, waits: wr.WaitSeconds > 0}, nil
 }

@@ -100,7 +100,7 @@ func TestPropsFromContext(t *testing.T) {
 		{name: "ErrThrottleBurst", ctx: map[string]any{"throttle": "status=10:0"}, wantErr: `burst "0"`},
 		{name: "ErrThrottleAdminWithoutAdmins", ctx: map[string]any{"throttle": "listLocks=1:1"}, wantErr: `throttle for "listLocks": the stack deploys no route`},
 		{name: "ErrThrottlesAboveAccount", ctx: map[string]any{"throttle": "status=3000:3000"},
-			wantErr: "add up to 11587 requests/s, above the account's API Gateway limit of 10000"},
+			wantErr: "add up to 11588 requests/s, above the account's API Gateway limit of 10000"},
 		{name: "ErrBurstAboveAccount", ctx: map[string]any{"throttle": "renew=100:6000"}, wantErr: "burst 6000 is above the account's API Gateway burst of 5000"},
 		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "limit of 2500 requests/s"},
 		{name: "ErrAccountThrottleSyntax", ctx: map[string]any{"accountThrottle": "10000"}, wantErr: "accountThrottle"},
@@ -294,9 +294,9 @@ func TestDeployedRoutes(t *testing.T) {
 				}
 			}
 			// 6 lock routes and their 6 semaphore rows, 4 lock set rows,
-			// 7 read/write lock rows; 2 + 2 admin rows.
-			if lock != 23 || (admin == 4) != tt.wantAdmin || (admin != 0 && admin != 4) {
-				t.Errorf("got %d lock and %d admin routes, want 23 and %v", lock, admin, tt.wantAdmin)
+			// 8 read/write lock rows; 2 + 2 + 2 admin rows.
+			if lock != 24 || (admin == 6) != tt.wantAdmin || (admin != 0 && admin != 6) {
+				t.Errorf("got %d lock and %d admin routes, want 24 and %v", lock, admin, tt.wantAdmin)
 			}
 		})
 	}

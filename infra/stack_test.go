@@ -57,6 +57,9 @@ var wantThrottle = map[string]api.Throttle{
 	"GET /rwlocks/{name}":             {Rate: 300, Burst: 300},
 	"DELETE /rwlocks/{name}":          {Rate: 300, Burst: 300},
 	"POST /rwlocks/{name}/renew":      {Rate: 300, Burst: 300},
+	"GET /rwlocks/{name}/watch":       {Rate: 1, Burst: 5},
+	"GET /admin/rwlocks":              {Rate: 5, Burst: 10},
+	"DELETE /admin/rwlocks/{name}":    {Rate: 5, Burst: 10},
 	// The lock set rows: up to 50 writes a request, a few a second.
 	"POST /locksets/{prefix}":       {Rate: 20, Burst: 40},
 	"POST /locksets/{prefix}/wait":  {Rate: 1, Burst: 4},
@@ -602,11 +605,12 @@ func TestRoutes(t *testing.T) {
 }
 
 // adminKeys are the admin routes' keys, written out.
-var adminKeys = []string{"GET /admin/locks", "DELETE /admin/locks/{resource}", "GET /admin/semaphores", "DELETE /admin/semaphores/{name}"}
+var adminKeys = []string{"GET /admin/locks", "DELETE /admin/locks/{resource}", "GET /admin/semaphores", "DELETE /admin/semaphores/{name}",
+	"GET /admin/rwlocks", "DELETE /admin/rwlocks/{name}"}
 
 // TestAdminRoutes checks that the admin API exists only with
 // administrators: then its routes (list and force release, of locks and of
-// semaphores) are IAM-authorized and reach the admin function, whose environment
+// semaphores and of read/write locks) are IAM-authorized and reach the admin function, whose environment
 // lists the administrators; without them (the default, and auth=none) there
 // is no admin route, no function that may Scan or reads ADMIN_PRINCIPALS,
 // and no AdminInvokeArns output.
@@ -621,7 +625,7 @@ func TestAdminRoutes(t *testing.T) {
 		}
 	}
 	if n != len(adminKeys) {
-		t.Errorf("got %d admin rows in api.Routes, want %d (list, force release; of locks and semaphores)", n, len(adminKeys))
+		t.Errorf("got %d admin rows in api.Routes, want %d (list, force release; of locks, semaphores and read/write locks)", n, len(adminKeys))
 	}
 	tests := []struct {
 		variant   string
@@ -1042,11 +1046,11 @@ func checkOutputs(t *testing.T, s *synthesized) {
 		"API_ID/*/POST/semaphores/*/renew", "API_ID/*/GET/semaphores/*/watch",
 		"API_ID/*/POST/rwlocks/*/read", "API_ID/*/POST/rwlocks/*/write", "API_ID/*/POST/rwlocks/*/read/wait",
 		"API_ID/*/POST/rwlocks/*/write/wait", "API_ID/*/GET/rwlocks/*", "API_ID/*/DELETE/rwlocks/*", "API_ID/*/POST/rwlocks/*/renew",
-		"API_ID/*/POST/locksets/*", "API_ID/*/POST/locksets/*/wait", "API_ID/*/POST/locksets/*/renew", "API_ID/*/DELETE/locksets/*"}}}
+		"API_ID/*/GET/rwlocks/*/watch", "API_ID/*/POST/locksets/*", "API_ID/*/POST/locksets/*/wait", "API_ID/*/POST/locksets/*/renew", "API_ID/*/DELETE/locksets/*"}}}
 	if _, ok := s.out["AdminInvokeArns"]; ok { // TestAdminRoutes checks which variants have it
 		outputs = append(outputs, output{output: "AdminInvokeArns",
 			want: []string{"API_ID/*/GET/admin/locks", "API_ID/*/DELETE/admin/locks/*", "API_ID/*/GET/admin/semaphores",
-				"API_ID/*/DELETE/admin/semaphores/*"}})
+				"API_ID/*/DELETE/admin/semaphores/*", "API_ID/*/GET/admin/rwlocks", "API_ID/*/DELETE/admin/rwlocks/*"}})
 	}
 	for _, tt := range outputs {
 		got := joinedARNs(t, s.out[tt.output], httpAPI)

@@ -63,9 +63,11 @@ func (s *Service) List(ctx context.Context, req ListRequest, b Budget) (ListResu
 	now := s.now()
 	x := newExpr()
 	x.v(":now", num(now.UnixMilli()))
-	filter := x.lease(&lockLease, "").blocking()
+	// A read/write lock's writer has the lock's attribute names: its item
+	// is the read/write listing's (ListRWLocks), not a lock.
+	filter := "NOT begins_with(" + x.n("#r", AttrResource) + ", " + x.s(":rwp", RWLockPrefix) + ") AND " + x.lease(&lockLease, "").blocking()
 	if req.Prefix != "" {
-		filter = "begins_with(" + x.n("#r", AttrResource) + ", " + x.s(":pre", req.Prefix) + ") AND " + filter
+		filter = "begins_with(#r, " + x.s(":pre", req.Prefix) + ") AND " + filter
 	}
 	var res ListResult
 	cursor, scanned, err := s.listScan(ctx, "list", &req, b, x, filter, func(item map[string]types.AttributeValue) (int, string) {
@@ -170,10 +172,13 @@ func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
 		return nil, err
 	}
 	var v ValidationError
-	// The table holds semaphores too (SemaphorePrefix + name): a Scan may
-	// stop at one whichever listing it serves.
+	// The table holds semaphores and read/write locks too
+	// (SemaphorePrefix or RWLockPrefix + name): a Scan may stop at one
+	// whichever listing it serves.
 	if name, ok := strings.CutPrefix(string(b), SemaphorePrefix); ok {
 		ValidateSemaphoreName(name, &v)
+	} else if name, ok := strings.CutPrefix(string(b), RWLockPrefix); ok {
+		ValidateRWName(name, &v)
 	} else {
 		ValidateResource(string(b), &v)
 	}

@@ -79,6 +79,16 @@ type twin struct {
 	slotExtra []string
 }
 
+// rwTwin is a twin's request on a read/write lock: for its writer (the
+// lock's attribute names) and for its reader in slot 2, the lease clauses
+// only each has, and the lock twin whose lease clauses they must hold
+// (against; "" for the twin of the same name).
+type rwTwin struct {
+	writer, reader           func(s *Service)
+	writerExtra, readerExtra []string
+	against                  string
+}
+
 // captureCond returns the condition and names of the one UpdateItem call
 // makes.
 func captureCond(tb testing.TB, call func(s *Service)) (string, map[string]string) {
@@ -145,12 +155,102 @@ var leaseTwins = func() []twin {
 	}
 }()
 
+// rwTwins are leaseTwins' read/write lock requests, by twin name: each
+// twin's writer and reader (slot 2) request, and the clauses that are
+// theirs alone. A read/write lock's acquire has no same-owner branch (an
+// owner's second reader takes another slot; the writer is not
+// re-entrant; an SDK retry finds its grant by grant id), so every acquire
+// holds the lock's free branch, the head's grant's clauses, plus "never
+// taken" (attribute_not_exists(#e), as a slot's); each renewal has the
+// clause that keeps a late renewal from reviving a lease the other kind's
+// grant ended (notEndedByGrant: the counter still at the writer's token,
+// the writer's token below the reader's).
+func rwTwins() map[string]rwTwin {
+	ctx := context.Background()
+	tok := aws.Int64(7)
+	rwAcq := func(mode RWMode, c Caller, ticket string, delay int64) func(s *Service) {
+		return func(s *Service) {
+			req := RWAcquireRequest{Name: "rw", Mode: mode, Caller: c, TTLSeconds: 30, LockDelaySeconds: delay, Arrived: s.now()}
+			w := &rwWrite{slot: 2, ticket: ticket}
+			if ticket != "" {
+				w.queued = newView(map[string]types.AttributeValue{AttrQueue: &types.AttributeValueMemberL{Value: []types.AttributeValue{
+					&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{entryID: &types.AttributeValueMemberS{Value: ticket},
+						AttrOwner: &types.AttributeValueMemberS{Value: c.Owner}, entryUntil: num(s.now().UnixMilli() + 60000)}},
+				}}}, true)
+			}
+			_, _ = s.db.UpdateItem(ctx, s.rwAcquireInput(req, s.now(), "gid", w))
+		}
+	}
+	lease := func(mode RWMode, c Caller, renew bool) func(s *Service) {
+		return func(s *Service) {
+			req := RWLeaseRequest{Name: "rw", Caller: c, Mode: mode, Slot: 2, TTLSeconds: 30, FencingToken: tok}
+			if renew {
+				_, _ = s.RenewRW(ctx, req)
+			} else {
+				_ = s.ReleaseRW(ctx, req)
+			}
+		}
+	}
+	force := func(mode RWMode, immediate bool, tok *int64) func(s *Service) {
+		return func(s *Service) {
+			_, _ = s.ForceReleaseRW(ctx, RWForceReleaseRequest{Name: "rw", Mode: mode, Slot: 2, Reason: "r", Immediate: immediate,
+				FencingToken: tok})
+		}
+	}
+	record := func(r recorded, tokAttr string) func(s *Service) {
+		return func(s *Service) {
+			_, _ = s.settleLeases(ctx, s.rwKey("rw"), map[string]types.AttributeValue{tokAttr: num(7)}, []recorded{r}, s.now(), Budget{})
+		}
+	}
+	vacant := []string{"attribute_not_exists(#e)"}
+	rw := map[string]rwTwin{
+		"Acquire": {writer: rwAcq(Write, anonCaller, "", 0), reader: rwAcq(Read, anonCaller, "", 0),
+			writerExtra: vacant, readerExtra: vacant, against: "HeadGrant"},
+		"AcquireIAMLockDelay": {writer: rwAcq(Write, iamCaller, "", 5), reader: rwAcq(Read, iamCaller, "", 5),
+			writerExtra: vacant, readerExtra: vacant, against: "HeadGrant"},
+		"HeadGrant": {writer: rwAcq(Write, anonCaller, "tk", 0), reader: rwAcq(Read, anonCaller, "tk", 0),
+			writerExtra: vacant, readerExtra: vacant},
+		"Renew": {writer: lease(Write, iamCaller, true), reader: lease(Read, iamCaller, true),
+			writerExtra: []string{"#? = #t"}, readerExtra: []string{"#? < #t"}},
+		"Release":               {writer: lease(Write, anonCaller, false), reader: lease(Read, anonCaller, false)},
+		"ForceRelease":          {writer: force(Write, false, tok), reader: force(Read, false, tok)},
+		"ForceReleaseImmediate": {writer: force(Write, true, nil), reader: force(Read, true, nil)},
+		"ExpiryRecord":          {writer: record(recorded{&lockLease, ""}, AttrToken), reader: record(slotLeases[2], "t2")},
+	}
+	return rw
+}
+
+// leaseClauses returns the lease clauses of the condition call makes on
+// lease a, with extras (the clauses only it has) taken out; it reports an
+// extra that is missing.
+func leaseClauses(tb testing.TB, call func(s *Service), a *leaseNames, extras []string) []string {
+	tb.Helper()
+	c, names := captureCond(tb, call)
+	atoms := leaseAtoms(c, names, a)
+	for _, extra := range extras {
+		i := slices.Index(atoms, extra)
+		if i < 0 {
+			tb.Errorf("the condition lacks its own clause %q: %s", extra, c)
+			continue
+		}
+		atoms = slices.Delete(atoms, i, i+1)
+	}
+	return atoms
+}
+
 // TestLeaseClauseParity: every lease condition of a lock and its twin on a
 // semaphore slot hold the same lease clauses (TestExpressionListing's
 // sibling, over the requests the code builds), but for the ones the slot's
-// layout or algorithm adds, listed with the twin. A clause dropped from
-// either twin, or written in one twin's own words, fails it.
+// layout or algorithm adds, listed with the twin; and so do the same
+// requests on a read/write lock's writer and on its reader in slot 2
+// (rwTwins, their own clauses listed there). A clause dropped from any
+// twin, or written in one twin's own words, fails it.
 func TestLeaseClauseParity(t *testing.T) {
+	rws := rwTwins()
+	lockTwin := map[string]func(s *Service){}
+	for _, tw := range leaseTwins {
+		lockTwin[tw.name] = tw.lock
+	}
 	for _, tw := range leaseTwins {
 		t.Run(tw.name, func(t *testing.T) {
 			lc, ln := captureCond(t, tw.lock)
@@ -167,6 +267,20 @@ func TestLeaseClauseParity(t *testing.T) {
 			}
 			if !slices.Equal(lock, slot) {
 				t.Errorf("lease clauses differ:\nlock %q\nslot %q\nlock condition: %s\nslot condition: %s", lock, slot, lc, sc)
+			}
+			rt, ok := rws[tw.name]
+			if !ok {
+				t.Fatal("no read/write lock twin")
+			}
+			want := lock
+			if rt.against != "" {
+				want = leaseClauses(t, lockTwin[rt.against], &lockLease, nil)
+			}
+			if w := leaseClauses(t, rt.writer, &lockLease, rt.writerExtra); !slices.Equal(want, w) {
+				t.Errorf("lease clauses differ:\nlock   %q\nwriter %q", want, w)
+			}
+			if r := leaseClauses(t, rt.reader, &slotNames[2], rt.readerExtra); !slices.Equal(want, r) {
+				t.Errorf("lease clauses differ:\nlock   %q\nreader %q", want, r)
 			}
 		})
 	}

@@ -50,6 +50,7 @@ var valueMeanings = map[string]string{
 	":zero": "0",
 	":ri":   "the request's random release id: an SDK retry of a write that landed finds its own tombstone",
 	":pre":  "the listing's `prefix`",
+	":rwp":  "`rw/`, the key prefix of read/write locks, which the lock listing leaves out",
 	":tk":   "the waiter's queue ticket (its entry's `id`)",
 	":qe":   "the waiter's entry, a list of one map: `{id, owner, principal (with IAM auth), until}`",
 	":nil":  "the empty list",

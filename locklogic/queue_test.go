@@ -203,6 +203,64 @@ func harmonic(k int) float64 {
 	return h
 }
 
+// TestQueueReadBoundBatch: a read/write lock's readers ahead of its first
+// queued writer may each take a slot as the head does (rwTarget.front), so
+// each reads at the head's pace; summed over the places at the fastest pace
+// PaceInterval allows, as waitFair schedules them by front, the reads of
+// n waiters whose first b are readers stay within QueueReadBoundBatch(n, b)
+// and reach it, which is 62.5 × b + 62.5 × (H(n − 1) − H(b − 1)) below 64
+// waiters; a writer's front is its head alone (QueueReadBound).
+func TestQueueReadBoundBatch(t *testing.T) {
+	t.Parallel()
+	paces := []time.Duration{0, time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond, time.Second}
+	perSec := func(d time.Duration) float64 { return float64(time.Second) / float64(d) }
+	for n := 1; n <= MaxQueue; n++ {
+		for b := 0; b <= n; b++ {
+			// b readers, then a writer (when b < n), then readers and
+			// writers alternating: only the first b are the head's batch.
+			v := &view{}
+			for i := range n {
+				v.queue = append(v.queue, entry{writer: i == b || i > b && i%2 == 0})
+			}
+			fastest := 0.0
+			for i := range n {
+				mode := Read
+				if v.queue[i].writer {
+					mode = Write
+				}
+				place := i
+				if (&rwTarget{req: RWAcquireRequest{Mode: mode}}).front(v, i) {
+					place = 0 // waitFair: the head's cadence
+				}
+				shortest := PaceInterval(place, n, paces[0])
+				for _, d := range paces {
+					shortest = min(shortest, PaceInterval(place, n, d))
+				}
+				fastest += perSec(shortest)
+			}
+			batch := max(b, 1) // the head reads at its pace, a writer too
+			bound := QueueReadBoundBatch(n, batch)
+			if fastest > bound+1e-9 || fastest < bound-1e-9 {
+				t.Errorf("%d queued, %d readers first: fastest reads %.2f a second, want QueueReadBoundBatch %.2f", n, b, fastest, bound)
+			}
+			if n < 64 {
+				want := 62.5*float64(batch) + 62.5*(harmonic(n-1)-harmonic(batch-1))
+				if bound < want-1e-9 || bound > want+1e-9 {
+					t.Errorf("QueueReadBoundBatch(%d, %d) = %.2f, want 62.5 × b + 62.5 × (H(n−1) − H(b−1)) = %.2f", n, batch, bound, want)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		n, b int
+		want float64
+	}{{16, 1, 269.9}, {16, 16, 1000}, {16, 8, 545.3}, {64, 64, 4000}} {
+		if got := QueueReadBoundBatch(c.n, c.b); got < c.want-0.05 || got > c.want+0.05 {
+			t.Errorf("QueueReadBoundBatch(%d, %d) = %.2f, want %.1f as docs/design.md states", c.n, c.b, got, c.want)
+		}
+	}
+}
+
 // TestQueueReadBound: the reads a waited-on item costs a second, summed
 // over the places of its waiters at the fastest pace PaceInterval allows
 // (over a range of paces, the unknown one included), stay within the

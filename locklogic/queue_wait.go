@@ -53,12 +53,24 @@ func PaceInterval(i, n int, d time.Duration) time.Duration {
 // PaceFloor, or its tier when that is longer (PaceInterval) — 62.5 × (1 +
 // H(n − 1)) for 1 to 63 waiters (H(k) = 1 + 1/2 + … + 1/k) — and 1 for
 // each one beyond (at place 63 or later, or without a place when MaxQueue
-// are queued).
-func QueueReadBound(n int) float64 {
+// are queued). It is QueueReadBoundBatch(n, 1): a lock's or a semaphore's
+// head alone reads at the head's pace.
+func QueueReadBound(n int) float64 { return QueueReadBoundBatch(n, 1) }
+
+// QueueReadBoundBatch is QueueReadBound for a queue whose first batch
+// places read at the head's pace: a read/write lock's readers ahead of its
+// first queued writer (the head's batch, rwTarget.front), each at most
+// once every PaceFloor — 62.5 × batch + 62.5 × (H(n − 1) − H(batch − 1))
+// for n ≤ 63 (docs/design.md#read-write-locks).
+func QueueReadBoundBatch(n, batch int) float64 {
 	sum := 0.0
 	for i := range n {
 		d := QueuePollInterval // no place: a slow poll
-		if i < MaxQueue {
+		switch {
+		case i >= MaxQueue:
+		case i < batch:
+			d = min(PlacePollInterval(0, n), PaceFloor)
+		default:
 			d = min(PlacePollInterval(i, n), time.Duration(max(1, i))*PaceFloor)
 		}
 		sum += float64(time.Second) / float64(d)

@@ -359,7 +359,7 @@ func (t *rwTarget) own(item map[string]types.AttributeValue, now time.Time) bool
 }
 
 func (t *rwTarget) peek(ctx context.Context, b Budget) (*view, error) {
-	item, err := t.s.rwRead(ctx, t.req.Name, b)
+	item, err := t.s.rwPeek(ctx, t.req.Name, b)
 	if err != nil {
 		return nil, err
 	}
@@ -516,6 +516,19 @@ func (s *Service) rwRead(ctx context.Context, name string, b Budget) (map[string
 		Key:            s.rwKey(name),
 		ConsistentRead: aws.Bool(true),
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// rwPeek reads read/write lock name with one eventually consistent GetItem
+// under b (half the read units of rwRead): a waiter's and a watcher's
+// reads.
+func (s *Service) rwPeek(ctx context.Context, name string, b Budget) (map[string]types.AttributeValue, error) {
+	cctx, cancel := b.Context(ctx)
+	defer cancel()
+	out, err := s.db.GetItem(cctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: s.rwKey(name)})
 	if err != nil {
 		return nil, err
 	}

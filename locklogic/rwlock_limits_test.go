@@ -57,5 +57,24 @@ func rwLimitsCases() []limitsCase {
 		{"rwlock release (writer, token)", false, func(_ testing.TB, s *Service) { _ = s.ReleaseRW(ctx, lease(Write, 0)) }},
 		{"rwlock release (reader slot 63, token)", false, func(_ testing.TB, s *Service) { _ = s.ReleaseRW(ctx, lease(Read, MaxReaders-1)) }},
 		{"rwlock status / read", false, func(_ testing.TB, s *Service) { _, _ = s.RWLockStatus(ctx, limitsResource) }},
+		{"rwlock force release (writer, immediate, token)", false, func(_ testing.TB, s *Service) {
+			_, _ = s.ForceReleaseRW(ctx, RWForceReleaseRequest{Name: limitsResource, Mode: Write, Reason: "r", Immediate: true,
+				FencingToken: limitsToken})
+		}},
+		{"rwlock force release (reader slot 63, token)", false, func(_ testing.TB, s *Service) {
+			_, _ = s.ForceReleaseRW(ctx, RWForceReleaseRequest{Name: limitsResource, Mode: Read, Slot: MaxReaders - 1, Reason: "r",
+				FencingToken: limitsToken})
+		}},
+		{"rwlock watch: record of the writer's and 64 readers' expiries (16-lease writes)", true, func(_ testing.TB, s *Service) {
+			item := map[string]types.AttributeValue{AttrToken: num(limitsCounter)}
+			for k := range MaxReaders {
+				item[slotNames[k].token] = num(limitsCounter - 1 - int64(k))
+			}
+			_, _ = s.settleLeases(ctx, s.rwKey(limitsResource), item, rwLeases, t0, Budget{})
+		}},
+		{"rwlock peek", false, func(_ testing.TB, s *Service) { _, _ = s.rwPeek(ctx, limitsResource, Budget{}) }},
+		{"rwlock listing (prefix)", false, func(_ testing.TB, s *Service) {
+			_, _ = s.ListRWLocks(ctx, ListRequest{Prefix: limitsResource}, Budget{})
+		}},
 	}
 }

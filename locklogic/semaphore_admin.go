@@ -165,27 +165,57 @@ type SemaphoreWatchResult struct {
 
 // SemaphoreIndexOf returns the watch index of a semaphore item at now.
 func SemaphoreIndexOf(item map[string]types.AttributeValue, now time.Time) int64 {
+	return leasesIndex(item, now, semLeases(item))
+}
+
+// semLiveUntil returns the earliest expiry of the live permits of item at
+// now (the next change of the index that no write makes), or zero.
+func semLiveUntil(item map[string]types.AttributeValue, now time.Time) time.Time {
+	return leasesLiveUntil(item, now, semLeases(item))
+}
+
+// semLeases are the leases of a semaphore item a watch counts: its slots
+// below N, each named in a record by its number.
+func semLeases(item map[string]types.AttributeValue) []recorded {
+	permits, _ := permitsOf(item)
+	return slotLeases[:min(max(permits, 0), MaxPermits)]
+}
+
+// slotLeases are the slots' leases as a record names them, built once.
+var slotLeases = func() []recorded {
+	out := make([]recorded, MaxPermits)
+	for k := range out {
+		out[k] = recorded{&slotNames[k], strconv.Itoa(k)}
+	}
+	return out
+}()
+
+// leasesIndex is the watch index of an item of several leases, one
+// fencing counter (a semaphore's, a read/write lock's) at now: 0 before
+// the first grant, else 2 × the counter + 1 − the number of live leases. A
+// grant adds 2 to the counter's part and at most 1 live lease, and a
+// lease's end takes one: the index grows by at least 1 at every grant and
+// every end, and a renewal leaves it.
+func leasesIndex(item map[string]types.AttributeValue, now time.Time, leases []recorded) int64 {
 	c, ok := n(item, AttrCounter)
 	if !ok {
 		return 0
 	}
-	permits, _ := permitsOf(item)
 	liveN := int64(0)
-	for k := range int(permits) {
-		if slotNames[k].live(item, now) {
+	for _, r := range leases {
+		if r.a.live(item, now) {
 			liveN++
 		}
 	}
 	return 2*c + 1 - liveN
 }
 
-// semLiveUntil returns the earliest expiry of the live permits of item at
-// now (the next change of the index that no write makes), or zero.
-func semLiveUntil(item map[string]types.AttributeValue, now time.Time) time.Time {
+// leasesLiveUntil returns the earliest expiry of the live leases of item
+// at now, or zero.
+func leasesLiveUntil(item map[string]types.AttributeValue, now time.Time, leases []recorded) time.Time {
 	var first time.Time
-	permits, _ := permitsOf(item)
-	for k := range int(permits) {
-		if t := slotNames[k].liveUntil(item, now); !t.IsZero() && (first.IsZero() || t.Before(first)) {
+	for _, r := range leases {
+		if t := r.a.liveUntil(item, now); !t.IsZero() && (first.IsZero() || t.Before(first)) {
 			first = t
 		}
 	}
@@ -304,10 +334,21 @@ func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) 
 // release or recorded expiry.
 func unrecordedPermits(item map[string]types.AttributeValue, now time.Time) []int {
 	var out []int
-	permits, _ := permitsOf(item)
-	for k := range int(permits) {
-		if slotNames[k].unrecordedExpiry(item, now) {
+	for k, r := range semLeases(item) {
+		if r.a.unrecordedExpiry(item, now) {
 			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// unrecordedLeases returns those of leases whose latest grant has ended at
+// now by the clock alone (unrecordedExpiry).
+func unrecordedLeases(item map[string]types.AttributeValue, now time.Time, leases []recorded) []recorded {
+	var out []recorded
+	for _, r := range leases {
+		if r.a.unrecordedExpiry(item, now) {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -319,19 +360,24 @@ func unrecordedPermits(item map[string]types.AttributeValue, now time.Time) []in
 const maxSettleSlots = 16
 
 // settlePermits records the expiry of the permits in slots of item (read
-// at now) before a watch answers them, with the lock's record
-// (recordExpiry) over each slot's lease, one write per maxSettleSlots
-// slots, so that no renewal landing late revives a permit a watcher was
-// told had ended (the renew condition refuses a recorded slot). It
-// reports false when a condition failed: the semaphore changed meanwhile,
-// and the caller reads it again.
+// at now) before a watch answers them (settleLeases), so that no renewal
+// landing late revives a permit a watcher was told had ended (the renew
+// condition refuses a recorded slot).
 func (s *Service) settlePermits(ctx context.Context, name string, item map[string]types.AttributeValue, slots []int, now time.Time, b Budget) (bool, error) {
-	for chunk := range slices.Chunk(slots, maxSettleSlots) {
-		leases := make([]recorded, len(chunk))
-		for i, k := range chunk {
-			leases[i] = recorded{&slotNames[k], strconv.Itoa(k)}
-		}
-		written, err := s.recordExpiry(ctx, s.semKey(name), item, leases, now, b)
+	leases := make([]recorded, len(slots))
+	for i, k := range slots {
+		leases[i] = slotLeases[k]
+	}
+	return s.settleLeases(ctx, s.semKey(name), item, leases, now, b)
+}
+
+// settleLeases records the expiry of leases of the item at key (read at
+// now) with the lock's record (recordExpiry), one write per
+// maxSettleSlots leases. It reports false when a condition failed: the
+// item changed meanwhile, and the caller reads it again.
+func (s *Service) settleLeases(ctx context.Context, key map[string]types.AttributeValue, item map[string]types.AttributeValue, leases []recorded, now time.Time, b Budget) (bool, error) {
+	for chunk := range slices.Chunk(leases, maxSettleSlots) {
+		written, err := s.recordExpiry(ctx, key, item, chunk, now, b)
 		if err != nil || written == nil {
 			return false, err
 		}

@@ -54,6 +54,20 @@
 // token is larger than all of the semaphore's before it, so one fence for
 // all slots would refuse the live permits with older tokens. Merging
 // several fences into one write keeps their placeholders apart.
+//
+// # Read/write locks
+//
+// Every grant of a read/write lock, read or write, gets a token above all
+// before it, so readers' tokens grow too. The writer fences its writes as
+// a lock's holder does (one fence per lock): its token is above every
+// earlier reader's and writer's, so the fence refuses any writer granted
+// before the last write. A reader never writes that fence; it compares
+// the fence it reads with the data against its own token: the data is
+// what its lease protects only while fence < token (a writer granted after
+// the reader has a larger token; tokens are never equal). A larger fence
+// means a writer wrote after the reader's lease ended: drop what was read.
+// A reader that writes output of its own fences it per reader slot, as a
+// semaphore's permits (docs/fencing.md, Rules).
 package fence
 
 import "errors"

@@ -14,14 +14,18 @@ import (
 )
 
 // leaseKind is one kind of lease behind one adapter: a lock, the permit of
-// a semaphore of 1, or slot 2 of a semaphore of 3 (its other slots held
-// for the whole test, so that slot 2 is the one lease the owners contend
-// for). A semaphore slot answers as a lock does: every scenario of
-// TestLeaseKinds runs unchanged on each.
+// a semaphore of 1, slot 2 of a semaphore of 3 (its other slots held for
+// the whole test, so that slot 2 is the one lease the owners contend for),
+// the writer of a read/write lock, or one reader's slot of a read/write
+// lock whose other 63 reader slots are held. Each answers as a lock does:
+// every scenario of TestLeaseKinds runs unchanged on each.
 type leaseKind struct {
 	name    string
-	permits int64 // 0: a lock
-	slot    int64
+	permits int64 // 0: a lock (or a read/write lock, rw set)
+	// rw is the read/write lock's lease the kind is: its writer, or a
+	// reader (the slot left free, leaseRun.slot); "" for the others.
+	rw   locklogic.RWMode
+	slot int64
 	// owners are the owners a scenario uses: for a semaphore of 3, owners
 	// whose home is slot 2, so their acquires go there when it is free.
 	owners []string
@@ -36,6 +40,7 @@ type leaseRun struct {
 	svc  *locklogic.Service
 	off  *atomic.Int64 // the service clock's lead over real time, ns
 	mode testenv.StoreMode
+	slot int64 // the kind's slot: a semaphore's, or the reader's
 }
 
 func (r *leaseRun) now() time.Time { return time.Now().Add(time.Duration(r.off.Load())) }
@@ -58,6 +63,14 @@ func (r *leaseRun) acquire(s *locklogic.Service, i int, ttl, delay int64, issued
 	r.t.Helper()
 	ctx := context.Background()
 	c := locklogic.Caller{Owner: r.owner(i)}
+	if r.kind.rw != "" {
+		res, err := s.AcquireRW(ctx, locklogic.RWAcquireRequest{Name: r.name, Mode: r.kind.rw, Caller: c, TTLSeconds: ttl,
+			LockDelaySeconds: delay, Arrived: issued, WaitSeconds: wait, QueueTicket: ticket}, locklogic.Budget{})
+		if res.Acquired && r.kind.rw == locklogic.Read && int64(res.Lease.Slot) != r.slot {
+			r.t.Fatalf("%s: granted reader slot %d, want slot %d", r.owner(i), res.Lease.Slot, r.slot)
+		}
+		return res.Lease.Lock, res.Acquired, res.QueueTicket, err
+	}
 	if r.kind.permits == 0 {
 		res, err := s.Acquire(ctx, locklogic.AcquireRequest{Resource: r.name, Caller: c, TTLSeconds: ttl, LockDelaySeconds: delay,
 			Arrived: issued, WaitSeconds: wait, QueueTicket: ticket})
@@ -65,8 +78,8 @@ func (r *leaseRun) acquire(s *locklogic.Service, i int, ttl, delay int64, issued
 	}
 	res, err := s.AcquireSemaphore(ctx, locklogic.SemaphoreAcquireRequest{Name: r.name, Caller: c, TTLSeconds: ttl,
 		Permits: r.kind.permits, LockDelaySeconds: delay, Arrived: issued, WaitSeconds: wait, QueueTicket: ticket}, locklogic.Budget{})
-	if res.Acquired && int64(res.Permit.Slot) != r.kind.slot {
-		r.t.Fatalf("%s: granted slot %d, want slot %d", r.owner(i), res.Permit.Slot, r.kind.slot)
+	if res.Acquired && int64(res.Permit.Slot) != r.slot {
+		r.t.Fatalf("%s: granted slot %d, want slot %d", r.owner(i), res.Permit.Slot, r.slot)
 	}
 	return res.Permit.Lock, res.Acquired, res.QueueTicket, err
 }
@@ -82,31 +95,45 @@ func (r *leaseRun) mustAcquire(i int, ttl, delay int64) locklogic.Lock {
 
 func (r *leaseRun) renew(s *locklogic.Service, i int, ttl int64, tok *int64) (locklogic.Lock, error) {
 	c := locklogic.Caller{Owner: r.owner(i)}
+	if r.kind.rw != "" {
+		l, err := s.RenewRW(context.Background(), locklogic.RWLeaseRequest{Name: r.name, Caller: c, Mode: r.kind.rw, Slot: r.slot,
+			TTLSeconds: ttl, FencingToken: tok})
+		return l.Lock, err
+	}
 	if r.kind.permits == 0 {
 		return s.Renew(context.Background(), locklogic.RenewRequest{Resource: r.name, Caller: c, TTLSeconds: ttl, FencingToken: tok})
 	}
-	p, err := s.RenewSemaphore(context.Background(), locklogic.SemaphoreRenewRequest{Name: r.name, Caller: c, Slot: r.kind.slot,
+	p, err := s.RenewSemaphore(context.Background(), locklogic.SemaphoreRenewRequest{Name: r.name, Caller: c, Slot: r.slot,
 		TTLSeconds: ttl, FencingToken: tok})
 	return p.Lock, err
 }
 
 func (r *leaseRun) release(s *locklogic.Service, i int, tok *int64) error {
 	c := locklogic.Caller{Owner: r.owner(i)}
+	if r.kind.rw != "" {
+		return s.ReleaseRW(context.Background(), locklogic.RWLeaseRequest{Name: r.name, Caller: c, Mode: r.kind.rw, Slot: r.slot,
+			FencingToken: tok})
+	}
 	if r.kind.permits == 0 {
 		return s.Release(context.Background(), locklogic.ReleaseRequest{Resource: r.name, Caller: c, FencingToken: tok})
 	}
-	return s.ReleaseSemaphore(context.Background(), locklogic.SemaphoreReleaseRequest{Name: r.name, Caller: c, Slot: r.kind.slot,
+	return s.ReleaseSemaphore(context.Background(), locklogic.SemaphoreReleaseRequest{Name: r.name, Caller: c, Slot: r.slot,
 		FencingToken: tok})
 }
 
 func (r *leaseRun) force(s *locklogic.Service, immediate bool, tok *int64) (locklogic.Lock, error) {
+	if r.kind.rw != "" {
+		res, err := s.ForceReleaseRW(context.Background(), locklogic.RWForceReleaseRequest{Name: r.name, Mode: r.kind.rw, Slot: r.slot,
+			Reason: "test", Immediate: immediate, FencingToken: tok})
+		return res.Ended.Lock, err
+	}
 	if r.kind.permits == 0 {
 		res, err := s.ForceRelease(context.Background(), locklogic.ForceReleaseRequest{Resource: r.name, Reason: "test",
 			Immediate: immediate, FencingToken: tok})
 		return res.Ended, err
 	}
 	res, err := s.ForceReleaseSemaphore(context.Background(), locklogic.SemaphoreForceReleaseRequest{Name: r.name,
-		Slot: r.kind.slot, Reason: "test", Immediate: immediate, FencingToken: tok})
+		Slot: r.slot, Reason: "test", Immediate: immediate, FencingToken: tok})
 	return res.Ended.Lock, err
 }
 
@@ -115,6 +142,13 @@ func (r *leaseRun) force(s *locklogic.Service, immediate bool, tok *int64) (lock
 func (r *leaseRun) watch() *locklogic.Lock {
 	r.t.Helper()
 	ctx := context.Background()
+	if r.kind.rw != "" {
+		res, err := r.svc.WatchRW(ctx, locklogic.WatchRequest{Resource: r.name}, locklogic.Budget{})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return r.rwLease(res.Status)
+	}
 	if r.kind.permits == 0 {
 		res, err := r.svc.Watch(ctx, locklogic.WatchRequest{Resource: r.name}, locklogic.Budget{})
 		if err != nil {
@@ -127,7 +161,7 @@ func (r *leaseRun) watch() *locklogic.Lock {
 		r.t.Fatal(err)
 	}
 	for _, p := range res.Status.Holders {
-		if int64(p.Slot) == r.kind.slot {
+		if int64(p.Slot) == r.slot {
 			return &p.Lock
 		}
 	}
@@ -138,6 +172,18 @@ func (r *leaseRun) watch() *locklogic.Lock {
 func (r *leaseRun) listed() *locklogic.Lock {
 	r.t.Helper()
 	ctx := context.Background()
+	if r.kind.rw != "" {
+		res, err := r.svc.ListRWLocks(ctx, locklogic.ListRequest{Prefix: r.name}, locklogic.Budget{})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, st := range res.Locks {
+			if st.Name == r.name {
+				return r.rwLease(st)
+			}
+		}
+		return nil
+	}
 	if r.kind.permits == 0 {
 		res, err := r.svc.List(ctx, locklogic.ListRequest{Prefix: r.name}, locklogic.Budget{})
 		if err != nil {
@@ -155,8 +201,25 @@ func (r *leaseRun) listed() *locklogic.Lock {
 		r.t.Fatal(err)
 	}
 	for _, p := range res.Permits {
-		if p.Resource == r.name && int64(p.Slot) == r.kind.slot {
+		if p.Resource == r.name && int64(p.Slot) == r.slot {
 			return &p.Lock
+		}
+	}
+	return nil
+}
+
+// rwLease returns the kind's lease in a read/write lock's state (nil:
+// none).
+func (r *leaseRun) rwLease(st locklogic.RWStatus) *locklogic.Lock {
+	if r.kind.rw == locklogic.Write {
+		if st.Writer == nil {
+			return nil
+		}
+		return &st.Writer.Lock
+	}
+	for _, l := range st.Readers {
+		if int64(l.Slot) == r.slot {
+			return &l.Lock
 		}
 	}
 	return nil
@@ -183,15 +246,18 @@ func homeOwners(prefix string, permits int64, k, n int) []string {
 
 // TestLeaseKinds runs the lease scenarios — late writes, fencing, renew
 // ordering, lock-delay, force release, a watch and its record, the queue,
-// the admin listing — for a lock, a semaphore of 1 and slot 2 of a
-// semaphore of 3, against dynalite in the harness's store mode, and
-// requires the same answers of each.
+// the admin listing — for a lock, a semaphore of 1, slot 2 of a semaphore
+// of 3, a read/write lock's writer and one of its reader slots (the other
+// 63 held), against dynalite in the harness's store mode, and requires the
+// same answers of each.
 func TestLeaseKinds(t *testing.T) {
 	t.Parallel()
 	kinds := []leaseKind{
 		{name: "Lock", owners: []string{"a", "b", "c"}},
 		{name: "SemaphoreOf1", permits: 1, owners: []string{"a", "b", "c"}},
 		{name: "Slot2Of3", permits: 3, slot: 2, owners: homeOwners("o", 3, 2, 3)},
+		{name: "RWWriter", rw: locklogic.Write, owners: []string{"a", "b", "c"}},
+		{name: "RWReader", rw: locklogic.Read, owners: []string{"a", "b", "c"}},
 	}
 	scenarios := []struct {
 		name string
@@ -355,7 +421,7 @@ func TestLeaseKinds(t *testing.T) {
 			for _, k := range kinds {
 				t.Run(k.name, func(t *testing.T) {
 					r := &leaseRun{t: t, kind: k, name: fmt.Sprintf("lk-%s-%s-%d", sc.name, k.name, time.Now().UnixNano()),
-						db: db, off: new(atomic.Int64), mode: mode}
+						db: db, off: new(atomic.Int64), mode: mode, slot: k.slot}
 					r.svc = locklogic.New(db, locklogic.Config{Table: testenv.Table, Now: r.now, FairWaiting: true,
 						OldItemOnFailure: mode == testenv.StoreOldItem})
 					if k.permits == 3 {
@@ -369,11 +435,36 @@ func TestLeaseKinds(t *testing.T) {
 							}
 						}
 					}
+					if k.rw == locklogic.Read {
+						r.slot = fillReaders(t, r.svc, r.name)
+					}
 					sc.run(r)
 				})
 			}
 		})
 	}
+}
+
+// fillReaders takes all but one of read/write lock name's reader slots for
+// the whole scenario and returns the one left free.
+func fillReaders(tb testing.TB, svc *locklogic.Service, name string) int64 {
+	tb.Helper()
+	held := map[int]bool{}
+	for i := range locklogic.MaxReaders - 1 {
+		res, err := svc.AcquireRW(context.Background(), locklogic.RWAcquireRequest{Name: name, Mode: locklogic.Read,
+			Caller: locklogic.Caller{Owner: fmt.Sprint("fill-", i)}, TTLSeconds: 3600}, locklogic.Budget{})
+		if err != nil || !res.Acquired {
+			tb.Fatalf("filling reader %d: %+v %v", i, res, err)
+		}
+		held[res.Lease.Slot] = true
+	}
+	for k := range locklogic.MaxReaders {
+		if !held[k] {
+			return int64(k)
+		}
+	}
+	tb.Fatal("no reader slot left free")
+	return 0
 }
 
 // TestSemaphoreChangeOfNTwiceLateRenew: a renewal issued while its permit

@@ -19,6 +19,16 @@ DynamoDB fragments go into your own boto3/botocore call).
   check_fenced() checks the row count of your own statement.
 
 A write with the same token passes (one holder writes many times).
+
+Read/write locks: every grant, read or write, gets a token above all before
+it, so readers' tokens grow too. The writer fences its writes with
+dynamo_fence(token) as a lock's holder does (one fence per lock: it refuses
+any writer granted before the last write). A reader never writes that fence:
+it reads it with the data and trusts the data only while ``fence < reader's
+token`` (a writer granted after the reader has a larger token); a larger
+fence means a writer wrote after the reader's lease ended. A reader's own
+output is fenced per reader slot, as a semaphore's permits (docs/fencing.md,
+Rules).
 """
 
 from __future__ import annotations

@@ -3,6 +3,16 @@
 // DynamoDB helpers return strings and plain objects in the shapes of the AWS
 // SDK's DynamoDB client and its document client; the SQL helper returns
 // fragments and checks the row count.
+//
+// Read/write locks: every grant, read or write, gets a token above all
+// before it, so readers' tokens grow too. The writer fences its writes with
+// dynamoFence(token) as a lock's holder does (one fence per lock: it refuses
+// any writer granted before the last write). A reader never writes that
+// fence: it reads it with the data and trusts the data only while
+// `fence < reader's token` (a writer granted after the reader has a larger
+// token); a larger fence means a writer wrote after the reader's lease ended.
+// A reader's own output is fenced per reader slot, as a semaphore's permits
+// (docs/fencing.md, Rules).
 import { FencedError } from "./errors.js";
 
 export { FencedError };
