@@ -590,7 +590,10 @@ type lockTarget struct {
 	s   *Service
 	req AcquireRequest
 	gid string
-	res AcquireResult // the grant, once granted
+	// issued is the issue time of a plain take's write (the late-write
+	// rule): req.Arrived for a lock's wait, setIssued for a set's.
+	issued time.Time
+	res    AcquireResult // the grant, once granted
 }
 
 // judge never says own for a lock: a lease of the caller's owner newer
@@ -609,7 +612,7 @@ func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string)
 	}
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
-	r, item, err := l.s.acquireWrite(cctx, l.req, l.req.Arrived, l.gid)
+	r, item, err := l.s.acquireWrite(cctx, l.req, l.issued, l.gid)
 	if err != nil || r.Acquired {
 		l.res = r
 		return r.Acquired, nil, err
@@ -638,7 +641,7 @@ func (l *lockTarget) peek(ctx context.Context, b Budget) (*view, error) {
 func (s *Service) waitFairLock(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, old map[string]types.AttributeValue, end time.Time, gid string) (AcquireResult, error) {
 	w := &waiter{key: s.key(req.Resource), op: "acquire", name: req.Resource, caller: req.Caller, arrived: req.Arrived,
 		waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
-	t := &lockTarget{s: s, req: req, gid: gid}
+	t := &lockTarget{s: s, req: req, gid: gid, issued: req.Arrived}
 	var v *view
 	if s.oldItem {
 		v = newView(old, true)
