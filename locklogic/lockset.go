@@ -356,14 +356,7 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 	if len(locks) == 0 {
 		return nil
 	}
-	rb := Budget{Deadline: time.Now().Add(SetRollbackBudget), Reserve: b.Reserve}
-	if d, ok := ctx.Deadline(); ok {
-		// WithoutCancel drops the deadline too: keep the request's.
-		if d.Add(-b.Reserve).Before(rb.Deadline) {
-			rb.Deadline = d.Add(-b.Reserve)
-		}
-	}
-	rctx, cancel := rb.Context(context.WithoutCancel(ctx))
+	rctx, cancel := rollbackContext(ctx, b)
 	defer cancel()
 	var unreleased []string
 	for _, l := range locks {
@@ -381,17 +374,44 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 	return unreleased
 }
 
+// rollbackContext is the context of a rollback's releases under b from
+// now on, with SetRollbackBudget, even when ctx has ended.
+func rollbackContext(ctx context.Context, b Budget) (context.Context, context.CancelFunc) {
+	rb := Budget{Deadline: time.Now().Add(SetRollbackBudget), Reserve: b.Reserve}
+	if d, ok := ctx.Deadline(); ok {
+		// WithoutCancel drops the deadline too: keep the request's.
+		if d.Add(-b.Reserve).Before(rb.Deadline) {
+			rb.Deadline = d.Add(-b.Reserve)
+		}
+	}
+	return rb.Context(context.WithoutCancel(ctx))
+}
+
+// releaseUnheard is releaseOwnGrant under b from now on, as a rollback's.
+func (s *Service) releaseUnheard(ctx context.Context, c Caller, setID, resource string, b Budget) bool {
+	rctx, cancel := rollbackContext(ctx, b)
+	defer cancel()
+	return s.releaseOwnGrant(rctx, c, setID, resource)
+}
+
 // releaseOwnGrant releases the lease on resource if it is the set's own
 // grant (grant id setID, live), by its token; anything else is left as
-// it is.
-func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource string) {
+// it is. It reports whether the name is surely not held by the set's
+// grant now.
+func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource string) bool {
 	item, err := s.get(ctx, resource)
-	if err != nil || str(item, AttrGrantID) != setID || !live(item, s.now()) {
-		return
+	if err != nil {
+		return false
 	}
-	if lock, ok := decode(resource, item); ok {
-		_ = s.Release(ctx, ReleaseRequest{Resource: resource, Caller: c, FencingToken: &lock.FencingToken})
+	if str(item, AttrGrantID) != setID || !live(item, s.now()) {
+		return true
 	}
+	lock, ok := decode(resource, item)
+	if !ok {
+		return false
+	}
+	err = s.Release(ctx, ReleaseRequest{Resource: resource, Caller: c, FencingToken: &lock.FencingToken})
+	return err == nil || errors.Is(err, ErrNotFound)
 }
 
 // waitSetOrdered is the waiting route of AcquireSet on a service with
@@ -500,6 +520,10 @@ round:
 				return fail(err, name)
 			}
 			if !fo.granted {
+				if t.took && !s.releaseUnheard(ctx, req.Caller, setID, name, b) {
+					// A take whose grant went unheard may hold it.
+					unreleased = append(unreleased, name)
+				}
 				return refused(name, fo.freeAt, fo.ticket)
 			}
 			held = append(held, t.res.Lock)
@@ -507,12 +531,12 @@ round:
 		if !waited {
 			return SetAcquireResult{Acquired: true, SetID: setID, Locks: held}, nil
 		}
-		// The leases written to outlive the wait run from now on for
-		// TTLSeconds, as the answer says (the last name's already does),
-		// and each is found still the set's.
-		lost, err := s.renewHeld(ctx, req.Caller, held[:len(held)-1], req.TTLSeconds, tb)
+		// The leases written to outlive the wait are granted again from
+		// now for TTLSeconds, as the answer says (the last name's already
+		// is), each found still the set's own grant.
+		lost, unknown, err := s.regrantHeld(ctx, req, held[:len(held)-1], setID, tb)
 		if err != nil {
-			return fail(err, "")
+			return fail(err, unknown)
 		}
 		if lost == "" {
 			return SetAcquireResult{Acquired: true, SetID: setID, Locks: held, Unreleased: unreleased}, nil
@@ -522,6 +546,29 @@ round:
 			return refused(lost, time.Time{}, "")
 		}
 	}
+}
+
+// regrantHeld takes each of locks again with the lock's acquire write
+// under tb, as the set's own grant (grant id setID): a lease that runs
+// from now for req.TTLSeconds with a new fencing token, in place. lost
+// names the first that was not the set's any more (force released,
+// expired and taken): it stops there. An error is the store's, for the
+// name unknown, whose outcome is unknown.
+func (s *Service) regrantHeld(ctx context.Context, req SetAcquireRequest, locks []Lock, setID string, tb Budget) (lost, unknown string, err error) {
+	for j, l := range locks {
+		ar := AcquireRequest{Resource: l.Resource, Caller: req.Caller, TTLSeconds: req.TTLSeconds, LockDelaySeconds: req.LockDelaySeconds, Arrived: req.Arrived}
+		cctx, cancel := tb.Context(ctx)
+		res, _, err := s.acquireWrite(cctx, ar, setIssued, setID)
+		cancel()
+		switch {
+		case err != nil:
+			return "", l.Resource, err
+		case !res.Acquired:
+			return l.Resource, "", nil
+		}
+		locks[j] = res.Lock
+	}
+	return "", "", nil
 }
 
 // waitTTL is the TTL, in whole seconds, of a lease that a waiting set

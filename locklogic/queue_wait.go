@@ -594,6 +594,8 @@ type lockTarget struct {
 	// rule): req.Arrived for a lock's wait, setIssued for a set's.
 	issued time.Time
 	res    AcquireResult // the grant, once granted
+	// took says a take was sent: a grant may have landed unheard.
+	took bool
 }
 
 // judge never says own for a lock: a lease of the caller's owner newer
@@ -605,6 +607,7 @@ func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) 
 }
 
 func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
+	l.took = true
 	if ticket != "" {
 		r, nv, err := l.s.headGrant(ctx, l.req, b, v, ticket, l.gid)
 		l.res = r

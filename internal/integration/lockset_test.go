@@ -456,9 +456,10 @@ func TestLockSetWaitRoundKeepsPlace(t *testing.T) {
 }
 
 // TestLockSetWaitForceReleased: a name the set holds while it waits is
-// force released; the grant finds it gone (its renewal fails), gives back
-// what it holds and takes the names again, so the answer never lists a
-// lease that ended: the name's lease in the answer is a new one.
+// force released; at the grant the set takes it again with the set's own
+// grant (or, were it gone to another, gives everything back and starts
+// over), so the answer never lists the lease that ended: the name's lease
+// in the answer is a new one, held.
 func TestLockSetWaitForceReleased(t *testing.T) {
 	t.Parallel()
 	proxy := newProxy(t)
