@@ -58,6 +58,9 @@ type LockSetResponse struct {
 	BlockedBy  string     `json:"blocked_by,omitempty"`
 	FreeAt     string     `json:"free_at,omitempty"`
 	Unreleased []string   `json:"unreleased,omitempty"`
+	// QueueTicket is, for a waiting round that ended not granted, its
+	// place in blocked_by's queue: the next round sends it back.
+	QueueTicket string `json:"queue_ticket,omitempty"`
 }
 
 // LockSetItemJSON is one name's outcome in a set's renewal or release:
@@ -102,8 +105,9 @@ func (h *Handler) LockSet(ctx context.Context, req events.APIGatewayV2HTTPReques
 }
 
 // LockSetWait serves POST /locksets/{prefix}/wait: a try's body plus
-// "wait_seconds" (1 to MAX_WAIT_SECONDS), waiting holding nothing
-// (locklogic.Service.AcquireSet).
+// "wait_seconds" (1 to MAX_WAIT_SECONDS) and an optional "queue_ticket"
+// (an earlier round's), waiting in the queue of each held name in turn,
+// holding the names before it (locklogic.Service.AcquireSet).
 func (h *Handler) LockSetWait(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, routeSetAcquireWait)
 }
@@ -130,7 +134,7 @@ func (h *Handler) setBudget(arrived time.Time, waitSeconds int64) locklogic.Budg
 }
 
 func (h *Handler) setAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRequest, prefix string, waits bool) (result, error) {
-	b, err := parseBody(req, pickExample(waits, exampleLockSet, exampleLockSetWait), "owner", "ttl_seconds", "names", "wait_seconds", "lock_delay_seconds")
+	b, err := parseBody(req, pickExample(waits, exampleLockSet, exampleLockSetWait), "owner", "ttl_seconds", "names", "wait_seconds", "lock_delay_seconds", "queue_ticket")
 	if err != nil {
 		return result{}, err
 	}
@@ -138,8 +142,9 @@ func (h *Handler) setAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		Prefix: prefix, Names: b.strs("names"), Caller: locklogic.Caller{Owner: b.str("owner"), Principal: principal(*req)},
 		TTLSeconds: deref(b.int("ttl_seconds", true)), WaitSeconds: deref(b.int("wait_seconds", waits)),
 		LockDelaySeconds: deref(b.int("lock_delay_seconds", false)), Arrived: h.arrived(req),
+		QueueTicket: b.optStr("queue_ticket"),
 	}
-	h.checkWaiting(waits, ar.WaitSeconds, "", routeSetAcquire, routeSetAcquireWait, &b.errs)
+	h.checkWaiting(waits, ar.WaitSeconds, ar.QueueTicket, routeSetAcquire, routeSetAcquireWait, &b.errs)
 	if h.svc.ValidateSetAcquire(&ar, &b.errs); b.errs.Err() != nil {
 		return result{}, &b.errs
 	}
@@ -160,6 +165,7 @@ func (h *Handler) setAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		out.outcome = "held"
 		body.SetID = ""
 		body.BlockedBy = res.BlockedBy
+		body.QueueTicket = res.QueueTicket
 		if !res.FreeAt.IsZero() {
 			body.FreeAt = string(appendTime(nil, res.FreeAt))
 			secs := math.Ceil(res.FreeAt.Sub(h.now()).Seconds())

@@ -117,6 +117,9 @@ type lockSetAnswer struct {
 	BlockedBy  string    `json:"blocked_by"`
 	FreeAt     time.Time `json:"free_at"`
 	Unreleased []string  `json:"unreleased"`
+	// QueueTicket is a waiting round's place in blocked_by's queue: the
+	// next round sends it back.
+	QueueTicket string `json:"queue_ticket"`
 }
 
 // setItem is one name's outcome of a set's renewal or release.
@@ -145,8 +148,10 @@ func (c *Client) TryAcquireSet(ctx context.Context, names []string, owner string
 }
 
 // AcquireSet takes every one of names, all or none, as Acquire takes one
-// lock: a try first, then waiting rounds at the service (which waits
-// holding nothing), retrying temporary failures, until ctx ends and for at
+// lock: a try first, then waiting rounds at the service (each waits in the
+// queue of a held name holding the names before it, and gives them back
+// when it ends; the next round brings back its place), retrying temporary
+// failures, until ctx ends and for at
 // most DefaultAcquireWait when ctx has no deadline (WithWait sets another
 // bound). When the wait runs out the error is a *SetHeldError.
 func (c *Client) AcquireSet(ctx context.Context, names []string, owner string, ttl time.Duration, opts ...AcquireOption) (*Set, error) {
@@ -209,6 +214,9 @@ type setAcquisition struct {
 	ttl    time.Duration
 	prefix string
 	opt    acquireOptions
+	// ticket is the latest waiting round's place in the queue of the
+	// name it waited on, sent back with the next round ("": none).
+	ticket string
 }
 
 func (a *setAcquisition) label() string { return fmt.Sprintf("acquire lock set %q", a.names) }
@@ -275,6 +283,9 @@ func (a *setAcquisition) attempt(ctx context.Context, wait time.Duration) (*Set,
 	if wait > 0 {
 		body["wait_seconds"] = int64(wait / time.Second)
 		path += "/wait"
+		if a.ticket != "" {
+			body["queue_ticket"] = a.ticket
+		}
 	}
 	t0 := time.Now()
 	ans, err := call(ctx, a.c, request{op: a.label(), method: http.MethodPost, path: path, payload: body},
@@ -291,6 +302,9 @@ func (a *setAcquisition) attempt(ctx context.Context, wait time.Duration) (*Set,
 		})
 	if err != nil {
 		return nil, err
+	}
+	if wait > 0 {
+		a.ticket = ans.QueueTicket
 	}
 	if !ans.Acquired {
 		return nil, fmt.Errorf("%s: %w", a.label(), &SetHeldError{BlockedBy: ans.BlockedBy, FreeAt: ans.FreeAt, Unreleased: ans.Unreleased})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,8 +62,8 @@ func setIDOf(grantID string) string {
 
 // SetAcquireRequest asks for a lease of TTLSeconds on every one of Names,
 // all or none, each name beginning with Prefix (the path's: IAM policies
-// scoped by path prefix keep their meaning). With WaitSeconds above zero,
-// a refused try waits, holding nothing, and tries again (AcquireSet).
+// scoped by path prefix keep their meaning). With WaitSeconds above zero
+// the request waits for the names (AcquireSet).
 type SetAcquireRequest struct {
 	Prefix           string
 	Names            []string
@@ -73,6 +74,10 @@ type SetAcquireRequest struct {
 	// Arrived is when the request reached the service, as for
 	// AcquireRequest: every write of the request acts as of it.
 	Arrived time.Time
+	// QueueTicket is the place an earlier round of the same wait was
+	// given in the queue of the name it waited on
+	// (SetAcquireResult.QueueTicket): sent back, it keeps that place.
+	QueueTicket string
 }
 
 // SetAcquireResult is the outcome of AcquireSet. Not acquired is an
@@ -89,10 +94,16 @@ type SetAcquireResult struct {
 	BlockedBy string
 	FreeAt    time.Time
 	// Unreleased are the names a refused try took and could not release:
-	// they stay held by the caller until their TTL.
+	// they stay held by the caller until their TTL (a waiting round's: at
+	// most until WaitSeconds + TTLSeconds after Arrived).
 	Unreleased []string
 	// Waited is how long a waiting request waited after its first try.
 	Waited time.Duration
+	// QueueTicket is, for a waiting round that ended not granted, its
+	// place in BlockedBy's queue, live until QueueGrace after the round:
+	// the next round sends it back (SetAcquireRequest.QueueTicket). ""
+	// when it has none.
+	QueueTicket string
 }
 
 // SetRollbackError is a set request that failed (Err, an ErrUnavailable
@@ -152,6 +163,9 @@ func (s *Service) ValidateSetAcquire(req *SetAcquireRequest, v *ValidationError)
 	}
 	if !v.Has("lock_delay_seconds") {
 		ValidateLockDelay(req.LockDelaySeconds, s.maxDelay, v)
+	}
+	if !v.Has("queue_ticket") {
+		ValidateQueueTicket(req.QueueTicket, v)
 	}
 	slices.Sort(req.Names)
 }
@@ -241,18 +255,24 @@ func validateSetNames(prefix, member string, n int, name func(int) string, v *Va
 // each refused try keeps SetRollbackBudget before the context's deadline
 // minus b.Reserve to release what it took.
 //
-// A try takes the names in byte order, one lock acquire write each (the
+// Every write takes names in byte order, one lock acquire write each (the
 // lock's condition, all of it: a held name, a live queue, a lock-delay
-// refuse it), every write with the request's set id as its grant id, so
-// that an SDK retry of a write that landed, or a later try of the same
-// request, finds its own grant. The first refusal ends the try: the names
-// it took are released (each by owner and fencing token, the lock's
-// release) and the answer names the refused one. A set never waits
-// holding a name and never joins a queue, so sets cannot deadlock, with
-// each other or with single locks. With WaitSeconds above zero a refused
-// try waits for the refused name to look free (polling it, as a lock's
-// unfair wait does) and tries the whole set again, until GrantGuard
-// before Arrived + WaitSeconds.
+// refuse it), with the request's set id as its grant id, so that an SDK
+// retry of a write that landed, or a later write of the same request,
+// finds its own grant.
+//
+// A try (WaitSeconds 0) ends at the first refusal: the names it took are
+// released (each by owner and fencing token, the lock's release) and the
+// answer names the refused one. It holds nothing after it answers and
+// joins no queue.
+//
+// A waiting request (WaitSeconds above zero) waits on a refused name in
+// that name's fair queue, as a lock's waiting acquire does, holding the
+// names before it (waitSetOrdered), until GrantGuard before Arrived +
+// WaitSeconds. Every set and every lock takes names in the one byte
+// order, and a lock holds one name, so no cycle of waits can form: sets
+// cannot deadlock with each other or with single locks. On a service
+// without FairWaiting it waits holding nothing instead (waitSet).
 func (s *Service) AcquireSet(ctx context.Context, req SetAcquireRequest, b Budget) (SetAcquireResult, error) {
 	var v ValidationError
 	if s.ValidateSetAcquire(&req, &v); v.Err() != nil {
@@ -275,6 +295,9 @@ func (s *Service) AcquireSet(ctx context.Context, req SetAcquireRequest, b Budge
 		return SetAcquireResult{}, fmt.Errorf("acquire set %q: %w", req.Prefix, ErrWaitElapsed)
 	}
 	end = deadlineEnd(ctx, tb, now, end)
+	if s.fair {
+		return s.waitSetOrdered(ctx, req, tb, b, setID, end)
+	}
 	res, err := s.trySet(ctx, req, tb, b, setID)
 	if err != nil || res.Acquired {
 		return res, err
@@ -333,14 +356,7 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 	if len(locks) == 0 {
 		return nil
 	}
-	rb := Budget{Deadline: time.Now().Add(SetRollbackBudget), Reserve: b.Reserve}
-	if d, ok := ctx.Deadline(); ok {
-		// WithoutCancel drops the deadline too: keep the request's.
-		if d.Add(-b.Reserve).Before(rb.Deadline) {
-			rb.Deadline = d.Add(-b.Reserve)
-		}
-	}
-	rctx, cancel := rb.Context(context.WithoutCancel(ctx))
+	rctx, cancel := rollbackContext(ctx, b)
 	defer cancel()
 	var unreleased []string
 	for _, l := range locks {
@@ -358,17 +374,230 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 	return unreleased
 }
 
+// rollbackContext is the context of a rollback's releases under b from
+// now on, with SetRollbackBudget, even when ctx has ended.
+func rollbackContext(ctx context.Context, b Budget) (context.Context, context.CancelFunc) {
+	rb := Budget{Deadline: time.Now().Add(SetRollbackBudget), Reserve: b.Reserve}
+	if d, ok := ctx.Deadline(); ok {
+		// WithoutCancel drops the deadline too: keep the request's.
+		if d.Add(-b.Reserve).Before(rb.Deadline) {
+			rb.Deadline = d.Add(-b.Reserve)
+		}
+	}
+	return rb.Context(context.WithoutCancel(ctx))
+}
+
+// releaseUnheard is releaseOwnGrant under b from now on, as a rollback's.
+func (s *Service) releaseUnheard(ctx context.Context, c Caller, setID, resource string, b Budget) bool {
+	rctx, cancel := rollbackContext(ctx, b)
+	defer cancel()
+	return s.releaseOwnGrant(rctx, c, setID, resource)
+}
+
 // releaseOwnGrant releases the lease on resource if it is the set's own
 // grant (grant id setID, live), by its token; anything else is left as
-// it is.
-func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource string) {
+// it is. It reports whether the name is surely not held by the set's
+// grant now.
+func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource string) bool {
 	item, err := s.get(ctx, resource)
-	if err != nil || str(item, AttrGrantID) != setID || !live(item, s.now()) {
-		return
+	if err != nil {
+		return false
 	}
-	if lock, ok := decode(resource, item); ok {
-		_ = s.Release(ctx, ReleaseRequest{Resource: resource, Caller: c, FencingToken: &lock.FencingToken})
+	if str(item, AttrGrantID) != setID || !live(item, s.now()) {
+		return true
 	}
+	lock, ok := decode(resource, item)
+	if !ok {
+		return false
+	}
+	err = s.Release(ctx, ReleaseRequest{Resource: resource, Caller: c, FencingToken: &lock.FencingToken})
+	return err == nil || errors.Is(err, ErrNotFound)
+}
+
+// waitSetOrdered is the waiting route of AcquireSet on a service with
+// FairWaiting, until end (writes under tb, rollbacks under b). It takes
+// the names in byte order, each with the lock's acquire write; a refused
+// name it waits for in that name's queue, holding the names before it,
+// with the lock's fair wait (waitFair: join or keep its place, the head's
+// grant, the set id as grant id), then goes on to the next name.
+//
+//   - Leases outlive the wait: at the first refusal the names already
+//     held are renewed to run until end + TTLSeconds, and every name
+//     taken after it but the last is written so. At the grant of the last
+//     name those leases are renewed to now + TTLSeconds (the lock's
+//     renew, by owner and token), so the answer's leases are as a try's,
+//     and a name force released or lost during the wait is found: its
+//     renewal fails, and the round gives back what it holds and starts
+//     again from the first name while time is left. A request that dies
+//     holds what it took until Arrived + WaitSeconds + TTLSeconds at most.
+//   - A round that ends before every name is taken gives back what it
+//     holds (rollback) and answers the name it waited on, with its place
+//     in that name's queue (QueueTicket): the next round takes the names
+//     before it again and finds its place kept, as a lock's next round.
+//
+// An uncontended request is one write per name, as a try; a set that
+// waits on k names makes, besides the lock's queue writes, a renewal of
+// each name it held at the first wait and one of each name but the last
+// at the grant.
+func (s *Service) waitSetOrdered(ctx context.Context, req SetAcquireRequest, tb, b Budget, setID string, end time.Time) (out SetAcquireResult, err error) {
+	start := s.now()
+	defer func() { out.Waited = max(s.now().Sub(start), 0) }()
+	var unreleased []string
+	held := make([]Lock, 0, len(req.Names))
+	// giveBack releases what the round holds.
+	giveBack := func() {
+		unreleased = append(unreleased, s.rollback(ctx, req.Caller, setID, held, b)...)
+		held = held[:0]
+	}
+	// fail gives back what the round holds (and the name of a write whose
+	// outcome is unknown) after an error.
+	fail := func(err error, unknown string) (SetAcquireResult, error) {
+		if unknown != "" {
+			held = append(held, Lock{Resource: unknown})
+		}
+		giveBack()
+		err = fmt.Errorf("acquire set %q: %w", req.Prefix, err)
+		if len(unreleased) > 0 {
+			err = &SetRollbackError{Err: err, Unreleased: unreleased}
+		}
+		return SetAcquireResult{}, err
+	}
+	// refused gives back what the round holds and answers that name
+	// blocked it.
+	refused := func(name string, freeAt time.Time, ticket string) (SetAcquireResult, error) {
+		giveBack()
+		return SetAcquireResult{SetID: setID, BlockedBy: name, FreeAt: freeAt, Unreleased: unreleased, QueueTicket: ticket}, nil
+	}
+round:
+	for {
+		waited := false // the held leases run until end + TTLSeconds
+		for i, name := range req.Names {
+			last := i == len(req.Names)-1
+			ar := AcquireRequest{Resource: name, Caller: req.Caller, TTLSeconds: req.TTLSeconds, LockDelaySeconds: req.LockDelaySeconds,
+				WaitSeconds: req.WaitSeconds, Arrived: req.Arrived, QueueTicket: req.QueueTicket}
+			if waited && !last {
+				ar.TTLSeconds = s.waitTTL(req.TTLSeconds, end)
+			}
+			cctx, cancel := tb.Context(ctx)
+			res, old, err := s.acquireWrite(cctx, ar, setIssued, setID)
+			cancel()
+			if err != nil {
+				return fail(err, name)
+			}
+			if res.Acquired {
+				held = append(held, res.Lock)
+				continue
+			}
+			if !s.now().Before(end) {
+				return refused(name, res.HolderExpiresAt, "")
+			}
+			if !waited {
+				waited = true
+				if !last {
+					ar.TTLSeconds = s.waitTTL(req.TTLSeconds, end)
+				}
+				if lost, err := s.renewHeld(ctx, req.Caller, held, s.waitTTL(req.TTLSeconds, end), tb); err != nil {
+					return fail(err, "")
+				} else if lost != "" {
+					// A name it held is gone already (force released):
+					// give back the rest and take them all again.
+					giveBack()
+					continue round
+				}
+			}
+			w := &waiter{key: s.key(name), op: "acquire set", name: name, caller: req.Caller, arrived: req.Arrived,
+				waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
+			t := &lockTarget{s: s, req: ar, gid: setID, issued: setIssued}
+			var v *view
+			if s.oldItem {
+				v = newView(old, true)
+			}
+			exp := res.HolderExpiresAt
+			fo, err := s.waitFair(ctx, w, t, tb, v, exp, s.oldItem || !exp.IsZero(), end)
+			if err != nil {
+				// The head's grant may have landed: the rollback releases
+				// it only where it finds the set's own grant.
+				return fail(err, name)
+			}
+			if !fo.granted {
+				if t.took && !s.releaseUnheard(ctx, req.Caller, setID, name, b) {
+					// A take whose grant went unheard may hold it.
+					unreleased = append(unreleased, name)
+				}
+				return refused(name, fo.freeAt, fo.ticket)
+			}
+			held = append(held, t.res.Lock)
+		}
+		if !waited {
+			return SetAcquireResult{Acquired: true, SetID: setID, Locks: held}, nil
+		}
+		// The leases written to outlive the wait are granted again from
+		// now for TTLSeconds, as the answer says (the last name's already
+		// is), each found still the set's own grant.
+		lost, unknown, err := s.regrantHeld(ctx, req, held[:len(held)-1], setID, tb)
+		if err != nil {
+			return fail(err, unknown)
+		}
+		if lost == "" {
+			return SetAcquireResult{Acquired: true, SetID: setID, Locks: held, Unreleased: unreleased}, nil
+		}
+		giveBack()
+		if !s.now().Before(end) {
+			return refused(lost, time.Time{}, "")
+		}
+	}
+}
+
+// regrantHeld takes each of locks again with the lock's acquire write
+// under tb, as the set's own grant (grant id setID): a lease that runs
+// from now for req.TTLSeconds with a new fencing token, in place. lost
+// names the first that was not the set's any more (force released,
+// expired and taken): it stops there. An error is the store's, for the
+// name unknown, whose outcome is unknown.
+func (s *Service) regrantHeld(ctx context.Context, req SetAcquireRequest, locks []Lock, setID string, tb Budget) (lost, unknown string, err error) {
+	for j, l := range locks {
+		ar := AcquireRequest{Resource: l.Resource, Caller: req.Caller, TTLSeconds: req.TTLSeconds, LockDelaySeconds: req.LockDelaySeconds, Arrived: req.Arrived}
+		cctx, cancel := tb.Context(ctx)
+		res, _, err := s.acquireWrite(cctx, ar, setIssued, setID)
+		cancel()
+		switch {
+		case err != nil:
+			return "", l.Resource, err
+		case !res.Acquired:
+			return l.Resource, "", nil
+		}
+		locks[j] = res.Lock
+	}
+	return "", "", nil
+}
+
+// waitTTL is the TTL, in whole seconds, of a lease that a waiting set
+// holds while it waits: one that runs until end + ttl.
+func (s *Service) waitTTL(ttl int64, end time.Time) int64 {
+	return ttl + int64(math.Ceil(max(end.Sub(s.now()), 0).Seconds()))
+}
+
+// renewHeld renews each of locks, in place, to now + ttl with the lock's
+// renew (by owner and fencing token), under tb. lost names the first
+// lease that was not the caller's any more (expired, force released,
+// taken): the renewal stops there. An error is the store's: the outcome
+// of that renewal is unknown.
+func (s *Service) renewHeld(ctx context.Context, c Caller, locks []Lock, ttl int64, tb Budget) (lost string, err error) {
+	for j, l := range locks {
+		tok := l.FencingToken
+		cctx, cancel := tb.Context(ctx)
+		lock, err := s.renew(cctx, RenewRequest{Resource: l.Resource, Caller: c, TTLSeconds: ttl, FencingToken: &tok})
+		cancel()
+		switch {
+		case err == nil:
+			locks[j] = lock
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrStaleToken):
+			return l.Resource, nil
+		default:
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // waitSet waits after a refused try, holding nothing, until end: it

@@ -607,7 +607,12 @@ type lockTarget struct {
 	s   *Service
 	req AcquireRequest
 	gid string
-	res AcquireResult // the grant, once granted
+	// issued is the issue time of a plain take's write (the late-write
+	// rule): req.Arrived for a lock's wait, setIssued for a set's.
+	issued time.Time
+	res    AcquireResult // the grant, once granted
+	// took says a take was sent: a grant may have landed unheard.
+	took bool
 }
 
 // judge never says own for a lock: a lease of the caller's owner newer
@@ -619,6 +624,7 @@ func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) 
 }
 
 func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
+	l.took = true
 	if ticket != "" {
 		r, nv, err := l.s.headGrant(ctx, l.req, b, v, ticket, l.gid)
 		l.res = r
@@ -626,7 +632,7 @@ func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string)
 	}
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
-	r, item, err := l.s.acquireWrite(cctx, l.req, l.req.Arrived, l.gid)
+	r, item, err := l.s.acquireWrite(cctx, l.req, l.issued, l.gid)
 	if err != nil || r.Acquired {
 		l.res = r
 		return r.Acquired, nil, err
@@ -657,7 +663,7 @@ func (l *lockTarget) front(_ *view, i int) bool { return i == 0 }
 func (s *Service) waitFairLock(ctx context.Context, req AcquireRequest, b Budget, held AcquireResult, old map[string]types.AttributeValue, end time.Time, gid string) (AcquireResult, error) {
 	w := &waiter{key: s.key(req.Resource), op: "acquire", name: req.Resource, caller: req.Caller, arrived: req.Arrived,
 		waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
-	t := &lockTarget{s: s, req: req, gid: gid}
+	t := &lockTarget{s: s, req: req, gid: gid, issued: req.Arrived}
 	var v *view
 	if s.oldItem {
 		v = newView(old, true)

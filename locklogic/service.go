@@ -487,6 +487,12 @@ func (s *Service) Renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	if s.ValidateRenew(&req, &v); v.Err() != nil {
 		return Lock{}, &v
 	}
+	return s.renew(ctx, req)
+}
+
+// renew is Renew for a validated req; a set's wait also renews with a TTL
+// above the service's limit (waitSetOrdered).
+func (s *Service) renew(ctx context.Context, req RenewRequest) (Lock, error) {
 	now := s.now()
 	expMs := now.UnixMilli() + req.TTLSeconds*1000
 	x := newExpr()

@@ -199,7 +199,7 @@ func (f *setFigures) table(p func(string, ...any)) []string {
 	p("| a single acquire, same run: p50 / p99 (DynamoDB requests) | %s / %s (%.1f) |", ms(quantile(f.single, 0.5)), ms(quantile(f.single, 0.99)), f.singleReqs)
 	p("| set of 5 p50 ÷ single p50 (goal ≤ %.0f×), %d of each, interleaved | **%.2f×** |", goalSetRatio, f.n, f.ratio())
 	secs := f.starveFor.Seconds()
-	p("| starvation: a set of 2 (waiting at the service, holding nothing) against %d fair-queue waiters on one of its names, %.0f s: grants/s set / singles | %.2f / %.1f (set: %d grants, longest without one %s) |",
+	p("| starvation: a set of 2 (waiting at the service in order, holding the earlier name) against %d fair-queue waiters on one of its names, %.0f s: grants/s set / singles | %.2f / %.1f (set: %d grants, longest without one %s) |",
 		f.singles, secs, float64(f.setGrants)/secs, float64(f.singleGrant)/secs, f.setGrants, ms(f.setLongest))
 	if f.ratio() > goalSetRatio {
 		return []string{fmt.Sprintf("set of 5 p50 ≤ %.0f× a single acquire's", goalSetRatio)}

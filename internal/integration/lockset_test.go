@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ft288/locks/internal/testenv"
 	"github.com/ft288/locks/internal/verify/faultproxy"
@@ -348,9 +350,49 @@ func TestLockSetValidation(t *testing.T) {
 	}
 }
 
-// TestLockSetWaitGranted: a waiting set refused by a held name waits
-// holding nothing (its first name is free for others meanwhile) and is
-// granted once the holder releases.
+// setWaitBody is a waiting set request's body (ticket: an earlier
+// round's queue_ticket, or "").
+func setWaitBody(owner string, ttl, wait int, ticket string, names ...string) string {
+	m := map[string]any{"owner": owner, "ttl_seconds": ttl, "names": names, "wait_seconds": wait}
+	if ticket != "" {
+		m["queue_ticket"] = ticket
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// expiresAt returns the expires_at of resource's live lease.
+func expiresAt(tb testing.TB, srv *testenv.Server, resource string) time.Time {
+	tb.Helper()
+	r := call(tb, srv, "GET", lockPath(resource), "")
+	if r.status != 200 {
+		tb.Fatalf("status %q: got %d %s, want 200", resource, r.status, r.raw)
+	}
+	at, err := time.Parse(time.RFC3339Nano, r.json["expires_at"].(string))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return at
+}
+
+// waitReadsName returns a proxy plan that closes the channel at the first
+// read of name: a set's wait on it has begun (its lock's fair wait reads
+// the item before or after it joins the queue, in either store mode).
+func waitReadsName(name string) (func(faultproxy.Request) faultproxy.Action, <-chan struct{}) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return func(r faultproxy.Request) faultproxy.Action {
+		if r.Op == "GetItem" && bytes.Contains(r.Body, []byte(strconv.Quote(name))) {
+			once.Do(func() { close(ch) })
+		}
+		return faultproxy.Action{}
+	}, ch
+}
+
+// TestLockSetWaitGranted: a waiting set refused by a held name waits in
+// that name's queue holding the names before it, their leases written to
+// outlive the wait; once the holder releases, the set is granted, and
+// the earlier names' leases are renewed to the set's TTL from the grant.
 func TestLockSetWaitGranted(t *testing.T) {
 	t.Parallel()
 	proxy := newProxy(t)
@@ -358,29 +400,25 @@ func TestLockSetWaitGranted(t *testing.T) {
 	direct := testenv.Start(t, testenv.Options{})
 	p := res(t)
 	holder := acquire(t, direct, p+":b", "w2", 60)
-	peeked := make(chan struct{})
-	var once sync.Once
-	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
-		// The wait's first read of the blocker: the first try was refused
-		// and rolled back.
-		if r.Op == "GetItem" && bytes.Contains(r.Body, []byte(p+":b")) {
-			once.Do(func() { close(peeked) })
-		}
-		return faultproxy.Action{}
-	})
+	plan, waiting := waitReadsName(p + ":b")
+	proxy.SetPlan(plan)
 	done := make(chan reply, 1)
-	go func() {
-		b, _ := json.Marshal(map[string]any{"owner": "w1", "ttl_seconds": 60, "names": []string{p + ":a", p + ":b"}, "wait_seconds": 10})
-		done <- call(t, srv, "POST", setPath(p)+"/wait", string(b))
-	}()
-	<-peeked
-	if o := heldBy(t, direct, p+":a"); o != "" {
-		t.Errorf("%s while the set waits: held by %q, want free (a set waits holding nothing)", p+":a", o)
+	invoke := time.Now()
+	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b")) }()
+	<-waiting
+	if o := heldBy(t, direct, p+":a"); o != "w1" {
+		t.Errorf("%s while the set waits on %s: held by %q, want w1 (a set waits holding the names before)", p+":a", p+":b", o)
+	}
+	// The wait ends 0.5 s before its 10 s: the lease runs past that
+	// plus the TTL, where a try's would end 30 s after the invoke.
+	if exp, want := expiresAt(t, direct, p+":a"), invoke.Add(39*time.Second); exp.Before(want) {
+		t.Errorf("%s expires at %v while the set waits, want at least %v (the wait plus the TTL)", p+":a", exp, want)
 	}
 	if r := call(t, direct, "DELETE", lockPath(p+":b"), ownerBody("w2", token(t, holder))); r.status != 204 {
 		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
 	}
 	r := <-done
+	granted := time.Now()
 	if r.status != 200 || r.json["acquired"] != true {
 		t.Fatalf("got %d %s, want acquired once the blocker released", r.status, r.raw)
 	}
@@ -388,5 +426,72 @@ func TestLockSetWaitGranted(t *testing.T) {
 		if o := heldBy(t, direct, p+n); o != "w1" {
 			t.Errorf("%s: held by %q, want w1", p+n, o)
 		}
+		if exp := expiresAt(t, direct, p+n); exp.After(granted.Add(30 * time.Second)) {
+			t.Errorf("%s expires at %v, want by %v (the TTL from the grant)", p+n, exp, granted.Add(30*time.Second))
+		}
+	}
+}
+
+// TestLockSetWaitRoundKeepsPlace: a waiting round that runs out gives back
+// the names it held and answers the name it waited on with its place in
+// that name's queue; the next round that sends the ticket back finds the
+// same place.
+func TestLockSetWaitRoundKeepsPlace(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	acquire(t, srv, p+":b", "w2", 60)
+	r := call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 1, "", p+":a", p+":b"))
+	ticket, _ := r.json["queue_ticket"].(string)
+	if r.status != 200 || r.json["acquired"] != false || r.json["blocked_by"] != p+":b" || ticket == "" {
+		t.Fatalf("got %d %s, want not acquired, blocked by %s, with a queue_ticket", r.status, r.raw, p+":b")
+	}
+	if o := heldBy(t, srv, p+":a"); o != "" {
+		t.Errorf("%s after the round: held by %q, want free (given back)", p+":a", o)
+	}
+	r = call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 1, ticket, p+":a", p+":b"))
+	if r.status != 200 || r.json["acquired"] != false || r.json["queue_ticket"] != ticket {
+		t.Errorf("the next round: got %d %s, want not acquired with queue_ticket %q (its place kept)", r.status, r.raw, ticket)
+	}
+}
+
+// TestLockSetWaitForceReleased: a name the set holds while it waits is
+// force released; at the grant the set takes it again with the set's own
+// grant (or, were it gone to another, gives everything back and starts
+// over), so the answer never lists the lease that ended: the name's lease
+// in the answer is a new one, held.
+func TestLockSetWaitForceReleased(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	direct := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	holder := acquire(t, direct, p+":b", "w2", 60)
+	plan, waiting := waitReadsName(p + ":b")
+	proxy.SetPlan(plan)
+	done := make(chan reply, 1)
+	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b")) }()
+	<-waiting
+	st := call(t, direct, "GET", lockPath(p+":a"), "")
+	if st.status != 200 {
+		t.Fatalf("status of %s while the set waits: got %d %s", p+":a", st.status, st.raw)
+	}
+	first := token(t, st.json)
+	if r := call(t, direct, "DELETE", adminPath(p+":a"), reasonBody("test")); r.status != 200 && r.status != 204 {
+		t.Fatalf("force release %s: got %d %s", p+":a", r.status, r.raw)
+	}
+	if r := call(t, direct, "DELETE", lockPath(p+":b"), ownerBody("w2", token(t, holder))); r.status != 204 {
+		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
+	}
+	r := <-done
+	if r.status != 200 || r.json["acquired"] != true {
+		t.Fatalf("got %d %s, want acquired", r.status, r.raw)
+	}
+	a := r.json["locks"].([]any)[0].(map[string]any)
+	if got := token(t, a); got <= first {
+		t.Errorf("%s in the answer: token %d, want above %d (the force released lease's)", p+":a", got, first)
+	}
+	if o := heldBy(t, direct, p+":a"); o != "w1" {
+		t.Errorf("%s: held by %q, want w1", p+":a", o)
 	}
 }

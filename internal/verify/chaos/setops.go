@@ -43,6 +43,7 @@ func (op *Op) decodeSet() error {
 			BlockedBy  string `json:"blocked_by"`
 			FreeAt     string `json:"free_at"`
 			Unreleased []string
+			Ticket     string `json:"queue_ticket"`
 		}
 		if err := strictJSON(op.Body, &b); err != nil {
 			return err
@@ -50,8 +51,11 @@ func (op *Op) decodeSet() error {
 		if b.Acquired == nil {
 			return fmt.Errorf("no \"acquired\"")
 		}
+		if b.Ticket != "" && (op.Wait == 0 || *b.Acquired) {
+			return fmt.Errorf("a queue_ticket in the answer to a grant or to a try")
+		}
 		if !*b.Acquired {
-			op.BlockedBy, op.Unreleased = b.BlockedBy, b.Unreleased
+			op.BlockedBy, op.Unreleased, op.Ticket = b.BlockedBy, b.Unreleased, b.Ticket
 			if !slices.Contains(op.Names, b.BlockedBy) || len(b.Locks) > 0 || b.SetID != "" {
 				return fmt.Errorf("a refusal blocked by %q (not a name asked for), or with locks or a set id", b.BlockedBy)
 			}
@@ -209,6 +213,9 @@ func setBody(op *Op) map[string]any {
 		}
 		if op.LockDelay > 0 {
 			body["lock_delay_seconds"] = op.LockDelay
+		}
+		if op.QueueTicket != "" {
+			body["queue_ticket"] = op.QueueTicket
 		}
 	case SetRenew, SetRelease:
 		locks := make([]map[string]any, len(op.Names))
