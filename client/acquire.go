@@ -131,8 +131,14 @@ func (a *acquisition) wait(caller context.Context) (*Lease, error) {
 		if r.waitRoute && noWaitRoute(r.err) {
 			// A stack that predates the waiting routes (API Gateway has no
 			// /wait route): waiting rounds go to the try route with
-			// wait_seconds from now on, as before the split.
-			c.tryRouteWaits.Store(true)
+			// wait_seconds from now on, as before the split. Read/write
+			// locks came with their waiting routes: a stack without them
+			// is polled.
+			if a.rwMode != "" {
+				a.pollOnly().Store(true)
+			} else {
+				c.tryRouteWaits.Store(true)
+			}
 			attempt--
 			continue
 		}
@@ -259,12 +265,13 @@ const (
 
 // grant is a granted acquire: the service's lease and when the request was
 // sent; for a semaphore's permit also the permit and the semaphore's
-// number of permits.
+// number of permits; for a read/write lock's lease, that lease.
 type grant struct {
 	lock    Lock
 	t0      time.Time
 	permit  *PermitInfo
 	permits int
+	rw      *RWLeaseInfo
 }
 
 // attemptResult is the answer to one acquire request.
@@ -298,11 +305,17 @@ type acquisition struct {
 	// permits is the semaphore's number of permits when the acquisition
 	// is of a semaphore's permit (resource is then its name); 0 for a lock.
 	permits int
+	// rwMode is the lease's mode when the acquisition is of a read/write
+	// lock's lease (resource is then its name); "" otherwise.
+	rwMode RWMode
 }
 
 // label names the acquisition in errors: acquire "name", or acquire
 // semaphore "name".
 func (a *acquisition) label() string {
+	if a.rwMode != "" {
+		return fmt.Sprintf("acquire %s lock %q", a.rwMode, a.resource)
+	}
 	if a.permits > 0 {
 		return fmt.Sprintf("acquire semaphore %q", a.resource)
 	}
@@ -310,8 +323,12 @@ func (a *acquisition) label() string {
 }
 
 // key is the acquisition's key in latestAcquisitions: a semaphore's is
-// "sem/NAME", which no lock name can be (locks have no "/").
+// "sem/NAME" and a read/write lock's "rw/NAME", which no lock name can be
+// (locks have no "/").
 func (a *acquisition) key() string {
+	if a.rwMode != "" {
+		return "rw/" + a.resource
+	}
 	if a.permits > 0 {
 		return "sem/" + a.resource
 	}
@@ -322,6 +339,9 @@ func (a *acquisition) key() string {
 // for this kind of acquire: a service may wait for locks and not yet for
 // permits.
 func (a *acquisition) pollOnly() *atomic.Bool {
+	if a.rwMode != "" {
+		return &a.c.rwPollOnly
+	}
 	if a.permits > 0 {
 		return &a.c.semPollOnly
 	}
@@ -338,7 +358,12 @@ func (c *Client) newAcquisition(resource, owner string, ttl time.Duration, opts 
 // newAcquisitionOf is newAcquisition of a lock (permits 0) or of a permit
 // of the semaphore resource of permits.
 func (c *Client) newAcquisitionOf(resource string, permits int, owner string, ttl time.Duration, opts []AcquireOption) (*acquisition, error) {
-	a := &acquisition{c: c, resource: resource, owner: owner, ttl: ttl, permits: permits}
+	return c.setUpAcquisition(&acquisition{c: c, resource: resource, owner: owner, ttl: ttl, permits: permits}, opts)
+}
+
+// setUpAcquisition applies opts and the defaults to a and checks its
+// arguments.
+func (c *Client) setUpAcquisition(a *acquisition, opts []AcquireOption) (*acquisition, error) {
 	for _, o := range opts {
 		if err := o(&a.opt); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.label(), err)
@@ -353,7 +378,7 @@ func (c *Client) newAcquisitionOf(resource string, permits int, owner string, tt
 	if a.owner == "" {
 		a.owner, a.generated = newOwner(), true
 	}
-	if err := checkArgs(resource, a.owner, a.ttl); err != nil {
+	if err := checkArgs(a.resource, a.owner, a.ttl); err != nil {
 		return nil, fmt.Errorf("%s: %w", a.label(), err)
 	}
 	if !a.generated {
@@ -423,6 +448,10 @@ func (a *acquisition) abandon(ctx context.Context) {
 	if !a.unsure || !a.generated {
 		return
 	}
+	if a.rwMode != "" {
+		a.c.releaseLater(ctx, a.c.ownerRWRelease(a.resource, a.owner, a.rwMode))
+		return
+	}
 	if a.permits > 0 {
 		// A permit is released by slot: find the owner's, if any.
 		a.c.releaseLater(ctx, a.c.ownerPermitRelease(a.resource, a.owner))
@@ -433,6 +462,10 @@ func (a *acquisition) abandon(ctx context.Context) {
 
 // releaseGrant releases g, a grant nobody will use, with its fencing token.
 func (a *acquisition) releaseGrant(ctx context.Context, g grant) {
+	if g.rw != nil {
+		a.c.release(ctx, a.c.rwRelease(a.resource, g.rw.Owner, g.rw.Mode, g.rw.Slot, g.rw.FencingToken))
+		return
+	}
 	if g.permit != nil {
 		a.c.release(ctx, a.c.permitRelease(a.resource, g.permit.Owner, g.permit.Slot, g.permit.FencingToken))
 		return
@@ -473,8 +506,10 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 			// A generated owner is this acquisition's alone. A chosen owner
 			// may have been acquired again meanwhile; then this grant may
 			// have replaced that lease, so it is left to lapse at its TTL
-			// (a repeated acquire of the owner takes it over anyway).
-			if a.generated || a.c.latest.isLatest(a.key(), a.owner, a.gen) {
+			// (a repeated acquire of the owner takes it over anyway). A
+			// read/write lock's grant never takes over another lease:
+			// releasing it by its token ends only itself.
+			if a.generated || a.rwMode != "" || a.c.latest.isLatest(a.key(), a.owner, a.gen) {
 				a.releaseGrant(ctx, r.grant)
 			}
 			return
@@ -491,13 +526,18 @@ func (a *acquisition) attempt(ctx context.Context, wait time.Duration) (r attemp
 // predates it, see tryRouteWaits).
 func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Duration) attemptResult {
 	resource := a.resource
-	waitRoute := wait >= time.Second && !c.tryRouteWaits.Load()
+	// Read/write locks came with their waiting routes: never the try route
+	// with wait_seconds.
+	waitRoute := wait >= time.Second && (!c.tryRouteWaits.Load() || a.rwMode != "")
 	fail := func(out outcome, err error) attemptResult {
 		return attemptResult{out: out, err: fmt.Errorf("%s: %w", a.label(), err), waitRoute: waitRoute}
 	}
 	req := map[string]any{"owner": a.owner, "ttl_seconds": int64(a.ttl / time.Second)}
 	path := lockPath(resource)
-	if a.permits > 0 {
+	switch {
+	case a.rwMode != "":
+		path = rwPath(resource) + "/" + string(a.rwMode)
+	case a.permits > 0:
 		req["permits"] = a.permits
 		path = semaphorePath(resource)
 	}
@@ -524,6 +564,9 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 			r.ticket = p.queueTicket // a 503's place in the queue, if any
 		}
 		return r
+	}
+	if a.rwMode != "" {
+		return a.rwAnswer(resp, t0, fail)
 	}
 	if a.permits > 0 {
 		return a.permitAnswer(resp, t0, fail)

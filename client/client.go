@@ -70,6 +70,8 @@ type Client struct {
 	// semPollOnly is pollOnly for semaphore acquires: a service may wait
 	// for locks and not (yet) for permits.
 	semPollOnly atomic.Bool
+	// rwPollOnly is pollOnly for read/write lock acquires.
+	rwPollOnly atomic.Bool
 	// tryRouteWaits: the stack predates the waiting routes (its …/wait
 	// answered API Gateway's 404), so waiting rounds go to the try route
 	// with wait_seconds, as before the split; remembered for the client's

@@ -203,6 +203,20 @@
 // fallbacks of Acquire; against a service that does not wait for permits
 // (it answers 422 to wait_seconds) it polls.
 //
+// # Read/write locks
+//
+// A read/write lock is held by up to MaxReaders readers or by one writer
+// (docs/design.md#readwrite-locks). TryAcquireRead, AcquireRead,
+// TryAcquireWrite and AcquireWrite take a reader's or the writer's lease
+// with the options, owners, waiting and clean-up of TryAcquire and Acquire
+// (rounds on …/read/wait or …/write/wait, in the lock's one queue: a queued
+// writer keeps later readers out); WithReadLock and WithWriteLock are
+// WithLock for them. An *RWLease is a Lease that renews and releases by
+// mode, slot (a reader's) and token. Every grant's token, read or write, is
+// larger than every earlier one of the name: a reader that finds a writer's
+// token above its own knows a writer came after its grant. RWStatus reads
+// the writer, the readers and the queue.
+//
 // # Operators
 //
 // List, ListAll and ForceRelease call the admin routes. In AWS only

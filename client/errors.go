@@ -269,6 +269,9 @@ type LeaseLostError struct {
 	// its slot.
 	Permit bool
 	Slot   int
+	// Mode is set when the lease was a read/write lock's (ReadMode: Slot
+	// is then the reader's slot).
+	Mode RWMode
 	// FencingToken is the lost lease's token.
 	FencingToken int64
 	// ForceReleased is set when the service said that an operator force
@@ -282,8 +285,13 @@ type LeaseLostError struct {
 // force released it.
 func (e *LeaseLostError) Error() string {
 	what := fmt.Sprintf("lease on %q", e.Resource)
-	if e.Permit {
+	switch {
+	case e.Permit:
 		what = fmt.Sprintf("permit in slot %d of semaphore %q", e.Slot, e.Resource)
+	case e.Mode == ReadMode:
+		what = fmt.Sprintf("read lease in slot %d of %q", e.Slot, e.Resource)
+	case e.Mode == WriteMode:
+		what = fmt.Sprintf("write lease on %q", e.Resource)
 	}
 	if e.ForceReleased {
 		return fmt.Sprintf("%s (fencing token %d) lost: it was force released by an operator (%v)", what, e.FencingToken, e.Reason)

@@ -46,6 +46,9 @@ type Lease struct {
 	// then the semaphore's name): its slot and the semaphore's number of
 	// permits, and (under mu) the service's latest view of it.
 	permit *permitState
+	// rw is set when the lease is a read/write lock's (resource is then
+	// its name): its mode, slot and the service's latest view.
+	rw *rwState
 }
 
 // permitState is what a permit's lease knows beyond a lock's.
@@ -78,6 +81,9 @@ func startLease(c *Client, g grant, ttl time.Duration) *Lease {
 	l.due.Store(int64(ttl - margin))
 	if g.permit != nil {
 		l.permit = &permitState{slot: g.permit.Slot, permits: g.permits, info: *g.permit}
+	}
+	if g.rw != nil {
+		l.rw = &rwState{mode: g.rw.Mode, slot: g.rw.Slot, info: *g.rw}
 	}
 	l.mu.Lock()
 	l.watchdog = time.AfterFunc(time.Until(l.deadline)-DeliveryAllowance, l.expire)
@@ -217,13 +223,16 @@ func (l *Lease) lostError(reason error) *LeaseLostError {
 	if l.permit != nil {
 		e.Permit, e.Slot = true, l.permit.slot
 	}
+	if l.rw != nil {
+		e.Mode, e.Slot = l.rw.mode, l.rw.slot
+	}
 	return e
 }
 
 // extend records a successful renewal sent at t0 (info: the permit's view,
-// for a permit). It returns false when the lease ended before the answer
-// came.
-func (l *Lease) extend(t0 time.Time, lock Lock, info *PermitInfo) bool {
+// for a permit; rw: the lease's, for a read/write lock's). It returns false
+// when the lease ended before the answer came.
+func (l *Lease) extend(t0 time.Time, lock Lock, info *PermitInfo, rw *RWLeaseInfo) bool {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
@@ -239,6 +248,9 @@ func (l *Lease) extend(t0 time.Time, lock Lock, info *PermitInfo) bool {
 	l.lock = lock
 	if info != nil && l.permit != nil {
 		l.permit.info = *info
+	}
+	if rw != nil && l.rw != nil {
+		l.rw.info = *rw
 	}
 	if t0.After(l.start) {
 		l.start = t0
@@ -263,13 +275,19 @@ func (l *Lease) Renew(ctx context.Context) error {
 	var (
 		lock Lock
 		info *PermitInfo
+		rw   *RWLeaseInfo
 		err  error
 	)
-	if l.permit != nil {
+	switch {
+	case l.rw != nil:
+		var i RWLeaseInfo
+		i, err = l.c.RenewRW(ctx, l.resource, l.owner, l.rw.mode, l.rw.slot, l.ttl, l.token)
+		lock, rw = i.lock(), &i
+	case l.permit != nil:
 		var p PermitInfo
 		p, err = l.c.RenewPermit(ctx, l.resource, l.owner, l.permit.slot, l.ttl, l.token)
 		lock, info = p.lock(), &p
-	} else {
+	default:
 		lock, err = l.c.Renew(ctx, l.resource, l.owner, l.ttl, l.token)
 	}
 	if err != nil {
@@ -279,7 +297,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		return err
 	}
-	if !l.extend(t0, lock, info) {
+	if !l.extend(t0, lock, info, rw) {
 		return fmt.Errorf("renew %q: %w", l.resource, l.Err())
 	}
 	return nil
@@ -299,6 +317,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	do := l.c.lockRelease(l.resource, l.owner, l.token)
 	if l.permit != nil {
 		do = l.c.permitRelease(l.resource, l.owner, l.permit.slot, l.token)
+	}
+	if l.rw != nil {
+		do = l.c.rwRelease(l.resource, l.owner, l.rw.mode, l.rw.slot, l.token)
 	}
 	return l.c.releaseRetrying(ctx, do, end, &l.releaseUnsure)
 }

@@ -393,7 +393,7 @@ func (s *Set) Renew(ctx context.Context) error {
 			continue
 		}
 		if it.OK && it.Lock != nil {
-			l.extend(t0, *it.Lock, nil)
+			l.extend(t0, *it.Lock, nil, nil)
 			continue
 		}
 		perr := itemProblem(it)

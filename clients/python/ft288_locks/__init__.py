@@ -86,6 +86,7 @@ from .errors import (
 )
 from .lease import Lease, Permit
 from .lockset import MAX_SET_NAMES, LockSet, LockSetError, LockSetHeldError
+from .rwlock import MAX_READERS, RWLease, RWLeaseInfo, RWQueueEntry, RWStatus
 
 __version__ = "0.1.0"
 
@@ -130,6 +131,7 @@ __all__ = [
     "LockPage",
     "MAX_LIST_LIMIT",
     "MAX_PERMITS",
+    "MAX_READERS",
     "MAX_SET_NAMES",
     "MAX_SERVER_WAIT",
     "NotFoundError",
@@ -145,6 +147,10 @@ __all__ = [
     "PooledTransport",
     "ProblemError",
     "RELEASE_RETRY_TIMEOUT",
+    "RWLease",
+    "RWLeaseInfo",
+    "RWQueueEntry",
+    "RWStatus",
     "Response",
     "SemaphoreStatus",
     "SemaphoreWatchResult",

@@ -44,6 +44,10 @@ def lock_path(resource: str) -> str:
     return "/locks/" + escape(resource)
 
 
+def rw_path(name: str) -> str:
+    return "/rwlocks/" + escape(name)
+
+
 def semaphore_path(name: str) -> str:
     return "/semaphores/" + escape(name)
 

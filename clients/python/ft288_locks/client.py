@@ -29,6 +29,7 @@ from ._args import (
     escape,
     lock_path,
     owner_or_default,
+    rw_path,
     semaphore_path,
 )
 from ._defaults import (
@@ -55,6 +56,7 @@ from ._model import (
     parse_watch,
 )
 from ._retry import Backoff, hint, maybe_granted, retryable
+from .rwlock import RWLease, RWLeaseInfo, RWStatus, check_mode, parse_rw_lease, parse_rw_status
 from .errors import (
     AcquireTimeout,
     InvalidRequest,
@@ -153,6 +155,7 @@ class Client(AdminCalls):
         """Whether the service holds waiting acquires; None until known."""
         self._semaphore_server_wait: Optional[bool] = None  # the same for semaphores
         self._set_server_wait: Optional[bool] = None  # the same for lock sets
+        self._rw_server_wait: Optional[bool] = None  # the same for read/write locks
         # The stack predates the waiting routes (its …/wait answered API
         # Gateway's 404): waiting rounds go to the try route with
         # wait_seconds, as before the split.
@@ -247,17 +250,17 @@ class Client(AdminCalls):
         return self._try_acquire(resource, 0, ttl, owner, keepalive, lock_delay)
 
     def _try_acquire(self, resource: str, permits: int, ttl: Number, owner: Optional[str], keepalive: bool,
-                     lock_delay: Optional[Number]) -> Lease:
-        """try_acquire of a lock (permits 0) or of a permit of the semaphore
-        resource."""
+                     lock_delay: Optional[Number], rw: Optional[str] = None) -> Lease:
+        """try_acquire of a lock (permits 0), of a permit of the semaphore
+        resource, or of a read/write lock's lease of mode rw."""
         resource, ttl = check_resource(resource), check_ttl(ttl)
         delay = check_lock_delay(lock_delay)
         owner, generated = owner_or_default(owner)
         try:
-            return self._attempt(resource, owner, ttl, 0, None, keepalive, delay, permits=permits)
+            return self._attempt(resource, owner, ttl, 0, None, keepalive, delay, permits=permits, rw=rw)
         except BaseException as e:
             if generated and maybe_granted(e):
-                self._release_unheard(resource, owner, permits)
+                self._release_unheard(resource, owner, permits, rw)
             raise
 
     def acquire(
@@ -301,12 +304,12 @@ class Client(AdminCalls):
         return self._acquire(resource, 0, wait, ttl, owner, keepalive, lock_delay)
 
     def _acquire(self, resource: str, permits: int, wait: Optional[Number], ttl: Number, owner: Optional[str],
-                 keepalive: bool, lock_delay: Optional[Number]) -> Lease:
-        """acquire of a lock (permits 0) or of a permit of the semaphore
-        resource."""
+                 keepalive: bool, lock_delay: Optional[Number], rw: Optional[str] = None) -> Lease:
+        """acquire of a lock (permits 0), of a permit of the semaphore
+        resource, or of a read/write lock's lease of mode rw."""
         wait = check_wait(wait)
         if wait == 0:
-            return self._try_acquire(resource, permits, ttl, owner, keepalive, lock_delay)
+            return self._try_acquire(resource, permits, ttl, owner, keepalive, lock_delay, rw)
         resource, ttl = check_resource(resource), check_ttl(ttl)
         delay = check_lock_delay(lock_delay)
         owner, generated = owner_or_default(owner)
@@ -321,18 +324,25 @@ class Client(AdminCalls):
         held = False
         try:
             while True:
-                ws = self._server_wait_seconds(give_up, ttl, permits) if held else 0
+                ws = self._server_wait_seconds(give_up, ttl, permits, rw) if held else 0
                 sent = time.monotonic()
                 try:
                     return self._attempt(
                         resource, owner, ttl, ws, give_up, keepalive, delay, start, queue_ticket=ticket if ws else None,
-                        permits=permits,
+                        permits=permits, rw=rw,
                     )
                 except _NoWaitRoute:
-                    self._try_route_waits = True
+                    # Read/write locks came with their waiting routes: a
+                    # stack without them is polled.
+                    if rw:
+                        self._rw_server_wait = False
+                    else:
+                        self._try_route_waits = True
                     continue
                 except _NoServerWait:
-                    if permits:
+                    if rw:
+                        self._rw_server_wait = False
+                    elif permits:
                         self._semaphore_server_wait = False
                     else:
                         self.server_wait_supported = False
@@ -349,7 +359,7 @@ class Client(AdminCalls):
                         # on, at once (the round wakes at the holder's
                         # release or expiry), or poll.
                         held = True
-                        if self._server_wait_seconds(give_up, ttl, permits) >= 1:
+                        if self._server_wait_seconds(give_up, ttl, permits, rw) >= 1:
                             continue
                 except LockError as e:
                     if not retryable(e):
@@ -374,7 +384,7 @@ class Client(AdminCalls):
             # An interrupt, a bug, or a permanent answer. Only the first two
             # can have struck with a request in flight (a 4xx never grants).
             if generated and maybe_granted(e):
-                self._release_unheard(resource, owner, permits)
+                self._release_unheard(resource, owner, permits, rw)
             raise
         if isinstance(last, FullError):
             raise FullError(resource, last.free_at, last.retry_after, waited=time.monotonic() - start) from None
@@ -382,7 +392,7 @@ class Client(AdminCalls):
             raise HeldError(resource, last.expires_at, last.retry_after, waited=time.monotonic() - start) from None
         assert last is not None
         if generated and maybe_granted(last):
-            self._release_unheard(resource, owner, permits)
+            self._release_unheard(resource, owner, permits, rw)
         raise last
 
     @contextlib.contextmanager
@@ -411,12 +421,12 @@ class Client(AdminCalls):
         with lease:
             yield lease
 
-    def _server_wait_seconds(self, give_up: Optional[float], ttl: int, permits: int = 0) -> int:
+    def _server_wait_seconds(self, give_up: Optional[float], ttl: int, permits: int = 0, rw: Optional[str] = None) -> int:
         """The wait_seconds of the next request: at most MAX_SERVER_WAIT, the
         time left, and ⅔ × (ttl − margin), whole seconds; 0 (poll) when that
         is under a second, or when the service does not wait (for permits:
         a service may wait for locks and not yet for permits)."""
-        supported = self._semaphore_server_wait if permits else self.server_wait_supported
+        supported = self._rw_server_wait if rw else self._semaphore_server_wait if permits else self.server_wait_supported
         if not self._server_wait or supported is False:
             return 0
         ws = min(MAX_SERVER_WAIT, int(round_limit(ttl, lease_margin(ttl, self.lease_margin))))
@@ -436,6 +446,7 @@ class Client(AdminCalls):
         start: Optional[float] = None,
         queue_ticket: Optional[str] = None,
         permits: int = 0,
+        rw: Optional[str] = None,
     ) -> Lease:
         """One acquire request (of a permit of the semaphore resource when
         permits is not 0): a try to POST /locks/{resource}
@@ -459,7 +470,11 @@ class Client(AdminCalls):
             timeout = min(timeout, max(give_up - t0, 0.0) + _LATE_ANSWER_GRACE)
         what = f"acquire semaphore {resource!r}" if permits else f"acquire {resource!r}"
         path = semaphore_path(resource) if permits else lock_path(resource)
-        wait_route = bool(wait_seconds) and not self._try_route_waits
+        if rw:
+            what, path = f"acquire {rw} lock {resource!r}", rw_path(resource) + "/" + rw
+        # Read/write locks came with their waiting routes: never the try
+        # route with wait_seconds.
+        wait_route = bool(wait_seconds) and (not self._try_route_waits or rw is not None)
         if wait_route:
             path += "/wait"
         try:
@@ -474,7 +489,9 @@ class Client(AdminCalls):
             raise
         if not isinstance(doc, dict) or not isinstance(doc.get("acquired"), bool):
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
-        if wait_seconds and permits:
+        if wait_seconds and rw:
+            self._rw_server_wait = True
+        elif wait_seconds and permits:
             self._semaphore_server_wait = True
         elif wait_seconds:
             self.server_wait_supported = True
@@ -482,16 +499,23 @@ class Client(AdminCalls):
             retry_after = parse_retry_after(resp.headers.get("retry-after"))
             if permits:
                 held: HeldError = FullError(resource, parse_time(doc.get("free_at")), retry_after)
+            elif rw:
+                held = HeldError(resource, expires_at=parse_time(doc.get("free_at")), retry_after=retry_after)
             else:
                 held = HeldError(resource, expires_at=parse_time(doc.get("expires_at")), retry_after=retry_after)
             ticket = doc.get("queue_ticket")
             held._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
             raise held
-        grant: Any = parse_permit(PermitInfo, doc.get("permit"), what, resource) if permits else parse_lock(Lock, doc.get("lock"), what)
+        if rw:
+            grant: Any = parse_rw_lease(doc.get("lease"), what, resource, rw)
+        else:
+            grant = parse_permit(PermitInfo, doc.get("permit"), what, resource) if permits else parse_lock(Lock, doc.get("lock"), what)
         if give_up is not None and time.monotonic() >= give_up:
             self._discard(grant)
             raise AcquireTimeout(resource, grant.fencing_token, time.monotonic() - (start or t0))
         try:
+            if rw:
+                return RWLease(self, grant, ttl, t0, keepalive)
             if permits:
                 return Permit(self, grant, permits, ttl, t0, keepalive)
             return Lease(self, grant, ttl, t0, keepalive)
@@ -502,16 +526,28 @@ class Client(AdminCalls):
     def _discard(self, grant: Any) -> None:
         """Releases a grant nobody will use (a Lock, or a PermitInfo: by
         slot); failures are ignored (the lease would run out by itself)."""
-        if isinstance(grant, PermitInfo):
+        if isinstance(grant, RWLeaseInfo):
+            self._clean_up(grant.name, grant.owner, grant.fencing_token, grant.slot, grant.mode)
+        elif isinstance(grant, PermitInfo):
             self._clean_up(grant.name, grant.owner, grant.fencing_token, grant.slot)
         else:
             self._clean_up(grant.resource, grant.owner, grant.fencing_token)
 
-    def _release_unheard(self, resource: str, owner: str, permits: int = 0) -> None:
+    def _release_unheard(self, resource: str, owner: str, permits: int = 0, rw: Optional[str] = None) -> None:
         """Releases owner's lease on resource (for a semaphore: the permit a
-        status read finds owner holding), if a request whose answer was lost
+        status read finds owner holding; for a read/write lock: owner's
+        leases of mode rw it finds), if a request whose answer was lost
         created one. Only for generated owners, unique to one acquire call,
         so it can only end a lease of that call."""
+        if rw:
+            try:
+                st = self._rw_status(resource, max(min(self.timeout, _CLEANUP_TIMEOUT), 0.001))
+            except LockError:
+                return  # the lease, if any, runs out by itself
+            for h in ([st.writer] if st.writer else []) + st.readers:
+                if h.owner == owner and h.mode == rw:
+                    self._clean_up(resource, owner, h.fencing_token, h.slot, h.mode)
+            return
         if not permits:
             self._clean_up(resource, owner, None)
             return
@@ -523,7 +559,8 @@ class Client(AdminCalls):
             if h.owner == owner:
                 self._clean_up(resource, owner, h.fencing_token, h.slot)
 
-    def _clean_up(self, resource: str, owner: str, token: Optional[int], slot: Optional[int] = None) -> None:
+    def _clean_up(self, resource: str, owner: str, token: Optional[int], slot: Optional[int] = None,
+                  mode: Optional[str] = None) -> None:
         """The clean-up release: temporary failures (503, throttling, no
         answer) are retried with backoff for up to _CLEANUP_TIMEOUT in all;
         the rest are ignored (the lease runs out by itself)."""
@@ -535,7 +572,9 @@ class Client(AdminCalls):
             while True:
                 try:
                     timeout = max(min(self.timeout, give_up - time.monotonic()), 0.001)
-                    if slot is None:
+                    if mode is not None:
+                        self._release_rw(resource, owner, mode, slot, token, timeout)
+                    elif slot is None:
                         self._release(resource, owner, token, timeout)
                     else:
                         self._release_permit(resource, owner, slot, token, timeout)
@@ -752,6 +791,113 @@ class Client(AdminCalls):
         if token is not None:
             payload["fencing_token"] = token
         self._send("DELETE", semaphore_path(name), payload, timeout, f"release semaphore {name!r}")
+
+    # -- read/write locks ----------------------------------------------------
+
+    def try_acquire_read(self, name: str, *, ttl: Number = DEFAULT_TTL, owner: Optional[str] = None,
+                         keepalive: bool = True, lock_delay: Optional[Number] = None) -> RWLease:
+        """Asks once for a reader's lease of the read/write lock ``name``
+        (arguments as for try_acquire). Returns the RWLease, in a slot of its
+        own, or raises HeldError when a writer holds or is queued, or every
+        one of the 64 slots is taken. One owner may hold several readers'
+        leases."""
+        return self._try_acquire(name, 0, ttl, owner, keepalive, lock_delay, "read")  # type: ignore[return-value]
+
+    def try_acquire_write(self, name: str, *, ttl: Number = DEFAULT_TTL, owner: Optional[str] = None,
+                          keepalive: bool = True, lock_delay: Optional[Number] = None) -> RWLease:
+        """Asks once for the writer's lease of the read/write lock ``name``;
+        HeldError while any lease is held (a reader's of the same owner too:
+        no upgrade) or a waiter is queued."""
+        return self._try_acquire(name, 0, ttl, owner, keepalive, lock_delay, "write")  # type: ignore[return-value]
+
+    def acquire_read(self, name: str, *, wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT, ttl: Number = DEFAULT_TTL,
+                     owner: Optional[str] = None, keepalive: bool = True, lock_delay: Optional[Number] = None) -> RWLease:
+        """Waits up to ``wait`` seconds for a reader's lease of ``name`` as
+        acquire() waits for a lock: a try first, then rounds on
+        ``POST /rwlocks/{name}/read/wait`` in the lock's one queue (a reader
+        behind a queued writer waits for it), or polling a service that does
+        not wait (422 to wait_seconds, or no such route; remembered).
+        HeldError when the wait runs out."""
+        return self._acquire(name, 0, wait, ttl, owner, keepalive, lock_delay, "read")  # type: ignore[return-value]
+
+    def acquire_write(self, name: str, *, wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT, ttl: Number = DEFAULT_TTL,
+                      owner: Optional[str] = None, keepalive: bool = True, lock_delay: Optional[Number] = None) -> RWLease:
+        """Waits for the writer's lease of ``name`` as acquire_read waits for
+        a reader's; once queued, it keeps every later reader out and waits
+        only for the leases granted before."""
+        return self._acquire(name, 0, wait, ttl, owner, keepalive, lock_delay, "write")  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def read_lock(self, name: str, *, ttl: Number = DEFAULT_TTL, wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+                  owner: Optional[str] = None, keepalive: bool = True, lock_delay: Optional[Number] = None) -> Iterator[RWLease]:
+        """``with client.read_lock("cache") as lease: ...``: lock() for a
+        reader's lease (acquire_read), released when the block ends;
+        LeaseLostError on exit when it was lost meanwhile."""
+        lease = self.acquire_read(name, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
+        with lease:
+            yield lease
+
+    @contextlib.contextmanager
+    def write_lock(self, name: str, *, ttl: Number = DEFAULT_TTL, wait: Optional[Number] = DEFAULT_ACQUIRE_WAIT,
+                   owner: Optional[str] = None, keepalive: bool = True, lock_delay: Optional[Number] = None) -> Iterator[RWLease]:
+        """``with client.write_lock("cache") as lease: ...``: read_lock for the
+        writer's lease (acquire_write)."""
+        lease = self.acquire_write(name, wait=wait, ttl=ttl, owner=owner, keepalive=keepalive, lock_delay=lock_delay)
+        with lease:
+            yield lease
+
+    def rw_status(self, name: str) -> RWStatus:
+        """The read/write lock ``name``'s live writer or readers, its queue and
+        latest token (none held is not an error). A strongly consistent read."""
+        return self._rw_status(check_resource(name), self.timeout)
+
+    def _rw_status(self, name: str, timeout: float) -> RWStatus:
+        what = f"status of read/write lock {name!r}"
+        _, doc = self._send("GET", rw_path(name), None, timeout, what)
+        return parse_rw_status(doc, name, what)
+
+    def renew_rw(self, name: str, owner: str, mode: str, slot: Optional[int] = None, *, ttl: Number = DEFAULT_TTL,
+                 fencing_token: Optional[int] = None) -> RWLeaseInfo:
+        """Extends owner's live lease of ``mode`` (a reader's: in ``slot``) of
+        the read/write lock ``name`` to ttl from now; errors as for renew(),
+        and a lease the other mode's later grant judged ended is
+        NotFoundError. Most callers use RWLease.renew or the keep-alive."""
+        name, ttl = check_resource(name), check_ttl(ttl)
+        owner, _ = owner_or_default(owner, required=True)
+        return self._renew_rw(name, owner, mode, check_mode(mode, slot), ttl, check_token(fencing_token), self.timeout)
+
+    def release_rw(self, name: str, owner: str, mode: str, slot: Optional[int] = None, *,
+                   fencing_token: Optional[int] = None) -> None:
+        """Ends owner's live lease of ``mode`` (a reader's: in ``slot``) of the
+        read/write lock ``name``; errors as for release()."""
+        name = check_resource(name)
+        owner, _ = owner_or_default(owner, required=True)
+        self._release_rw(name, owner, mode, check_mode(mode, slot), check_token(fencing_token), self.timeout)
+
+    @staticmethod
+    def _rw_body(owner: str, mode: str, slot: Optional[int], token: Optional[int]) -> Dict[str, Any]:
+        payload: Dict[str, Any] = {"owner": owner, "mode": mode}
+        if mode == "read":
+            payload["slot"] = slot
+        if token is not None:
+            payload["fencing_token"] = token
+        return payload
+
+    def _renew_rw(self, name: str, owner: str, mode: str, slot: Optional[int], ttl: int, token: Optional[int],
+                  timeout: float) -> RWLeaseInfo:
+        payload = self._rw_body(owner, mode, slot, token)
+        payload["ttl_seconds"] = ttl
+        what = f"renew {mode} lock {name!r}"
+        _, doc = self._send("POST", rw_path(name) + "/renew", payload, timeout, what)
+        if not isinstance(doc, dict) or doc.get("renewed") is not True:
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        lease = parse_rw_lease(doc.get("lease"), what, name, mode)
+        if lease.slot != slot:
+            raise TransportError(f"{what}: the response renewed slot {lease.slot}, not {slot}")
+        return lease
+
+    def _release_rw(self, name: str, owner: str, mode: str, slot: Optional[int], token: Optional[int], timeout: float) -> None:
+        self._send("DELETE", rw_path(name), self._rw_body(owner, mode, slot, token), timeout, f"release {mode} lock {name!r}")
 
     # -- lock sets ---------------------------------------------------------------
 

@@ -374,16 +374,24 @@ class LeaseLostError(LockError):
     answer renewing cannot get past). ``force_released`` is True, and the message says so,
     when the service said an operator force released the lease."""
 
-    def __init__(self, resource: str, fencing_token: int, reason: BaseException, slot: Optional[int] = None) -> None:
+    def __init__(self, resource: str, fencing_token: int, reason: BaseException, slot: Optional[int] = None,
+                 mode: Optional[str] = None) -> None:
         self.resource = resource
         self.fencing_token = fencing_token
         self.reason = reason
         self.slot = slot
         """The permit's slot when the lease was a semaphore's permit (``resource``
-        is then its name); None for a lock."""
+        is then its name), or a reader's of a read/write lock; None for a lock."""
+        self.mode = mode
+        """The lease's mode ("read" or "write") when it was a read/write lock's; None otherwise."""
         self.force_released = isinstance(reason, ProblemError) and reason.force_released
         why = f"it was force released by an operator ({reason})" if self.force_released else str(reason)
-        what = f"lease on {resource!r}" if slot is None else f"permit in slot {slot} of semaphore {resource!r}"
+        if mode == "read":
+            what = f"read lease in slot {slot} of {resource!r}"
+        elif mode == "write":
+            what = f"write lease on {resource!r}"
+        else:
+            what = f"lease on {resource!r}" if slot is None else f"permit in slot {slot} of semaphore {resource!r}"
         super().__init__(f"{what} (fencing token {fencing_token}) lost: {why}")
 
 

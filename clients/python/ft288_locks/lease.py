@@ -98,7 +98,8 @@ class Lease:
     Client.lock).
     """
 
-    _slot: Optional[int] = None  # a Permit's slot, for its LeaseLostError
+    _slot: Optional[int] = None  # a Permit's (or a reader's) slot, for its LeaseLostError
+    _mode: Optional[str] = None  # a read/write lock's lease's mode, for its LeaseLostError
 
     def __init__(self, client: LeaseHost, lock: Lock, ttl: int, t0: float, keepalive: bool = True) -> None:
         self._client = client
@@ -268,7 +269,7 @@ class Lease:
         with self._mu:
             ended, reason, released = self._ended, self._reason, self._released
         if reason is not None:
-            raise LeaseLostError(self._resource, self._token, reason, self._slot) from (cause or reason)
+            raise LeaseLostError(self._resource, self._token, reason, self._slot, self._mode) from (cause or reason)
         if released:
             raise LeaseReleased(f"lease on {self._resource!r} (fencing token {self._token}) was released")
         assert not ended
@@ -422,7 +423,7 @@ class Lease:
         if exc_type is None:
             reason = self.reason
             if reason is not None:
-                raise LeaseLostError(self._resource, self._token, reason, self._slot) from reason
+                raise LeaseLostError(self._resource, self._token, reason, self._slot, self._mode) from reason
         return False
 
 

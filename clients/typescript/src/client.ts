@@ -16,7 +16,7 @@ import {
   problemFromAnswer,
   retryable,
 } from "./errors.js";
-import { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, clockReading, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
+import { Lease, Permit, RWLease, RELEASE_RETRY_TIMEOUT_MS, clockReading, leaseMarginMs, releaseRetrying, roundLimitMs } from "./lease.js";
 import { RequestSigner, SigningUnavailableError, resolveRegion, type SigV4Options } from "./sigv4.js";
 import { Election } from "./election.js";
 import { LockSet, LockSetHeldError, MAX_SET_NAMES, type SetCalls, type SetItem, type SetLock } from "./lockset.js";
@@ -24,6 +24,9 @@ import {
   decodeAdminLock,
   decodeAdminPermit,
   decodePermit,
+  decodeRWLease,
+  decodeRWStatus,
+  MAX_READERS,
   decodeSemaphoreStatus,
   decodeSemaphoreWatch,
   decodeWatch,
@@ -36,6 +39,9 @@ import {
   type PermitForceReleased,
   type PermitInfo,
   type PermitPage,
+  type RWLeaseInfo,
+  type RWMode,
+  type RWStatus,
   type SemaphoreStatus,
   type SemaphoreWatchResult,
   type WatchResult,
@@ -51,6 +57,7 @@ import {
   encode,
   errorText,
   lockPath,
+  rwPath,
   semaphorePath,
   parseJSON,
   parseLock,
@@ -172,6 +179,9 @@ export type LockedFunction<T> = (signal: AbortSignal, fencingToken: number, leas
 /** The work {@link Client.withSemaphore} runs: `signal` aborts when the permit is lost (or the caller's signal aborts). */
 export type PermitFunction<T> = (signal: AbortSignal, fencingToken: number, permit: Permit) => Promise<T> | T;
 
+/** The work {@link Client.withReadLock} and {@link Client.withWriteLock} run: `signal` aborts when the lease is lost (or the caller's signal aborts). */
+export type RWLockedFunction<T> = (signal: AbortSignal, fencingToken: number, lease: RWLease) => Promise<T> | T;
+
 /** {@link Client.tryAcquireSet}'s options: a lock's, plus the set's path prefix. */
 export interface TryAcquireSetOptions extends TryAcquireOptions {
   /**
@@ -245,7 +255,7 @@ type SetAttemptResult =
   | { granted: false; held: LockSetHeldError };
 
 type AttemptResult =
-  | { granted: true; lock: LockInfo; t0: number; permit?: PermitInfo }
+  | { granted: true; lock: LockInfo; t0: number; permit?: PermitInfo; rw?: RWLeaseInfo }
   | { granted: false; held: HeldError; queueTicket?: string };
 
 /**
@@ -270,6 +280,8 @@ export class Client {
   #serverWait: boolean | undefined;
   /** The same for semaphore acquires: a service may wait for locks and not (yet) for permits. */
   #semServerWait: boolean | undefined;
+  /** The same for read/write locks: a service may wait for locks and not for them. */
+  #rwServerWait: boolean | undefined;
   /** The same for lock sets: false once `…/wait` answered 422 naming `wait_seconds` (or no such route): poll with tries. */
   #setServerWait: boolean | undefined;
   /**
@@ -639,6 +651,128 @@ export class Client {
     return result;
   }
 
+  /**
+   * Asks once for a reader's lease of the read/write lock `name`, with
+   * {@link Client.tryAcquire}'s options. Resolves to the {@link RWLease} (in
+   * a slot of its own, renewing itself), or rejects with {@link HeldError}
+   * when a writer holds or is queued, or every one of the 64 slots is taken.
+   * One owner may hold several readers' leases.
+   */
+  tryAcquireRead(name: string, options: TryAcquireOptions = {}): Promise<RWLease> {
+    return this.#rw("read", name, options, false);
+  }
+
+  /**
+   * Asks once for the writer's lease of the read/write lock `name`. Rejects
+   * with {@link HeldError} while any lease is held (a reader's of the same
+   * owner too: there is no upgrade) or a waiter is queued.
+   */
+  tryAcquireWrite(name: string, options: TryAcquireOptions = {}): Promise<RWLease> {
+    return this.#rw("write", name, options, false);
+  }
+
+  /**
+   * Waits for a reader's lease of `name` as {@link Client.acquire} waits for
+   * a lock (`waitMs`, default 30 s; `signal`): a try first, then rounds on
+   * `POST /rwlocks/{name}/read/wait` in the lock's one queue (a reader behind
+   * a queued writer waits for it), or polling a service that does not wait
+   * (422 to `wait_seconds`, or no such route; remembered). Rejects with
+   * {@link HeldError} when the wait runs out.
+   */
+  acquireRead(name: string, options: AcquireOptions = {}): Promise<RWLease> {
+    return this.#rw("read", name, options, true);
+  }
+
+  /**
+   * Waits for the writer's lease of `name` as {@link Client.acquireRead}
+   * waits for a reader's; once queued, it keeps every later reader out and
+   * waits only for the leases granted before.
+   */
+  acquireWrite(name: string, options: AcquireOptions = {}): Promise<RWLease> {
+    return this.#rw("write", name, options, true);
+  }
+
+  /**
+   * {@link Client.withLock} for a reader's lease of `name`: runs
+   * `fn(signal, fencingToken, lease)` under it, taken as
+   * {@link Client.acquireRead} takes it, and always releases it; a loss is
+   * reported with a {@link LeaseLostError} (`mode` "read", `slot`).
+   */
+  withReadLock<T>(name: string, fn: RWLockedFunction<T>, options: WithLockOptions = {}): Promise<T> {
+    return this.#withRW(this.acquireRead(name, options), fn, options);
+  }
+
+  /** {@link Client.withReadLock} with the writer's lease ({@link Client.acquireWrite}). */
+  withWriteLock<T>(name: string, fn: RWLockedFunction<T>, options: WithLockOptions = {}): Promise<T> {
+    return this.#withRW(this.acquireWrite(name, options), fn, options);
+  }
+
+  async #withRW<T>(acquired: Promise<RWLease>, fn: RWLockedFunction<T>, options: WithLockOptions): Promise<T> {
+    const lease = await acquired;
+    const signal = options.signal ? clockReading(AbortSignal.any([lease.signal, options.signal]), () => lease.held) : lease.signal;
+    let result: T;
+    try {
+      result = await fn(signal, lease.fencingToken, lease);
+    } catch (err) {
+      await lease.release().catch(() => {});
+      throw err;
+    }
+    await lease[Symbol.asyncDispose]();
+    return result;
+  }
+
+  #rw(mode: RWMode, name: string, options: AcquireOptions, waits: boolean): Promise<RWLease> {
+    const op = `acquire ${mode} lock ${JSON.stringify(name)}`;
+    let waitMs = 0;
+    try {
+      checkOptions(op, options);
+      if (waits) waitMs = waitBudgetMs(op, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#acquire(op, name, options, waitMs, 0, mode) as Promise<RWLease>;
+  }
+
+  /** The read/write lock `name`'s live writer or readers, its queue and latest token (none held is not an error). A strongly consistent read. */
+  async rwStatus(name: string, options: { signal?: AbortSignal } = {}): Promise<RWStatus> {
+    const op = `status of read/write lock ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    const ans = await this.#send(op, "GET", rwPath(name), undefined, options);
+    const st = decodeRWStatus(name, parseJSON(op, ans.text));
+    if (!st) throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    return st;
+  }
+
+  /**
+   * Extends `owner`'s live lease of `mode` (a reader's: in `slot`) of the
+   * read/write lock `name` to `ttlSeconds` from now (with `fencingToken`:
+   * only that lease). Errors as for {@link Client.renew}; a lease the other
+   * mode's later grant judged ended is {@link NotFoundError}.
+   */
+  async renewRW(name: string, options: { owner: string; mode: RWMode; slot?: number; ttlSeconds: number; fencingToken?: number; signal?: AbortSignal }): Promise<RWLeaseInfo> {
+    const op = `renew ${options.mode} lock ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    checkTtl(op, options.ttlSeconds);
+    const payload = rwBody(op, options);
+    payload.ttl_seconds = options.ttlSeconds;
+    const ans = await this.#send(op, "POST", `${rwPath(name)}/renew`, payload, options);
+    const body = parseJSON(op, ans.text);
+    const lease = decodeRWLease(body.lease);
+    if (body.renewed !== true || !lease || lease.name !== name || lease.mode !== options.mode || lease.slot !== payload.slot) {
+      throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    }
+    return lease;
+  }
+
+  /** Ends `owner`'s live lease of `mode` (a reader's: in `slot`) of the read/write lock `name` (with `fencingToken`: only that lease). Errors as for {@link Client.release}. */
+  async releaseRW(name: string, options: { owner: string; mode: RWMode; slot?: number; fencingToken?: number; signal?: AbortSignal }): Promise<void> {
+    const op = `release ${options.mode} lock ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    await this.#send(op, "DELETE", rwPath(name), rwBody(op, options), options);
+  }
+
   /** The semaphore `name`'s number of permits and live permits (none is not an error). A strongly consistent read. */
   async semaphoreStatus(name: string, options: { signal?: AbortSignal } = {}): Promise<SemaphoreStatus> {
     const op = `status of semaphore ${JSON.stringify(name)}`;
@@ -975,11 +1109,12 @@ export class Client {
     },
   };
 
-  async #acquire(op: string, resource: string, options: TryAcquireOptions, waitMs: number, permits = 0): Promise<Lease> {
+  async #acquire(op: string, resource: string, options: TryAcquireOptions, waitMs: number, permits = 0, rw?: RWMode): Promise<Lease> {
     checkResource(op, resource);
-    const serverWaitKnown = () => (permits ? this.#semServerWait : this.#serverWait);
+    const serverWaitKnown = () => (rw ? this.#rwServerWait : permits ? this.#semServerWait : this.#serverWait);
     const setServerWait = (v: boolean) => {
-      if (permits) this.#semServerWait = v;
+      if (rw) this.#rwServerWait = v;
+      else if (permits) this.#semServerWait = v;
       else this.#serverWait = v;
     };
     if (options.owner !== undefined) checkOwner(op, options.owner);
@@ -1017,13 +1152,14 @@ export class Client {
       for (let attempt = 0; !stop.aborted; ) {
         const wait = held ? roundSeconds() : 0;
         const serverWaits = wait >= 1;
-        const waitRoute = serverWaits && !this.#tryRouteWaits;
+        // Read/write locks came with their waiting routes: never the try route with wait_seconds.
+        const waitRoute = serverWaits && (!this.#tryRouteWaits || rw !== undefined);
         const started = performance.now();
         const p = this.#attempt(op, resource, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds,
-          serverWaits ? queueTicket : undefined, permits, waitRoute);
+          serverWaits ? queueTicket : undefined, permits, waitRoute, rw);
         const r = await settle(p, stop);
         if (r.status === "aborted") {
-          this.#releaseLate(p, resource, owner, generated, permits);
+          this.#releaseLate(p, resource, owner, generated, permits, rw);
           lastUnknown = false;
           break;
         }
@@ -1036,9 +1172,11 @@ export class Client {
               client: this as LeaseCalls, lock: a.lock, ttlSeconds, t0: a.t0,
               marginMs: this.#marginMs, backoff: this.#backoff, keepAlive: options.keepAlive ?? true,
             };
-            const lease = a.permit
-              ? new Permit({ ...setup, client: this.#permitCalls(a.permit.slot), slot: a.permit.slot, permits })
-              : new Lease(setup);
+            const lease = a.rw
+              ? new RWLease({ ...setup, client: this.#rwCalls(a.rw.mode, a.rw.slot), mode: a.rw.mode, slot: a.rw.slot })
+              : a.permit
+                ? new Permit({ ...setup, client: this.#permitCalls(a.permit.slot), slot: a.permit.slot, permits })
+                : new Lease(setup);
             if (lease.held) return lease;
             // The answer came after the lease's local deadline: give it back and try again.
             this.#background(this.#cleanUp(resource, owner, a));
@@ -1062,7 +1200,10 @@ export class Client {
         } else {
           const err = r.error;
           if (waitRoute && isNoRoute(err)) {
-            this.#tryRouteWaits = true; // a stack without the waiting routes: the old request, from now on
+            // A stack without the waiting routes: the old request from now on
+            // (read/write locks, which never had it: polling).
+            if (rw) setServerWait(false);
+            else this.#tryRouteWaits = true;
             continue;
           }
           if (serverWaits && err instanceof ValidationError && err.errors.some((f) => f.field === "wait_seconds")) {
@@ -1082,7 +1223,7 @@ export class Client {
       }
       if (lastUnknown && generated) {
         // Nobody else uses this owner: end whatever lease it may have.
-        this.#background(this.#cleanUp(resource, owner, undefined, permits));
+        this.#background(this.#cleanUp(resource, owner, undefined, permits, rw));
       }
       if (signal?.aborted) throw signal.reason;
       throw last ?? budget.signal.reason;
@@ -1098,7 +1239,7 @@ export class Client {
    */
   async #attempt(
     op: string, resource: string, owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined,
-    queueTicket: string | undefined, permits: number, waitRoute = false,
+    queueTicket: string | undefined, permits: number, waitRoute = false, rw?: RWMode,
   ): Promise<AttemptResult> {
     const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds };
     if (permits) payload.permits = permits;
@@ -1106,9 +1247,20 @@ export class Client {
     if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
     if (queueTicket !== undefined) payload.queue_ticket = queueTicket;
     const t0 = performance.now(); // before sending: the lease cannot have started earlier
-    const path = (permits ? semaphorePath(resource) : lockPath(resource)) + (waitRoute ? "/wait" : "");
+    const path = (rw ? `${rwPath(resource)}/${rw}` : permits ? semaphorePath(resource) : lockPath(resource)) + (waitRoute ? "/wait" : "");
     const ans = await this.#send(op, "POST", path, payload, { timeoutMs: this.#timeoutMs + (waitSeconds ?? 0) * 1000 });
     const body = parseJSON(op, ans.text);
+    if (rw && body.acquired === true) {
+      const lease = decodeRWLease(body.lease);
+      if (!lease || lease.name !== resource || lease.mode !== rw) throw new UnexpectedAnswerError(`${op}: malformed lease in answer`);
+      return { granted: true, lock: rwAsLock(lease), t0, rw: lease };
+    }
+    if (rw && body.acquired === false) {
+      const at = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+      const held = new HeldError(resource, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")));
+      const queueTicket = typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
+      return { granted: false, held, queueTicket };
+    }
     if (permits && body.acquired === true) {
       const permit = decodePermit(body.permit);
       if (!permit || permit.name !== resource) throw new UnexpectedAnswerError(`${op}: malformed permit in answer`);
@@ -1133,11 +1285,11 @@ export class Client {
   }
 
   /** Releases what an abandoned attempt turns out to have been granted. A clean acquired:false needs nothing. */
-  #releaseLate(p: Promise<AttemptResult>, resource: string, owner: string, generated: boolean, permits: number): void {
+  #releaseLate(p: Promise<AttemptResult>, resource: string, owner: string, generated: boolean, permits: number, rw?: RWMode): void {
     this.#background(
       p.then(
         (a) => (a.granted ? this.#cleanUp(resource, owner, a) : undefined),
-        (err: unknown) => (generated && outcomeUnknown(err) ? this.#cleanUp(resource, owner, undefined, permits) : undefined),
+        (err: unknown) => (generated && outcomeUnknown(err) ? this.#cleanUp(resource, owner, undefined, permits, rw) : undefined),
       ),
     );
   }
@@ -1148,7 +1300,18 @@ export class Client {
    * owner; a permit's found by a status read): temporary failures are retried
    * for up to {@link RELEASE_RETRY_TIMEOUT_MS}.
    */
-  async #cleanUp(resource: string, owner: string, grant?: { lock: LockInfo; permit?: PermitInfo }, permits = 0): Promise<void> {
+  async #cleanUp(resource: string, owner: string, grant?: { lock: LockInfo; permit?: PermitInfo; rw?: RWLeaseInfo }, permits = 0, rw?: RWMode): Promise<void> {
+    if (grant?.rw) {
+      return releaseRetrying(this.#rwCalls(grant.rw.mode, grant.rw.slot), resource, { owner, fencingToken: grant.lock.fencingToken, backoff: this.#backoff });
+    }
+    if (!grant && rw) {
+      // A generated owner's leases of this mode are this acquire's alone.
+      const st = await this.rwStatus(resource, { signal: AbortSignal.timeout(RELEASE_RETRY_TIMEOUT_MS) });
+      const mine = [...(st.writer ? [st.writer] : []), ...st.readers].filter((l) => l.owner === owner && l.mode === rw);
+      await Promise.all(mine.map((l) =>
+        releaseRetrying(this.#rwCalls(l.mode, l.slot), resource, { owner, fencingToken: l.fencingToken, backoff: this.#backoff })));
+      return;
+    }
     if (grant?.permit) {
       return releaseRetrying(this.#permitCalls(grant.permit.slot), resource, { owner, fencingToken: grant.lock.fencingToken, backoff: this.#backoff });
     }
@@ -1159,6 +1322,14 @@ export class Client {
       return releaseRetrying(this.#permitCalls(mine.slot), resource, { owner, fencingToken: mine.fencingToken, backoff: this.#backoff });
     }
     return releaseRetrying(this, resource, { owner, fencingToken: grant?.lock.fencingToken, backoff: this.#backoff });
+  }
+
+  /** The renew and release of a read/write lock's lease of `mode` (and `slot`), as a {@link Lease} calls them. */
+  #rwCalls(mode: RWMode, slot: number | undefined): LeaseCalls {
+    return {
+      renew: async (name, o) => rwAsLock(await this.renewRW(name, { ...o, mode, slot })),
+      release: (name, o) => this.releaseRW(name, { ...o, mode, slot }),
+    };
   }
 
   /** The renew and release of a permit in `slot`, as a {@link Lease} calls them. */
@@ -1266,6 +1437,18 @@ export function withSemaphore<T>(
   return (client ?? (envClient ??= Client.fromEnv())).withSemaphore(name, permits, fn, rest);
 }
 
+/** {@link Client.withReadLock} on `options.client`, or on a client from the environment (see {@link withLock}). */
+export function withReadLock<T>(name: string, fn: RWLockedFunction<T>, options: WithLockOptions & { client?: Client } = {}): Promise<T> {
+  const { client, ...rest } = options;
+  return (client ?? (envClient ??= Client.fromEnv())).withReadLock(name, fn, rest);
+}
+
+/** {@link Client.withWriteLock} on `options.client`, or on a client from the environment (see {@link withLock}). */
+export function withWriteLock<T>(name: string, fn: RWLockedFunction<T>, options: WithLockOptions & { client?: Client } = {}): Promise<T> {
+  const { client, ...rest } = options;
+  return (client ?? (envClient ??= Client.fromEnv())).withWriteLock(name, fn, rest);
+}
+
 /** {@link Client.withLockSet} on `options.client`, or on a client from the environment (see {@link withLock}). */
 export function withLockSet<T>(names: string[], fn: LockSetFunction<T>, options: AcquireSetOptions & { client?: Client } = {}): Promise<T> {
   const { client, ...rest } = options;
@@ -1285,6 +1468,27 @@ export type LockClient = Client;
 /** A fresh owner: `${hostname}:${pid}:${random}`. */
 export function defaultOwner(): string {
   return `${hostname()}:${process.pid}:${randomBytes(6).toString("hex")}`;
+}
+
+/** A read/write lock's lease as the {@link LockInfo} of its {@link Lease} (`resource` is the lock's name). */
+function rwAsLock(l: RWLeaseInfo): LockInfo {
+  return { resource: l.name, owner: l.owner, fencingToken: l.fencingToken, acquiredAt: l.acquiredAt, expiresAt: l.expiresAt, lockDelaySeconds: l.lockDelaySeconds };
+}
+
+/** The body naming `owner`'s lease of `mode` (and `slot`, a reader's), checked. */
+function rwBody(op: string, o: { owner: string; mode: RWMode; slot?: number; fencingToken?: number }): Record<string, unknown> {
+  checkOwner(op, o.owner);
+  checkToken(op, o.fencingToken);
+  if (o.mode !== "read" && o.mode !== "write") throw new TypeError(`${op}: mode ${JSON.stringify(o.mode)}: want "read" or "write"`);
+  const body: Record<string, unknown> = { owner: o.owner, mode: o.mode };
+  if (o.mode === "read") {
+    if (typeof o.slot !== "number" || !Number.isSafeInteger(o.slot) || o.slot < 0 || o.slot >= MAX_READERS) {
+      throw new RangeError(`${op}: slot ${String(o.slot)}: want a whole number from 0 to ${MAX_READERS - 1}`);
+    }
+    body.slot = o.slot;
+  }
+  if (o.fencingToken !== undefined) body.fencing_token = o.fencingToken;
+  return body;
 }
 
 /** A permit as the {@link LockInfo} of its {@link Lease} (`resource` is the semaphore's name). */

@@ -324,19 +324,25 @@ export class LeaseLostError extends LocksError {
   readonly reason: Error;
   /** True when an operator force released the lease (a 404 with `force_released`). */
   readonly forceReleased: boolean;
-  /** The permit's slot when the lease was a semaphore's permit (`resource` is then the semaphore's name); undefined for a lock. */
+  /** The permit's slot when the lease was a semaphore's permit (`resource` is then the semaphore's name), or a reader's of a read/write lock; undefined for a lock. */
   readonly slot: number | undefined;
+  /** The lease's mode when it was a read/write lock's; undefined otherwise. */
+  readonly mode: "read" | "write" | undefined;
 
-  constructor(resource: string, fencingToken: number, reason: Error, slot?: number) {
+  constructor(resource: string, fencingToken: number, reason: Error, slot?: number, mode?: "read" | "write") {
     const forced = reason instanceof ProblemError && reason.forceReleased;
     const why = forced ? `it was force released by an operator (${reason.message})` : reason.message;
-    const what = slot === undefined ? `lease on ${JSON.stringify(resource)}` : `permit in slot ${slot} of semaphore ${JSON.stringify(resource)}`;
+    const what =
+      mode === "read" ? `read lease in slot ${slot} of ${JSON.stringify(resource)}`
+      : mode === "write" ? `write lease on ${JSON.stringify(resource)}`
+      : slot === undefined ? `lease on ${JSON.stringify(resource)}` : `permit in slot ${slot} of semaphore ${JSON.stringify(resource)}`;
     super(`${what} (fencing token ${fencingToken}) lost: ${why}`, { cause: reason });
     this.resource = resource;
     this.fencingToken = fencingToken;
     this.reason = reason;
     this.forceReleased = forced;
     this.slot = slot;
+    this.mode = mode;
   }
 }
 

@@ -4,6 +4,8 @@ export {
   withLock,
   withSemaphore,
   withLockSet,
+  withReadLock,
+  withWriteLock,
   fromEnv,
   defaultOwner,
   DEFAULT_ENDPOINT,
@@ -25,6 +27,7 @@ export {
   type LockedFunction,
   type PermitFunction,
   type LockSetFunction,
+  type RWLockedFunction,
   type TryAcquireSetOptions,
   type AcquireSetOptions,
   type ListOptions,
@@ -43,10 +46,14 @@ export type {
   PermitForceReleased,
   SemaphoreStatus,
   SemaphoreWatchResult,
+  RWMode,
+  RWLeaseInfo,
+  RWStatus,
 } from "./types.js";
+export { MAX_READERS } from "./types.js";
 export { Election, type Leader, type Observation, type CampaignOptions, type ObserveOptions } from "./election.js";
 export { LockSet, LockSetHeldError, LockSetError, MAX_SET_NAMES } from "./lockset.js";
-export { Lease, Permit, RELEASE_RETRY_TIMEOUT_MS, DELIVERY_ALLOWANCE_MS } from "./lease.js";
+export { Lease, Permit, RWLease, RELEASE_RETRY_TIMEOUT_MS, DELIVERY_ALLOWANCE_MS } from "./lease.js";
 export {
   SIGV4_SERVICE,
   SIGV4_INSTALL,

@@ -9,7 +9,7 @@ import {
   outcomeUnknown,
   retryable,
 } from "./errors.js";
-import type { LeaseCalls, LockInfo, PermitInfo } from "./types.js";
+import type { LeaseCalls, LockInfo, PermitInfo, RWLeaseInfo, RWMode } from "./types.js";
 import { Backoff, sleep } from "./util.js";
 
 /**
@@ -149,6 +149,8 @@ export interface LeaseSetup {
   keepAlive: boolean;
   /** A semaphore's permit: its slot (`lock.resource` is the semaphore's name, `client` renews and releases by slot). */
   slot?: number;
+  /** A read/write lock's lease: its mode (`client` renews and releases by mode and slot). */
+  mode?: RWMode;
 }
 
 /**
@@ -206,6 +208,8 @@ export class Lease implements AsyncDisposable {
   #settled = false;
   /** A permit's slot, for its lost-lease error; undefined for a lock. */
   readonly #slot: number | undefined;
+  /** A read/write lock's lease's mode, for its lost-lease error. */
+  readonly #mode: RWMode | undefined;
 
   static {
     Object.assign(leaseInternals, {
@@ -229,6 +233,7 @@ export class Lease implements AsyncDisposable {
     this.#marginMs = leaseMarginMs(this.#ttlMs, setup.marginMs);
     this.#lock = lock;
     this.#slot = setup.slot;
+    this.#mode = setup.mode;
     this.#lastT0 = t0;
     this.#deadline = t0 + this.#ttlMs - this.#marginMs;
     if (performance.now() >= this.#deadline) {
@@ -385,7 +390,7 @@ export class Lease implements AsyncDisposable {
     } catch (err) {
       if (lost) throw lost;
       if (err instanceof NotFoundError || err instanceof ForbiddenError || err instanceof StaleTokenError) {
-        throw new LeaseLostError(this.resource, this.fencingToken, err, this.#slot);
+        throw new LeaseLostError(this.resource, this.fencingToken, err, this.#slot, this.#mode);
       }
       return; // a temporary failure: the lease runs out by itself
     }
@@ -426,7 +431,7 @@ export class Lease implements AsyncDisposable {
     this.#ended = true;
     clearTimeout(this.#watchdog);
     this.#keepAlive?.stop.abort();
-    this.#ac.abort(new LeaseLostError(this.resource, this.fencingToken, reason, this.#slot));
+    this.#ac.abort(new LeaseLostError(this.resource, this.fencingToken, reason, this.#slot, this.#mode));
   }
 
   /** Records a renewal sent at t0; false when the lease had ended before its answer came. */
@@ -508,5 +513,39 @@ export class Permit extends Lease {
     const l = this.lock;
     return { name: l.resource, slot: this.slot, owner: l.owner, fencingToken: l.fencingToken, acquiredAt: l.acquiredAt,
       expiresAt: l.expiresAt, lockDelaySeconds: l.lockDelaySeconds };
+  }
+}
+
+/**
+ * A reader's or the writer's lease of a read/write lock held by this client,
+ * as {@link Client.acquireRead}, {@link Client.acquireWrite} and their tries
+ * return it: a {@link Lease} (keep-alive, `signal` aborting on loss,
+ * `check()` by the clock, `release()`, `await using`) renewed and released
+ * by mode, slot and token. Its `fencingToken` is larger than every earlier
+ * token of the name, read or write: a resource that keeps the largest
+ * writer's token it saw refuses a writer with a smaller one, and a reader
+ * whose token is below it (a writer came after that reader's grant).
+ */
+export class RWLease extends Lease {
+  /** The read/write lock's name (as `resource`). */
+  readonly name: string;
+  /** "read" or "write". */
+  readonly mode: RWMode;
+  /** A reader's slot, 0 to 63; undefined for the writer. */
+  readonly slot: number | undefined;
+
+  /** Made by the client's read/write lock calls, not directly. */
+  constructor(setup: LeaseSetup & { mode: RWMode; slot: number | undefined }) {
+    super(setup);
+    this.name = this.resource;
+    this.mode = setup.mode;
+    this.slot = setup.slot;
+  }
+
+  /** The lease as the service last reported it (at the grant or the latest renewal). */
+  get info(): RWLeaseInfo {
+    const l = this.lock;
+    return { name: l.resource, mode: this.mode, slot: this.slot, owner: l.owner, fencingToken: l.fencingToken,
+      acquiredAt: l.acquiredAt, expiresAt: l.expiresAt, lockDelaySeconds: l.lockDelaySeconds };
   }
 }

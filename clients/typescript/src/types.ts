@@ -225,6 +225,70 @@ export function decodeWatch(v: unknown): WatchResult | undefined {
   return { resource: o.resource, index, changed, fencingToken: token, lock };
 }
 
+/** A read/write lock's lease kind: a reader's (shared, in a slot) or the writer's (exclusive). */
+export type RWMode = "read" | "write";
+
+/** The largest number of readers a read/write lock holds at once (the service's bound). */
+export const MAX_READERS = 64;
+
+/**
+ * A live lease of a read/write lock as the service reports it. Its times are
+ * the service's clock: informational only.
+ */
+export interface RWLeaseInfo {
+  /** The read/write lock's name. */
+  name: string;
+  mode: RWMode;
+  /** A reader's slot, 0 to {@link MAX_READERS} − 1; undefined for the writer. */
+  slot: number | undefined;
+  owner: string;
+  /** Strictly greater than every token issued before for the name, read or write. */
+  fencingToken: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  /** The lease's lock-delay in seconds, 0 when it has none. */
+  lockDelaySeconds: number;
+}
+
+/** {@link Client.rwStatus}: the live writer or readers, the waiters in queue order, and the latest grant's token (undefined: never taken). */
+export interface RWStatus {
+  name: string;
+  writer: RWLeaseInfo | undefined;
+  readers: RWLeaseInfo[];
+  queue: { mode: RWMode; owner: string; until: Date }[];
+  fencingToken: number | undefined;
+}
+
+/** A read/write lock's lease document as an {@link RWLeaseInfo}; undefined when malformed. */
+export function decodeRWLease(v: unknown): RWLeaseInfo | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const lock = decodeLock({ ...o, resource: o.name });
+  const { mode, slot } = o;
+  if (!lock || (mode !== "read" && mode !== "write")) return undefined;
+  if (mode === "read" && (typeof slot !== "number" || !Number.isSafeInteger(slot) || slot < 0 || slot >= MAX_READERS)) return undefined;
+  return { name: lock.resource, mode, slot: mode === "read" ? (slot as number) : undefined, owner: lock.owner,
+    fencingToken: lock.fencingToken, acquiredAt: lock.acquiredAt, expiresAt: lock.expiresAt, lockDelaySeconds: lock.lockDelaySeconds };
+}
+
+/** A read/write lock's status answer of `name`; undefined when malformed. */
+export function decodeRWStatus(name: string, v: unknown): RWStatus | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const writer = o.writer === undefined || o.writer === null ? undefined : decodeRWLease(o.writer);
+  if ((o.writer !== undefined && o.writer !== null && writer?.mode !== "write") || !Array.isArray(o.readers) || !Array.isArray(o.queue)) return undefined;
+  const readers = o.readers.map(decodeRWLease);
+  if (!readers.every((r): r is RWLeaseInfo => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  const queue: RWStatus["queue"] = [];
+  for (const e of o.queue as unknown[]) {
+    const q = typeof e === "object" && e !== null ? (e as Record<string, unknown>) : {};
+    const until = new Date(typeof q.until === "string" ? q.until : NaN);
+    if ((q.mode !== "read" && q.mode !== "write") || typeof q.owner !== "string" || Number.isNaN(until.getTime())) return undefined;
+    queue.push({ mode: q.mode, owner: q.owner, until });
+  }
+  const token = o.fencing_token ?? undefined;
+  if (token !== undefined && (typeof token !== "number" || !Number.isSafeInteger(token) || token < 1)) return undefined;
+  return { name, writer, readers, queue, fencingToken: token };
+}
+
 /** A permit document of the service as a {@link PermitInfo}; undefined when malformed. */
 export function decodePermit(v: unknown): PermitInfo | undefined {
   const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};

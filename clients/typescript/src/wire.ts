@@ -49,6 +49,11 @@ export function lockPath(resource: string): string {
   return `/locks/${encode(resource)}`;
 }
 
+/** The path of a read/write lock. */
+export function rwPath(name: string): string {
+  return `/rwlocks/${encode(name)}`;
+}
+
 /** The path of a semaphore. */
 export function semaphorePath(name: string): string {
   return `/semaphores/${encode(name)}`;

@@ -1,0 +1,201 @@
+"""Read/write locks against the real local runner (many readers together, a
+writer excludes them, tokens grow, a queued writer keeps a later reader out,
+keep-alive, loss by the clock, release, the read_lock/write_lock context
+managers) and against a stub transport (renew and release by mode and slot,
+the fallbacks to polling)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import unittest
+
+import ft288_locks as fl
+from ft288_locks import Client
+
+from tests._support import Runner, Stub, TestCase, answer, lock_doc, problem, resource_name, shared_runner
+
+RUNNER: Runner
+
+
+def setUpModule() -> None:
+    global RUNNER
+    RUNNER = shared_runner()
+
+
+class RWRunnerTests(TestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.c = Client(RUNNER.url, backoff=(0.02, 0.2))
+
+    def test_many_readers_together_then_a_writer_above_them_all(self):
+        name = resource_name(self)
+        readers = [self.keep(self.c.acquire_read(name, ttl=30, keepalive=False, wait=10)) for _ in range(5)]
+        self.assertTrue(all(isinstance(r, fl.RWLease) and r.mode == "read" and r.held for r in readers))
+        self.assertEqual(len({r.slot for r in readers}), 5, "a slot each")
+        self.assertEqual(len({r.fencing_token for r in readers}), 5, "a token each")
+        st = self.c.rw_status(name)
+        self.assertEqual((st.writer, len(st.readers)), (None, 5))
+        with self.assertRaises(fl.HeldError):
+            self.c.try_acquire_write(name, owner="w")
+        for r in readers:
+            r.release()
+        w = self.keep(self.c.try_acquire_write(name, owner="w", ttl=30, keepalive=False))
+        self.assertEqual((w.mode, w.slot), ("write", None))
+        self.assertTrue(all(w.fencing_token > r.fencing_token for r in readers))
+        with self.assertRaises(fl.HeldError):
+            self.c.try_acquire_read(name, owner="r")
+        with self.assertRaises(fl.HeldError):
+            self.c.try_acquire_write(name, owner="w2")
+        w.release()
+
+    def test_a_queued_writer_keeps_a_later_reader_out(self):
+        name = resource_name(self)
+        r1 = self.keep(self.c.try_acquire_read(name, owner="r1", ttl=30, keepalive=False))
+        got = {}
+
+        def write():
+            try:
+                got["lease"] = self.keep(self.c.acquire_write(name, owner="w1", ttl=30, keepalive=False, wait=30))
+            except Exception as e:  # reported below
+                got["error"] = e
+
+        t = threading.Thread(target=write)
+        t.start()
+        # The event: the writer's place in the queue.
+        deadline = time.monotonic() + 10
+        while True:
+            st = self.c.rw_status(name)
+            if [(q.mode, q.owner) for q in st.queue] == [("write", "w1")]:
+                break
+            self.assertLess(time.monotonic(), deadline, f"the writer never queued: {st}")
+            time.sleep(0.02)
+        with self.assertRaises(fl.HeldError):
+            self.c.try_acquire_read(name, owner="r2")
+        r1.release()
+        t.join(30)
+        self.assertNotIn("error", got)
+        self.assertGreater(got["lease"].fencing_token, r1.fencing_token)
+        got["lease"].release()
+
+    def test_keepalive_renews_by_mode_and_slot_and_release_ends_the_lease(self):
+        name = resource_name(self)
+        for mode in ("read", "write"):
+            with self.subTest(mode=mode):
+                acquire = self.c.try_acquire_read if mode == "read" else self.c.try_acquire_write
+                lease = self.keep(acquire(name, ttl=1))
+                first = lease.lock.expires_at
+                deadline = time.monotonic() + 5
+                while (lease.lock.expires_at - first).total_seconds() < 1 and lease.held:
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.05)
+                lease.check()
+                self.assertEqual(lease.info.expires_at, lease.lock.expires_at)
+                lease.release()
+                with self.assertRaises(fl.LeaseReleased):
+                    lease.check()
+                st = self.c.rw_status(name)
+                self.assertEqual((st.writer, st.readers), (None, []))
+                with self.assertRaises(fl.NotFoundError):
+                    self.c.release_rw(name, lease.owner, mode, lease.slot, fencing_token=lease.fencing_token)
+
+    def test_loss_by_the_clock(self):
+        lease = self.keep(self.c.try_acquire_read(resource_name(self), ttl=1, keepalive=False))
+        # Past the deadline, the first question reads the clock: no thread
+        # needs to have run (a paused process resumes into this).
+        while time.monotonic() < lease.deadline:
+            time.sleep(max(lease.deadline - time.monotonic(), 0) + 0.001)
+        self.assertFalse(lease.held)
+        with self.assertRaises(fl.LeaseLostError) as cm:
+            lease.check()
+        self.assertIsInstance(cm.exception.reason, fl.LeaseExpired)
+        self.assertEqual((cm.exception.mode, cm.exception.slot), ("read", lease.slot))
+
+    def test_read_lock_and_write_lock_tokens_grow(self):
+        name = resource_name(self)
+        tokens = []
+        with self.c.read_lock(name, ttl=5) as lease:
+            lease.check()
+            tokens.append(lease.fencing_token)
+        with self.c.write_lock(name, ttl=5) as lease:
+            lease.check()
+            tokens.append(lease.fencing_token)
+        with self.c.read_lock(name, ttl=5) as lease:
+            tokens.append(lease.fencing_token)
+        self.assertEqual(tokens, sorted(set(tokens)))
+        st = self.c.rw_status(name)
+        self.assertEqual((st.writer, st.readers, st.fencing_token), (None, [], tokens[-1]))
+
+
+def rw_doc(name: str, mode: str, owner: str, token: int) -> dict:
+    doc = lock_doc(name, owner, token)
+    doc["name"] = doc.pop("resource")
+    doc["mode"] = mode
+    if mode == "read":
+        doc["slot"] = 3
+    return doc
+
+
+class RWStubTests(TestCase):
+    def test_renew_and_release_by_mode_slot_and_token(self):
+        for mode in ("read", "write"):
+            with self.subTest(mode=mode):
+                def handler(req, mode=mode):
+                    if req.method == "DELETE":
+                        return answer(204)
+                    if req.path.endswith("/renew"):
+                        return answer(200, {"renewed": True, "lease": rw_doc("c", mode, "o1", 7)})
+                    return answer(200, {"acquired": True, "lease": rw_doc("c", mode, "o1", 7)})
+
+                c = Client("http://locks.test", transport=Stub(handler))
+                acquire = c.try_acquire_read if mode == "read" else c.try_acquire_write
+                lease = acquire("c", owner="o1", keepalive=False)
+                lease.renew()
+                lease.release()
+                want = {"owner": "o1", "mode": mode, "fencing_token": 7}
+                if mode == "read":
+                    want["slot"] = 3
+                sent = c._transport.requests
+                self.assertEqual([f"{r.method} {r.path}" for r in sent],
+                                 [f"POST /rwlocks/c/{mode}", "POST /rwlocks/c/renew", "DELETE /rwlocks/c"])
+                self.assertEqual(sent[1].body, dict(want, ttl_seconds=30))
+                self.assertEqual(sent[2].body, want)
+
+    def test_a_refused_waiting_route_is_polled_with_tries_and_remembered(self):
+        refusals = {
+            "422": lambda: problem(422, "validation-failed", errors=[{"field": "wait_seconds", "detail": "no"}]),
+            "no route": lambda: answer(404, {"message": "Not Found"}),
+        }
+        for why, refuse in refusals.items():
+            with self.subTest(why=why):
+                n = [0]
+
+                def handler(req, refuse=refuse):
+                    if req.path.endswith("/wait"):
+                        return refuse()
+                    n[0] += 1
+                    if n[0] % 4:
+                        return answer(200, {"acquired": False, "name": "c"})
+                    return answer(200, {"acquired": True, "lease": rw_doc("c", "read", req.body["owner"], 9)})
+
+                c = Client("http://locks.test", transport=Stub(handler), backoff=(0.01, 0.05))
+                lease = self.keep(c.acquire_read("c", wait=10, keepalive=False))
+                self.assertEqual(lease.slot, 3)
+                paths = [r.path for r in c._transport.sent("POST")]
+                self.assertEqual(paths, ["/rwlocks/c/read", "/rwlocks/c/read/wait", "/rwlocks/c/read", "/rwlocks/c/read", "/rwlocks/c/read"])
+                self.assertTrue(all("wait_seconds" not in r.body for r in c._transport.sent("POST") if not r.path.endswith("/wait")))
+                before = len(c._transport.requests)
+                self.keep(c.acquire_read("c", wait=10, keepalive=False))
+                self.assertTrue(all(r.path == "/rwlocks/c/read" for r in c._transport.requests[before:]))
+
+    def test_a_bad_mode_or_slot_is_refused_before_sending(self):
+        c = Client("http://locks.test", transport=Stub(lambda req: answer(500)))
+        for call in (lambda: c.release_rw("c", "o", "upgrade"), lambda: c.release_rw("c", "o", "read", 64),
+                     lambda: c.renew_rw("c", "o", "read")):
+            with self.assertRaises(fl.InvalidRequest):
+                call()
+        self.assertEqual(c._transport.requests, [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,181 @@
+// Read/write locks against the real local runner (many readers together, a
+// writer excludes them, tokens grow, a queued writer keeps a later reader
+// out, keep-alive, loss by the clock, release, the scoped helpers) and
+// against a stub (renew and release by mode and slot, the fallbacks to
+// polling).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  Client,
+  DELIVERY_ALLOWANCE_MS,
+  HeldError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LeaseReleasedError,
+  NotFoundError,
+  RWLease,
+} from "../dist/esm/index.js";
+import { aborted, json, problem, startRunner, stubFetch, uniqueName, until, type Runner } from "./helpers.js";
+
+let runner: Runner;
+let locks: Client;
+
+before(async () => {
+  runner = await startRunner();
+  locks = new Client(runner.url);
+});
+
+after(async () => {
+  await runner?.stop();
+});
+
+// One at a time: the pause blocks the event loop, which would starve the
+// other tests' keep-alives of 1 s leases.
+describe("read/write locks against the local runner", () => {
+  test("many readers together, each its slot and token; the writer excluded until they release, then above them all", async () => {
+    const name = uniqueName("rw-readers");
+    const readers = await Promise.all([0, 1, 2, 3, 4].map(() => locks.acquireRead(name, { ttlSeconds: 30, keepAlive: false, waitMs: 10_000 })));
+    assert.ok(readers.every((r) => r instanceof RWLease && r.mode === "read" && r.held));
+    assert.equal(new Set(readers.map((r) => r.slot)).size, 5, "a slot each");
+    assert.equal(new Set(readers.map((r) => r.fencingToken)).size, 5, "a token each");
+    const st = await locks.rwStatus(name);
+    assert.deepEqual([st.writer, st.readers.length], [undefined, 5]);
+
+    const refused = await locks.tryAcquireWrite(name, { owner: "w" }).catch((e: unknown) => e);
+    assert.ok(refused instanceof HeldError, String(refused));
+    await Promise.all(readers.map((r) => r.release()));
+
+    const w = await locks.tryAcquireWrite(name, { owner: "w", ttlSeconds: 30, keepAlive: false });
+    assert.deepEqual([w.mode, w.slot], ["write", undefined]);
+    assert.ok(readers.every((r) => w.fencingToken > r.fencingToken), "the writer's token above every reader's");
+    for (const other of [() => locks.tryAcquireRead(name, { owner: "r" }), () => locks.tryAcquireWrite(name, { owner: "w2" })]) {
+      const e = await other().catch((err: unknown) => err);
+      assert.ok(e instanceof HeldError, String(e));
+    }
+    await w.release();
+  });
+
+  test("a queued writer keeps a later reader out, and is granted at the earlier reader's release", async () => {
+    const name = uniqueName("rw-queued");
+    const r1 = await locks.tryAcquireRead(name, { owner: "r1", ttlSeconds: 30, keepAlive: false });
+    const writer = locks.acquireWrite(name, { owner: "w1", ttlSeconds: 30, keepAlive: false, waitMs: 30_000 });
+    // The event: the writer's place in the queue.
+    let queued = false;
+    for (const end = performance.now() + 10_000; !queued && performance.now() < end; ) {
+      const st = await locks.rwStatus(name);
+      queued = st.queue.length === 1 && st.queue[0]!.mode === "write" && st.queue[0]!.owner === "w1";
+    }
+    assert.ok(queued, "the writer queued");
+    const later = await locks.tryAcquireRead(name, { owner: "r2" }).catch((e: unknown) => e);
+    assert.ok(later instanceof HeldError, `a reader behind a queued writer: ${String(later)}`);
+    await r1.release();
+    const w = await writer;
+    assert.ok(w.fencingToken > r1.fencingToken);
+    await w.release();
+  });
+
+  test("keep-alive renews by mode and slot past the TTL; release ends the lease, and a second release is not found", async () => {
+    const name = uniqueName("rw-keepalive");
+    for (const mode of ["read", "write"] as const) {
+      const l = mode === "read" ? await locks.tryAcquireRead(name, { ttlSeconds: 1 }) : await locks.tryAcquireWrite(name, { ttlSeconds: 1 });
+      const first = l.expiresAt.getTime();
+      await until(() => l.expiresAt.getTime() - first >= 1000 || !l.held, 5000);
+      assert.ok(l.held, `${mode}: held after renewals past the TTL`);
+      assert.equal(l.info.expiresAt.getTime(), l.expiresAt.getTime());
+      await l.release();
+      assert.throws(() => l.check(), LeaseReleasedError);
+      const st = await locks.rwStatus(name);
+      assert.deepEqual([st.writer, st.readers.length], [undefined, 0], `${mode}: nothing held after release`);
+      await assert.rejects(locks.releaseRW(name, { owner: l.owner, mode, slot: l.slot, fencingToken: l.fencingToken }), NotFoundError);
+    }
+  });
+
+  test("loss by the clock: the local deadline ends a lease without keep-alive, and a check after a pause says so", async () => {
+    const name = uniqueName("rw-clock");
+    const l = await locks.tryAcquireRead(name, { ttlSeconds: 1, keepAlive: false });
+    const reason = await aborted(l.signal, 3000);
+    assert.ok(performance.now() >= l.deadline - DELIVERY_ALLOWANCE_MS);
+    assert.ok(reason instanceof LeaseLostError && reason.reason instanceof LeaseExpiredError && reason.mode === "read" && reason.slot === l.slot, String(reason));
+    assert.throws(() => l.check(), LeaseLostError);
+
+    const w = await locks.tryAcquireWrite(uniqueName("rw-pause"), { ttlSeconds: 1, keepAlive: false });
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.ceil(w.deadline - performance.now()) + 5);
+    assert.equal(w.held, false, "held reads the clock");
+    assert.throws(() => w.check(), (e: unknown) => e instanceof LeaseLostError && e.mode === "write");
+  });
+
+  test("withReadLock and withWriteLock: tokens grow, nothing held after", async () => {
+    const name = uniqueName("rw-scoped");
+    const tokens: number[] = [];
+    await locks.withReadLock(name, (signal, token, lease) => { lease.check(); tokens.push(token); }, { ttlSeconds: 5 });
+    await locks.withWriteLock(name, (signal, token) => { signal.throwIfAborted(); tokens.push(token); }, { ttlSeconds: 5 });
+    await locks.withReadLock(name, (_s, token) => { tokens.push(token); }, { ttlSeconds: 5 });
+    assert.ok(tokens[0]! < tokens[1]! && tokens[1]! < tokens[2]!, String(tokens));
+    const st = await locks.rwStatus(name);
+    assert.deepEqual([st.writer, st.readers.length, st.fencingToken], [undefined, 0, tokens[2]]);
+  });
+});
+
+function rwLeaseDoc(name: string, mode: "read" | "write", owner: string, token: number): Record<string, unknown> {
+  const now = Date.now();
+  return {
+    name, mode, ...(mode === "read" ? { slot: 3 } : {}), owner, fencing_token: token,
+    acquired_at: new Date(now).toISOString(), expires_at: new Date(now + 30_000).toISOString(),
+  };
+}
+
+describe("read/write locks against a stub", { concurrency: true }, () => {
+  for (const mode of ["read", "write"] as const) {
+    test(`a ${mode} lease renews and releases by mode${mode === "read" ? " and slot" : ""} and token`, async () => {
+      const stub = stubFetch((req) => {
+        if (req.method === "DELETE") return new Response(null, { status: 204 });
+        if (req.url.pathname.endsWith("/renew")) return json(200, { renewed: true, lease: rwLeaseDoc("c", mode, "o1", 7) });
+        return json(200, { acquired: true, lease: rwLeaseDoc("c", mode, "o1", 7) });
+      });
+      const c = new Client("http://locks.test", { fetch: stub.fetch });
+      const l = mode === "read" ? await c.tryAcquireRead("c", { owner: "o1", keepAlive: false }) : await c.tryAcquireWrite("c", { owner: "o1", keepAlive: false });
+      await l.renew();
+      await l.release();
+      const want: Record<string, unknown> = { owner: "o1", mode, fencing_token: 7, ...(mode === "read" ? { slot: 3 } : {}) };
+      assert.deepEqual(stub.calls.map((r) => `${r.method} ${r.url.pathname}`), [`POST /rwlocks/c/${mode}`, "POST /rwlocks/c/renew", "DELETE /rwlocks/c"]);
+      assert.deepEqual(stub.calls[1]!.body, { ...want, ttl_seconds: 30 });
+      assert.deepEqual(stub.calls[2]!.body, want);
+    });
+  }
+
+  for (const [why, refuse] of [
+    ["422 naming wait_seconds", () => problem(422, "validation-failed", { errors: [{ field: "wait_seconds", detail: "no" }] })],
+    ["API Gateway's 404 (no waiting route)", () => json(404, { message: "Not Found" })],
+  ] as const) {
+    test(`a waiting route refused with ${why}: polls on the try route, and remembers`, async () => {
+      let grant = false;
+      const stub = stubFetch((req) => {
+        if (req.url.pathname.endsWith("/wait")) return refuse();
+        if (!grant) return json(200, { acquired: false, name: "c" });
+        return json(200, { acquired: true, lease: rwLeaseDoc("c", "read", String(req.body?.owner), 9) });
+      });
+      const c = new Client("http://locks.test", { fetch: stub.fetch, backoff: { baseMs: 10, maxMs: 50 } });
+      setTimeout(() => (grant = true), 200);
+      const l = await c.acquireRead("c", { keepAlive: false, waitMs: 10_000 });
+      assert.equal(l.slot, 3);
+      const paths = stub.calls.map((r) => r.url.pathname);
+      assert.deepEqual(paths.slice(0, 2), ["/rwlocks/c/read", "/rwlocks/c/read/wait"]);
+      assert.ok(paths.length >= 3 && paths.slice(2).every((p) => p === "/rwlocks/c/read"), paths.join(" "));
+      assert.ok(stub.calls.every((r) => r.url.pathname.endsWith("/wait") || r.body?.wait_seconds === undefined), "no wait_seconds on the try route");
+      grant = false;
+      const n = stub.calls.length;
+      setTimeout(() => (grant = true), 100);
+      await c.acquireRead("c", { keepAlive: false, waitMs: 10_000 });
+      assert.ok(stub.calls.slice(n).every((r) => r.url.pathname === "/rwlocks/c/read"), "remembered: no waiting route again");
+    });
+  }
+
+  test("a bad mode or slot is refused before sending", async () => {
+    const stub = stubFetch(() => json(500, {}));
+    const c = new Client("http://locks.test", { fetch: stub.fetch });
+    await assert.rejects(c.releaseRW("c", { owner: "o", mode: "upgrade" as "read" }), TypeError);
+    await assert.rejects(c.releaseRW("c", { owner: "o", mode: "read", slot: 64 }), RangeError);
+    await assert.rejects(c.renewRW("c", { owner: "o", mode: "read", ttlSeconds: 30 }), RangeError);
+    assert.equal(stub.calls.length, 0);
+  });
+});
