@@ -25,7 +25,9 @@ import (
 //     from its acquired_at to its end, no two live at once when one is the
 //     writer's. The one counter orders them: the later grant (the larger
 //     token) must find the earlier lease ended, and a release of it that
-//     may have landed before the later grant ends it there;
+//     may have landed before the later grant ends it there; a grant is
+//     live no earlier than the grants committed before it (a write that
+//     landed late is stamped before it landed);
 //   - rw readers (RuleRWReaders): at most R (Options.Readers) readers'
 //     leases are held at once, by the clients' holds and in the service's
 //     history, and no reader's lease is in a slot at or beyond R;
@@ -206,15 +208,15 @@ func (c *checker) rwLeases(name string) []rwLease {
 	return out
 }
 
-// rwEnd is when lease a stopped being live as the later grant b sees it:
-// its end (leaseHistory.end), or b's acquired_at when a release of a may
-// have landed before b's grant (the store saw a released then, whatever
-// the clocks of the instances that stamped the two writes say).
-func rwEnd(a, b rwLease) int64 {
+// rwEnd is when lease a stopped being live as the later grant b, live
+// from from, sees it: its end (leaseHistory.end), or from when a release
+// of a may have landed before b's grant (the store saw a released then,
+// whatever the clocks of the instances that stamped the two writes say).
+func rwEnd(a, b rwLease, from int64) int64 {
 	e := a.h.end(a.i)
 	for _, r := range a.lease().releases {
 		if r.rec.Sent.Before(b.lease().acquire.rec.Answered) {
-			e = min(e, max(b.lease().acquired, a.lease().acquired))
+			e = min(e, from)
 		}
 	}
 	return e
@@ -224,8 +226,14 @@ func rwEnd(a, b rwLease) int64 {
 // history: each lease against every earlier one.
 func (c *checker) rwHistory(name string) {
 	ls := c.rwLeases(name)
+	var landed int64 // the latest acquired_at of the grants before b
 	for j, b := range ls {
 		bl := b.lease()
+		// b is live from its acquired_at, but no earlier than the grants
+		// the store committed before it: a grant whose write landed late
+		// (a delay, an SDK retry) is stamped before it landed.
+		from := max(bl.acquired, landed)
+		landed = from
 		if b.slot == rwWriter {
 			c.rep.RWWriteGrants++
 		} else {
@@ -239,10 +247,13 @@ func (c *checker) rwHistory(name string) {
 		if b.slot != rwWriter {
 			readers = 1
 		}
+		if b.h.end(b.i) <= from {
+			continue // ended before it landed: nobody held it
+		}
 		for _, a := range ls[:j] {
 			al := a.lease()
-			end := rwEnd(a, b)
-			if end <= bl.acquired {
+			end := rwEnd(a, b, from)
+			if end <= from {
 				continue
 			}
 			if a.slot != rwWriter {
@@ -252,15 +263,15 @@ func (c *checker) rwHistory(name string) {
 				continue
 			}
 			ex := []string{fmt.Sprintf("%s's lease of the %s (token %d) was live from %s to %s, and %s was granted the %s's lease (token %d) at %s, on the service's clock",
-				al.owner, rwSlotName(a.slot), al.token, c.ms(al.acquired), c.ms(end), bl.owner, rwSlotName(b.slot), bl.token, c.ms(bl.acquired)),
+				al.owner, rwSlotName(a.slot), al.token, c.ms(al.acquired), c.ms(end), bl.owner, rwSlotName(b.slot), bl.token, c.ms(from)),
 				"the committed writes from the first grant to the second:"}
 			ex = append(ex, c.storeLines(name, al.acquire.rec.Received, bl.acquire.rec.Answered, true, 10)...)
 			ex = append(ex, c.offsetsLine())
 			c.report(RuleRWExclusive, name, fmt.Sprintf("the store granted %s the %s's lease (token %d) while %s's %s lease (token %d) was live for %d ms more",
-				bl.owner, rwSlotName(b.slot), bl.token, al.owner, rwSlotName(a.slot), al.token, end-bl.acquired), ex...)
+				bl.owner, rwSlotName(b.slot), bl.token, al.owner, rwSlotName(a.slot), al.token, end-from), ex...)
 		}
 		if readers > c.opt.readers() {
-			c.report(RuleRWReaders, name, fmt.Sprintf("%d readers' leases were live at once on the service's clock at %s, more than R = %d", readers, c.ms(bl.acquired), c.opt.readers()),
+			c.report(RuleRWReaders, name, fmt.Sprintf("%d readers' leases were live at once on the service's clock at %s, more than R = %d", readers, c.ms(from), c.opt.readers()),
 				bl.acquire.format(c.h.Start))
 		}
 	}
