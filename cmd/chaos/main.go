@@ -59,6 +59,10 @@ func main() {
 		setCls    = flag.Int("set-clients", 2, "lock set workload: clients that take sets of 2 to 4 of the locks, each its own owner (0: none)")
 		setWaits  = flag.Float64("set-waits", 0.5, "chance that a lock set's acquire waits at the service (negative: none)")
 		setGap    = flag.Duration("set-gap", 10*time.Second, "longest a set owner that keeps asking may go without a grant")
+		rwCls     = flag.Int("rw-clients", 4, "read/write lock workload: clients that take readers' and writers' leases, each its own owner (0: none)")
+		rwLocks   = flag.Int("rw-locks", 2, "read/write locks they share")
+		rwWrites  = flag.Float64("rw-writes", 0.3, "chance that a read/write lock client wants the writer's lease rather than a reader's")
+		rwWaits   = flag.Float64("rw-waits", 0.5, "chance that a read/write lock client asks with waiting rounds rather than tries (negative: none)")
 		cands     = flag.Int("candidates", 3, "election workload: candidates campaigning for a leadership lock of its own (0: no election workload)")
 		observers = flag.Int("observers", 2, "election workload: observers long-polling the leadership lock's watch route")
 		instances = flag.Int("instances", 2, "service instances over the one store")
@@ -109,6 +113,9 @@ func main() {
 	if *setCls == 0 {
 		*setCls = -1 // none (the Config's zero is the default)
 	}
+	if *rwCls == 0 {
+		*rwCls = -1
+	}
 	if *instances < 1 {
 		fail(errors.New("-instances: want at least 1"))
 	}
@@ -119,6 +126,7 @@ func main() {
 		Election:   chaos.Election{Candidates: *cands, Observers: *observers},
 		Check:      chaos.Options{Slack: *slack, MaxPerRule: 3, SetGap: *setGap},
 		SetClients: *setCls, SetWaits: *setWaits,
+		RWClients: *rwCls, RWLocks: *rwLocks, RWWrites: *rwWrites, RWWaits: *rwWaits,
 	}
 	for i := range *instances {
 		var off time.Duration

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,6 +248,22 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// A front end that answers a granted permit with the other slot.
 		{name: "SemaphoreWrongSlot", in: func() chaos.Instance { return chaos.Instance{WrapHTTP: otherSlot} }, cfg: semaphores(2),
 			want: []string{chaos.RuleSemaphoreSlots}},
+		// Read/write locks. The writer's acquire without its clause on
+		// the readers (every reader slot's free_at not after :now): a
+		// writer is granted over live readers.
+		{name: "RWWriterIgnoresReaders", in: rewriteRW(func(in *dynamodb.UpdateItemInput) {
+			*in.ConditionExpression = readersFreeClause.ReplaceAllString(*in.ConditionExpression, "")
+		}), cfg: rwRun, want: []string{chaos.RuleRWExclusive}},
+		// A plain acquire of either mode ignores the queue: readers that
+		// arrive after a queued writer pass it.
+		{name: "RWReadersPassWriter", in: rewriteRW(func(in *dynamodb.UpdateItemInput) {
+			*in.ConditionExpression = strings.Replace(*in.ConditionExpression, "(attribute_not_exists(#q[0]) OR #qu <= :now)", "attribute_exists(#c) OR attribute_not_exists(#c)", 1)
+		}), cfg: func(c *chaos.Config) { rwRun(c); c.RWWaits, c.RWWrites = 0.5, 0.4 }, want: []string{chaos.RuleRWWriterFirst}},
+		// A grant keeps the read/write lock's counter instead of bumping
+		// it: readers and writers repeat each other's tokens.
+		{name: "RWTokenNotBumped", in: rewriteRW(func(in *dynamodb.UpdateItemInput) {
+			in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "0"}
+		}), cfg: rwRun, want: []string{chaos.RuleRWTokens, chaos.RuleFencing}},
 		// Acquire keeps the token instead of bumping it.
 		{name: "TokenNotBumped", in: rewrite(func(in *dynamodb.UpdateItemInput) {
 			in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "0"}
@@ -824,4 +841,34 @@ func (d *stuckDB) trip(err error) {
 	if err != nil && !errors.As(err, &ccf) {
 		d.down.Store(true)
 	}
+}
+
+// rwRun adjusts a run of TestChaosFindsBrokenService to the read/write
+// lock workload: five clients on one read/write lock beside two workers
+// on one lock, no semaphore, no set.
+func rwRun(c *chaos.Config) {
+	c.Clients, c.Resources, c.Semaphores, c.SetClients = 2, 1, []int64{}, -1
+	c.RWClients, c.RWLocks, c.Duration = 5, 1, 4*time.Second
+}
+
+// readersFreeClause matches the writer's clause on one reader slot.
+var readersFreeClause = regexp.MustCompile(` AND NOT #[A-Za-z0-9_]+ > :now`)
+
+// rewriteRW returns an instance whose read/write lock acquire writes are
+// rewritten by f before they are sent; the attribute names the rewrite
+// left unused are dropped (DynamoDB refuses them).
+func rewriteRW(f func(*dynamodb.UpdateItemInput)) func() chaos.Instance {
+	return rewrite(func(in *dynamodb.UpdateItemInput) {
+		if k, _ := in.Key[locklogic.AttrResource].(*types.AttributeValueMemberS); k == nil || !strings.HasPrefix(k.Value, locklogic.RWLockPrefix) {
+			return
+		}
+		in.ExpressionAttributeNames = maps.Clone(in.ExpressionAttributeNames)
+		f(in)
+		used := *in.ConditionExpression + " " + *in.UpdateExpression
+		for p := range in.ExpressionAttributeNames {
+			if !regexp.MustCompile(regexp.QuoteMeta(p) + `\b`).MatchString(used) {
+				delete(in.ExpressionAttributeNames, p)
+			}
+		}
+	})
 }

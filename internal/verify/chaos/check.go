@@ -89,6 +89,9 @@ type Options struct {
 	// SetGap is the longest a set owner that keeps asking may go
 	// without a grant (10 s; RuleSetProgress).
 	SetGap time.Duration
+	// Readers is R, the most readers of a read/write lock
+	// (locklogic.MaxReaders; RuleRWReaders).
+	Readers int
 	// rules are the lease step's rules the models apply (all of them,
 	// but in the mutation test).
 	rules leaseRules
@@ -140,9 +143,10 @@ type Report struct {
 	Ops      map[Kind]int
 	Outcomes map[string]int
 	// Waiting counts the acquires of a lock that asked the service to
-	// wait, SemWaiting those of a permit, LockDelays the acquires (of
-	// either) that asked for a lock-delay.
-	Waiting, SemWaiting, LockDelays int
+	// wait, SemWaiting those of a permit, RWWaiting those of a read/write
+	// lock's lease, LockDelays the acquires (of any) that asked for a
+	// lock-delay.
+	Waiting, SemWaiting, RWWaiting, LockDelays int
 	// ExpiryRecords counts the watches' records of an expiry the store
 	// committed (of a lock or of a semaphore's slots); SemQueueWrites
 	// the semaphore queues' own writes it committed (joins, keeps,
@@ -194,6 +198,15 @@ type Report struct {
 	// (or until its last answer), SetMaxWaitOwner that owner.
 	SetMaxWait      time.Duration
 	SetMaxWaitOwner string
+	// RWHolds counts the clients' holds of read/write locks' leases,
+	// RWReadGrants and RWWriteGrants the readers' and writers' leases the
+	// store committed, RWMaxReaders the most readers' holds at once.
+	RWHolds, RWReadGrants, RWWriteGrants, RWMaxReaders int
+	// RWWriterWaits are the waits of the writers that asked with waiting
+	// rounds, from the first ask to the grant; RWWriterMaxWait the
+	// longest.
+	RWWriterWaits   []time.Duration
+	RWWriterMaxWait time.Duration
 }
 
 // Total returns the number of violations of every rule.
@@ -218,6 +231,10 @@ type checker struct {
 	// says which names are semaphores'.
 	bySem map[string][]*storeOp
 	sems  map[string]bool
+	// byRW holds each read/write lock's store requests, by its name; rws
+	// says which names are read/write locks'.
+	byRW map[string][]*storeOp
+	rws  map[string]bool
 	// holdsByRes caches the clients' holds; slotLeases each semaphore
 	// slot's leases (semcheck.go).
 	holdsByRes map[string][]Hold
@@ -250,7 +267,13 @@ func Check(h *History, opt Options) Report {
 	}
 	c.store = store
 	c.bySem = map[string][]*storeOp{}
+	c.byRW = map[string][]*storeOp{}
 	for _, s := range store {
+		if s.rw != nil {
+			name := strings.TrimPrefix(s.resource, locklogic.RWLockPrefix)
+			c.byRW[name] = append(c.byRW[name], s)
+			continue
+		}
 		if s.sem == nil {
 			c.byRes[s.resource] = append(c.byRes[s.resource], s)
 		} else {
@@ -284,6 +307,8 @@ func Check(h *History, opt Options) Report {
 			c.rep.Waiting++
 		case op.Kind == SemAcquire && op.Wait > 0:
 			c.rep.SemWaiting++
+		case op.Kind == RWAcquire && op.Wait > 0:
+			c.rep.RWWaiting++
 		}
 		if op.LockDelay > 0 {
 			c.rep.LockDelays++
@@ -304,6 +329,7 @@ func Check(h *History, opt Options) Report {
 	c.setHeld()
 	c.setRollback()
 	c.setProgress()
+	c.rwLocks()
 	c.linearizable()
 	c.lateWrites()
 	return c.rep
@@ -325,6 +351,10 @@ func outcomeName(op *Op) string {
 		return "set-granted"
 	case op.Kind == SetAcquire && op.Status == 200:
 		return "set-refused"
+	case op.Kind == RWAcquire && op.Status == 200 && op.Granted:
+		return op.Mode + "-granted"
+	case op.Kind == RWAcquire && op.Status == 200:
+		return op.Mode + "-held"
 	}
 	return fmt.Sprint(op.Status)
 }
@@ -346,8 +376,11 @@ func (c *checker) opLine(op *Op) string { return op.format(c.h.Start) }
 func (c *checker) storeLines(resource string, from, to time.Time, committedOnly bool, max int) []string {
 	var lines []string
 	ops := c.byRes[resource]
-	if c.isSem(resource) {
+	switch {
+	case c.isSem(resource):
 		ops = c.bySem[resource]
+	case c.isRW(resource):
+		ops = c.byRW[resource]
 	}
 	for _, s := range ops {
 		t := s.rec.Received
@@ -383,6 +416,10 @@ var documented = map[Kind][]int{
 	SetAcquire: {200, 503},
 	SetRenew:   {200, 503},
 	SetRelease: {200, 204, 503},
+	RWAcquire:  {200, 503},
+	RWRenew:    {200, 403, 404, 409, 503},
+	RWRelease:  {204, 403, 404, 409, 503},
+	RWStatus:   {200, 503},
 }
 
 // slugs are the problem types of the error statuses.
@@ -416,7 +453,7 @@ func (c *checker) answers() {
 			// (locklogic.Service.Watch).
 			limit = time.Duration(op.Wait)*time.Second + 2*c.opt.StoreBudget + c.opt.Slack
 			what = fmt.Sprintf("its %d s wait plus two %v store budgets plus %v", op.Wait, c.opt.StoreBudget, c.opt.Slack)
-		case op.Kind == SemAcquire && op.Wait == 0:
+		case (op.Kind == SemAcquire || op.Kind == RWAcquire) && op.Wait == 0:
 			// A permit's acquire: up to MaxSemaphoreWrites writes, each
 			// refused one explained by a read where the store returns no
 			// old item (dynalite), every store call with its own budget
@@ -496,6 +533,11 @@ func (c *checker) recovery() {
 			c.report(RuleRecovery, r, "no final acquire of a permit was made (the run was cut short)")
 		}
 	}
+	for r := range c.byRW {
+		if !finals[r] {
+			c.report(RuleRecovery, r, "no final acquire of the writer's lease was made (the run was cut short)")
+		}
+	}
 }
 
 // retryAfterSkew reports whether op is a renew answered 503 because the
@@ -545,6 +587,9 @@ func (c *checker) mutualExclusion() {
 		if c.isSem(r) {
 			c.rep.PermitHolds += len(hs)
 			continue // semaphoreLimit
+		}
+		if c.isRW(r) {
+			continue // rwHolds
 		}
 		c.rep.Holds += len(hs)
 		sort.Slice(hs, func(i, j int) bool { return hs[i].Start.Before(hs[j].Start) })

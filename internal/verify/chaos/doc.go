@@ -9,7 +9,9 @@
 // renew, release and read a few resources with short leases over HTTP,
 // some of them waiting at the service for a held lock (Config.Waits) in
 // rounds that send back their place in the queue (queue_ticket), and the
-// same with the permits of a semaphore or two (Config.Semaphores). Each
+// same with the permits of a semaphore or two (Config.Semaphores), and
+// read/write lock clients take readers' and writers' leases
+// (Config.RWClients). Each
 // client is sequential and has its own owner name, or
 // (Config.SharedOwners) shares one with one other client, as two
 // processes of one worker share a chosen owner: then one client's wait can
@@ -26,7 +28,7 @@
 // recorded has expired (and every waiter's place has lapsed) a fresh owner
 // takes each resource and a permit of each semaphore.
 //
-// Check then enforces sixteen rules, each reported with the excerpt of the
+// Check then enforces twenty rules, each reported with the excerpt of the
 // history (client operations and store requests) that reproduces it (a
 // semaphore's permits share the rules of leases where they apply: answers,
 // no false grant, recovery, fencing across all its permits, linearizable
@@ -94,7 +96,15 @@
 //     answered granted held all its names from the answer on (set held),
 //     a refused or failed one holds none but those it lists unreleased
 //     (set rollback), and every set owner that keeps asking is granted
-//     at least once every Options.SetGap (set progress).
+//     at least once every Options.SetGap (set progress);
+//   - read/write locks (Config.RWClients; rwclient.go, rwstore.go,
+//     rwcheck.go): the item's writer lease and each reader slot's decoded
+//     as leases of the one lease step; no writer overlaps any other holder
+//     (rw exclusive), at most R readers (rw readers), one counter's tokens
+//     unique and growing across both modes (rw tokens), and no grant
+//     passes a live queued writer (rw writer first), so a waiting writer
+//     does not starve behind continuous readers (the report has the
+//     longest wait of a waiting writer).
 //
 // A grant whose write landed after its caller was answered 503 (an
 // "unheard grant") is not a violation: nobody relies on it, and it keeps

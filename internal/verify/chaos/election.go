@@ -60,12 +60,17 @@ const (
 	roleObserver
 	// roleSet takes lock sets (setclient.go).
 	roleSet
+	// roleRW takes read/write locks (rwclient.go).
+	roleRW
 )
 
 // role is client i's role: the workers come first, then the election's
-// candidates, then its observers, then the set clients.
+// candidates, then its observers, then the set clients, then the read/write
+// lock clients.
 func (c *Config) role(i int) role {
 	switch {
+	case i >= c.rwBase():
+		return roleRW
 	case i >= c.setBase():
 		return roleSet
 	case i < c.Clients:

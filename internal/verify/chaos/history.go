@@ -38,6 +38,14 @@ const (
 	SetAcquire
 	SetRenew
 	SetRelease
+	// The read/write lock calls (/rwlocks/{name}, Op.Mode the lease's
+	// mode): a reader's or the writer's acquire (a try, or with Wait a
+	// waiting round), its renewal and release (a reader's naming its
+	// Slot), and the lock's status.
+	RWAcquire
+	RWRenew
+	RWRelease
+	RWStatus
 )
 
 // Sem reports whether k is a semaphore call.
@@ -46,17 +54,21 @@ func (k Kind) Sem() bool { return k >= SemAcquire && k <= SemWatch }
 // Set reports whether k is a lock set call.
 func (k Kind) Set() bool { return k >= SetAcquire && k <= SetRelease }
 
-// Lock returns the lock call a semaphore call mirrors (k itself for a
-// lock call): a permit is held, renewed and released as a lease is.
+// RW reports whether k is a read/write lock call.
+func (k Kind) RW() bool { return k >= RWAcquire && k <= RWStatus }
+
+// Lock returns the lock call a semaphore or read/write lock call mirrors
+// (k itself for a lock call): a permit, a reader's or a writer's lease is
+// held, renewed and released as a lease is.
 func (k Kind) Lock() Kind {
 	switch k {
-	case SemAcquire:
+	case SemAcquire, RWAcquire:
 		return Acquire
-	case SemRenew:
+	case SemRenew, RWRenew:
 		return Renew
-	case SemRelease:
+	case SemRelease, RWRelease:
 		return Release
-	case SemStatus:
+	case SemStatus, RWStatus:
 		return Status
 	case SemWatch:
 		return Watch
@@ -82,6 +94,14 @@ func (k Kind) String() string {
 		return "set-renew"
 	case SetRelease:
 		return "set-release"
+	case RWAcquire:
+		return "rw-acquire"
+	case RWRenew:
+		return "rw-renew"
+	case RWRelease:
+		return "rw-release"
+	case RWStatus:
+		return "rw-status"
 	case Acquire:
 		return "acquire"
 	case Renew:
@@ -149,8 +169,11 @@ type Op struct {
 	QueueTicket string
 	// Permits is the N a semaphore acquire sent; Slot the slot a
 	// semaphore renew or release named.
-	Permits  int64
-	Slot     int64
+	Permits int64
+	Slot    int64
+	// Mode is a read/write lock call's "read" or "write" (its acquire's,
+	// renewal's or release's lease).
+	Mode     string
 	Instance int
 	Phase    Phase
 	// Names are a set call's names as sent (a set acquire's names, a
@@ -315,6 +338,8 @@ func (op *Op) decode() {
 		err = op.decodeWatch()
 	case op.Kind.Sem():
 		err = op.decodeSemaphore()
+	case op.Kind.RW():
+		err = op.decodeRW()
 	}
 	if err != nil {
 		op.DecodeErr = err.Error()
@@ -548,6 +573,18 @@ func (op Op) format(start time.Time) string {
 		req = fmt.Sprintf("POST /locksets/%s/renew {owner:%s ttl:%d locks:%s}", op.Resource, op.Owner, op.TTL, setLocksArg(op))
 	case SetRelease:
 		req = fmt.Sprintf("DELETE /locksets/%s {owner:%s locks:%s}", op.Resource, op.Owner, setLocksArg(op))
+	case RWAcquire:
+		req = fmt.Sprintf("POST /rwlocks/%s/%s {owner:%s ttl:%d}", op.Resource, op.Mode, op.Owner, op.TTL)
+		if op.Wait > 0 {
+			req = fmt.Sprintf("POST /rwlocks/%s/%s/wait {owner:%s ttl:%d wait:%d%s}", op.Resource, op.Mode, op.Owner, op.TTL, op.Wait,
+				map[bool]string{true: " ticket:" + op.QueueTicket}[op.QueueTicket != ""])
+		}
+	case RWRenew:
+		req = fmt.Sprintf("POST /rwlocks/%s/renew {owner:%s mode:%s%s ttl:%d%s}", op.Resource, op.Owner, op.Mode, rwSlotArg(op), op.TTL, tokenArg(op.Token))
+	case RWRelease:
+		req = fmt.Sprintf("DELETE /rwlocks/%s {owner:%s mode:%s%s%s}", op.Resource, op.Owner, op.Mode, rwSlotArg(op), tokenArg(op.Token))
+	case RWStatus:
+		req = fmt.Sprintf("GET /rwlocks/%s", op.Resource)
 	}
 	if op.Member {
 		req = fmt.Sprintf("(a name of set call %d) ", op.Call) + req

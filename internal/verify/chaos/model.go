@@ -220,8 +220,8 @@ func (c *checker) linearizable() {
 	ns := func(t time.Time) int64 { return int64(t.Sub(c.h.Start)) }
 	parts := map[string][]porcupine.Operation{}
 	for _, s := range c.store {
-		if s.outcome == notSent || s.outcome == failedOther || s.sem != nil {
-			continue // the store never changed for it; semaphores: semmodel.go
+		if s.outcome == notSent || s.outcome == failedOther || s.sem != nil || s.rw != nil {
+			continue // the store never changed for it; semaphores: semmodel.go; read/write locks: rwcheck.go
 		}
 		if s.kind == storeRead && !s.full {
 			continue // a waiter's eventually consistent peek: a hint, no evidence

@@ -177,7 +177,13 @@ func (s *storeOp) decodeSemaphore(c faultproxy.Call) error {
 				if k >= maxSlots {
 					return fmt.Errorf("a semaphore record of slot %d, beyond the %d slots the checker follows", k, maxSlots)
 				}
-				m.settled = append(m.settled, semSettle{slot: k, tok: num(v[":t"+strconv.Itoa(k)])})
+				// The token read, :<k>tok (the one expiry record's
+				// placeholder, locklogic.recordExpiry; :t<k> before it).
+				tok, ok := v[":"+strconv.Itoa(k)+"tok"]
+				if !ok {
+					tok = v[":t"+strconv.Itoa(k)]
+				}
+				m.settled = append(m.settled, semSettle{slot: k, tok: num(tok)})
 			}
 		case len(slots['e']) > 0:
 			s.kind = storeRenew

@@ -120,6 +120,10 @@ type storeOp struct {
 	// semaphore item the store returned (semstore.go). Such a request has
 	// no item.
 	sem *semOp
+	// rw is set for a read/write lock's request (its key starts with
+	// locklogic.RWLockPrefix): which lease it writes and the item the
+	// store returned (rwstore.go). Such a request has no item.
+	rw *rwOp
 }
 
 // storeItem is a lock item as the store returned it: its lease, its
@@ -232,6 +236,16 @@ func decodeRecords(recs []faultproxy.Record) ([]*storeOp, error) {
 		old, oldLists, err := oldItemOf(r)
 		if err != nil {
 			return nil, err
+		}
+		if strings.HasPrefix(op.resource, locklogic.RWLockPrefix) {
+			if err := op.decodeRW(c); err != nil {
+				return nil, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			if old != nil {
+				op.rw.old = rwItemOf(old, oldLists)
+			}
+			out = append(out, op)
+			continue
 		}
 		if strings.HasPrefix(op.resource, locklogic.SemaphorePrefix) {
 			if err := op.decodeSemaphore(c); err != nil {
@@ -485,6 +499,9 @@ func (s *storeOp) format(start time.Time) string {
 	if s.sem != nil {
 		req = s.sem.format(s)
 	}
+	if s.rw != nil {
+		req = s.rw.format(s)
+	}
 	var ans string
 	switch s.outcome {
 	case notSent:
@@ -499,6 +516,8 @@ func (s *storeOp) format(start time.Time) string {
 		switch {
 		case s.sem != nil:
 			ans = "store: " + s.sem.answer(s)
+		case s.rw != nil:
+			ans = "store: " + s.rw.answer(s)
 		case s.item == nil && s.kind == storeRead:
 			ans = "store: no item"
 		case s.item == nil:

@@ -65,6 +65,11 @@ func (r *Result) Summary() string {
 			c.setClients(), rep.Ops[SetAcquire], rep.SetWaiting, rep.SetGrants, rep.SetRefusals, rep.SetLateGrants, rep.Ops[SetRenew], rep.Ops[SetRelease],
 			rep.SetMaxWait.Round(time.Millisecond), rep.SetMaxWaitOwner)
 	}
+	if n := rep.Ops[RWAcquire] + rep.Ops[RWRenew] + rep.Ops[RWRelease] + rep.Ops[RWStatus]; n > 0 {
+		fmt.Fprintf(&b, " rwlocks: clients=%d locks=%d acquire=%d of which waiting=%d (committed read=%d write=%d) renew=%d release=%d status=%d holds=%d max-readers=%d writer-waits=%d max-writer-wait=%v",
+			c.rwClients(), c.rwLocks(), rep.Ops[RWAcquire], rep.RWWaiting, rep.RWReadGrants, rep.RWWriteGrants, rep.Ops[RWRenew], rep.Ops[RWRelease], rep.Ops[RWStatus],
+			rep.RWHolds, rep.RWMaxReaders, len(rep.RWWriterWaits), rep.RWWriterMaxWait.Round(time.Millisecond))
+	}
 	if e := c.Election; e.on() {
 		fmt.Fprintf(&b, " election: candidates=%d observers=%d leases=%d watch-answers=%d (changed=%d) skipped-reported=%d",
 			e.Candidates, e.Observers, rep.WatchedLeases, rep.Watches, rep.WatchChanged, rep.WatchSkipped)

@@ -107,6 +107,16 @@ type Config struct {
 	// SetWaits is the chance that a set client's acquire waits at the
 	// service (0.5 by default; negative: none).
 	SetWaits float64
+	// RWClients are clients that take read/write locks (RWLocks of
+	// them, 2 by default) and nothing else, each with an owner of its own
+	// (qk), after the set clients (4 by default; negative: none):
+	// rwclient.go. RWWrites is the chance that a client asks for the
+	// writer's lease rather than a reader's (0.3), RWWaits that it asks
+	// with waiting rounds rather than tries (0.5; negative: none).
+	RWClients int
+	RWLocks   int
+	RWWrites  float64
+	RWWaits   float64
 	// Election, when Election.Candidates is above zero, adds the
 	// election workload on a lock of its own (LeaderResource).
 	Election Election
@@ -154,6 +164,18 @@ func (c *Config) defaults() {
 	if c.SetWaits == 0 {
 		c.SetWaits = 0.5
 	}
+	if c.RWClients == 0 {
+		c.RWClients = 4
+	}
+	if c.RWLocks <= 0 {
+		c.RWLocks = 2
+	}
+	if c.RWWrites == 0 {
+		c.RWWrites = 0.3
+	}
+	if c.RWWaits == 0 {
+		c.RWWaits = 0.5
+	}
 	if c.Semaphores == nil {
 		c.Semaphores = []int64{2}
 	}
@@ -186,6 +208,8 @@ func (c *Config) owner(i int) string {
 		return ""
 	case roleSet:
 		return fmt.Sprintf("s%d", i-c.setBase())
+	case roleRW:
+		return fmt.Sprintf("q%d", i-c.rwBase())
 	}
 	if i < 2*c.SharedOwners {
 		return fmt.Sprintf("w%d", i/2)
@@ -263,12 +287,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	longest := time.Duration(slices.Max(cfg.Election.Waits)) * time.Second
 	w.http = &http.Client{Transport: tr, Timeout: longest + 3*cfg.StoreBudget + 10*time.Second}
 
-	n := cfg.setBase() + cfg.setClients()
+	for i := range cfg.rwLocks() {
+		w.rws = append(w.rws, fmt.Sprintf("%s-rw%d", cfg.Name, i))
+	}
+	n := cfg.rwBase() + cfg.rwClients()
 	clients := make([]*client, n)
 	for i := range clients {
 		clients[i] = &client{w: w, id: i, owner: cfg.owner(i), role: cfg.role(i),
 			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
-			views: map[string]*view{}, semIndex: map[string]int64{}}
+			views: map[string]*view{}, semIndex: map[string]int64{}, rw: map[string]*rwWant{}}
 	}
 	if cfg.Rates.Total() > 0 {
 		proxy.SetPlan(faultproxy.Schedule{Seed: cfg.Seed, Rates: cfg.Rates, MaxDelay: cfg.MaxDelay}.Plan())
@@ -311,6 +338,8 @@ type workload struct {
 	// sems are the semaphores' names, permits their N.
 	sems    []string
 	permits map[string]int64
+	// rws are the read/write locks' names.
+	rws []string
 	// leader is the election's lock ("" without the election workload).
 	leader string
 	http   *http.Client
@@ -371,6 +400,16 @@ func (w *workload) final(ctx context.Context, recs []faultproxy.Record) {
 			p.call(ctx, PhaseFinal, SemRelease, r, 0, op.Lock.Token)
 		}
 	}
+	// A read/write lock is free once the writer is granted: no reader's
+	// lease, no writer's and no live place keeps it out.
+	p.mode = "write"
+	for _, r := range w.rws {
+		p.owner = "final-" + r[strings.LastIndexByte(r, '-')+1:]
+		op := p.call(ctx, PhaseFinal, RWAcquire, r, 1, 0)
+		if op.Granted {
+			p.call(ctx, PhaseFinal, RWRelease, r, 0, op.Lock.Token)
+		}
+	}
 }
 
 // all returns every resource of the run: the workers' and the election's.
@@ -421,8 +460,12 @@ type client struct {
 	// queue_ticket.
 	wait   int64
 	ticket string
-	// slot is the slot of the next semaphore renew or release.
+	// slot is the slot of the next semaphore (or reader's) renew or
+	// release, mode the mode of the next read/write lock call.
 	slot int64
+	mode string
+	// rw is a read/write lock client's state, by lock (rwclient.go).
+	rw map[string]*rwWant
 	// semIndex is the index of the client's last semaphore watch answer,
 	// by semaphore.
 	semIndex map[string]int64
@@ -458,6 +501,9 @@ func (c *client) run(ctx context.Context, phase Phase, until time.Time) {
 		return
 	case roleSet:
 		c.runSets(ctx, phase, until)
+		return
+	case roleRW:
+		c.runRW(ctx, phase, until)
 		return
 	}
 	cfg := c.w.cfg
@@ -573,6 +619,10 @@ func (c *client) releaseAll(ctx context.Context) {
 		c.releaseSet(ctx)
 		return
 	}
+	if c.role == roleRW {
+		c.releaseRW(ctx)
+		return
+	}
 	for _, r := range c.w.all() {
 		if v := c.view(r); v.live(time.Now()) {
 			c.call(ctx, PhaseRecovery, Release, r, 0, v.token)
@@ -633,8 +683,10 @@ func (c *client) call(ctx context.Context, phase Phase, kind Kind, resource stri
 	case SemWatch:
 		op.Index, op.Wait = c.semIndex[resource], c.wait
 		method, path, body = "GET", "/semaphores/"+url.PathEscape(resource)+fmt.Sprintf("/watch?index=%d&wait_seconds=%d", op.Index, op.Wait), nil
+	case RWAcquire, RWRenew, RWRelease, RWStatus:
+		method, path, body = c.rwRequest(&op, body)
 	}
-	if (kind == Acquire || kind == SemAcquire) && phase != PhaseFinal && c.w.cfg.LockDelays > 0 && c.rng.Float64() < c.w.cfg.LockDelays {
+	if (kind == Acquire || kind == SemAcquire || kind == RWAcquire) && phase != PhaseFinal && c.w.cfg.LockDelays > 0 && c.rng.Float64() < c.w.cfg.LockDelays {
 		body["lock_delay_seconds"] = 1
 		op.LockDelay = 1
 	}
