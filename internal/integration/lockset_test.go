@@ -404,7 +404,9 @@ func TestLockSetWaitGranted(t *testing.T) {
 	proxy.SetPlan(plan)
 	done := make(chan reply, 1)
 	invoke := time.Now()
-	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b")) }()
+	go func() {
+		done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b"))
+	}()
 	<-waiting
 	if o := heldBy(t, direct, p+":a"); o != "w1" {
 		t.Errorf("%s while the set waits on %s: held by %q, want w1 (a set waits holding the names before)", p+":a", p+":b", o)
@@ -470,7 +472,9 @@ func TestLockSetWaitForceReleased(t *testing.T) {
 	plan, waiting := waitReadsName(p + ":b")
 	proxy.SetPlan(plan)
 	done := make(chan reply, 1)
-	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b")) }()
+	go func() {
+		done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b"))
+	}()
 	<-waiting
 	st := call(t, direct, "GET", lockPath(p+":a"), "")
 	if st.status != 200 {

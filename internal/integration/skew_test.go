@@ -60,11 +60,16 @@ func TestSkew(t *testing.T) {
 			t.Fatalf("500 ms of skew with a 100 ms margin, three runs: the checker found no overlapping holds (%v)", res.Report.Counts)
 		}
 		for _, v := range res.Report.Violations {
-			// A semaphore's exclusion (at most N holders) is the lock's,
-			// per permit: skew breaks it the same way.
-			if v.Rule != chaos.RuleMutualExclusion && v.Rule != chaos.RuleSemaphoreLimit {
-				t.Errorf("skew should break only mutual exclusion (of locks, or of a semaphore's N), got %v", v)
-			} else if testing.Verbose() {
+			// A semaphore's exclusion (at most N holders) and a
+			// read/write lock's (a writer alone, at most R readers) are
+			// the lock's, per lease: skew breaks them the same way.
+			switch v.Rule {
+			case chaos.RuleMutualExclusion, chaos.RuleSemaphoreLimit, chaos.RuleRWExclusive, chaos.RuleRWReaders:
+			default:
+				t.Errorf("skew should break only mutual exclusion (of locks, a semaphore's N, a read/write lock's), got %v", v)
+				continue
+			}
+			if testing.Verbose() {
 				t.Logf("as expected: %v", v)
 			}
 		}
