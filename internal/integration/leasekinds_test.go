@@ -485,7 +485,7 @@ func TestSemaphoreChangeOfNTwiceLateRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &leaseRun{t: t, kind: leaseKind{name: "Slot2Of3", permits: 3, slot: 2, owners: homeOwners("n", 3, 2, 1)},
-		name: fmt.Sprintf("lk-n-twice-%d", time.Now().UnixNano()), db: db, off: new(atomic.Int64), mode: mode}
+		name: fmt.Sprintf("lk-n-twice-%d", time.Now().UnixNano()), db: db, off: new(atomic.Int64), mode: mode, slot: 2}
 	r.svc = locklogic.New(db, locklogic.Config{Table: testenv.Table, Now: r.now, FairWaiting: true, OldItemOnFailure: mode == testenv.StoreOldItem})
 	ctx := context.Background()
 	a := r.mustAcquire(0, 1, 0)
