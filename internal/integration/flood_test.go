@@ -146,7 +146,9 @@ func TestFloodKeepsLeases(t *testing.T) {
 		starved bool
 	}{
 		{name: "Reserve", want500: true, capacity: local.Capacity{Mode: local.CapacityReserve, AccountConcurrency: 16,
-			Reserves: map[string]int{"acquire": 2, "wait": 4, "renew": holders, "release": 1, "watch": 1}}},
+			Reserves: map[string]int{"acquire": 2, "wait": 4, "renew": holders, "release": 1, "watch": 1,
+				// The lock sets' functions: not in this flood (0: no reservation).
+				"lockset": 0, "locksetwait": 0}}},
 		// Burst: 3 waiters; the holders' and the blocker's tries are on
 		// the try route, whose throttle is its own (1,000/s).
 		{name: "WaitThrottle", want429: true, capacity: local.Capacity{Mode: local.CapacityDefault,
