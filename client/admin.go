@@ -20,12 +20,18 @@ type AdminLock struct {
 	Lock
 	// Principal is the IAM principal that took the lease, if any.
 	Principal string `json:"principal,omitempty"`
-	// Queue is the lock's waiters in queue order, in a listing only.
-	Queue []QueueEntry `json:"queue,omitempty"`
+	// Queue is the lock's waiters in queue order, in a listing only; nil
+	// when none wait. (A pointer keeps AdminLock comparable, as it was
+	// before listings showed queues.)
+	Queue *Queue `json:"queue,omitempty"`
 	// SetID is the lock set whose request granted the lease (Set.ID),
 	// "" for a lease of its own.
 	SetID string `json:"set_id,omitempty"`
 }
+
+// Queue is the waiters of a lock or a semaphore in queue order, as the
+// listings show them.
+type Queue []QueueEntry
 
 // QueueEntry is a waiter's place in a queue, as the listings show it.
 type QueueEntry struct {

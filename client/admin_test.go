@@ -132,3 +132,37 @@ func TestForceReleaseWire(t *testing.T) {
 		})
 	}
 }
+
+// TestListingQueue: a listing's queue decodes in order, a lease without
+// one has a nil Queue, and the admin types stay comparable, as they were
+// before listings showed queues (issue 23: nothing users hold breaks).
+func TestListingQueue(t *testing.T) {
+	var page struct {
+		Locks   []client.AdminLock   `json:"locks"`
+		Permits []client.AdminPermit `json:"permits"`
+	}
+	body := `{"locks":[{"resource":"a","owner":"h","fencing_token":1,"acquired_at":"2026-12-06T00:00:00Z","expires_at":"2026-12-06T00:00:30Z",
+		"queue":[{"owner":"w1","joined_at":"2026-12-06T00:00:01Z","until":"2026-12-06T00:00:21Z"},{"owner":"w2","principal":"p","until":"2026-12-06T00:00:22Z"}]},
+		{"resource":"b","owner":"h","fencing_token":2,"acquired_at":"2026-12-06T00:00:00Z","expires_at":"2026-12-06T00:00:30Z"}],
+		"permits":[{"name":"s","slot":0,"owner":"h","fencing_token":3,"acquired_at":"2026-12-06T00:00:00Z","expires_at":"2026-12-06T00:00:30Z","permits":2,
+		"queue":[{"owner":"w3","until":"2026-12-06T00:00:23Z"}]}]}`
+	if err := json.Unmarshal([]byte(body), &page); err != nil {
+		t.Fatal(err)
+	}
+	q := page.Locks[0].Queue
+	if q == nil || len(*q) != 2 || (*q)[0].Owner != "w1" || (*q)[1].Owner != "w2" || (*q)[1].Principal != "p" ||
+		!(*q)[1].JoinedAt.IsZero() || (*q)[0].JoinedAt.IsZero() {
+		t.Errorf("lock a's queue: got %+v, want w1 (joined) then w2 (principal p, no joined_at)", q)
+	}
+	if page.Locks[1].Queue != nil {
+		t.Errorf("lock b: got queue %+v, want nil", *page.Locks[1].Queue)
+	}
+	if q := page.Permits[0].Queue; q == nil || len(*q) != 1 || (*q)[0].Owner != "w3" {
+		t.Errorf("semaphore s's queue: got %+v, want w3", q)
+	}
+	// Comparable, as before: these compile only if they are.
+	_ = page.Locks[1] == client.AdminLock{}
+	_ = page.Permits[0] == client.AdminPermit{}
+	_ = client.ForceReleased{} == client.ForceReleased{}
+	_ = client.PermitForceReleased{} == client.PermitForceReleased{}
+}

@@ -310,8 +310,9 @@ type AdminPermit struct {
 	// still keeps its slot (inside its lock-delay).
 	ForceReleased bool `json:"force_released,omitempty"`
 	// Queue is the semaphore's waiters in queue order, on its first
-	// permit listed only.
-	Queue []QueueEntry `json:"queue,omitempty"`
+	// permit listed only; nil when none wait (a pointer keeps
+	// AdminPermit comparable).
+	Queue *Queue `json:"queue,omitempty"`
 }
 
 // PermitPage is one page of ListSemaphores.
