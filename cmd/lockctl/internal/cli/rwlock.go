@@ -13,11 +13,16 @@ import (
 // lease taken is a reader's or the writer's.
 type rwFlags struct{ read, write *bool }
 
-// rwFlags defines --read and --write.
+// rwFlags defines --read and --write: for run and acquire, the lease to
+// take; for renew and release, the lease to act on.
 func (fs *flagSet) rwFlags() rwFlags {
+	read, write := "take a reader's lease (shared with other readers)", "take the writer's lease (excludes readers and writers)"
+	if n := fs.cmd.name; n == "renew" || n == "release" {
+		read, write = n+" the owner's reader's lease in --slot K", n+" the owner's writer's lease"
+	}
 	return rwFlags{
-		read:  fs.Bool("read", false, "RESOURCE is a read/write lock: take a reader's lease (shared with other readers)"),
-		write: fs.Bool("write", false, "RESOURCE is a read/write lock: take the writer's lease (excludes readers and writers)"),
+		read:  fs.Bool("read", false, "RESOURCE is a read/write lock: "+read),
+		write: fs.Bool("write", false, "RESOURCE is a read/write lock: "+write),
 	}
 }
 
@@ -86,6 +91,37 @@ func (l rwHold) env() []string {
 	out = append(out, "LOCK_MODE="+string(l.Mode()))
 	if l.Mode() == client.ReadMode {
 		out = append(out, "LOCK_SLOT="+strconv.Itoa(l.Slot()))
+	}
+	return out
+}
+
+// checkByHand checks --read/--write of renew and release: not both, a
+// reader names its --slot, and the writer has none.
+func (f rwFlags) checkByHand(fs *flagSet) error {
+	switch {
+	case *f.read && *f.write:
+		return &usageError{"--read and --write do not go together: a lease is a reader's or the writer's"}
+	case *f.read && !isSet(fs.FlagSet, "slot"):
+		return &usageError{"--read needs --slot K: the reader's slot, as 'lockctl acquire --read' printed it"}
+	case *f.write && isSet(fs.FlagSet, "slot"):
+		return &usageError{"--write takes no --slot: a read/write lock has one writer"}
+	}
+	return nil
+}
+
+// rwJSON is a read/write lock's lease as acquire prints it: a reader's
+// "slot" always, 0 included; the writer has none.
+type rwJSON struct {
+	client.RWLeaseInfo
+	Slot *int `json:"slot,omitempty"`
+}
+
+// rwInfo is l as acquire prints it.
+func rwInfo(l *client.RWLease) rwJSON {
+	out := rwJSON{RWLeaseInfo: l.Info()}
+	if l.Mode() == client.ReadMode {
+		slot := l.Slot()
+		out.Slot = &slot
 	}
 	return out
 }

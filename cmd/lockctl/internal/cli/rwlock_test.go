@@ -4,6 +4,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,5 +111,59 @@ func TestRunReadWrite(t *testing.T) {
 		if code, _, stderr := lockctl(t, srv.URL, args...); code != cli.ExitUsage {
 			t.Errorf("lockctl %q: exit %d, want %d; stderr %q", args, code, cli.ExitUsage, stderr)
 		}
+	}
+}
+
+// TestReadWriteByHand takes, renews and releases a read/write lock's
+// leases with acquire, renew and release --read/--write.
+func TestReadWriteByHand(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := uniqueName(t)
+	run := func(wantCode int, args ...string) (stdout, stderr string) {
+		t.Helper()
+		code, stdout, stderr := lockctl(t, srv.URL, args...)
+		if code != wantCode {
+			t.Fatalf("lockctl %s: exit %d, want %d; stderr: %s", strings.Join(args, " "), code, wantCode, stderr)
+		}
+		return stdout, stderr
+	}
+	out, _ := run(cli.ExitOK, "acquire", name, "--read", "--owner", "a")
+	var a struct {
+		Mode  client.RWMode `json:"mode"`
+		Owner string        `json:"owner"`
+		Slot  *int          `json:"slot"`
+	}
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.Mode != client.ReadMode || a.Owner != "a" || a.Slot == nil {
+		t.Fatalf("acquire --read: %q (%v), want a's reader's lease with its slot", out, err)
+	}
+	slot := strconv.Itoa(*a.Slot)
+	if _, stderr := run(cli.ExitHeld, "acquire", name, "--write", "--wait", "1"); !strings.Contains(stderr, "held by readers or a writer, or another waiter is ahead; gave up after waiting 1s") {
+		t.Errorf("acquire --write beside a reader: stderr %q", stderr)
+	}
+	out, _ = run(cli.ExitOK, "renew", name, "--read", "--slot", slot, "--owner", "a", "--ttl", "90")
+	if !strings.Contains(out, `"mode":"read"`) {
+		t.Errorf("renew --read: %q", out)
+	}
+	run(cli.ExitNotFound, "release", name, "--write", "--owner", "a")
+	if out, _ := run(cli.ExitOK, "release", name, "--read", "--slot", slot, "--owner", "a"); !strings.Contains(out, `"released":true`) || !strings.Contains(out, `"slot":`+slot) {
+		t.Errorf("release --read: %q", out)
+	}
+	out, _ = run(cli.ExitOK, "acquire", name, "--write", "--owner", "w")
+	if !strings.Contains(out, `"mode":"write"`) || strings.Contains(out, `"slot"`) {
+		t.Errorf("acquire --write: %q, want the writer's lease, no slot", out)
+	}
+	if _, stderr := run(cli.ExitHeld, "acquire", name, "--read"); !strings.Contains(stderr, "no room for a reader") {
+		t.Errorf("acquire --read beside the writer: stderr %q", stderr)
+	}
+	run(cli.ExitOK, "renew", name, "--write", "--owner", "w")
+	run(cli.ExitOK, "release", name, "--write", "--owner", "w")
+	for _, args := range [][]string{
+		{"acquire", name, "--read", "--write"},
+		{"release", name, "--read", "--owner", "a"},
+		{"renew", name, "--write", "--slot", "0", "--owner", "w"},
+		{"release", name, "--read", "--slot", "64", "--owner", "a"},
+	} {
+		run(cli.ExitUsage, args...)
 	}
 }
