@@ -56,8 +56,9 @@ stop CMD, which runs on unrenewed: stop lockctl with SIGTSTP, and fence
 the writes with LOCK_FENCING_TOKEN.
 
 With --lock NAME, once per name and no RESOURCE, lockctl takes a lock set:
-every name or none, each with its own lease and token, waiting holding
-nothing. The command follows "--" (required: no word can be taken for a
+every name or none, each with its own lease and token, taken in byte
+order (with --wait, waiting at a held name holding the names before it:
+one order for every caller, so no deadlock). The command follows "--" (required: no word can be taken for a
 name), and gets LOCK_OWNER, LOCK_SET_ID, LOCK_COUNT, LOCK_NAME_1,
 LOCK_FENCING_TOKEN_1, LOCK_NAME_2, ... in the set's name order (byte order),
 and LOCKS_JSON ([{"resource", "fencing_token"}, ...]); names may contain
