@@ -167,3 +167,50 @@ func TestReadWriteByHand(t *testing.T) {
 		run(cli.ExitUsage, args...)
 	}
 }
+
+// TestRunWriteLost: the writer's lease is a hold like a lock's: when it is
+// lost (released behind lockctl's back, so the next renewal is refused),
+// the command is stopped and lockctl exits ExitLeaseLost, naming the
+// lease.
+func TestRunWriteLost(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := uniqueName(t)
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, stderr := lockctl(t, srv.URL, "run", name, "--write", "--owner", "w", "--ttl", "3", "--grace", "0",
+			"--", "sleep", "30")
+		done <- result{code, stderr}
+	}()
+	var token int64
+	for token == 0 {
+		st, err := c.RWStatus(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Writer != nil {
+			token = st.Writer.FencingToken
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("run --write ended before its lease was seen: exit %d, stderr %q", r.code, r.stderr)
+		case <-time.After(20 * time.Millisecond): // polling the status: the grant has no event to wait on
+		}
+	}
+	if err := c.ReleaseRW(ctx, name, "w", client.WriteMode, 0, token); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != cli.ExitLeaseLost || !strings.Contains(r.stderr, "write lease on "+strconv.Quote(name)) {
+		t.Errorf("run --write after its lease was released elsewhere: exit %d, stderr %q; want %d naming the write lease", r.code, r.stderr, cli.ExitLeaseLost)
+	}
+}
