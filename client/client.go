@@ -72,6 +72,10 @@ type Client struct {
 	semPollOnly atomic.Bool
 	// rwPollOnly is pollOnly for read/write lock acquires.
 	rwPollOnly atomic.Bool
+	// setPollOnly is pollOnly for lock sets: AcquireSet polls the try
+	// route once the service refused wait_seconds, or its stack has no
+	// …/wait route for sets (API Gateway's 404).
+	setPollOnly atomic.Bool
 	// tryRouteWaits: the stack predates the waiting routes (its …/wait
 	// answered API Gateway's 404), so waiting rounds go to the try route
 	// with wait_seconds, as before the split; remembered for the client's

@@ -153,7 +153,11 @@ func (c *Client) TryAcquireSet(ctx context.Context, names []string, owner string
 // when it ends; the next round brings back its place), retrying temporary
 // failures, until ctx ends and for at
 // most DefaultAcquireWait when ctx has no deadline (WithWait sets another
-// bound). When the wait runs out the error is a *SetHeldError.
+// bound). A service that refuses wait_seconds, or a stack without the
+// sets' waiting route, is polled instead (WithoutServerWait: always). When
+// the wait runs out the error is a *SetHeldError. A request in flight when
+// the wait ends is not cancelled: its answer is awaited in the background,
+// and a grant it brings is released (by its tokens), as Acquire's.
 func (c *Client) AcquireSet(ctx context.Context, names []string, owner string, ttl time.Duration, opts ...AcquireOption) (*Set, error) {
 	a, err := c.newSetAcquisition(names, owner, ttl, opts)
 	if err != nil {
@@ -176,9 +180,18 @@ func (c *Client) AcquireSet(ctx context.Context, names []string, owner string, t
 	for attempt := 0; ; attempt++ {
 		var wait time.Duration
 		if held {
-			wait = c.serverWait(ctx, a.ttl, &atomic.Bool{})
+			wait = c.serverWait(ctx, a.ttl, &c.setPollOnly)
 		}
 		s, err := a.attempt(ctx, wait)
+		if wait > 0 && (refusesWait(err) || noWaitRoute(err)) {
+			// A service that does not wait for sets (a 422 naming
+			// wait_seconds: waiting turned off, or a lower maximum), or
+			// a stack without the sets' waiting route (API Gateway's 404):
+			// poll the try route from now on, as Acquire does.
+			c.setPollOnly.Store(true)
+			attempt--
+			continue
+		}
 		switch {
 		case err == nil:
 			return s, nil
@@ -273,8 +286,56 @@ func commonPrefix(names []string) string {
 	return p
 }
 
-// attempt makes one request: a try (wait 0) or a waiting round.
+// attempt makes one request: a try (wait 0) or a waiting round. The
+// request does not end with ctx: when ctx ends first, attempt returns
+// ctx's cause, and a background goroutine awaits the answer (up to wait
+// and lateAnswerTimeout more) and releases the set it granted, by its
+// tokens, so that it never lingers until its TTL. A set's grant never
+// takes over another lease, its owner's own included (the service's
+// rule), so that release ends nothing but this grant.
 func (a *setAcquisition) attempt(ctx context.Context, wait time.Duration) (*Set, error) {
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", a.label(), context.Cause(ctx)) // never send a request nobody waits for
+	}
+	if ctx.Done() == nil {
+		return a.send(ctx, wait, true)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	type result struct {
+		s   *Set
+		err error
+	}
+	answer := make(chan result, 1)
+	go func() {
+		s, err := a.send(rctx, wait, false)
+		answer <- result{s, err}
+	}()
+	select {
+	case r := <-answer:
+		cancel()
+		if r.s != nil && !a.c.noRenew {
+			r.s.KeepAlive(context.Background())
+		}
+		return r.s, r.err
+	case <-ctx.Done():
+	}
+	a.c.cleanups.add()
+	giveUp := time.AfterFunc(wait+lateAnswerTimeout, cancel)
+	go func() {
+		defer a.c.cleanups.done()
+		r := <-answer
+		giveUp.Stop()
+		cancel()
+		if r.s != nil {
+			_ = r.s.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	return nil, fmt.Errorf("%s: %w", a.label(), context.Cause(ctx))
+}
+
+// send sends one request of attempt; the set granted renews itself when
+// keepAlive says so (and the client does).
+func (a *setAcquisition) send(ctx context.Context, wait time.Duration, keepAlive bool) (*Set, error) {
 	body := map[string]any{"owner": a.owner, "ttl_seconds": int64(a.ttl / time.Second), "names": a.names}
 	if a.opt.lockDelay > 0 {
 		body["lock_delay_seconds"] = int64(a.opt.lockDelay / time.Second)
@@ -309,12 +370,13 @@ func (a *setAcquisition) attempt(ctx context.Context, wait time.Duration) (*Set,
 	if !ans.Acquired {
 		return nil, fmt.Errorf("%s: %w", a.label(), &SetHeldError{BlockedBy: ans.BlockedBy, FreeAt: ans.FreeAt, Unreleased: ans.Unreleased})
 	}
-	return newSet(a.c, a.prefix, a.owner, ans.SetID, a.ttl, t0, ans.Locks), nil
+	return newSet(a.c, a.prefix, a.owner, ans.SetID, a.ttl, t0, ans.Locks, keepAlive), nil
 }
 
 // newSet starts the set's leases (watchdogs, no keep-alive of their own)
-// and, unless the client says otherwise, the set's keep-alive.
-func newSet(c *Client, prefix, owner, id string, ttl time.Duration, t0 time.Time, locks []Lock) *Set {
+// and, with keepAlive unless the client says otherwise, the set's
+// keep-alive.
+func newSet(c *Client, prefix, owner, id string, ttl time.Duration, t0 time.Time, locks []Lock, keepAlive bool) *Set {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Set{c: c, prefix: prefix, owner: owner, id: id, ttl: ttl, ctx: ctx, cancel: cancel}
 	for _, l := range locks {
@@ -322,7 +384,7 @@ func newSet(c *Client, prefix, owner, id string, ttl time.Duration, t0 time.Time
 		s.leases = append(s.leases, lease)
 		context.AfterFunc(lease.ctx, func() { cancel(context.Cause(lease.ctx)) })
 	}
-	if !c.noRenew {
+	if keepAlive && !c.noRenew {
 		s.KeepAlive(context.Background())
 	}
 	return s

@@ -70,13 +70,16 @@ func WithoutKeepAlive() Option {
 	}
 }
 
-// WithoutServerWait makes Acquire poll, as against a service that does
+// WithoutServerWait makes Acquire (and the semaphore's, read/write lock's
+// and lock set's waits) poll, as against a service that does
 // not wait: one attempt at a time with backoff in between, instead of
 // asking the service to hold each request until the lock is free.
 func WithoutServerWait() Option {
 	return func(c *Client) error {
 		c.pollOnly.Store(true)
 		c.semPollOnly.Store(true)
+		c.rwPollOnly.Store(true)
+		c.setPollOnly.Store(true)
 		return nil
 	}
 }

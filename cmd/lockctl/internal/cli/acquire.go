@@ -27,6 +27,11 @@ fencing token. It prints {"set_id", "owner", "locks": [...]}, the leases in
 the set's name order (byte order). Renew or release the names one at a
 time with 'lockctl renew' and 'lockctl release' and the owner printed.
 
+With --read or --write RESOURCE is a read/write lock: lockctl takes a
+reader's lease (shared with other readers) or the writer's and prints it,
+with its "mode" and a reader's "slot". Renew and release it with --read
+--slot K or --write. Refused, it exits 75 as a held lock does.
+
 If --wait runs out while a request is in flight and the service grants it
 after all, lockctl releases that lease before it exits.`
 
@@ -38,6 +43,7 @@ func acquireCmd(args []string, env Env) int {
 	owner := fs.ownerFlag()
 	lockDelay := fs.lockDelayFlag()
 	permits := fs.permitsFlag()
+	rw := fs.rwFlags()
 	held := fs.heldFlags()
 	locks := fs.lockFlag()
 	setPrefix := fs.String("set-prefix", "", "with --lock: the lock set's path `prefix`, which every name must begin with (default: the names' longest common prefix)")
@@ -52,6 +58,9 @@ func acquireCmd(args []string, env Env) int {
 	set := len(*locks) > 0
 	if err == nil && set && *permits > 0 {
 		err = &usageError{"-n and --lock do not go together: a lock set's names are locks"}
+	}
+	if err == nil {
+		err = rw.check(*permits, set)
 	}
 	if err == nil && !set && isSet(fs.FlagSet, "set-prefix") {
 		err = &usageError{"--set-prefix needs --lock"}
@@ -103,6 +112,20 @@ func acquireCmd(args []string, env Env) int {
 				return nil, err
 			}
 			return p.Info(), nil
+		}
+		if m := rw.mode(); m != "" {
+			l, err := takeRW(ctx, c, resource, m, *owner, *ttl, *wait, opts)
+			if errors.Is(err, client.ErrHeld) {
+				h := &heldError{err: err, opt: held, msg: rwHeld(resource, m)}
+				if *wait > 0 {
+					h.msg += fmt.Sprintf("; gave up after waiting %s (--wait)", *wait)
+				}
+				return nil, h
+			}
+			if err != nil {
+				return nil, err
+			}
+			return rwInfo(l), nil
 		}
 		lease, err := take(ctx, c, resource, *owner, *ttl, *wait, opts)
 		if errors.Is(err, client.ErrHeld) {

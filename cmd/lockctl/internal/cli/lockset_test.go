@@ -169,7 +169,7 @@ func TestRunSetAllOrNothing(t *testing.T) {
 	if stdout != "" {
 		t.Errorf("the command ran: stdout %q", stdout)
 	}
-	if !strings.Contains(stderr, strconv.Quote(b)+" is held by another owner") {
+	if !strings.Contains(stderr, strconv.Quote(b)+" is held") {
 		t.Errorf("stderr %q: want it to name %q as the holder's", stderr, b)
 	}
 	wantFree(t, srv.URL, a)
@@ -237,7 +237,7 @@ func TestAcquireSet(t *testing.T) {
 	}
 	// b is held: a set of x and b takes nothing.
 	code, stdout, stderr = lockctl(t, srv.URL, "acquire", "--lock", x, "--lock", b)
-	if code != cli.ExitHeld || stdout != "" || !strings.Contains(stderr, strconv.Quote(b)+" is held by another owner") {
+	if code != cli.ExitHeld || stdout != "" || !strings.Contains(stderr, strconv.Quote(b)+" is held") {
 		t.Errorf("acquire of a set with a held name: exit %d, stdout %q, stderr %q; want %d naming %q", code, stdout, stderr, cli.ExitHeld, b)
 	}
 	wantFree(t, srv.URL, x)

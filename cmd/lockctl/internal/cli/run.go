@@ -56,8 +56,9 @@ stop CMD, which runs on unrenewed: stop lockctl with SIGTSTP, and fence
 the writes with LOCK_FENCING_TOKEN.
 
 With --lock NAME, once per name and no RESOURCE, lockctl takes a lock set:
-every name or none, each with its own lease and token, waiting holding
-nothing. The command follows "--" (required: no word can be taken for a
+every name or none, each with its own lease and token, taken in byte
+order (with --wait, waiting at a held name holding the names before it:
+one order for every caller, so no deadlock). The command follows "--" (required: no word can be taken for a
 name), and gets LOCK_OWNER, LOCK_SET_ID, LOCK_COUNT, LOCK_NAME_1,
 LOCK_FENCING_TOKEN_1, LOCK_NAME_2, ... in the set's name order (byte order),
 and LOCKS_JSON ([{"resource", "fencing_token"}, ...]); names may contain
@@ -65,6 +66,14 @@ and LOCKS_JSON ([{"resource", "fencing_token"}, ...]); names may contain
 LOCK_FENCING_TOKEN. Everything above holds for the set as for one lease:
 the loss of any name is the loss of the set, and its local deadline is the
 earliest of its names'.
+
+With --read or --write RESOURCE is a read/write lock: CMD runs under a
+reader's lease (shared with the other readers, up to 64) or the writer's
+(alone), with LOCK_MODE (read or write) in its environment and, for a
+reader, LOCK_SLOT (its slot, 0 to 63). Every grant's LOCK_FENCING_TOKEN is
+larger than every earlier one of the name, read or write. Waiting is fair:
+a waiting writer keeps out the readers that come after it. A lock and a
+read/write lock may share a name. Everything above holds for the lease.
 
 When the lock is held by another owner, lockctl exits 75 and says so on
 stderr; for cron, --held-exit 0 --quiet (-E 0 -q) makes that a silent
@@ -157,6 +166,7 @@ func runCmd(args []string, env Env) int {
 	lf := fs.leaseFlags()
 	wait := fs.duration("wait", 0, "how long to wait for the lock, in `seconds` or as a duration; 0 tries once")
 	permits := fs.permitsFlag()
+	rw := fs.rwFlags()
 	held := fs.heldFlags()
 	locks := fs.lockFlag()
 	setPrefix := fs.String("set-prefix", "", "with --lock: the lock set's path `prefix`, which every name must begin with (default: the names' longest common prefix)")
@@ -181,6 +191,9 @@ func runCmd(args []string, env Env) int {
 	}
 	if err == nil && set && *permits > 0 {
 		err = &usageError{"-n and --lock do not go together: a lock set's names are locks"}
+	}
+	if err == nil {
+		err = rw.check(*permits, set)
 	}
 	if err == nil && !set && isSet(fs.FlagSet, "set-prefix") {
 		err = &usageError{"--set-prefix needs --lock"}
@@ -211,6 +224,8 @@ func runCmd(args []string, env Env) int {
 		doing = fmt.Sprintf("waiting for lock set %q", names)
 	case *permits > 0:
 		doing = fmt.Sprintf("waiting for a permit of semaphore %q", resource)
+	case rw.mode() != "":
+		doing = fmt.Sprintf("waiting for a %s lease of read/write lock %q", rw.mode(), resource)
 	}
 	lease, code, err := waitForLock(fs.common, lf.margin(), doing, func(ctx context.Context, c *client.Client) (hold, error) {
 		switch {
@@ -227,6 +242,12 @@ func runCmd(args []string, env Env) int {
 			}
 			permit = p
 			return leaseHold{p.Lease}, nil
+		case rw.mode() != "":
+			l, err := takeRW(ctx, c, resource, rw.mode(), *lf.owner, *lf.ttl, *wait, opts)
+			if err != nil {
+				return nil, err
+			}
+			return rwHold{l}, nil
 		}
 		l, err := take(ctx, c, resource, *lf.owner, *lf.ttl, *wait, opts)
 		if err != nil {
@@ -241,6 +262,8 @@ func runCmd(args []string, env Env) int {
 				fmt.Fprintf(env.Stderr, "lockctl: %v; not running the command (--wait %s)\n", heldCause(err), *wait)
 			case *permits > 0:
 				fmt.Fprintf(env.Stderr, "lockctl: semaphore %q is full: its %d permits are held by other owners; not running the command (--wait %s)\n", resource, *permits, *wait)
+			case rw.mode() != "":
+				fmt.Fprintf(env.Stderr, "lockctl: %s; not running the command (--wait %s)\n", rwHeld(resource, rw.mode()), *wait)
 			default:
 				fmt.Fprintf(env.Stderr, "lockctl: lock %q is held by another owner; not running the command (--wait %s)\n", resource, *wait)
 			}

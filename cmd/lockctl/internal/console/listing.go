@@ -14,6 +14,10 @@ import (
 const (
 	kindLocks      = "locks"
 	kindSemaphores = "semaphores"
+	// kindRWLocks is the read/write locks' listing: one row per lock (its
+	// writer, readers and queue), shown but not watched or force released
+	// from the page.
+	kindRWLocks = "rwlocks"
 )
 
 // maxRows bounds the rows of one listing refresh (the page filters and
@@ -25,9 +29,10 @@ type snapshot struct {
 	Kind    string    `json:"kind"`
 	Version int64     `json:"version"`
 	At      time.Time `json:"at"`
-	// Locks or Permits are the rows (one of them, by Kind).
+	// Locks, Permits or RWLocks are the rows (one of them, by Kind).
 	Locks   []client.AdminLock   `json:"locks,omitempty"`
 	Permits []client.AdminPermit `json:"permits,omitempty"`
+	RWLocks []client.AdminRWLock `json:"rwlocks,omitempty"`
 	// Truncated is set when the listing went on past maxRows.
 	Truncated bool `json:"truncated,omitempty"`
 	// Problem is the refresh's failure; the rows are then the last good
@@ -141,7 +146,7 @@ func (l *lister) publish(snap snapshot, err error, next time.Duration) {
 	defer l.mu.Unlock()
 	l.requests++
 	if err != nil {
-		snap.Locks, snap.Permits, snap.Truncated = l.snap.Locks, l.snap.Permits, l.snap.Truncated
+		snap.Locks, snap.Permits, snap.RWLocks, snap.Truncated = l.snap.Locks, l.snap.Permits, l.snap.RWLocks, l.snap.Truncated
 		snap.Problem = toProblem(err)
 	}
 	snap.Kind, snap.Version, snap.At, snap.NextInMillis = l.kind, l.snap.Version+1, time.Now(), next.Milliseconds()
@@ -186,6 +191,30 @@ func fetchPermits(c *client.Client, prefix string) func(context.Context) (snapsh
 				return s, nil
 			}
 			if len(s.Permits) >= maxRows {
+				s.Truncated = true
+				return s, nil
+			}
+			opt.Cursor = page.Cursor
+		}
+	}
+}
+
+// fetchRWLocks lists every read/write lock under prefix, up to maxRows
+// locks.
+func fetchRWLocks(c *client.Client, prefix string) func(context.Context) (snapshot, error) {
+	return func(ctx context.Context) (snapshot, error) {
+		s := snapshot{RWLocks: []client.AdminRWLock{}}
+		opt := client.ListOptions{Limit: 1000}
+		for {
+			page, err := c.ListRWLocks(ctx, prefix, opt)
+			if err != nil {
+				return s, err
+			}
+			s.RWLocks = append(s.RWLocks, page.RWLocks...)
+			if page.Cursor == "" {
+				return s, nil
+			}
+			if len(s.RWLocks) >= maxRows {
 				s.Truncated = true
 				return s, nil
 			}

@@ -95,6 +95,7 @@ func Listen(cfg Config) (*Server, error) {
 		listers: map[string]*lister{
 			kindLocks:      newLister(kindLocks, cfg.Interval, cfg.Linger, fetchLocks(cfg.Client, cfg.Prefix)),
 			kindSemaphores: newLister(kindSemaphores, cfg.Interval, cfg.Linger, fetchPermits(cfg.Client, cfg.Prefix)),
+			kindRWLocks:    newLister(kindRWLocks, cfg.Interval, cfg.Linger, fetchRWLocks(cfg.Client, cfg.Prefix)),
 		}}
 	static, _ := fs.Sub(assets, "assets")
 	mux := http.NewServeMux()
@@ -166,7 +167,7 @@ func (s *Server) pollEvery() time.Duration {
 
 // poll answers one tab's poll, at once: a short GET, so that no tab holds
 // one of the browser's six connections per host and port for long.
-// view=locks or semaphores is the listing the tab shows (none when empty)
+// view=locks, semaphores or rwlocks is the listing the tab shows (none when empty)
 // and version the version of it the tab has (0: none); watch=NAME and
 // wkind=locks or semaphores the detail view it shows, wid the ID of the
 // watch it has events of and wseq the last of them. A poll keeps the
@@ -175,8 +176,8 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	view, name, wkind := q.Get("view"), q.Get("watch"), q.Get("wkind")
 	l := s.listers[view]
-	if view != "" && l == nil || name != "" && s.listers[wkind] == nil {
-		writeProblem(w, &problem{Status: 400, Title: "view and wkind must be locks or semaphores"})
+	if view != "" && l == nil || name != "" && (wkind != kindLocks && wkind != kindSemaphores) {
+		writeProblem(w, &problem{Status: 400, Title: "view must be locks, semaphores or rwlocks, and wkind locks or semaphores"})
 		return
 	}
 	var nums [3]int64

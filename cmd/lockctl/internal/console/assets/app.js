@@ -136,7 +136,7 @@
 
   function rows() {
     if (!state.snap) return [];
-    return (state.view === "locks" ? state.snap.locks : state.snap.permits) || [];
+    return state.snap[{ locks: "locks", semaphores: "permits", rwlocks: "rwlocks" }[state.view]] || [];
   }
 
   function renderListing() {
@@ -144,10 +144,11 @@
     $("refresh").textContent = "refreshed " + new Date(s.at).toLocaleTimeString(undefined, { hour12: false }) +
       ", next in " + lockui.duration(s.next_in_ms) + (s.truncated ? "; the listing is cut at " + rows().length + " rows" : "");
     show("notice", s.problem ? lockui.explain(state.view, s.problem) : "");
-    var sem = state.view === "semaphores";
+    var sem = state.view === "semaphores", rw = state.view === "rwlocks";
     var head = $("head");
     head.textContent = "";
-    (sem ? ["Semaphore", "Slot", "Permits"] : ["Lock", "Lock set"]).concat(["Owner", "Principal", "Token", "Acquired", "Expires", "Lock-delay", "Waiting"])
+    (rw ? ["Read/write lock", "Writer", "Readers", "Expires", "Waiting"] :
+      (sem ? ["Semaphore", "Slot", "Permits"] : ["Lock", "Lock set"]).concat(["Owner", "Principal", "Token", "Acquired", "Expires", "Lock-delay", "Waiting"]))
       .forEach(function (h) { head.appendChild(el("th", { scope: "col" }, h)); });
     var all = lockui.filterRows(rows(), state.filter);
     var sets = lockui.setMembers(rows());
@@ -163,6 +164,7 @@
     body.textContent = "";
     p.rows.forEach(function (r) {
       var name = lockui.rowName(r);
+      if (rw) { body.appendChild(rwRow(r)); return; }
       var tr = el("tr", { "data-name": name, "data-token": r.fencing_token, "data-set": r.set_id || "" },
         el("td", {}, el("button", { type: "button", class: "link", "data-key": "open " + name + " " + r.fencing_token,
           on: { click: function () { openDetail(state.view, name); } } }, name)));
@@ -182,6 +184,16 @@
     $("prev").disabled = p.n === 0;
     $("next").disabled = p.n >= p.pages - 1;
     refocus(focused);
+  }
+
+  // rwRow is a read/write lock's row: its writer, readers with their
+  // slots, earliest expiry and waiters with their kind (no detail view:
+  // lockctl status and watch show one read/write lock).
+  function rwRow(r) {
+    var c = lockui.rwCells(r);
+    return el("tr", { "data-name": r.name, "data-token": r.fencing_token },
+      el("td", {}, r.name), el("td", { class: "writer" }, c.writer), el("td", { class: "readers" }, c.readers),
+      el("td", {}, c.expires ? expiry({ expires_at: c.expires }) : "–"), el("td", { class: "waiting" }, c.waiting));
   }
 
   // setMark marks a row that is one lease of a lock set: the set's size in
@@ -347,6 +359,9 @@
   function setView(view) {
     state.view = view; state.page = 0; state.snap = null; state.listingKey = null;
     document.querySelectorAll("[role=tab]").forEach(function (t) { t.setAttribute("aria-selected", String(t.dataset.view === view)); });
+    // A name's detail view is a lock's or a semaphore's: the read/write
+    // locks' listing has none to look up.
+    $("lookup-name").disabled = $("lookup-go").disabled = view === "rwlocks";
     $("body").textContent = "";
     poll();
   }

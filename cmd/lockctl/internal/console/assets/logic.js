@@ -85,6 +85,28 @@ var lockui = (function () {
     return sets;
   }
 
+  // rwCells are the cells of a read/write lock's row in the listing
+  // (/admin/rwlocks): the writer ("owner (token T)", or "–"); the readers
+  // by slot ("slot 3: owner (token T), ...", or "–"; a reader in slot 0
+  // may come without its slot); the waiters in queue order with their kind
+  // ("write w1, read r2", or "–"); and the earliest expiry of its leases
+  // (null without a lease).
+  function rwCells(l) {
+    var lease = function (x) { return x.owner + " (token " + x.fencing_token + ")"; };
+    var readers = (l.readers || []).slice().sort(function (a, b) { return (a.slot || 0) - (b.slot || 0); });
+    var expires = null;
+    (l.writer ? [l.writer] : []).concat(readers).forEach(function (x) {
+      if (expires === null || Date.parse(x.expires_at) < Date.parse(expires)) expires = x.expires_at;
+    });
+    var queue = l.queue || [];
+    return {
+      writer: l.writer ? lease(l.writer) : "–",
+      readers: readers.length ? readers.map(function (r) { return "slot " + (r.slot || 0) + ": " + lease(r); }).join(", ") : "–",
+      waiting: queue.length ? queue.map(function (q) { return q.mode + " " + q.owner; }).join(", ") : "–",
+      expires: expires,
+    };
+  }
+
   // skipped sums the leases the watch counted as begun and ended unseen.
   function skipped(events) {
     return events.reduce(function (n, e) { return n + (e.skipped || 0); }, 0);
@@ -113,7 +135,7 @@ var lockui = (function () {
   }
 
   return { duration: duration, countdown: countdown, freeAt: freeAt, rowName: rowName, filterRows: filterRows,
-    page: page, timeline: timeline, setMembers: setMembers, skipped: skipped, utf8Bytes: utf8Bytes, explain: explain };
+    page: page, timeline: timeline, setMembers: setMembers, rwCells: rwCells, skipped: skipped, utf8Bytes: utf8Bytes, explain: explain };
 })();
 
 if (typeof module !== "undefined") module.exports = lockui;

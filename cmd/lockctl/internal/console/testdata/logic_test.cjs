@@ -75,3 +75,20 @@ test("setMembers groups a lock set's names by set_id", () => {
   assert.deepEqual(ui.setMembers(rows), { "set-1": ["acct:42", "acct:7"], "set-2": ["x"] });
   assert.deepEqual(ui.setMembers([{ resource: "a" }]), {});
 });
+
+test("rwCells: writer, readers by slot, queue kinds, earliest expiry", () => {
+  const lease = (mode, owner, token, exp, slot) => ({ name: "cache", mode, owner, fencing_token: token, expires_at: exp, ...(slot === undefined ? {} : { slot }) });
+  const c = ui.rwCells({
+    name: "cache",
+    readers: [lease("read", "r5", 12, "2026-01-01T00:00:30Z", 5), lease("read", "r0", 11, "2026-01-01T00:00:20Z")],
+    queue: [{ mode: "write", owner: "w1" }, { mode: "read", owner: "r9" }],
+    fencing_token: 12,
+  });
+  assert.equal(c.writer, "–");
+  assert.equal(c.readers, "slot 0: r0 (token 11), slot 5: r5 (token 12)");
+  assert.equal(c.waiting, "write w1, read r9");
+  assert.equal(c.expires, "2026-01-01T00:00:20Z");
+  const w = ui.rwCells({ name: "cache", writer: lease("write", "w1", 13, "2026-01-01T00:01:00Z"), readers: [], queue: [], fencing_token: 13 });
+  assert.deepEqual(w, { writer: "w1 (token 13)", readers: "–", waiting: "–", expires: "2026-01-01T00:01:00Z" });
+  assert.equal(ui.rwCells({ name: "cache", queue: [{ mode: "read", owner: "r1" }] }).expires, null);
+});
