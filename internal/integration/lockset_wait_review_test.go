@@ -1,0 +1,101 @@
+package integration_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/internal/testenv"
+)
+
+// Review of issue 24, item 2: histories of the waiting lock set
+// (waitSetOrdered), which holds the names before the one it waits on.
+
+// TestLockSetWaitHoldBound: docs/design.md, "Leases outlive the wait":
+// "a set whose request dies holds what it took until arrival +
+// wait_seconds + ttl_seconds at most". The set {a, b, c} (TTL 5 s, wait
+// 10 s) takes a and waits on b, held by w2 for 4 s; once b lapses the set
+// takes it and waits on c. While it waits on c, b's lease must run out by
+// the request's arrival + 10 + 5 s: were the request to die then, b would
+// be held no longer than the bound. The waited name's TTL was computed
+// when the wait on it began (end − then + TTL) and applied at the grant,
+// 4 s later, so the lease ran ~4 s past the bound (the longer the wait on
+// a name, the further).
+func TestLockSetWaitHoldBound(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	direct := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	acquire(t, direct, p+":b", "w2", 4)
+	holder := acquire(t, direct, p+":c", "w3", 60)
+	plan, waiting := waitReadsName(p + ":c")
+	proxy.SetPlan(plan)
+	done := make(chan reply, 1)
+	invoke := time.Now()
+	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 5, 10, "", p+":a", p+":b", p+":c")) }()
+	<-waiting
+	// Leases are written in whole seconds, rounded up (waitTTL): up to a
+	// second over the bound is the rounding's, not the defect's.
+	bound := invoke.Add(15*time.Second + time.Second)
+	for _, n := range []string{":a", ":b"} {
+		if o := heldBy(t, direct, p+n); o != "w1" {
+			t.Errorf("%s while the set waits on %s: held by %q, want w1", p+n, p+":c", o)
+			continue
+		}
+		if exp := expiresAt(t, direct, p+n); exp.After(bound) {
+			t.Errorf("%s expires at %v while the set waits on %s, %v past the bound arrival + wait_seconds + ttl_seconds (%v)",
+				p+n, exp.Format(time.RFC3339Nano), p+":c", exp.Sub(bound).Round(time.Millisecond), bound.Format(time.RFC3339Nano))
+		}
+	}
+	if r := call(t, direct, "DELETE", lockPath(p+":c"), ownerBody("w3", token(t, holder))); r.status != 204 {
+		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
+	}
+	if r := <-done; r.status != 200 || r.json["acquired"] != true {
+		t.Errorf("got %d %s, want acquired once the blockers were gone", r.status, r.raw)
+	}
+}
+
+// TestLockSetWaitUnreleasedIsHeld: SetAcquireResult.Unreleased and
+// docs/api.md: unreleased are names the set took and could not release,
+// "held by the caller until their TTL". The set {a, b} waits on b holding
+// a; an operator force releases a and w3 takes it. At b's grant the set
+// finds a lost and gives back what it holds, releasing a by its old
+// token: the release is refused (a is w3's), so the answer listed a as
+// unreleased — a name the caller does not hold, which a client would
+// treat as its own lease left to lapse. A name found lost is not held.
+func TestLockSetWaitUnreleasedIsHeld(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	direct := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	holder := acquire(t, direct, p+":b", "w2", 60)
+	plan, waiting := waitReadsName(p + ":b")
+	proxy.SetPlan(plan)
+	done := make(chan reply, 1)
+	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 4, "", p+":a", p+":b")) }()
+	<-waiting
+	if r := call(t, direct, "DELETE", adminPath(p+":a"), reasonBody("test")); r.status != 200 && r.status != 204 {
+		t.Fatalf("force release %s: got %d %s", p+":a", r.status, r.raw)
+	}
+	acquire(t, direct, p+":a", "w3", 60)
+	if r := call(t, direct, "DELETE", lockPath(p+":b"), ownerBody("w2", token(t, holder))); r.status != 204 {
+		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
+	}
+	r := <-done
+	if r.status != 200 || r.json["acquired"] != false || r.json["blocked_by"] != p+":a" {
+		t.Fatalf("got %d %s, want not acquired, blocked by %s (w3's)", r.status, r.raw, p+":a")
+	}
+	var unreleased []string
+	if u, ok := r.json["unreleased"].([]any); ok {
+		for _, n := range u {
+			unreleased = append(unreleased, n.(string))
+		}
+	}
+	for _, n := range []string{":a", ":b"} {
+		if o := heldBy(t, direct, p+n); o != "w1" && slices.Contains(unreleased, p+n) {
+			t.Errorf("the answer %s lists %s as unreleased (held by w1 until its TTL), but it is held by %q", r.raw, p+n, o)
+		}
+	}
+}
