@@ -340,7 +340,8 @@ func (s *Service) trySet(ctx context.Context, req SetAcquireRequest, tb, b Budge
 
 // rollback releases locks, a refused try's, each with the lock's release
 // by owner and fencing token, and returns the names it could not release.
-// A name found not held (ErrNotFound) is no failure: nothing is held.
+// A lease found gone (leaseGone: lapsed, force released, taken by
+// another) is no failure: the set holds nothing there.
 //
 // A token of 0 is a write whose outcome is unknown. Its name is released
 // only when a strongly consistent read finds the set's own grant there
@@ -367,11 +368,19 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 		}
 		tok := l.FencingToken
 		err := s.Release(rctx, ReleaseRequest{Resource: l.Resource, Caller: c, FencingToken: &tok})
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !leaseGone(err) {
 			unreleased = append(unreleased, l.Resource)
 		}
 	}
 	return unreleased
+}
+
+// leaseGone reports whether err, a renewal's or release's by owner and
+// fencing token, says that lease is not held any more (expired, released,
+// force released, taken by another, or replaced by a newer grant): its
+// name is not the caller's to give back, nor unreleased.
+func leaseGone(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrStaleToken)
 }
 
 // rollbackContext is the context of a rollback's releases under b from
@@ -591,7 +600,7 @@ func (s *Service) renewHeld(ctx context.Context, c Caller, locks []Lock, ttl int
 		switch {
 		case err == nil:
 			locks[j] = lock
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrStaleToken):
+		case leaseGone(err):
 			return l.Resource, nil
 		default:
 			return "", err
