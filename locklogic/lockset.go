@@ -517,6 +517,11 @@ round:
 			w := &waiter{key: s.key(name), op: "acquire set", name: name, caller: req.Caller, arrived: req.Arrived,
 				waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
 			t := &lockTarget{s: s, req: ar, gid: setID, issued: setIssued}
+			if !last {
+				// Held through the rest of the wait: until end + TTL
+				// from the grant, not from the wait's start.
+				t.ttl = func() int64 { return s.waitTTL(req.TTLSeconds, end) }
+			}
 			var v *view
 			if s.oldItem {
 				v = newView(old, true)
