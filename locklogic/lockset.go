@@ -341,7 +341,9 @@ func (s *Service) trySet(ctx context.Context, req SetAcquireRequest, tb, b Budge
 // rollback releases locks, a refused try's, each with the lock's release
 // by owner and fencing token, and returns the names it could not release.
 // A lease found gone (leaseGone: lapsed, force released, taken by
-// another) is no failure: the set holds nothing there.
+// another) is no failure: the set holds nothing there, but for a newer
+// lease of the owner that is the set's own grant (an attempt of its
+// write that landed late), which it releases as releaseOwnGrant does.
 //
 // A token of 0 is a write whose outcome is unknown. Its name is released
 // only when a strongly consistent read finds the set's own grant there
@@ -368,6 +370,11 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 		}
 		tok := l.FencingToken
 		err := s.Release(rctx, ReleaseRequest{Resource: l.Resource, Caller: c, FencingToken: &tok})
+		if errors.Is(err, ErrStaleToken) && !s.releaseOwnGrant(rctx, c, setID, l.Resource) {
+			// A newer lease of the owner: the set's own (an attempt of
+			// its write that landed late) it must end too.
+			err = ErrUnavailable
+		}
 		if err != nil && !leaseGone(err) {
 			unreleased = append(unreleased, l.Resource)
 		}
