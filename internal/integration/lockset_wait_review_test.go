@@ -99,3 +99,60 @@ func TestLockSetWaitUnreleasedIsHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestLockSetWaitSharedPrefixesNoDeadlock: two waiting sets named in
+// opposite orders over names that share prefixes (":a" < ":a:b" < ":ab"
+// in byte order) and a single waiter on one of them, all blocked at
+// first by w9's lease on ":ab". Byte order makes every waiter wait only
+// on a name after every name it holds, so each is granted in turn once
+// w9 releases: nobody waits out its whole wait.
+func TestLockSetWaitSharedPrefixesNoDeadlock(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	blocker := acquire(t, srv, p+":ab", "w9", 60)
+	sets := map[string][]string{
+		"w1": {p + ":ab", p + ":a:b"},
+		"w2": {p + ":ab", p + ":a", p + ":a:b"},
+	}
+	type outcome struct {
+		who string
+		r   reply
+	}
+	done := make(chan outcome, 3)
+	for owner, names := range sets {
+		go func() {
+			r := call(t, srv, "POST", setPath(p)+"/wait", setWaitBody(owner, 30, 15, "", names...))
+			if r.status == 200 && r.json["acquired"] == true {
+				call(t, srv, "DELETE", setPath(p), setLocksBody(owner, 0, r.json["locks"].([]any)))
+			}
+			done <- outcome{owner, r}
+		}()
+	}
+	go func() {
+		r := call(t, srv, "POST", waitPath(p+":ab"), `{"owner":"w3","ttl_seconds":30,"wait_seconds":15}`)
+		if r.status == 200 && r.json["acquired"] == true {
+			call(t, srv, "DELETE", lockPath(p+":ab"), ownerBody("w3", token(t, r.json["lock"].(map[string]any))))
+		}
+		done <- outcome{"w3", r}
+	}()
+	// Both sets wait holding their earlier names: w1 ":a:b" (waiting on
+	// ":ab"), w2 ":a" (waiting on ":a:b", w1's).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if heldBy(t, srv, p+":a") == "w2" && heldBy(t, srv, p+":a:b") == "w1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sets did not come to wait holding their earlier names")
+		}
+	}
+	if r := call(t, srv, "DELETE", lockPath(p+":ab"), ownerBody("w9", token(t, blocker))); r.status != 204 {
+		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
+	}
+	for range 3 {
+		o := <-done
+		if o.r.status != 200 || o.r.json["acquired"] != true {
+			t.Errorf("%s: got %d %s, want acquired", o.who, o.r.status, o.r.raw)
+		}
+	}
+}
