@@ -1,6 +1,9 @@
 package integration_test
 
 import (
+	"sync"
+
+	"github.com/ft288/locks/internal/verify/faultproxy"
 	"slices"
 	"testing"
 	"time"
@@ -33,7 +36,9 @@ func TestLockSetWaitHoldBound(t *testing.T) {
 	proxy.SetPlan(plan)
 	done := make(chan reply, 1)
 	invoke := time.Now()
-	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 5, 10, "", p+":a", p+":b", p+":c")) }()
+	go func() {
+		done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 5, 10, "", p+":a", p+":b", p+":c"))
+	}()
 	<-waiting
 	// Leases are written in whole seconds, rounded up (waitTTL): up to a
 	// second over the bound is the rounding's, not the defect's.
@@ -153,6 +158,64 @@ func TestLockSetWaitSharedPrefixesNoDeadlock(t *testing.T) {
 		o := <-done
 		if o.r.status != 200 || o.r.json["acquired"] != true {
 			t.Errorf("%s: got %d %s, want acquired", o.who, o.r.status, o.r.raw)
+		}
+	}
+}
+
+// TestLockSetWaitSDKRetries: the set {a, b} waits on b holding a; once b
+// comes free, the first attempt of every write of the set (the grant of
+// b, the re-grant of a, a renewal) lands and is answered 500, so the SDK
+// sends it again. Each retry finds the set's own grant: the set is
+// granted, and every token it answers is the name's live one.
+func TestLockSetWaitSDKRetries(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	direct := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	holder := acquire(t, direct, p+":b", "w2", 60)
+	plan, waiting := waitReadsName(p + ":b")
+	proxy.SetPlan(plan)
+	done := make(chan reply, 1)
+	go func() {
+		done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 10, "", p+":a", p+":b"))
+	}()
+	<-waiting
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	proxy.SetPlan(func(r faultproxy.Request) faultproxy.Action {
+		if r.Op != "UpdateItem" {
+			return faultproxy.Action{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		k := string(r.Body)
+		if seen[k] {
+			return faultproxy.Action{}
+		}
+		seen[k] = true
+		return faultproxy.Action{Fault: faultproxy.AppliedThen500}
+	})
+	if r := call(t, direct, "DELETE", lockPath(p+":b"), ownerBody("w2", token(t, holder))); r.status != 204 {
+		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
+	}
+	r := <-done
+	proxy.SetPlan(nil)
+	if r.status != 200 || r.json["acquired"] != true {
+		t.Fatalf("got %d %s, want acquired (each retry finds the set's own grant)", r.status, r.raw)
+	}
+	mu.Lock()
+	faults := len(seen)
+	mu.Unlock()
+	if faults < 2 {
+		t.Fatalf("%d writes answered 500 after landing, want at least 2 (b's grant, a's re-grant)", faults)
+	}
+	for _, l := range r.json["locks"].([]any) {
+		lk := l.(map[string]any)
+		name := lk["resource"].(string)
+		st := call(t, direct, "GET", lockPath(name), "")
+		if st.status != 200 || st.json["owner"] != "w1" || token(t, st.json) != token(t, lk) {
+			t.Errorf("%s: status %d %s, want held by w1 with the answer's token %d", name, st.status, st.raw, token(t, lk))
 		}
 	}
 }
