@@ -95,7 +95,9 @@ type SetAcquireResult struct {
 	FreeAt    time.Time
 	// Unreleased are the names a refused try took and could not release:
 	// they stay held by the caller until their TTL (a waiting round's: at
-	// most until WaitSeconds + TTLSeconds after Arrived).
+	// most until WaitSeconds + TTLSeconds after Arrived). A name whose
+	// lease was found gone (taken by another, force released) is not
+	// among them.
 	Unreleased []string
 	// Waited is how long a waiting request waited after its first try.
 	Waited time.Duration
@@ -439,13 +441,16 @@ func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource
 //
 //   - Leases outlive the wait: at the first refusal the names already
 //     held are renewed to run until end + TTLSeconds, and every name
-//     taken after it but the last is written so. At the grant of the last
-//     name those leases are renewed to now + TTLSeconds (the lock's
-//     renew, by owner and token), so the answer's leases are as a try's,
-//     and a name force released or lost during the wait is found: its
-//     renewal fails, and the round gives back what it holds and starts
-//     again from the first name while time is left. A request that dies
-//     holds what it took until Arrived + WaitSeconds + TTLSeconds at most.
+//     taken after it but the last is written so, its TTL reckoned as its
+//     write is sent (however long it waited for it). At the grant of the
+//     last name those leases are taken again as the set's own grant
+//     (regrantHeld: now + TTLSeconds, a new token), so the answer's
+//     leases are as a try's, and a name force released or lost during
+//     the wait is found: its re-grant is refused, and the round gives
+//     back what it holds and starts again from the first name while time
+//     is left. A request that dies holds what it took until Arrived +
+//     WaitSeconds + TTLSeconds at most (and under GrantGuard more: a
+//     lease's TTL is whole seconds, rounded up).
 //   - A round that ends before every name is taken gives back what it
 //     holds (rollback) and answers the name it waited on, with its place
 //     in that name's queue (QueueTicket): the next round takes the names
