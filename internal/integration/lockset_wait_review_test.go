@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"sync"
 
@@ -274,5 +275,56 @@ func TestLockSetWaitLateGrantIsUnreleased(t *testing.T) {
 	}
 	if o := heldBy(t, direct, p+":a"); o == "w1" && !slices.Contains(unreleased, p+":a") {
 		t.Errorf("%s is still held by w1 after the answer %d %s (given back?)", p+":a", r.status, r.raw)
+	}
+}
+
+// TestLockSetWaitForceReleasedLockDelay: the set {a, b} with a 1 s
+// lock-delay waits on b holding a; an operator force releases a, which
+// stays blocked for everyone, its owner too, until its free_at. At b's
+// grant the set finds a lost, gives everything back and starts over: it
+// waits out a's lock-delay and is granted, every name held by w1 with the
+// answer's token, a's above the force released one.
+func TestLockSetWaitForceReleasedLockDelay(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL()})
+	direct := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	holder := acquire(t, direct, p+":b", "w2", 60)
+	plan, waiting := waitReadsName(p + ":b")
+	proxy.SetPlan(plan)
+	done := make(chan reply, 1)
+	body, _ := json.Marshal(map[string]any{"owner": "w1", "ttl_seconds": 30, "wait_seconds": 8, "lock_delay_seconds": 1,
+		"names": []string{p + ":a", p + ":b"}})
+	go func() { done <- call(t, srv, "POST", setPath(p)+"/wait", string(body)) }()
+	<-waiting
+	st := call(t, direct, "GET", lockPath(p+":a"), "")
+	if st.status != 200 {
+		t.Fatalf("status of %s while the set waits: got %d %s", p+":a", st.status, st.raw)
+	}
+	first := token(t, st.json)
+	if r := call(t, direct, "DELETE", adminPath(p+":a"), reasonBody("test")); r.status != 200 && r.status != 204 {
+		t.Fatalf("force release %s: got %d %s", p+":a", r.status, r.raw)
+	}
+	if r := call(t, direct, "DELETE", lockPath(p+":b"), ownerBody("w2", token(t, holder))); r.status != 204 {
+		t.Fatalf("release the blocker: got %d %s", r.status, r.raw)
+	}
+	r := <-done
+	if r.status != 200 || r.json["acquired"] != true {
+		t.Fatalf("got %d %s, want acquired after a's lock-delay", r.status, r.raw)
+	}
+	if r.json["unreleased"] != nil {
+		t.Errorf("got %s, want nothing unreleased", r.raw)
+	}
+	for i, l := range r.json["locks"].([]any) {
+		lk := l.(map[string]any)
+		name := lk["resource"].(string)
+		s := call(t, direct, "GET", lockPath(name), "")
+		if s.status != 200 || s.json["owner"] != "w1" || token(t, s.json) != token(t, lk) {
+			t.Errorf("%s: status %d %s, want held by w1 with the answer's token %d", name, s.status, s.raw, token(t, lk))
+		}
+		if i == 0 && token(t, lk) <= first {
+			t.Errorf("%s in the answer: token %d, want above %d (the force released lease's)", name, token(t, lk), first)
+		}
 	}
 }
