@@ -328,3 +328,24 @@ func TestLockSetWaitForceReleasedLockDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestLockSetWaitTicketIsTheOwners: w1's waiting set runs out with a
+// place in b's queue; w3 sends w1's queue_ticket with its own set over the
+// same names. A place is its owner's: w3 joins behind it with a ticket of
+// its own (w1's next round finding its place is
+// TestLockSetWaitRoundKeepsPlace).
+func TestLockSetWaitTicketIsTheOwners(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	p := res(t)
+	acquire(t, srv, p+":b", "w2", 60)
+	r := call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 30, 1, "", p+":a", p+":b"))
+	ticket, _ := r.json["queue_ticket"].(string)
+	if r.status != 200 || r.json["acquired"] != false || ticket == "" {
+		t.Fatalf("w1: got %d %s, want not acquired with a queue_ticket", r.status, r.raw)
+	}
+	r3 := call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w3", 30, 1, ticket, p+":a", p+":b"))
+	if r3.status != 200 || r3.json["acquired"] != false || r3.json["queue_ticket"] == ticket {
+		t.Errorf("w3 with w1's ticket: got %d %s, want not acquired with a ticket of its own", r3.status, r3.raw)
+	}
+}
