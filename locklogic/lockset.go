@@ -95,7 +95,9 @@ type SetAcquireResult struct {
 	FreeAt    time.Time
 	// Unreleased are the names a refused try took and could not release:
 	// they stay held by the caller until their TTL (a waiting round's: at
-	// most until WaitSeconds + TTLSeconds after Arrived).
+	// most until WaitSeconds + TTLSeconds after Arrived). A name whose
+	// lease was found gone (taken by another, force released) is not
+	// among them.
 	Unreleased []string
 	// Waited is how long a waiting request waited after its first try.
 	Waited time.Duration
@@ -340,7 +342,10 @@ func (s *Service) trySet(ctx context.Context, req SetAcquireRequest, tb, b Budge
 
 // rollback releases locks, a refused try's, each with the lock's release
 // by owner and fencing token, and returns the names it could not release.
-// A name found not held (ErrNotFound) is no failure: nothing is held.
+// A lease found gone (leaseGone: lapsed, force released, taken by
+// another) is no failure: the set holds nothing there, but for a newer
+// lease of the owner that is the set's own grant (an attempt of its
+// write that landed late), which it releases as releaseOwnGrant does.
 //
 // A token of 0 is a write whose outcome is unknown. Its name is released
 // only when a strongly consistent read finds the set's own grant there
@@ -367,11 +372,24 @@ func (s *Service) rollback(ctx context.Context, c Caller, setID string, locks []
 		}
 		tok := l.FencingToken
 		err := s.Release(rctx, ReleaseRequest{Resource: l.Resource, Caller: c, FencingToken: &tok})
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrStaleToken) && !s.releaseOwnGrant(rctx, c, setID, l.Resource) {
+			// A newer lease of the owner: the set's own (an attempt of
+			// its write that landed late) it must end too.
+			err = ErrUnavailable
+		}
+		if err != nil && !leaseGone(err) {
 			unreleased = append(unreleased, l.Resource)
 		}
 	}
 	return unreleased
+}
+
+// leaseGone reports whether err, a renewal's or release's by owner and
+// fencing token, says that lease is not held any more (expired, released,
+// force released, taken by another, or replaced by a newer grant): its
+// name is not the caller's to give back, nor unreleased.
+func leaseGone(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrStaleToken)
 }
 
 // rollbackContext is the context of a rollback's releases under b from
@@ -423,13 +441,16 @@ func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource
 //
 //   - Leases outlive the wait: at the first refusal the names already
 //     held are renewed to run until end + TTLSeconds, and every name
-//     taken after it but the last is written so. At the grant of the last
-//     name those leases are renewed to now + TTLSeconds (the lock's
-//     renew, by owner and token), so the answer's leases are as a try's,
-//     and a name force released or lost during the wait is found: its
-//     renewal fails, and the round gives back what it holds and starts
-//     again from the first name while time is left. A request that dies
-//     holds what it took until Arrived + WaitSeconds + TTLSeconds at most.
+//     taken after it but the last is written so, its TTL reckoned as its
+//     write is sent (however long it waited for it). At the grant of the
+//     last name those leases are taken again as the set's own grant
+//     (regrantHeld: now + TTLSeconds, a new token), so the answer's
+//     leases are as a try's, and a name force released or lost during
+//     the wait is found: its re-grant is refused, and the round gives
+//     back what it holds and starts again from the first name while time
+//     is left. A request that dies holds what it took until Arrived +
+//     WaitSeconds + TTLSeconds at most (and under GrantGuard more: a
+//     lease's TTL is whole seconds, rounded up).
 //   - A round that ends before every name is taken gives back what it
 //     holds (rollback) and answers the name it waited on, with its place
 //     in that name's queue (QueueTicket): the next round takes the names
@@ -508,6 +529,11 @@ round:
 			w := &waiter{key: s.key(name), op: "acquire set", name: name, caller: req.Caller, arrived: req.Arrived,
 				waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
 			t := &lockTarget{s: s, req: ar, gid: setID, issued: setIssued}
+			if !last {
+				// Held through the rest of the wait: until end + TTL
+				// from the grant, not from the wait's start.
+				t.ttl = func() int64 { return s.waitTTL(req.TTLSeconds, end) }
+			}
 			var v *view
 			if s.oldItem {
 				v = newView(old, true)
@@ -591,7 +617,7 @@ func (s *Service) renewHeld(ctx context.Context, c Caller, locks []Lock, ttl int
 		switch {
 		case err == nil:
 			locks[j] = lock
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrStaleToken):
+		case leaseGone(err):
 			return l.Resource, nil
 		default:
 			return "", err

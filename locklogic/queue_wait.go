@@ -610,7 +610,12 @@ type lockTarget struct {
 	// issued is the issue time of a plain take's write (the late-write
 	// rule): req.Arrived for a lock's wait, setIssued for a set's.
 	issued time.Time
-	res    AcquireResult // the grant, once granted
+	// ttl, when set, is the TTL of a take's write, computed as it is sent
+	// (a waiting set's name held through the wait runs until the wait's
+	// end plus the set's TTL, however long it waited for the name); else
+	// req.TTLSeconds.
+	ttl func() int64
+	res AcquireResult // the grant, once granted
 	// took says a take was sent: a grant may have landed unheard.
 	took bool
 }
@@ -625,14 +630,18 @@ func (l *lockTarget) judge(item map[string]types.AttributeValue, now time.Time) 
 
 func (l *lockTarget) take(ctx context.Context, b Budget, v *view, ticket string) (bool, *view, error) {
 	l.took = true
+	req := l.req
+	if l.ttl != nil {
+		req.TTLSeconds = l.ttl()
+	}
 	if ticket != "" {
-		r, nv, err := l.s.headGrant(ctx, l.req, b, v, ticket, l.gid)
+		r, nv, err := l.s.headGrant(ctx, req, b, v, ticket, l.gid)
 		l.res = r
 		return r.Acquired, nv, err
 	}
 	cctx, cancel := b.Context(ctx)
 	defer cancel()
-	r, item, err := l.s.acquireWrite(cctx, l.req, l.issued, l.gid)
+	r, item, err := l.s.acquireWrite(cctx, req, l.issued, l.gid)
 	if err != nil || r.Acquired {
 		l.res = r
 		return r.Acquired, nil, err
