@@ -1,0 +1,162 @@
+package integration_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ft288/locks/internal/testenv"
+)
+
+// Review of issue 24 (read/write locks): histories a reviewer tried in
+// order to break the writer's exclusion, each passing on the service as
+// merged. They cover paths the other read/write lock tests do not: the
+// lock-delay of either kind against the other, a reader's grant on a clock
+// ahead of the writer's, the head's batch stopping at a queued writer, a
+// queued writer that gave up, and what a reader's owner is answered when
+// it asks for the writer's lease (no upgrade).
+
+// TestRWReviewNoUpgrade: the owner of a reader's lease that asks for the
+// writer's is kept out by its own reader (docs/design.md, "No upgrade"):
+// a try answers acquired false with free_at at its reader's expiry, and a
+// waiting round answers the same with its place when the wait ends.
+func TestRWReviewNoUpgrade(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	l := rwTake(t, srv, name, "read", "a", 30)
+	r := rwTry(t, srv, name, "write", "a", 30)
+	if r.status != 200 || r.json["acquired"] != false || r.json["free_at"] != l["expires_at"] {
+		t.Errorf("write try by the reader's owner: got %d %s, want acquired false, free_at %v", r.status, r.raw, l["expires_at"])
+	}
+	r = call(t, srv, "POST", rwPath(name, "/write/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":1}`)
+	if r.status != 200 || r.json["acquired"] != false || r.json["queue_ticket"] == nil {
+		t.Errorf("write wait by the reader's owner: got %d %s, want acquired false with a queue_ticket", r.status, r.raw)
+	}
+}
+
+// TestRWReviewLockDelayWriterVsReaders: an expired writer's lock-delay
+// keeps readers out until it ends; a reader's lock-delay, kept by a
+// renewal that shortens its lease, keeps the writer out until it ends.
+func TestRWReviewLockDelayWriterVsReaders(t *testing.T) {
+	t.Parallel()
+	clock := testenv.NewClock()
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+	name := res(t)
+	r := call(t, srv, "POST", rwPath(name, "/write"), `{"owner":"w","ttl_seconds":1,"lock_delay_seconds":5}`)
+	if r.status != 200 || r.json["acquired"] != true {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	clock.Advance(2 * time.Second)
+	rwHeld(t, srv, name, "read", "r")
+	clock.Advance(5 * time.Second)
+	rwTake(t, srv, name, "read", "r", 30)
+	// a reader with lock-delay keeps the writer out after expiry
+	name2 := name + "-2"
+	r = call(t, srv, "POST", rwPath(name2, "/read"), `{"owner":"r","ttl_seconds":1,"lock_delay_seconds":5}`)
+	if r.status != 200 || r.json["acquired"] != true {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	l := r.json["lease"].(map[string]any)
+	// renew shorter, keeps delay
+	if rr := call(t, srv, "POST", rwPath(name2, "/renew"), rwLeaseBody(l, "ttl_seconds", 1)); rr.status != 200 {
+		t.Fatalf("renew: %d %s", rr.status, rr.raw)
+	}
+	clock.Advance(2 * time.Second)
+	rwHeld(t, srv, name2, "write", "w")
+	clock.Advance(5 * time.Second)
+	rwTake(t, srv, name2, "write", "w", 30)
+}
+
+// TestRWReviewLateReaderGrantAndRenew: a reader's grant stamped before
+// the writer's (an instance 3 s behind, as a delayed write) is refused; one
+// stamped 3 s ahead finds the writer expired on its clock and is granted,
+// and the writer's renewal after it is refused (the counter moved).
+func TestRWReviewLateReaderGrantAndRenew(t *testing.T) {
+	t.Parallel()
+	clock := testenv.NewClock()
+	srv := testenv.Start(t, testenv.Options{Now: clock.Now})
+	late := testenv.Start(t, testenv.Options{Now: func() time.Time { return clock.Now().Add(-3 * time.Second) }})
+	ahead := testenv.Start(t, testenv.Options{Now: func() time.Time { return clock.Now().Add(3 * time.Second) }})
+	name := res(t)
+	w := rwTake(t, srv, name, "write", "w", 2)
+	// a reader's write stamped before the writer's grant (lagging, as a delayed write)
+	rwHeld(t, late, name, "read", "r")
+	// a reader on a clock ahead sees the writer expired: it is granted; then the writer's renewal must fail
+	rl := rwTake(t, ahead, name, "read", "r", 30)
+	if tokenOf(t, rl) <= tokenOf(t, w) {
+		t.Errorf("reader's token %d not above the writer's %d", tokenOf(t, rl), tokenOf(t, w))
+	}
+	if rr := call(t, srv, "POST", rwPath(name, "/renew"), rwLeaseBody(w, "ttl_seconds", 60)); rr.status != 404 {
+		t.Errorf("writer's renewal after a reader's grant: got %d %s, want 404", rr.status, rr.raw)
+	}
+}
+
+// TestRWReviewBatchStopsAtWriter: queued reader a, writer w2, reader b
+// behind writer w1: w1's release grants a alone (b is behind w2), a's
+// grants w2, w2's grants b.
+func TestRWReviewBatchStopsAtWriter(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	w1 := rwTake(t, srv, name, "write", "w1", 30)
+	out := make(chan reply, 3)
+	go func() {
+		out <- call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":6}`)
+	}()
+	waitQueued(t, srv, name, 1)
+	go func() {
+		out <- call(t, srv, "POST", rwPath(name, "/write/wait"), `{"owner":"w2","ttl_seconds":30,"wait_seconds":6}`)
+	}()
+	waitQueued(t, srv, name, 2)
+	go func() {
+		out <- call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"b","ttl_seconds":30,"wait_seconds":6}`)
+	}()
+	waitQueued(t, srv, name, 3)
+	rwRelease(t, srv, name, w1)
+	first := <-out
+	if first.json["acquired"] != true || first.json["lease"].(map[string]any)["owner"] != "a" {
+		t.Fatalf("first answer: %s, want a granted", first.raw)
+	}
+	st := call(t, srv, "GET", rwPath(name, ""), "")
+	if rs := st.json["readers"].([]any); len(rs) != 1 {
+		t.Errorf("readers: %v, want a alone (b is behind w2)", rs)
+	}
+	rwRelease(t, srv, name, first.json["lease"].(map[string]any))
+	second := <-out
+	if second.json["acquired"] != true || second.json["lease"].(map[string]any)["owner"] != "w2" {
+		t.Fatalf("second answer: %s, want w2 granted", second.raw)
+	}
+	rwRelease(t, srv, name, second.json["lease"].(map[string]any))
+	third := <-out
+	if third.json["acquired"] != true {
+		t.Fatalf("third: %s", third.raw)
+	}
+}
+
+// TestRWReviewLapsedWriterAhead: a queued writer that gave up (its place
+// lapses) does not stall the reader queued behind it once the lock is
+// free.
+func TestRWReviewLapsedWriterAhead(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	w0 := rwTake(t, srv, name, "write", "w0", 30)
+	wdone := make(chan reply, 1)
+	go func() {
+		wdone <- call(t, srv, "POST", rwPath(name, "/write/wait"), `{"owner":"w","ttl_seconds":30,"wait_seconds":1}`)
+	}()
+	waitQueued(t, srv, name, 1)
+	rdone := make(chan reply, 1)
+	start := time.Now()
+	go func() {
+		rdone <- call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"b","ttl_seconds":30,"wait_seconds":20}`)
+	}()
+	waitQueued(t, srv, name, 2)
+	if w := <-wdone; w.status != 200 || w.json["acquired"] != false {
+		t.Fatalf("writer's wait: got %d %s, want acquired false", w.status, w.raw)
+	}
+	rwRelease(t, srv, name, w0)
+	if r := <-rdone; r.status != 200 || r.json["acquired"] != true {
+		t.Errorf("reader behind the lapsed writer: got %d %s after %v, want granted", r.status, r.raw, time.Since(start))
+	}
+}
