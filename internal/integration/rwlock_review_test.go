@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ft288/locks/internal/testenv"
+	"github.com/ft288/locks/internal/verify/faultproxy"
 )
 
 // Review of issue 24 (read/write locks): histories a reviewer tried in
@@ -159,4 +160,60 @@ func TestRWReviewLapsedWriterAhead(t *testing.T) {
 	if r := <-rdone; r.status != 200 || r.json["acquired"] != true {
 		t.Errorf("reader behind the lapsed writer: got %d %s after %v, want granted", r.status, r.raw, time.Since(start))
 	}
+}
+
+// TestRWReviewLateReaderLandsAfterWriterRelease is the history of a chaos
+// report ("rw-exclusive: the store granted q0 the reader 32's lease (token
+// …324) while q3's writer lease (token …319) was live for 440 ms more"):
+// a reader's write stamped before a writer's grant is delivered late,
+// after that writer's release, and is granted — rightly: a released lease
+// is free on any clock. The reader's lease has the larger token and is
+// stamped (acquired_at) before the writer's grant, so a history that reads
+// each lease as live from its acquired_at sees the writer live over it;
+// the store applied it after the release (the checker before the proof
+// branch's 16eff38, "a grant is live no earlier than the grants committed
+// before it", read it so). The writer cannot be revived over it: its
+// renewal is refused, and a writer is held out by the late reader.
+func TestRWReviewLateReaderLandsAfterWriterRelease(t *testing.T) {
+	t.Parallel()
+	proxy := newProxy(t)
+	now := steppingClock()
+	impatient := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), StoreBudget: 300 * time.Millisecond, Now: now})
+	srv := testenv.Start(t, testenv.Options{StoreEndpoint: proxy.URL(), Now: now})
+	name := res(t)
+
+	hold := make(chan struct{})
+	proxy.SetPlan(holdNext(hold))
+	if r := rwTry(t, impatient, name, "read", "q", 30); r.status != 503 {
+		t.Fatalf("held read: got %d %s, want 503 (its write held in flight)", r.status, r.raw)
+	}
+	proxy.SetPlan(nil)
+	w := rwTake(t, srv, name, "write", "w", 30)
+	rwRelease(t, srv, name, w)
+	close(hold)
+	proxy.Settle()
+	var late faultproxy.Record
+	for _, r := range proxy.Records() {
+		if r.Fault == faultproxy.Late {
+			late = r
+		}
+	}
+	if !late.Forwarded || late.StoreStatus != 200 {
+		t.Fatalf("late reader's write: forwarded %v, store answered %d %s; want applied after the release", late.Forwarded, late.StoreStatus, late.StoreBody)
+	}
+	st := call(t, srv, "GET", rwPath(name, ""), "")
+	rs, _ := st.json["readers"].([]any)
+	if st.json["writer"] != nil || len(rs) != 1 {
+		t.Fatalf("status: got %s, want the late reader alone", st.raw)
+	}
+	rl := rs[0].(map[string]any)
+	ra, _ := time.Parse(time.RFC3339Nano, rl["acquired_at"].(string))
+	wa, _ := time.Parse(time.RFC3339Nano, w["acquired_at"].(string))
+	if tokenOf(t, rl) <= tokenOf(t, w) || !ra.Before(wa) {
+		t.Errorf("late reader %v: want a token above the writer's %d, stamped before its grant (%v)", rl, tokenOf(t, w), w["acquired_at"])
+	}
+	if r := call(t, srv, "POST", rwPath(name, "/renew"), rwLeaseBody(w, "ttl_seconds", 60)); r.status != 404 {
+		t.Errorf("released writer's renewal: got %d %s, want 404", r.status, r.raw)
+	}
+	rwHeld(t, srv, name, "write", "w2")
 }
