@@ -217,3 +217,34 @@ func TestRWReviewLateReaderLandsAfterWriterRelease(t *testing.T) {
 	}
 	rwHeld(t, srv, name, "write", "w2")
 }
+
+// TestRWReviewTicketKeepsItsMode (failing): a queue_ticket is one place of
+// one mode. A write wait that brings a read wait's ticket is answered as
+// that place — a reader's entry (no kind) — so readers queued behind it
+// count it as a reader of the head's batch and take slots ahead of the
+// writer, which "a queued writer keeps out every reader that arrives after
+// it" (docs/design.md, "Waiting: fair, writer-preferring by arrival")
+// forbids. Either the ticket of the other mode is refused (a problem) or
+// the place becomes the writer's; it must not stay a reader's.
+func TestRWReviewTicketKeepsItsMode(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	rwTake(t, srv, name, "write", "w0", 30)
+	r := call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":1}`)
+	tk, _ := r.json["queue_ticket"].(string)
+	if r.status != 200 || r.json["acquired"] != false || tk == "" {
+		t.Fatalf("read wait behind the writer: got %d %s, want acquired false with a queue_ticket", r.status, r.raw)
+	}
+	r = call(t, srv, "POST", rwPath(name, "/write/wait"), semBody(map[string]any{"owner": "a", "ttl_seconds": 30, "wait_seconds": 1, "queue_ticket": tk}))
+	if r.status >= 400 && r.status < 500 {
+		return // refused: the ticket is a reader's place
+	}
+	st := call(t, srv, "GET", rwPath(name, ""), "")
+	q, _ := st.json["queue"].([]any)
+	for _, e := range q {
+		if m := e.(map[string]any); m["owner"] == "a" && m["mode"] != "write" {
+			t.Errorf("write wait with a read wait's ticket: answered %d %s; its place is a %v entry (%s), want the writer's or a refusal", r.status, r.raw, m["mode"], st.raw)
+		}
+	}
+}
