@@ -248,3 +248,91 @@ func TestRWReviewTicketKeepsItsMode(t *testing.T) {
 		}
 	}
 }
+
+// TestRWReviewOrphanPlaceKeepsItsMode (failing): a round that brings no
+// ticket takes over its owner's orphaned place (view.orphan: by owner and
+// principal alone). A write wait that follows the owner's read wait (one
+// process switching mode, or two processes sharing an owner) thus takes
+// the read wait's place, a reader's entry: queued readers behind it then
+// batch past the writer (see TestRWReviewTicketKeepsItsMode). The writer's
+// round must not adopt a reader's place (nor a reader's a writer's).
+func TestRWReviewOrphanPlaceKeepsItsMode(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	rwTake(t, srv, name, "write", "w0", 30)
+	r := call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":1}`)
+	if r.status != 200 || r.json["acquired"] != false {
+		t.Fatalf("read wait behind the writer: got %d %s, want acquired false", r.status, r.raw)
+	}
+	r = call(t, srv, "POST", rwPath(name, "/write/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":1}`)
+	st := call(t, srv, "GET", rwPath(name, ""), "")
+	q, _ := st.json["queue"].([]any)
+	writer := false
+	for _, e := range q {
+		if m := e.(map[string]any); m["owner"] == "a" && m["mode"] == "write" {
+			writer = true
+		}
+	}
+	if !writer {
+		t.Errorf("write wait after the owner's read wait: answered %d %s; queue %v has no writer's place of a, want one", r.status, r.raw, q)
+	}
+}
+
+// TestRWReviewReaderPassesAdoptedWriterPlace (failing): the consequence of
+// TestRWReviewOrphanPlaceKeepsItsMode. Behind writer w0 queue reader r1,
+// then owner a's read wait (which ends), then a's write wait (taking a's
+// place), then reader b. When w0 releases, r1 is the head and is granted;
+// b, behind a's writer's wait, must wait for it, and is answered acquired
+// false when its wait ends. It is granted instead, before the writer.
+func TestRWReviewReaderPassesAdoptedWriterPlace(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	name := res(t)
+	w0 := rwTake(t, srv, name, "write", "w0", 30)
+	r1 := make(chan reply, 1)
+	go func() {
+		r1 <- call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"r1","ttl_seconds":30,"wait_seconds":10}`)
+	}()
+	waitQueued(t, srv, name, 1)
+	if r := call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":1}`); r.json["acquired"] != false {
+		t.Fatalf("a's read wait: got %d %s, want acquired false", r.status, r.raw)
+	}
+	var readUntil string // a's read wait's place lapses then
+	for _, e := range call(t, srv, "GET", rwPath(name, ""), "").json["queue"].([]any) {
+		if m := e.(map[string]any); m["owner"] == "a" {
+			readUntil = m["until"].(string)
+		}
+	}
+	a := make(chan reply, 1)
+	go func() {
+		a <- call(t, srv, "POST", rwPath(name, "/write/wait"), `{"owner":"a","ttl_seconds":30,"wait_seconds":4}`)
+	}()
+	// a's write wait holds a place: a writer's entry of its own, or (as
+	// merged) the read wait's place, kept to a later until.
+	deadline := time.Now().Add(10 * time.Second)
+	for queued := false; !queued; {
+		if time.Now().After(deadline) {
+			t.Fatal("a's write wait never held a place")
+		}
+		for _, e := range call(t, srv, "GET", rwPath(name, ""), "").json["queue"].([]any) {
+			if m := e.(map[string]any); m["owner"] == "a" && (m["mode"] == "write" || m["until"].(string) > readUntil) {
+				queued = true
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling for an event in another process, not ordering
+	}
+	b := make(chan reply, 1)
+	go func() {
+		b <- call(t, srv, "POST", rwPath(name, "/read/wait"), `{"owner":"b","ttl_seconds":30,"wait_seconds":2}`)
+	}()
+	waitQueued(t, srv, name, 3)
+	rwRelease(t, srv, name, w0)
+	if r := <-r1; r.json["acquired"] != true {
+		t.Fatalf("r1 at the head: got %d %s, want granted", r.status, r.raw)
+	}
+	if r := <-b; r.json["acquired"] != false {
+		t.Errorf("reader b behind a's write wait: got %d %s, want acquired false (a writer is queued ahead of it)", r.status, r.raw)
+	}
+	<-a
+}
