@@ -174,7 +174,7 @@ func TestGoldenLockItem(t *testing.T) {
 	if v.open(now.UnixMilli()) {
 		t.Error("the queue reads open while both waiters' places are live")
 	}
-	if i, tk := v.find([]string{"3pvznn94zm38o"}, Caller{Owner: "waiter-2"}, now.UnixMilli()); i != 1 || tk != "3pvznn94zm38o" {
+	if i, tk := v.find([]string{"3pvznn94zm38o"}, Caller{Owner: "waiter-2"}, false, now.UnixMilli()); i != 1 || tk != "3pvznn94zm38o" {
 		t.Errorf("waiter-2's place: got %d %q, want 1", i, tk)
 	}
 

@@ -136,11 +136,13 @@ func (v *view) lapsedFront(nowMs int64) int {
 	return k
 }
 
-// find returns the index of the caller's live entry with one of tickets,
-// and its ticket; -1 when there is none.
-func (v *view) find(tickets []string, c Caller, nowMs int64) (int, string) {
+// find returns the index of the caller's live entry of kind writer with
+// one of tickets, and its ticket; -1 when there is none. A place keeps the
+// kind it joined as: a read/write lock's round of the other mode (a ticket
+// brought from a read wait to a write wait) does not find it, and joins.
+func (v *view) find(tickets []string, c Caller, writer bool, nowMs int64) (int, string) {
 	for i, e := range v.queue {
-		if e.owner != c.Owner || e.principal != c.Principal || e.until <= nowMs {
+		if e.owner != c.Owner || e.principal != c.Principal || e.writer != writer || e.until <= nowMs {
 			continue
 		}
 		for _, t := range tickets {
@@ -157,10 +159,12 @@ func (v *view) find(tickets []string, c Caller, nowMs int64) (int, string) {
 // away: a round writes until GrantGuard before its end), and its ticket;
 // -1 when there is none. A round that brings no ticket takes such a place
 // over, as if it had brought its ticket; an entry whose round still runs
-// belongs to that round.
-func (v *view) orphan(c Caller, nowMs int64) (int, string) {
+// belongs to that round, and an entry of the other kind (writer) to a
+// round of the other mode.
+func (v *view) orphan(c Caller, writer bool, nowMs int64) (int, string) {
 	for i, e := range v.queue {
-		if e.owner == c.Owner && e.principal == c.Principal && e.until > nowMs && e.until-(QueueGrace+GrantGuard).Milliseconds() <= nowMs {
+		if e.owner == c.Owner && e.principal == c.Principal && e.writer == writer && e.until > nowMs &&
+			e.until-(QueueGrace+GrantGuard).Milliseconds() <= nowMs {
 			return i, e.id
 		}
 	}
@@ -450,7 +454,7 @@ func (s *Service) leaveQueue(ctx context.Context, w *waiter, b Budget, v *view, 
 	if v == nil {
 		return ""
 	}
-	i, tk := v.find(tickets, w.caller, s.now().UnixMilli())
+	i, tk := v.find(tickets, w.caller, w.writer, s.now().UnixMilli())
 	if i < 0 {
 		return ""
 	}

@@ -580,7 +580,7 @@ func TestQueueView(t *testing.T) {
 		{[]string{"e"}, Caller{Owner: "w"}, -1}, // lapsed: no place
 		{[]string{"d"}, Caller{Owner: "x"}, -1},
 	} {
-		if i, _ := v.find(tc.tickets, tc.c, nowMs); i != tc.want {
+		if i, _ := v.find(tc.tickets, tc.c, false, nowMs); i != tc.want {
 			t.Errorf("find(%v, %+v): got %d, want %d", tc.tickets, tc.c, i, tc.want)
 		}
 	}

@@ -476,11 +476,11 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 			}
 			continue
 		}
-		i, tk := v.find(tickets, w.caller, nowMs)
+		i, tk := v.find(tickets, w.caller, w.writer, nowMs)
 		if i < 0 && w.ticket == "" && joins == 0 && !extended {
 			// A round without a ticket (a client that predates it) takes
 			// over its owner's place whose round has ended.
-			if i, tk = v.orphan(w.caller, nowMs); i >= 0 {
+			if i, tk = v.orphan(w.caller, w.writer, nowMs); i >= 0 {
 				tickets = append(tickets, tk)
 			}
 		}

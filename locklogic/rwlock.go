@@ -442,7 +442,7 @@ func (s *Service) rwAcquireInput(req RWAcquireRequest, now time.Time, gid string
 		x.n("#qt", entryUntil)
 		x.n("#qo", AttrOwner)
 		x.n("#qp", AttrPrincipal)
-		i, _ := w.queued.find([]string{w.ticket}, c, nowMs)
+		i, _ := w.queued.find([]string{w.ticket}, c, req.Mode == Write, nowMs)
 		i = max(i, 0)
 		cond += " AND " + entryCond(i, c, w.ticket, x.values, "#qo", "#qp")
 		// A reader behind the head: every entry ahead of it a reader's

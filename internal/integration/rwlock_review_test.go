@@ -225,7 +225,9 @@ func TestRWReviewLateReaderLandsAfterWriterRelease(t *testing.T) {
 // writer, which "a queued writer keeps out every reader that arrives after
 // it" (docs/design.md, "Waiting: fair, writer-preferring by arrival")
 // forbids. Either the ticket of the other mode is refused (a problem) or
-// the place becomes the writer's; it must not stay a reader's.
+// the write wait holds a writer's place of its own: it joins as a writer
+// (a new ticket), and the read wait's place, whose round has ended, lapses
+// as any departed waiter's does.
 func TestRWReviewTicketKeepsItsMode(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Start(t, testenv.Options{})
@@ -240,12 +242,20 @@ func TestRWReviewTicketKeepsItsMode(t *testing.T) {
 	if r.status >= 400 && r.status < 500 {
 		return // refused: the ticket is a reader's place
 	}
+	if got, _ := r.json["queue_ticket"].(string); r.status != 200 || got == "" || got == tk {
+		t.Errorf("write wait with a read wait's ticket %q: answered %d %s, want a writer's place of its own (a new queue_ticket) or a refusal",
+			tk, r.status, r.raw)
+	}
 	st := call(t, srv, "GET", rwPath(name, ""), "")
 	q, _ := st.json["queue"].([]any)
+	writers := 0
 	for _, e := range q {
-		if m := e.(map[string]any); m["owner"] == "a" && m["mode"] != "write" {
-			t.Errorf("write wait with a read wait's ticket: answered %d %s; its place is a %v entry (%s), want the writer's or a refusal", r.status, r.raw, m["mode"], st.raw)
+		if m := e.(map[string]any); m["owner"] == "a" && m["mode"] == "write" {
+			writers++
 		}
+	}
+	if writers != 1 {
+		t.Errorf("after the write wait: %d writer entries of a in the queue (%s), want 1", writers, st.raw)
 	}
 }
 
