@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,7 +24,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // exit code and output.
 func lockctl(tb testing.TB, endpoint string, args ...string) (code int, stdout, stderr string) {
 	tb.Helper()
-	var out, errOut bytes.Buffer
+	// Safe for concurrent writes: a command lockctl runs writes its
+	// output through os/exec's copying goroutine while lockctl writes its
+	// own messages (a real run writes to the terminal's files instead).
+	var out, errOut syncBuffer
 	env := cli.Env{
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
 		Getenv: func(k string) string {
