@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ft288/locks/api"
+	"github.com/ft288/locks/local"
+)
+
+// Read/write locks (issue 24): readers' try-acquires on one name against a
+// lock's try-acquires on names of their own in the same run, and a
+// writer's wait behind readers that keep the name read-held (docs/design.md,
+// "Read/write locks", "Waiting: fair, writer-preferring by arrival": a
+// queued writer keeps out every reader that arrives after it, so it waits
+// only for the leases granted before it joined).
+
+// rwClients is how many clients the reader throughput row runs, on one
+// name (fewer than MaxReaders: no try is refused for want of a slot).
+const rwClients = 16
+
+// rwReaderTTL is the readers' lease in the writer's-wait row; the goal is
+// a writer's wait of at most one such TTL.
+const rwReaderTTL = 2 * time.Second
+
+// rwWaitReaders is how many readers keep the name read-held in the
+// writer's-wait row.
+const rwWaitReaders = 4
+
+// rwFigures are the read/write lock rows.
+type rwFigures struct {
+	// The throughput run: for each kind, the grants, the tries refused
+	// (acquired false) and failed (an error), the DynamoDB requests
+	// (tries and releases) and the time it ran.
+	dur                time.Duration
+	read, lock         tryTally
+	readLat, lockLat   []time.Duration
+	readReqs, lockReqs int
+	// The writer's wait: from each ask to its grant; held counts the asks
+	// at which a reader held the name (as the readers know it).
+	waits        []time.Duration
+	held         int
+	readerGrants int
+	waitFor      time.Duration
+}
+
+// tryTally counts one kind's tries.
+type tryTally struct {
+	granted, refused, failed int
+	took                     time.Duration
+}
+
+func (t tryTally) rate() float64 { return float64(t.granted) / t.took.Seconds() }
+
+type rwLeaseJSON struct {
+	Mode         string `json:"mode"`
+	Slot         int    `json:"slot"`
+	FencingToken int64  `json:"fencing_token"`
+}
+
+type rwAnswer struct {
+	Acquired    bool        `json:"acquired"`
+	Lease       rwLeaseJSON `json:"lease"`
+	QueueTicket string      `json:"queue_ticket"`
+}
+
+// rwRelease releases the lease l of name held by owner.
+func rwRelease(s *service, name, owner string, l rwLeaseJSON) error {
+	body := map[string]any{"owner": owner, "mode": l.Mode, "fencing_token": l.FencingToken}
+	if l.Mode == "read" {
+		body["slot"] = l.Slot
+	}
+	return setBenchDo(s, "DELETE", "/rwlocks/"+url.PathEscape(name), body, nil)
+}
+
+// measure runs the throughput rows for dur (in two halves of each kind,
+// alternating, so a noisy neighbour weighs on both), then rounds of the
+// writer's wait.
+func (f *rwFigures) measure(ctx context.Context, endpoint string, dur time.Duration, rounds int) error {
+	progress(fmt.Sprintf("read/write locks: %d readers on one name against %d lock clients on names of their own for %s each, then %d writers' waits behind %d readers (TTL %s)",
+		rwClients, rwClients, dur, rounds, rwWaitReaders, rwReaderTTL))
+	s, err := startService(ctx, endpoint, serviceOptions{fair: true})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	f.dur = dur
+	name := resourceName("rw")
+	for range 2 {
+		if err := f.tries(ctx, s, false, name, dur/2); err != nil {
+			return err
+		}
+		if err := f.tries(ctx, s, true, name, dur/2); err != nil {
+			return err
+		}
+	}
+	if f.read.granted == 0 || f.lock.granted == 0 {
+		return fmt.Errorf("read/write locks: no grant (reads %+v, locks %+v)", f.read, f.lock)
+	}
+	return f.writerWait(ctx, s, rounds)
+}
+
+// tries runs rwClients clients for dur, each looping a try-acquire and, when
+// granted, its release: readers of the one name (read), or locks on names
+// of their own (!read).
+func (f *rwFigures) tries(ctx context.Context, s *service, read bool, name string, dur time.Duration) error {
+	var (
+		mu   sync.Mutex
+		t    tryTally
+		lat  []time.Duration
+		errs atomic.Int64
+		wg   sync.WaitGroup
+	)
+	s.ddb.take()
+	start := time.Now()
+	end := start.Add(dur)
+	prefix := resourceName("rwlock-yardstick")
+	for c := range rwClients {
+		owner := fmt.Sprintf("bench-%d", c)
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+				var granted, refused bool
+				t0 := time.Now()
+				if read {
+					var ans rwAnswer
+					err := setBenchDo(s, "POST", "/rwlocks/"+url.PathEscape(name)+"/read", map[string]any{"owner": owner, "ttl_seconds": 30}, &ans)
+					if err == nil {
+						granted, refused = ans.Acquired, !ans.Acquired
+						if granted && rwRelease(s, name, owner, ans.Lease) != nil {
+							errs.Add(1)
+						}
+					}
+				} else {
+					r := fmt.Sprintf("%s-%d-%d", prefix, c, i)
+					var ans struct{ Acquired bool }
+					err := setBenchDo(s, "POST", "/locks/"+url.PathEscape(r), map[string]any{"owner": owner, "ttl_seconds": 30}, &ans)
+					if err == nil {
+						granted, refused = ans.Acquired, !ans.Acquired
+						if granted && setBenchDo(s, "DELETE", "/locks/"+url.PathEscape(r), map[string]any{"owner": owner}, nil) != nil {
+							errs.Add(1)
+						}
+					}
+				}
+				took := time.Since(t0)
+				mu.Lock()
+				switch {
+				case granted:
+					t.granted++
+					lat = append(lat, took)
+				case refused:
+					t.refused++
+				default:
+					t.failed++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.took = time.Since(start)
+	reqs := sum(s.ddb.take())
+	t.failed += int(errs.Load())
+	dst, dstLat, dstReqs := &f.lock, &f.lockLat, &f.lockReqs
+	if read {
+		dst, dstLat, dstReqs = &f.read, &f.readLat, &f.readReqs
+	}
+	dst.granted += t.granted
+	dst.refused += t.refused
+	dst.failed += t.failed
+	dst.took += t.took
+	*dstLat = append(*dstLat, lat...)
+	*dstReqs += reqs
+	return nil
+}
+
+// writerWait keeps a name read-held by rwWaitReaders readers (each waits
+// for a reader's lease of rwReaderTTL, holds it for half to all of the TTL,
+// releases it and asks again at once; their holds overlap) and, rounds
+// times, after a random pause of up to one TTL (a random phase of the
+// readers' leases), asks for the writer's lease with a waiting acquire,
+// times the ask to the grant and releases it.
+func (f *rwFigures) writerWait(ctx context.Context, s *service, rounds int) error {
+	name := resourceName("rw-wait")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		holding atomic.Int64 // readers holding a lease, as they know it
+		grants  atomic.Int64
+		wg      sync.WaitGroup
+	)
+	ttl := int(rwReaderTTL / time.Second)
+	for r := range rwWaitReaders {
+		owner := fmt.Sprintf("reader-%d", r)
+		wg.Go(func() {
+			// Staggered starts, so that the readers' leases overlap.
+			select {
+			case <-time.After(time.Duration(r) * rwReaderTTL / rwWaitReaders):
+			case <-ctx.Done():
+				return
+			}
+			ticket := ""
+			for ctx.Err() == nil {
+				var ans rwAnswer
+				body := map[string]any{"owner": owner, "ttl_seconds": ttl, "wait_seconds": 5}
+				if ticket != "" {
+					body["queue_ticket"] = ticket
+				}
+				if err := setBenchDo(s, "POST", "/rwlocks/"+url.PathEscape(name)+"/read/wait", body, &ans); err != nil || !ans.Acquired {
+					ticket = ans.QueueTicket
+					continue
+				}
+				ticket = ""
+				holding.Add(1)
+				grants.Add(1)
+				hold := rwReaderTTL/2 + rand.N(rwReaderTTL/2)
+				select {
+				case <-time.After(hold):
+				case <-ctx.Done():
+				}
+				holding.Add(-1)
+				_ = rwRelease(s, name, owner, ans.Lease)
+			}
+		})
+	}
+	start := time.Now()
+	// The readers' first leases overlap from the last one's start.
+	time.Sleep(rwReaderTTL)
+	for range rounds {
+		time.Sleep(rand.N(rwReaderTTL)) // a random phase of the readers' leases
+		if holding.Load() > 0 {
+			f.held++
+		}
+		t0 := time.Now()
+		ticket := ""
+		for {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ans rwAnswer
+			body := map[string]any{"owner": "writer", "ttl_seconds": 30, "wait_seconds": 10}
+			if ticket != "" {
+				body["queue_ticket"] = ticket
+			}
+			err := setBenchDo(s, "POST", "/rwlocks/"+url.PathEscape(name)+"/write/wait", body, &ans)
+			if err != nil {
+				return err
+			}
+			if !ans.Acquired {
+				ticket = ans.QueueTicket
+				continue
+			}
+			f.waits = append(f.waits, time.Since(t0))
+			if err := rwRelease(s, name, "writer", ans.Lease); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	f.waitFor = time.Since(start)
+	cancel()
+	wg.Wait()
+	f.readerGrants = int(grants.Load())
+	return nil
+}
+
+// ratio is the readers' grants per second on one name over the lock's on
+// names of their own.
+func (f *rwFigures) ratio() float64 { return f.read.rate() / f.lock.rate() }
+
+// waitMax is the writer's longest wait.
+func (f *rwFigures) waitMax() time.Duration { return quantile(f.waits, 1) }
+
+// table prints the read/write lock rows and returns the goal missed, if
+// any.
+func (f *rwFigures) table(p func(string, ...any)) []string {
+	p("| read/write locks (issue 24) | value |")
+	p("|---|---|")
+	p("| reader throughput: %d readers on one name, each a try-read then its release, no pause, %s: read grants/s (refused, failed; p50 / p99 of try + release; DynamoDB requests per grant) | **%.0f/s** (%d, %d; %s / %s; %.2f) |",
+		rwClients, f.dur.Round(time.Second), f.read.rate(), f.read.refused, f.read.failed, ms(quantile(f.readLat, 0.5)), ms(quantile(f.readLat, 0.99)),
+		float64(f.readReqs)/float64(max(1, f.read.granted)))
+	p("| yardstick, same run, alternating halves: %d clients, a lock's try-acquire then its release on names of their own | %.0f/s (%d, %d; %s / %s; %.2f) |",
+		rwClients, f.lock.rate(), f.lock.refused, f.lock.failed, ms(quantile(f.lockLat, 0.5)), ms(quantile(f.lockLat, 0.99)),
+		float64(f.lockReqs)/float64(max(1, f.lock.granted)))
+	p("| read grants/s on one name ÷ lock grants/s on names of their own | **%.2f×** |", f.ratio())
+	p("| a writer's wait behind %d readers keeping the name read-held (TTL %s, each holds 50–100 %% of it, releases and asks again at once), waiting acquire, ask to grant, %d rounds: p50 / max (goal max ≤ one reader TTL) | **%s / %s** (readers held the name at %d of %d asks; %d reader grants in %s) |",
+		rwWaitReaders, rwReaderTTL, len(f.waits), ms(quantile(f.waits, 0.5)), ms(f.waitMax()), f.held, len(f.waits), f.readerGrants, f.waitFor.Round(time.Second))
+	if f.waitMax() > rwReaderTTL {
+		return []string{fmt.Sprintf("a writer's wait ≤ one reader TTL (%s)", rwReaderTTL)}
+	}
+	return nil
+}
+
+// summary is the read/write locks' part of the summary line.
+func (f *rwFigures) summary() string {
+	return fmt.Sprintf("%.0f read grants/s on one name (%.2f× a lock's on names of their own); a writer behind readers waits p50 / max %s / %s (TTL %s)",
+		f.read.rate(), f.ratio(), ms(quantile(f.waits, 0.5)), ms(f.waitMax()), rwReaderTTL)
+}
+
+// runRW is `bench -rw`: the read/write lock rows alone.
+func runRW(quick bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dur, rounds := 6*time.Second, 12
+	if quick {
+		dur, rounds = 2*time.Second, 3
+	}
+	d, err := local.StartDynalite(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	db, err := api.NewDynamoDB(ctx, d.Endpoint)
+	if err != nil {
+		return err
+	}
+	if _, err := local.EnsureTable(ctx, db, table); err != nil {
+		return err
+	}
+	var f rwFigures
+	if err := f.measure(ctx, d.Endpoint, dur, rounds); err != nil {
+		return err
+	}
+	p := func(format string, a ...any) { fmt.Printf(format+"\n", a...) }
+	p("")
+	p("Machine: %s.", machine())
+	p("")
+	missed := f.table(p)
+	verdict := "goal met"
+	if len(missed) > 0 {
+		verdict = "goal missed: " + missed[0]
+	}
+	p("")
+	p("bench: %s (%s)", f.summary(), verdict)
+	return nil
+}
