@@ -44,9 +44,12 @@ type rwFigures struct {
 	read, lock         tryTally
 	readLat, lockLat   []time.Duration
 	readReqs, lockReqs int
-	// The writer's wait: from each ask to its grant; held counts the asks
-	// at which a reader held the name (as the readers know it).
+	// The writer's wait: from each ask to its grant; handoffs from the
+	// last reader's release (just before its request was sent) to the
+	// grant; held counts the asks at which a reader held the name (as the
+	// readers know it).
 	waits        []time.Duration
+	handoffs     []time.Duration
 	held         int
 	readerGrants int
 	waitFor      time.Duration
@@ -193,8 +196,12 @@ func (f *rwFigures) writerWait(ctx context.Context, s *service, rounds int) erro
 	defer cancel()
 	var (
 		holding atomic.Int64 // readers holding a lease, as they know it
-		grants  atomic.Int64
-		wg      sync.WaitGroup
+		// lastRelease is when the latest reader's release was sent
+		// (UnixNano): while the writer waits no reader is granted, so
+		// the latest before its grant is the release it waited for.
+		lastRelease atomic.Int64
+		grants      atomic.Int64
+		wg          sync.WaitGroup
 	)
 	ttl := int(rwReaderTTL / time.Second)
 	for r := range rwWaitReaders {
@@ -226,6 +233,7 @@ func (f *rwFigures) writerWait(ctx context.Context, s *service, rounds int) erro
 				case <-ctx.Done():
 				}
 				holding.Add(-1)
+				lastRelease.Store(time.Now().UnixNano())
 				_ = rwRelease(s, name, owner, ans.Lease)
 			}
 		})
@@ -257,7 +265,9 @@ func (f *rwFigures) writerWait(ctx context.Context, s *service, rounds int) erro
 				ticket = ans.QueueTicket
 				continue
 			}
-			f.waits = append(f.waits, time.Since(t0))
+			now := time.Now()
+			f.waits = append(f.waits, now.Sub(t0))
+			f.handoffs = append(f.handoffs, now.Sub(time.Unix(0, lastRelease.Load())))
 			if err := rwRelease(s, name, "writer", ans.Lease); err != nil {
 				return err
 			}
@@ -290,8 +300,8 @@ func (f *rwFigures) table(p func(string, ...any)) []string {
 		rwClients, f.lock.rate(), f.lock.refused, f.lock.failed, ms(quantile(f.lockLat, 0.5)), ms(quantile(f.lockLat, 0.99)),
 		float64(f.lockReqs)/float64(max(1, f.lock.granted)))
 	p("| read grants/s on one name ÷ lock grants/s on names of their own | **%.2f×** |", f.ratio())
-	p("| a writer's wait behind %d readers keeping the name read-held (TTL %s, each holds 50–100 %% of it, releases and asks again at once), waiting acquire, ask to grant, %d rounds: p50 / max (goal max ≤ one reader TTL) | **%s / %s** (readers held the name at %d of %d asks; %d reader grants in %s) |",
-		rwWaitReaders, rwReaderTTL, len(f.waits), ms(quantile(f.waits, 0.5)), ms(f.waitMax()), f.held, len(f.waits), f.readerGrants, f.waitFor.Round(time.Second))
+	p("| a writer's wait behind %d readers keeping the name read-held (TTL %s, each holds 50–100 %% of it, releases and asks again at once), waiting acquire, ask to grant, %d rounds: p50 / max (goal max ≤ one reader TTL) | **%s / %s** (of which after the last reader's release: %s / %s; readers held the name at %d of %d asks; %d reader grants in %s) |",
+		rwWaitReaders, rwReaderTTL, len(f.waits), ms(quantile(f.waits, 0.5)), ms(f.waitMax()), ms(quantile(f.handoffs, 0.5)), ms(quantile(f.handoffs, 1)), f.held, len(f.waits), f.readerGrants, f.waitFor.Round(time.Second))
 	if f.waitMax() > rwReaderTTL {
 		return []string{fmt.Sprintf("a writer's wait ≤ one reader TTL (%s)", rwReaderTTL)}
 	}
