@@ -37,13 +37,12 @@ const rwWaitReaders = 4
 
 // rwFigures are the read/write lock rows.
 type rwFigures struct {
-	// The throughput run: for each kind, the grants, the tries refused
-	// (acquired false) and failed (an error), the DynamoDB requests
-	// (tries and releases) and the time it ran.
-	dur                time.Duration
-	read, lock         tryTally
-	readLat, lockLat   []time.Duration
-	readReqs, lockReqs int
+	// The throughput run, each kind for dur: readers of one name, readers
+	// of names of their own (the read route's own cost, without the one
+	// item's), and a lock's try-acquires on names of their own (the
+	// yardstick).
+	dur                 time.Duration
+	read, readOwn, lock tryTally
 	// The writer's wait: from each ask to its grant; handoffs from the
 	// last reader's release (just before its request was sent) to the
 	// grant; held counts the asks at which a reader held the name (as the
@@ -55,11 +54,33 @@ type rwFigures struct {
 	waitFor      time.Duration
 }
 
-// tryTally counts one kind's tries.
+// tryTally is one kind's tries: the grants, the tries refused (acquired
+// false) and failed (an error), the latencies of the granted tries with
+// their releases, the DynamoDB requests (tries and releases) and the time
+// it ran.
 type tryTally struct {
 	granted, refused, failed int
+	lat                      []time.Duration
+	reqs                     int
 	took                     time.Duration
 }
+
+// perGrant is the DynamoDB requests per grant (with its release).
+func (t tryTally) perGrant() float64 { return float64(t.reqs) / float64(max(1, t.granted)) }
+
+// row renders t's figures after its grants per second.
+func (t tryTally) row() string {
+	return fmt.Sprintf("%d, %d; %s / %s; %.2f", t.refused, t.failed, ms(quantile(t.lat, 0.5)), ms(quantile(t.lat, 0.99)), t.perGrant())
+}
+
+// The kinds of tries in the throughput run.
+type tryKind int
+
+const (
+	tryRead    tryKind = iota // a reader of the one name
+	tryReadOwn                // a reader of a name of its own
+	tryLock                   // a lock on a name of its own
+)
 
 func (t tryTally) rate() float64 { return float64(t.granted) / t.took.Seconds() }
 
@@ -98,27 +119,24 @@ func (f *rwFigures) measure(ctx context.Context, endpoint string, dur time.Durat
 	f.dur = dur
 	name := resourceName("rw")
 	for range 2 {
-		if err := f.tries(ctx, s, false, name, dur/2); err != nil {
-			return err
-		}
-		if err := f.tries(ctx, s, true, name, dur/2); err != nil {
-			return err
+		for _, k := range []tryKind{tryLock, tryRead, tryReadOwn} {
+			if err := f.tries(ctx, s, k, name, dur/2); err != nil {
+				return err
+			}
 		}
 	}
-	if f.read.granted == 0 || f.lock.granted == 0 {
-		return fmt.Errorf("read/write locks: no grant (reads %+v, locks %+v)", f.read, f.lock)
+	if f.read.granted == 0 || f.readOwn.granted == 0 || f.lock.granted == 0 {
+		return fmt.Errorf("read/write locks: no grant (reads %d, on names of their own %d, locks %d)", f.read.granted, f.readOwn.granted, f.lock.granted)
 	}
 	return f.writerWait(ctx, s, rounds)
 }
 
-// tries runs rwClients clients for dur, each looping a try-acquire and, when
-// granted, its release: readers of the one name (read), or locks on names
-// of their own (!read).
-func (f *rwFigures) tries(ctx context.Context, s *service, read bool, name string, dur time.Duration) error {
+// tries runs rwClients clients for dur, each looping a try-acquire of kind k
+// and, when granted, its release; name is the one name of tryRead.
+func (f *rwFigures) tries(ctx context.Context, s *service, k tryKind, name string, dur time.Duration) error {
 	var (
 		mu   sync.Mutex
 		t    tryTally
-		lat  []time.Duration
 		errs atomic.Int64
 		wg   sync.WaitGroup
 	)
@@ -132,7 +150,11 @@ func (f *rwFigures) tries(ctx context.Context, s *service, read bool, name strin
 			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
 				var granted, refused bool
 				t0 := time.Now()
-				if read {
+				if k != tryLock {
+					name := name
+					if k == tryReadOwn {
+						name = fmt.Sprintf("%s-%d-%d", prefix, c, i)
+					}
 					var ans rwAnswer
 					err := setBenchDo(s, "POST", "/rwlocks/"+url.PathEscape(name)+"/read", map[string]any{"owner": owner, "ttl_seconds": 30}, &ans)
 					if err == nil {
@@ -157,7 +179,7 @@ func (f *rwFigures) tries(ctx context.Context, s *service, read bool, name strin
 				switch {
 				case granted:
 					t.granted++
-					lat = append(lat, took)
+					t.lat = append(t.lat, took)
 				case refused:
 					t.refused++
 				default:
@@ -169,18 +191,15 @@ func (f *rwFigures) tries(ctx context.Context, s *service, read bool, name strin
 	}
 	wg.Wait()
 	t.took = time.Since(start)
-	reqs := sum(s.ddb.take())
+	t.reqs = sum(s.ddb.take())
 	t.failed += int(errs.Load())
-	dst, dstLat, dstReqs := &f.lock, &f.lockLat, &f.lockReqs
-	if read {
-		dst, dstLat, dstReqs = &f.read, &f.readLat, &f.readReqs
-	}
+	dst := map[tryKind]*tryTally{tryRead: &f.read, tryReadOwn: &f.readOwn, tryLock: &f.lock}[k]
 	dst.granted += t.granted
 	dst.refused += t.refused
 	dst.failed += t.failed
+	dst.lat = append(dst.lat, t.lat...)
+	dst.reqs += t.reqs
 	dst.took += t.took
-	*dstLat = append(*dstLat, lat...)
-	*dstReqs += reqs
 	return nil
 }
 
@@ -293,13 +312,12 @@ func (f *rwFigures) waitMax() time.Duration { return quantile(f.waits, 1) }
 func (f *rwFigures) table(p func(string, ...any)) []string {
 	p("| read/write locks (issue 24) | value |")
 	p("|---|---|")
-	p("| reader throughput: %d readers on one name, each a try-read then its release, no pause, %s: read grants/s (refused, failed; p50 / p99 of try + release; DynamoDB requests per grant) | **%.0f/s** (%d, %d; %s / %s; %.2f) |",
-		rwClients, f.dur.Round(time.Second), f.read.rate(), f.read.refused, f.read.failed, ms(quantile(f.readLat, 0.5)), ms(quantile(f.readLat, 0.99)),
-		float64(f.readReqs)/float64(max(1, f.read.granted)))
-	p("| yardstick, same run, alternating halves: %d clients, a lock's try-acquire then its release on names of their own | %.0f/s (%d, %d; %s / %s; %.2f) |",
-		rwClients, f.lock.rate(), f.lock.refused, f.lock.failed, ms(quantile(f.lockLat, 0.5)), ms(quantile(f.lockLat, 0.99)),
-		float64(f.lockReqs)/float64(max(1, f.lock.granted)))
-	p("| read grants/s on one name ÷ lock grants/s on names of their own | **%.2f×** |", f.ratio())
+	p("| reader throughput: %d readers on one name, each a try-read then its release, no pause, %s: read grants/s (refused, failed; p50 / p99 of try + release; DynamoDB requests per grant) | **%.0f/s** (%s) |",
+		rwClients, f.dur.Round(time.Second), f.read.rate(), f.read.row())
+	p("| … %d readers on names of their own, same run | %.0f/s (%s) |", rwClients, f.readOwn.rate(), f.readOwn.row())
+	p("| yardstick, same run: %d clients, a lock's try-acquire then its release on names of their own (the three kinds in turn, two rounds of %s each) | %.0f/s (%s) |",
+		rwClients, (f.dur / 2).Round(100*time.Millisecond), f.lock.rate(), f.lock.row())
+	p("| read grants/s on one name ÷ lock grants/s on names of their own (readers on names of their own ÷ locks) | **%.2f×** (%.2f×) |", f.ratio(), f.readOwn.rate()/f.lock.rate())
 	p("| a writer's wait behind %d readers keeping the name read-held (TTL %s, each holds 50–100 %% of it, releases and asks again at once), waiting acquire, ask to grant, %d rounds: p50 / max (goal max ≤ one reader TTL) | **%s / %s** (of which after the last reader's release: %s / %s; readers held the name at %d of %d asks; %d reader grants in %s) |",
 		rwWaitReaders, rwReaderTTL, len(f.waits), ms(quantile(f.waits, 0.5)), ms(f.waitMax()), ms(quantile(f.handoffs, 0.5)), ms(quantile(f.handoffs, 1)), f.held, len(f.waits), f.readerGrants, f.waitFor.Round(time.Second))
 	if f.waitMax() > rwReaderTTL {
