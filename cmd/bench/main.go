@@ -22,6 +22,11 @@
 //     the same run (p50, p99, DynamoDB requests), and a set of 2 that holds
 //     nothing while it waits against 4 fair-queue waiters on one of its
 //     names (grants per second to each: the starvation the design states);
+//   - read/write locks (issue 24): 16 readers' try-acquires on one name
+//     against a lock's try-acquires on names of their own in the same run
+//     (grants per second), and a writer's waiting acquire behind readers
+//     that keep the name read-held (p50, max; goal: at most one reader
+//     TTL);
 //   - the acquire handler's CPU time per operation against a bare SDK
 //     UpdateItem, both on one zero-latency canned store, and allocations;
 //   - the DynamoDB requests each operation sends: locks, and semaphore
@@ -35,7 +40,7 @@
 // which goals were met. It needs Go and the repository's node_modules
 // (dynalite), nothing else. -queue measures issue 18's figures alone,
 // -handoff the fair queue's handoffs and the hot lock alone, -sets the lock
-// sets alone.
+// sets alone, -rw the read/write locks alone.
 package main
 
 import (
@@ -73,10 +78,18 @@ func main() {
 	queueOnly := flag.Bool("queue", false, "measure only issue 18's figures: handoffs (polling, random watch, fair queue), waiter costs, the hot lock, requests per operation")
 	coldOnly := flag.Bool("cold", false, "measure only the cold starts under the Lambda emulator")
 	setsOnly := flag.Bool("sets", false, "measure only the lock sets: a set of 5 against a single acquire, and a set of 2 against fair-queue waiters")
+	rwOnly := flag.Bool("rw", false, "measure only the read/write locks: readers on one name against a lock's try-acquires, and a writer's wait behind readers")
 	handoffOnly := flag.Bool("handoff", false, "measure only the fair queue's handoffs (1, 4 and 16 waiters) and the hot lock (for tuning the queue's pace)")
 	flag.Parse()
 	if *setsOnly {
 		if err := runSets(*quick); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *rwOnly {
+		if err := runRW(*quick); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -145,6 +158,8 @@ type settings struct {
 	tries      time.Duration // the try-acquire throughput run
 	setN       int           // sets of 5 (and single acquires) timed
 	starve     time.Duration // the set against fair-queue waiters
+	rwTries    time.Duration // each kind's try-acquires in the read/write lock rows
+	rwRounds   int           // a writer's waits behind readers
 	cpuRounds  int
 	cpuOps     int // per round and kind
 	coldTrials int
@@ -153,10 +168,10 @@ type settings struct {
 func run(quick bool, profile string) error {
 	started := time.Now()
 	set := settings{handoff: 12 * time.Second, hot: 6 * time.Second, watch: 12 * time.Second, costWindow: 19 * time.Second, tries: 5 * time.Second,
-		setN: 200, starve: 10 * time.Second, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
+		setN: 200, starve: 10 * time.Second, rwTries: 6 * time.Second, rwRounds: 12, cpuRounds: 7, cpuOps: 3000, coldTrials: 9}
 	if quick {
 		set = settings{handoff: 2 * time.Second, hot: 2 * time.Second, watch: 3 * time.Second, costWindow: 4 * time.Second, tries: 2 * time.Second,
-			setN: 20, starve: 3 * time.Second, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
+			setN: 20, starve: 3 * time.Second, rwTries: 2 * time.Second, rwRounds: 3, cpuRounds: 3, cpuOps: 500, coldTrials: 2}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -225,6 +240,11 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
+	var rw rwFigures
+	if err := rw.measure(ctx, d.Endpoint, set.rwTries, set.rwRounds); err != nil {
+		return err
+	}
+
 	progress("CPU per acquire: handler against a bare UpdateItem on a canned store")
 	cpu, err := measureCPU(root, set.cpuRounds, set.cpuOps, profile)
 	if err != nil {
@@ -236,7 +256,7 @@ func run(quick bool, profile string) error {
 		return err
 	}
 
-	report(os.Stdout, q, watch, tries, &sets, cpu, cold, bins, time.Since(started))
+	report(os.Stdout, q, watch, tries, &sets, &rw, cpu, cold, bins, time.Since(started))
 	return nil
 }
 
@@ -305,7 +325,7 @@ func machine() string {
 }
 
 // report prints the tables and the summary line.
-func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, sets *setFigures, cpu cpuResult, cold map[string]*coldResult, bins *builds, took time.Duration) {
+func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, sets *setFigures, rw *rwFigures, cpu cpuResult, cold map[string]*coldResult, bins *builds, took time.Duration) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("Machine: %s. Run took %s.", machine(), took.Round(time.Second))
@@ -349,6 +369,8 @@ func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, set
 	p("")
 	missed = append(missed, sets.table(p)...)
 	p("")
+	missed = append(missed, rw.table(p)...)
+	p("")
 
 	if cpu.ratio > goalCPURatio {
 		missed = append(missed, fmt.Sprintf("CPU ≤ %.2f×", goalCPURatio))
@@ -361,8 +383,8 @@ func report(w *os.File, q queueFigures, watch []watchRow, tries []tryResult, set
 	if len(missed) > 0 {
 		verdict = "goals missed: " + strings.Join(missed, "; ")
 	}
-	p("bench: %s; watchers see a change in p50 / p99 %s, %s, at most %.1f reads/s each; handler CPU %.2f× a bare UpdateItem; %s; %s",
-		queueText, strings.Join(ws.lat, ", "), ws.skipText(), ws.reads, cpu.ratio,
+	p("bench: %s; watchers see a change in p50 / p99 %s, %s, at most %.1f reads/s each; %s; handler CPU %.2f× a bare UpdateItem; %s; %s",
+		queueText, strings.Join(ws.lat, ", "), ws.skipText(), ws.reads, rw.summary(), cpu.ratio,
 		map[bool]string{true: "1 DynamoDB request per lock operation", false: "not 1 DynamoDB request per lock operation"}[allOne], verdict)
 }
 
