@@ -89,7 +89,7 @@ class LockSetRunnerTests(TestCase):
         self.assertGreater(cm2.exception.waited, 1.4)
         holder.release()
 
-    def test_waiting_set_tries_first_waits_holding_nothing_granted_on_release(self):
+    def test_waiting_set_tries_first_queues_holding_earlier_names_granted_on_release(self):
         p = resource_name(self)
         holder = self.keep(self.c.try_acquire(f"{p}:y", owner="holder", ttl=30, keepalive=False))
         before = RUNNER.counts()
@@ -108,12 +108,14 @@ class LockSetRunnerTests(TestCase):
         while RUNNER.counts()["requests"].get(WAIT, 0) <= before["requests"].get(WAIT, 0):
             self.assertLess(time.monotonic(), end, f"no request to {WAIT} within 10 s")
             time.sleep(0.01)
-        # The round's own try may hold x for the moment of its rollback (the
-        # window docs/design.md describes); then the waiting set holds nothing.
+        # A waiting round takes the names in byte order and queues for the
+        # held one holding those before it (docs/design.md, Lock sets): x,
+        # once the round has taken it (its try, on the quick route, held
+        # nothing).
         end = time.monotonic() + 2
-        while self.held_now(f"{p}:x") and time.monotonic() < end:
-            pass
-        self.assertFalse(self.held_now(f"{p}:x"), "the waiting set holds nothing")
+        while not self.held_now(f"{p}:x") and time.monotonic() < end:
+            time.sleep(0.01)
+        self.assertTrue(self.held_now(f"{p}:x"), "the waiting set holds x, the name before the held y")
         released = time.monotonic()
         holder.release()
         t.join(20)

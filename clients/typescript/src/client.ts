@@ -916,8 +916,9 @@ export class Client {
    * Waits for every one of `names`, all or none, as {@link Client.acquire}
    * waits for a lock (`waitMs`, default 30 s; `signal`): a try first on the
    * quick route, and only while the set is refused, rounds at the service
-   * (`POST /locksets/{prefix}/wait`), which waits holding nothing (a set
-   * takes no place in any queue, so it cannot deadlock). Against a service
+   * (`POST /locksets/{prefix}/wait`), where the set queues for each held
+   * name in byte order, holding the names before it (every caller takes
+   * names in one order, so sets cannot deadlock). Against a service
    * that does not wait for sets (422 naming `wait_seconds`, or no such
    * route; remembered) it polls with tries. Rejects with
    * {@link LockSetHeldError} when the wait runs out; otherwise as
