@@ -64,13 +64,20 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 		// this many times (waiting at the service: it reads only inside its
 		// wait).
 		sent, answered, reads int
-		within                time.Duration
-		maxRequests           int64 // acquire requests in all; 0: any number
+		// within bounds the time from the release to the grant (0: not
+		// judged by time).
+		within      time.Duration
+		maxRequests int64 // acquire requests in all; 0: any number
 	}{
 		// A try finds the lock held (a lock's try reads nothing); the
-		// service holds the one round that follows and grants it at its
-		// next read of the item, ~100 ms apart.
-		{name: "AtTheService", sent: 2, reads: 1, within: 500 * time.Millisecond, maxRequests: 2},
+		// service holds the one round that follows and grants it in that
+		// round: two requests in all (a service that did not grant in the
+		// round would need a third, or let the test's 10 s context, which
+		// bounds the round, run out). How soon after the release is a
+		// latency, which make bench measures (handoff p50 / p99); a
+		// wall-clock bound here failed on a loaded 2-core CI machine
+		// (1.37 s against 500 ms).
+		{name: "AtTheService", sent: 2, reads: 1, maxRequests: 2},
 		{name: "Polling", opts: []client.Option{client.WithoutServerWait()}, answered: 2, within: 2 * time.Second},
 	}
 	for _, tt := range tests {
@@ -121,7 +128,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 				t.Fatalf("Acquire: %v", r.err)
 			}
 			defer r.l.Release(context.Background())
-			if wait := r.at.Sub(released); wait > tt.within {
+			if wait := r.at.Sub(released); tt.within > 0 && wait > tt.within {
 				t.Errorf("Acquire got the lock %s after the release, want within %s", wait, tt.within)
 			}
 			if r.l.FencingToken() <= holder.FencingToken() {
