@@ -140,11 +140,15 @@ func TestRWLocal(t *testing.T) {
 			if mode == client.WriteMode {
 				acquire = c.TryAcquireWrite
 			}
-			l, err := acquire(ctx, name, "", time.Second)
+			// A 3 s lease: its keep-alive renews every second, and a
+			// renewal slowed by a loaded machine (race detector, 2 cores)
+			// still lands well inside the local validity (a 1 s lease
+			// lost it once in CI).
+			l, err := acquire(ctx, name, "", 3*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The keep-alive renews past the first TTL (by mode and slot).
+			// The keep-alive renews past the first expiry (by mode and slot).
 			first := l.ExpiresAt()
 			for l.ExpiresAt().Sub(first) < time.Second {
 				select {
