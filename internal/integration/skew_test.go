@@ -60,11 +60,12 @@ func TestSkew(t *testing.T) {
 			t.Fatalf("500 ms of skew with a 100 ms margin, three runs: the checker found no overlapping holds (%v)", res.Report.Counts)
 		}
 		for _, v := range res.Report.Violations {
-			// A semaphore's exclusion (at most N holders) and a
-			// read/write lock's (a writer alone, at most R readers) are
-			// the lock's, per lease: skew breaks them the same way.
+			// A semaphore's exclusion (at most N holders), a read/write
+			// lock's (a writer alone, at most R readers) and a lock set's
+			// (each name held from the answer on) are the lock's, per
+			// lease: skew breaks them the same way.
 			switch v.Rule {
-			case chaos.RuleMutualExclusion, chaos.RuleSemaphoreLimit, chaos.RuleRWExclusive, chaos.RuleRWReaders:
+			case chaos.RuleMutualExclusion, chaos.RuleSemaphoreLimit, chaos.RuleRWExclusive, chaos.RuleRWReaders, chaos.RuleSetHeld:
 			default:
 				t.Errorf("skew should break only mutual exclusion (of locks, a semaphore's N, a read/write lock's), got %v", v)
 				continue
