@@ -32,8 +32,9 @@ import (
 //     all of them together (the lock sets' wait holds for LockSetWaitHold,
 //     28 s) at most WaitingBound (788) of a default account's 1,000. The
 //     212 left serve the quick routes while their mean duration is under
-//     212 / 9,500 s = 22 ms at all thirteen routes' full rate, and the
-//     account's other functions. API Gateway answers a throttled route 429
+//     212 / 10,000 s = 21 ms at the account's full rate (all thirteen at
+//     theirs would be 13,000 requests/s: the account's bucket caps them
+//     together), and the account's other functions. API Gateway answers a throttled route 429
 //     {"message":"Too Many Requests"}.
 //   - Reserved concurrency (-c reserve=true): the one hard cap. Each
 //     function with a Reserve gets that many executions nobody else may
@@ -48,7 +49,7 @@ import (
 // bucket of its own (API Gateway throttles by route key); the function's
 // reserved concurrency bounds both rows together. Every route's throttle
 // can be set at deploy time (ParseThrottles: -c throttle=OP=RATE:BURST, as
-// locald's -throttle), within the account's bucket (CheckAccountBucket).
+// locald's -throttle), each within the account's bucket (CheckAccountBucket).
 //
 // Both refusals are retryable: the clients back off and retry them.
 
@@ -84,7 +85,8 @@ func (r Route) Holds() int {
 // Route throttles, by the work one request of each route does.
 var (
 	// QuickThrottle is each quick route's: try-acquire, renew, release and
-	// status, of locks and of semaphores. One execution per store call.
+	// status, of locks, semaphores and read/write locks. One execution per
+	// store call.
 	QuickThrottle = Throttle{Rate: 1000, Burst: 1000}
 	// WaitThrottle bounds waiting lock acquires (POST
 	// /locks/{resource}/wait): at most 75 + 15 × 23 = 420 at once.
@@ -92,11 +94,6 @@ var (
 	// SemaphoreWaitThrottle bounds waiting semaphore acquires: at most
 	// 20 + 4 × 23 = 112 at once.
 	SemaphoreWaitThrottle = Throttle{Rate: 4, Burst: 20}
-	// RWQuickThrottle is each quick read/write lock route's: try-read,
-	// try-write, renew, release, status. Below QuickThrottle so that the
-	// 13 quick routes and the rest fit the account's bucket (9,618 of
-	// 10,000 requests/s: CheckAccountBucket).
-	RWQuickThrottle = Throttle{Rate: 300, Burst: 300}
 	// RWWaitThrottle bounds each of a read/write lock's waiting acquires
 	// (read and write): at most 5 + 1 × 23 = 28 at once.
 	RWWaitThrottle = Throttle{Rate: 1, Burst: 5}
@@ -233,26 +230,38 @@ func operations() []string {
 	return ops
 }
 
-// CheckAccountBucket reports route throttles that cannot all be had in an
-// account whose API Gateway bucket is account: the rates of routes (with
-// overrides) summing to more than account.Rate, or a burst above
-// account.Burst. API Gateway applies the account's bucket to all APIs of
-// the account and Region together, so a route would be throttled below
-// its own setting.
+// CheckAccountBucket reports route throttles that no request could ever
+// have in an account whose API Gateway bucket is account: a route's rate
+// (with overrides) above account.Rate, or its burst above account.Burst.
+//
+// The route rates may add up to more than account.Rate (the defaults do:
+// RateSum): a route's throttle is its ceiling, not a reservation. API
+// Gateway applies the account's bucket first, to every API of the account
+// and Region together, so the routes busy at one moment share it, and a
+// table's write capacity bounds the writing routes together long before
+// (docs/operations.md, Capacity).
 func CheckAccountBucket(routes []Route, overrides map[string]Throttle, account Throttle) error {
 	var errs []error
-	var sum float64
 	for _, r := range routes {
 		t := r.ThrottleOf(overrides)
-		sum += t.Rate
+		if t.Rate > account.Rate {
+			errs = append(errs, fmt.Errorf("route %s (%s): rate %g requests/s is above the account's API Gateway limit of %g "+
+				"requests/s (shared by every API of the account in the Region)", r.Key(), r.OperationID(), t.Rate, account.Rate))
+		}
 		if t.Burst > account.Burst {
 			errs = append(errs, fmt.Errorf("route %s (%s): burst %d is above the account's API Gateway burst of %d",
 				r.Key(), r.OperationID(), t.Burst, account.Burst))
 		}
 	}
-	if sum > account.Rate {
-		errs = append(errs, fmt.Errorf("the route throttles' rates add up to %g requests/s, above the account's API Gateway "+
-			"limit of %g requests/s (shared by every API of the account in the Region): lower some routes' rates", sum, account.Rate))
-	}
 	return errors.Join(errs...)
+}
+
+// RateSum returns the sum of the rates of routes (with overrides): what
+// they would admit together if the account's bucket did not cap them.
+func RateSum(routes []Route, overrides map[string]Throttle) float64 {
+	var sum float64
+	for _, r := range routes {
+		sum += r.ThrottleOf(overrides).Rate
+	}
+	return sum
 }

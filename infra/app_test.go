@@ -99,10 +99,11 @@ func TestPropsFromContext(t *testing.T) {
 		{name: "ErrThrottleOperation", ctx: map[string]any{"throttle": "wait=10:10"}, wantErr: `"wait" is no route's operation`},
 		{name: "ErrThrottleBurst", ctx: map[string]any{"throttle": "status=10:0"}, wantErr: `burst "0"`},
 		{name: "ErrThrottleAdminWithoutAdmins", ctx: map[string]any{"throttle": "listLocks=1:1"}, wantErr: `throttle for "listLocks": the stack deploys no route`},
-		{name: "ErrThrottlesAboveAccount", ctx: map[string]any{"throttle": "status=3000:3000"},
-			wantErr: "add up to 11588 requests/s, above the account's API Gateway limit of 10000"},
+		{name: "ErrThrottleAboveAccount", ctx: map[string]any{"throttle": "status=12000:3000"},
+			wantErr: "rate 12000 requests/s is above the account's API Gateway limit of 10000 requests/s"},
 		{name: "ErrBurstAboveAccount", ctx: map[string]any{"throttle": "renew=100:6000"}, wantErr: "burst 6000 is above the account's API Gateway burst of 5000"},
-		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "limit of 2500 requests/s"},
+		{name: "ErrSmallRegion", ctx: map[string]any{"accountThrottle": "2500:1250", "throttle": "acquire=3000:1000"},
+			wantErr: "(acquire): rate 3000 requests/s is above the account's API Gateway limit of 2500 requests/s"},
 		{name: "ErrAccountThrottleSyntax", ctx: map[string]any{"accountThrottle": "10000"}, wantErr: "accountThrottle"},
 		{name: "ErrAccountThrottleZero", ctx: map[string]any{"accountThrottle": "0:5000"}, wantErr: "positive rate"},
 		{name: "ErrReserveWaitWithoutFlag", ctx: map[string]any{"reserveWait": "50"}, wantErr: "reserveWait=\"50\" needs reserve=true"},
@@ -327,8 +328,9 @@ func TestValidate(t *testing.T) {
 		{name: "AdminThrottleWithAdmins", props: LockServiceStackProps{Admins: ops, Throttles: map[string]api.Throttle{"listLocks": {Rate: 1, Burst: 1}}}},
 		{name: "ErrThrottleUnknownOperation", props: LockServiceStackProps{Throttles: map[string]api.Throttle{"lock": {Rate: 1, Burst: 1}}},
 			wantErr: `"lock"`},
-		{name: "ErrAccountBucket", props: LockServiceStackProps{AccountThrottle: api.Throttle{Rate: 8000, Burst: 5000}},
-			wantErr: "above the account's API Gateway limit of 8000"},
+		{name: "SmallRegionDefaults", props: LockServiceStackProps{AccountThrottle: api.Throttle{Rate: 2500, Burst: 1250}}},
+		{name: "ErrAccountBucket", props: LockServiceStackProps{AccountThrottle: api.Throttle{Rate: 800, Burst: 5000}},
+			wantErr: "above the account's API Gateway limit of 800"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -365,7 +367,8 @@ func TestNewAppRejects(t *testing.T) {
 			wantErr: "auth=none"},
 		{name: "AdminsNotARNs", ctx: map[string]any{"admins": "ops,alice"}, wantErr: "admins"},
 		{name: "ThrottleBadValue", ctx: map[string]any{"throttle": "acquire=fast:10"}, wantErr: `context throttle="acquire=fast:10"`},
-		{name: "ThrottlesAboveAccount", ctx: map[string]any{"accountThrottle": "2500:1250"}, wantErr: "account's API Gateway limit of 2500"},
+		{name: "ThrottleAboveAccount", ctx: map[string]any{"accountThrottle": "2500:1250", "throttle": "renew=3000:1000"},
+			wantErr: "(renew): rate 3000 requests/s is above the account's API Gateway limit of 2500"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

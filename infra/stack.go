@@ -164,7 +164,7 @@ func (f Function) keys() string {
 // LockServiceStackProps configures NewLockServiceStack. Zero values mean the
 // production defaults: IAM auth on every route, no admin API, no reserved
 // concurrency, a table of the stack, retained table and logs, the route
-// table's throttles within API Gateway's default account bucket, the
+// table's throttles (each within API Gateway's default account bucket), the
 // Default* stage throttling and assets from DefaultAssetDir.
 type LockServiceStackProps struct {
 	awscdk.StackProps
@@ -188,9 +188,9 @@ type LockServiceStackProps struct {
 	// api.ParseThrottles); the other routes keep api.Routes' Throttle.
 	Throttles map[string]api.Throttle
 	// AccountThrottle is API Gateway's bucket for the account in the
-	// stack's Region (api.AccountThrottle when zero): the routes' rates
-	// must sum to no more than its rate, and no burst may exceed its
-	// burst (api.CheckAccountBucket).
+	// stack's Region (api.AccountThrottle when zero): no route's rate or
+	// burst may exceed its own (api.CheckAccountBucket); their sum may,
+	// since the account's bucket caps the routes together.
 	AccountThrottle api.Throttle
 	// ThrottleRate is the default stage's steady-state requests per second.
 	ThrottleRate float64
@@ -227,7 +227,7 @@ func (p LockServiceStackProps) Routes() []api.Route {
 // on a stack without IAM auth, a malformed or too long administrator list,
 // reserved concurrency that is not positive or names no function of the
 // stack, a throttle for an operation the stack does not deploy, and route
-// throttles that do not fit the account's API Gateway bucket.
+// throttles above the account's API Gateway bucket (api.CheckAccountBucket).
 func (p LockServiceStackProps) Validate() error {
 	var errs []error
 	if p.AuthNone && len(p.Admins) > 0 {

@@ -241,14 +241,12 @@ func TestStackAdmitsQuickLoad(t *testing.T) {
 	}
 	var quick []api.Route
 	for _, rt := range api.Routes {
-		// The read/write lock rows admit RWQuickThrottle (300/s), not
-		// 1,000: api's TestQuickRoutesCarryLoad pins them.
-		if rt.Quick() && rt.Throttle != api.RWQuickThrottle {
+		if rt.Quick() {
 			quick = append(quick, rt)
 		}
 	}
-	if len(quick) != 8 {
-		t.Fatalf("got %d quick routes at 1,000/s, want 8", len(quick))
+	if len(quick) != 13 {
+		t.Fatalf("got %d quick routes, want 13", len(quick))
 	}
 	// run sends perSecond requests a second, evenly, on each of routes for
 	// d of fake time, and returns the requests refused by status.
