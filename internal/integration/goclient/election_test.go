@@ -149,7 +149,11 @@ func TestElectionLocal(t *testing.T) {
 			obs.until(la.Owner())
 			won := make(chan *client.Lease, 1)
 			go func() {
-				l, err := b.Campaign(ctx, client.WithTTL(3*time.Second))
+				// A longer lease than the first's: its grant may come late
+				// on a loaded machine (the round waited for the first's
+				// expiry), and the observer must see it lead before it
+				// could lapse; the takeover's timing is the first's TTL.
+				l, err := b.Campaign(ctx, client.WithTTL(10*time.Second))
 				if err != nil {
 					t.Errorf("second Campaign: %v", err)
 				}
