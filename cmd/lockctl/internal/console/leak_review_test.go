@@ -43,8 +43,7 @@ func TestNoGoroutineLeftAfterServe(t *testing.T) {
 	go func() { _ = s.Serve(ctx); close(done) }()
 	ck := session(t, s)
 	a := openStream(t, s, ck, "view=locks&watch=a&wkind=locks")
-	a.next(t, "listing")
-	a.next(t, "watch")
+	a.seen(t, "listing", "watch")
 	b := openStream(t, s, ck, "view=semaphores&watch=s&wkind=semaphores")
 	b.next(t, "listing")
 	if len(consoleGoroutines()) == 0 {

@@ -255,6 +255,29 @@ func openStream(tb testing.TB, s *Server, ck *http.Cookie, query string) *stream
 	return st
 }
 
+// seen waits until the stream has had an event of each of kinds, in any
+// order (a watch's first event may come before the first listing), failing
+// tb after 10 s.
+func (st *stream) seen(tb testing.TB, kinds ...string) {
+	tb.Helper()
+	want := map[string]bool{}
+	for _, k := range kinds {
+		want[k] = true
+	}
+	timeout := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case ev, ok := <-st.events:
+			if !ok {
+				tb.Fatalf("stream closed waiting for %v", want)
+			}
+			delete(want, ev.kind)
+		case <-timeout:
+			tb.Fatalf("no event of %v in 10s", want)
+		}
+	}
+}
+
 // close stops the tab's polls: a tab closed, or gone without a word.
 func (st *stream) close() { st.once.Do(func() { close(st.done) }) }
 
