@@ -157,18 +157,31 @@ func (h *Handler) acquire(ctx context.Context, req *events.APIGatewayV2HTTPReque
 	if err != nil {
 		return result{}, err
 	}
-	if res.Acquired {
-		return result{status: 200, body: acquiredBody(res.Lock), outcome: "acquired", waits: waits, waited: res.Waited}, nil
+	grant := func() any { return acquiredBody(res.Lock) }
+	return h.acquireAnswer(waits, res.Waited, res.Acquired, grant, "held", res.HolderExpiresAt, func(at string) any {
+		return AcquireResponse{Resource: resource, ExpiresAt: at, QueueTicket: res.QueueTicket}
+	}), nil
+}
+
+// acquireAnswer is the 200 answer to an acquire of any kind (waits and
+// waited for its metrics). Acquired, it carries the kind's grant body.
+// Otherwise its outcome is refused ("held", "full"), its body the kind's
+// refusal built with the time the holder frees as RFC 3339 text ("" when
+// the service does not know), and with that time comes a Retry-After of
+// the whole seconds until it (at least 1).
+func (h *Handler) acquireAnswer(waits bool, waited time.Duration, acquired bool, grant func() any, refused string, freeAt time.Time, body func(at string) any) result {
+	if acquired {
+		return result{status: 200, outcome: "acquired", body: grant(), waits: waits, waited: waited}
 	}
-	held := AcquireResponse{Resource: resource, QueueTicket: res.QueueTicket}
-	out := result{status: 200, body: held, outcome: "held", waits: waits, waited: res.Waited}
-	if !res.HolderExpiresAt.IsZero() {
-		held.ExpiresAt = string(appendTime(nil, res.HolderExpiresAt))
-		out.body = held
-		secs := math.Ceil(res.HolderExpiresAt.Sub(h.now()).Seconds())
+	out := result{status: 200, outcome: refused, waits: waits, waited: waited}
+	at := ""
+	if !freeAt.IsZero() {
+		at = string(appendTime(nil, freeAt))
+		secs := math.Ceil(freeAt.Sub(h.now()).Seconds())
 		out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
 	}
-	return out, nil
+	out.body = body(at)
+	return out
 }
 
 // checkWaiting applies an acquire route's rule on waiting to the body's

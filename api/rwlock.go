@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"math"
-	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -150,20 +148,10 @@ func (h *Handler) rwAcquire(ctx context.Context, req *events.APIGatewayV2HTTPReq
 	if err != nil {
 		return result{}, err
 	}
-	if res.Acquired {
-		l := rwLeaseJSON(res.Lease)
-		return result{status: 200, outcome: "acquired", body: RWAcquireResponse{Acquired: true, Lease: &l}, waits: waits,
-			waited: res.Waited}, nil
-	}
-	held := RWAcquireResponse{Name: name, QueueTicket: res.QueueTicket}
-	out := result{status: 200, outcome: "held", waits: waits, waited: res.Waited}
-	if !res.FreeAt.IsZero() {
-		held.FreeAt = string(appendTime(nil, res.FreeAt))
-		secs := math.Ceil(res.FreeAt.Sub(h.now()).Seconds())
-		out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
-	}
-	out.body = held
-	return out, nil
+	grant := func() any { return RWAcquireResponse{Acquired: true, Lease: new(rwLeaseJSON(res.Lease))} }
+	return h.acquireAnswer(waits, res.Waited, res.Acquired, grant, "held", res.FreeAt, func(at string) any {
+		return RWAcquireResponse{Name: name, FreeAt: at, QueueTicket: res.QueueTicket}
+	}), nil
 }
 
 // rwLease is the route of a renewal and a release.

@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"math"
-	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -124,20 +122,10 @@ func (h *Handler) semAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if err != nil {
 		return result{}, err
 	}
-	if res.Acquired {
-		p := permitJSON(res.Permit)
-		return result{status: 200, outcome: "acquired", body: SemaphoreAcquireResponse{Acquired: true, Permit: &p}, waits: waits,
-			waited: res.Waited}, nil
-	}
-	full := SemaphoreAcquireResponse{Name: name, QueueTicket: res.QueueTicket}
-	out := result{status: 200, outcome: "full", waits: waits, waited: res.Waited}
-	if !res.FreeAt.IsZero() {
-		full.FreeAt = string(appendTime(nil, res.FreeAt))
-		secs := math.Ceil(res.FreeAt.Sub(h.now()).Seconds())
-		out.headers = map[string]string{"retry-after": strconv.Itoa(max(1, int(secs)))}
-	}
-	out.body = full
-	return out, nil
+	grant := func() any { return SemaphoreAcquireResponse{Acquired: true, Permit: new(permitJSON(res.Permit))} }
+	return h.acquireAnswer(waits, res.Waited, res.Acquired, grant, "full", res.FreeAt, func(at string) any {
+		return SemaphoreAcquireResponse{Name: name, FreeAt: at, QueueTicket: res.QueueTicket}
+	}), nil
 }
 
 func (h *Handler) semRenew(ctx context.Context, req *events.APIGatewayV2HTTPRequest, name string) (result, error) {

@@ -571,29 +571,12 @@ func (c *Client) acquireOnce(ctx context.Context, a *acquisition, wait time.Dura
 	if a.permits > 0 {
 		return a.permitAnswer(resp, t0, fail)
 	}
-	var body struct {
-		Acquired    bool   `json:"acquired"`
-		Lock        *Lock  `json:"lock"`
-		ExpiresAt   string `json:"expires_at"`
-		QueueTicket string `json:"queue_ticket"`
+	refused := func(body acquireAnswer, retry time.Duration) error {
+		return &HeldError{Resource: resource, ExpiresAt: answerTime(body.ExpiresAt), RetryAfter: retry}
 	}
-	if err := resp.decode(&body); err != nil {
-		return fail(unknown, err)
-	}
-	if !body.Acquired {
-		held := &HeldError{Resource: resource, RetryAfter: resp.retryAfter()}
-		if body.ExpiresAt != "" {
-			held.ExpiresAt, _ = time.Parse(time.RFC3339, body.ExpiresAt)
-		}
-		return attemptResult{out: notGranted, err: held, ticket: body.QueueTicket}
-	}
-	if body.Lock == nil {
-		return fail(unknown, errors.New("malformed response: acquired without a lock"))
-	}
-	if err := body.Lock.check(resource); err != nil {
-		return fail(unknown, err)
-	}
-	return attemptResult{out: granted, grant: grant{lock: *body.Lock, t0: t0}}
+	return sortAnswer(resp, fail, "lock", refused, func(l *Lock) (grant, error) {
+		return grant{lock: *l, t0: t0}, l.check(resource)
+	})
 }
 
 // outcomeOf sorts a failed request: never sent or cleanly refused

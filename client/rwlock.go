@@ -194,29 +194,12 @@ func (c *Client) newRWAcquisition(mode RWMode, name, owner string, ttl time.Dura
 
 // rwAnswer sorts the 200 answer to a read/write lock acquire sent at t0.
 func (a *acquisition) rwAnswer(resp *response, t0 time.Time, fail func(outcome, error) attemptResult) attemptResult {
-	var body struct {
-		Acquired    bool         `json:"acquired"`
-		Lease       *RWLeaseInfo `json:"lease"`
-		FreeAt      string       `json:"free_at"`
-		QueueTicket string       `json:"queue_ticket"`
+	refused := func(body acquireAnswer, retry time.Duration) error {
+		return &HeldError{Resource: a.resource, ExpiresAt: answerTime(body.FreeAt), RetryAfter: retry}
 	}
-	if err := resp.decode(&body); err != nil {
-		return fail(unknown, err)
-	}
-	if !body.Acquired {
-		held := &HeldError{Resource: a.resource, RetryAfter: resp.retryAfter()}
-		if body.FreeAt != "" {
-			held.ExpiresAt, _ = time.Parse(time.RFC3339, body.FreeAt)
-		}
-		return attemptResult{out: notGranted, err: held, ticket: body.QueueTicket}
-	}
-	if body.Lease == nil {
-		return fail(unknown, errors.New("malformed response: acquired without a lease"))
-	}
-	if err := body.Lease.check(a.resource, a.rwMode); err != nil {
-		return fail(unknown, err)
-	}
-	return attemptResult{out: granted, grant: grant{lock: body.Lease.lock(), t0: t0, rw: body.Lease}}
+	return sortAnswer(resp, fail, "lease", refused, func(l *RWLeaseInfo) (grant, error) {
+		return grant{lock: l.lock(), t0: t0, rw: l}, l.check(a.resource, a.rwMode)
+	})
 }
 
 // RenewRW extends owner's live lease of mode (a reader's: in slot) of the

@@ -140,29 +140,12 @@ func (c *Client) newPermitAcquisition(name string, permits int, owner string, tt
 
 // permitAnswer sorts the 200 answer to a semaphore acquire sent at t0.
 func (a *acquisition) permitAnswer(resp *response, t0 time.Time, fail func(outcome, error) attemptResult) attemptResult {
-	var body struct {
-		Acquired    bool        `json:"acquired"`
-		Permit      *PermitInfo `json:"permit"`
-		FreeAt      string      `json:"free_at"`
-		QueueTicket string      `json:"queue_ticket"`
+	refused := func(body acquireAnswer, retry time.Duration) error {
+		return &FullError{Name: a.resource, FreeAt: answerTime(body.FreeAt), RetryAfter: retry}
 	}
-	if err := resp.decode(&body); err != nil {
-		return fail(unknown, err)
-	}
-	if !body.Acquired {
-		full := &FullError{Name: a.resource, RetryAfter: resp.retryAfter()}
-		if body.FreeAt != "" {
-			full.FreeAt, _ = time.Parse(time.RFC3339, body.FreeAt)
-		}
-		return attemptResult{out: notGranted, err: full, ticket: body.QueueTicket}
-	}
-	if body.Permit == nil {
-		return fail(unknown, errors.New("malformed response: acquired without a permit"))
-	}
-	if err := body.Permit.check(a.resource); err != nil {
-		return fail(unknown, err)
-	}
-	return attemptResult{out: granted, grant: grant{lock: body.Permit.lock(), t0: t0, permit: body.Permit, permits: a.permits}}
+	return sortAnswer(resp, fail, "permit", refused, func(p *PermitInfo) (grant, error) {
+		return grant{lock: p.lock(), t0: t0, permit: p, permits: a.permits}, p.check(a.resource)
+	})
 }
 
 // RenewPermit extends owner's live permit in slot of the semaphore name to

@@ -202,30 +202,13 @@ type ForceReleaseRequest struct {
 	FencingToken *int64
 }
 
-// ForceReleaseResult is what a force release ended.
-type ForceReleaseResult struct {
-	// Ended is the lease as it was before the write (after an SDK retry
-	// of a write that landed, as the write left it).
-	Ended Lock
-	// FreeAt is when others may take the lock: now, or the end of the
-	// lease's lock-delay unless Immediate.
-	FreeAt time.Time
-	// Immediate says the lock was freed at once.
-	Immediate bool
-}
+// ForceReleaseResult is what a force release of a lock ended.
+type ForceReleaseResult = ForceReleaseOf[Lock]
 
 // ValidateForceRelease checks req as ValidateAcquire does, normalizing its
 // reason.
 func (s *Service) ValidateForceRelease(req *ForceReleaseRequest, v *ValidationError) {
-	if !v.Has("resource") {
-		ValidateResource(req.Resource, v)
-	}
-	if !v.Has("reason") {
-		req.Reason = NormalizeReason(req.Reason, v)
-	}
-	if !v.Has("fencing_token") {
-		ValidateFencingToken(req.FencingToken, v)
-	}
+	validateForce(v, "resource", req.Resource, ValidateResource, nil, &req.Reason, req.FencingToken)
 }
 
 // ForceRelease ends the lease on Resource whoever holds it, with one
@@ -259,10 +242,7 @@ func (s *Service) ForceRelease(ctx context.Context, req ForceReleaseRequest) (Fo
 		exists: func(x *expr) string { return "attribute_exists(" + x.n("#r", AttrResource) + ")" },
 		read:   func(ctx context.Context) (map[string]types.AttributeValue, error) { return s.get(ctx, req.Resource) },
 	}, now, req.Immediate, req.FencingToken)
-	if err != nil {
-		return ForceReleaseResult{}, err
-	}
-	return forceResult(ended, now, req.Immediate), nil
+	return forceOutcome(ended, err, now, req.Immediate, Lock.lockOf)
 }
 
 // forceTarget is the lease a force release ends: the lock's, or a slot's.

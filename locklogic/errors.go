@@ -50,16 +50,7 @@ var (
 // blocks the lock is not the one the operator meant: another fencing token
 // than the one given, or a lease granted after the request was issued (the
 // late-write rule). Current is that lease. It is an ErrStaleToken.
-type LeaseChangedError struct {
-	Current Lock
-}
-
-func (e *LeaseChangedError) Error() string {
-	return fmt.Sprintf("the lease on %q is now fencing token %d of %q", e.Current.Resource, e.Current.FencingToken, e.Current.Owner)
-}
-
-// Is makes a LeaseChangedError an ErrStaleToken.
-func (e *LeaseChangedError) Is(target error) bool { return target == ErrStaleToken }
+type LeaseChangedError = LeaseChangedOf[Lock]
 
 // QueueTicketError is a waiting acquire's ErrUnavailable (Err) that ended
 // while the caller may still hold a place in the queue: a queue write's

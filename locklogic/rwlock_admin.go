@@ -2,10 +2,7 @@ package locklogic
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -25,48 +22,27 @@ type RWForceReleaseRequest struct {
 
 // RWForceReleaseResult is what a force release of a read/write lock's
 // holder ended.
-type RWForceReleaseResult struct {
-	Ended     RWLease
-	FreeAt    time.Time
-	Immediate bool
-}
+type RWForceReleaseResult = ForceReleaseOf[RWLease]
 
 // RWLeaseChangedError is a force release of a read/write lock's holder
 // refused because the lease that now holds the writer's place or the
 // reader's slot is not the one the operator meant (see
 // LeaseChangedError). It is an ErrStaleToken.
-type RWLeaseChangedError struct {
-	Current RWLease
-}
-
-func (e *RWLeaseChangedError) Error() string {
-	return fmt.Sprintf("the %s lease of %q is now fencing token %d of %q", e.Current.Mode, e.Current.Resource,
-		e.Current.FencingToken, e.Current.Owner)
-}
-
-// Is makes an RWLeaseChangedError an ErrStaleToken.
-func (e *RWLeaseChangedError) Is(target error) bool { return target == ErrStaleToken }
+type RWLeaseChangedError = LeaseChangedOf[RWLease]
 
 // ValidateRWForceRelease checks req as ValidateForceRelease does.
 func (s *Service) ValidateRWForceRelease(req *RWForceReleaseRequest, v *ValidationError) {
-	if !v.Has("name") {
-		ValidateRWName(req.Name, v)
-	}
-	if !v.Has("mode") {
-		ValidateRWMode(req.Mode, v)
-	}
-	if req.Mode == Read && !v.Has("slot") {
-		ValidateReaderSlot(req.Slot, v)
-	}
-	if req.Mode == Write {
-		req.Slot = 0
-	}
-	if !v.Has("reason") {
-		req.Reason = NormalizeReason(req.Reason, v)
-	}
-	if !v.Has("fencing_token") {
-		ValidateFencingToken(req.FencingToken, v)
-	}
+	validateForce(v, "name", req.Name, ValidateRWName, func() {
+		if !v.Has("mode") {
+			ValidateRWMode(req.Mode, v)
+		}
+		if req.Mode == Read && !v.Has("slot") {
+			ValidateReaderSlot(req.Slot, v)
+		}
+		if req.Mode == Write {
+			req.Slot = 0
+		}
+	}, &req.Reason, req.FencingToken)
 }
 
 // ForceReleaseRW ends one holder of req.Name whoever holds it — the
@@ -88,15 +64,7 @@ func (s *Service) ForceReleaseRW(ctx context.Context, req RWForceReleaseRequest)
 			return s.rwRead(ctx, req.Name, Budget{})
 		},
 	}, now, req.Immediate, req.FencingToken)
-	var changed *LeaseChangedError
-	if errors.As(err, &changed) {
-		return RWForceReleaseResult{}, &RWLeaseChangedError{Current: RWLease{Lock: changed.Current, Mode: req.Mode, Slot: k}}
-	}
-	if err != nil {
-		return RWForceReleaseResult{}, err
-	}
-	r := forceResult(ended, now, req.Immediate)
-	return RWForceReleaseResult{Ended: RWLease{Lock: ended, Mode: req.Mode, Slot: k}, FreeAt: r.FreeAt, Immediate: r.Immediate}, nil
+	return forceOutcome(ended, err, now, req.Immediate, func(l Lock) RWLease { return RWLease{Lock: l, Mode: req.Mode, Slot: k} })
 }
 
 // RWListResult is one page of the read/write lock listing: one RWStatus per

@@ -48,13 +48,7 @@ func RWIndexOf(item map[string]types.AttributeValue, now time.Time) int64 {
 // ValidateRWWatch checks req, whose Resource is a read/write lock's name,
 // as ValidateWatch does.
 func (s *Service) ValidateRWWatch(req *WatchRequest, v *ValidationError) {
-	ValidateRWName(req.Resource, v)
-	if !v.Has("index") && req.Index < 0 {
-		v.Add("index", "must be an integer from 0 (the index of the last answer, or 0 for none)")
-	}
-	if !v.Has("wait_seconds") {
-		ValidateWait(req.WaitSeconds, s.maxWait, v)
-	}
+	s.validateWatch(req, v, ValidateRWName)
 }
 
 // WatchRW answers the state of read/write lock req.Resource as soon as its
@@ -69,76 +63,23 @@ func (s *Service) WatchRW(ctx context.Context, req WatchRequest, b Budget) (RWWa
 	if s.ValidateRWWatch(&req, &v); v.Err() != nil {
 		return RWWatchResult{}, &v
 	}
-	now := s.now()
-	if req.Arrived.IsZero() || req.Arrived.After(now) {
-		req.Arrived = now
-	}
-	res, exp, err := s.rwWatchRead(ctx, req, b)
-	if err != nil || res.Changed || req.WaitSeconds == 0 {
-		return res, err
-	}
-	end := deadlineEnd(ctx, b, now, req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second))
-	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(now), 0))
-	defer cancel()
-	peek := func() (int64, time.Time, error) {
-		item, err := s.rwPeek(ctx, req.Resource, b)
-		if err != nil {
-			return 0, time.Time{}, err
-		}
-		at := s.now()
-		return RWIndexOf(item, at), leasesLiveUntil(item, at, rwLeases), nil
-	}
-	confirm := func() (bool, time.Time, error) {
-		var err error
-		res, exp, err = s.rwWatchRead(ctx, req, b)
-		return res.Changed, exp, err
-	}
-	reads, changed, err := s.pollWatch(sctx, end, PollInterval, exp, req.Index, "watch-rwlock", req.Resource, peek, confirm)
-	if err != nil || changed {
-		res.Reads = reads
-		return res, err
-	}
-	res, _, err = s.rwWatchRead(ctx, req, b)
-	res.Reads = reads
-	return res, err
+	return rwWatch.watch(ctx, s, req, b)
 }
 
-// rwWatchRead reads the lock strongly consistently: its state and the
-// earliest live lease's expiry, under semWatchRead's rules (an expiry
-// recorded before it is answered; an earlier index answers the caller's,
-// without the leases it saw end; one above 2 × counter + 1 is a
-// *ValidationError).
-func (s *Service) rwWatchRead(ctx context.Context, req WatchRequest, b Budget) (RWWatchResult, time.Time, error) {
-	read := func() (map[string]types.AttributeValue, error) { return s.rwRead(ctx, req.Resource, b) }
-	pending := func(item map[string]types.AttributeValue, now time.Time) bool {
-		return len(unrecordedLeases(item, now, rwLeases)) > 0
-	}
-	settle := func(item map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, bool, error) {
-		ok, err := s.settleLeases(ctx, s.rwKey(req.Resource), item, unrecordedLeases(item, now, rwLeases), now, b)
-		return item, ok, err
-	}
-	item, now, err := s.settledRead(req.Index, read, pending, RWIndexOf, settle)
-	if err != nil {
-		return RWWatchResult{}, time.Time{}, storeErr("watch-rwlock", req.Resource, err)
-	}
-	res := RWWatchResult{Index: RWIndexOf(item, now), Status: rwStatusOf(req.Resource, item, now, false)}
-	res.Changed = res.Index > req.Index
-	if res.Index < req.Index {
-		if res.Index != 0 && req.Index > 2*res.Status.Counter+1 {
-			var v ValidationError
-			v.Add("index", "is later than any state of this read/write lock: use 0, or the index of an earlier answer")
-			return RWWatchResult{}, time.Time{}, &v
+// rwWatch is a read/write lock's watch: its writer and reader slots are
+// its leases (rwLeases).
+var rwWatch = &leasesWatch[RWWatchResult]{
+	op: "watch-rwlock", what: "read/write lock", key: (*Service).rwKey,
+	read: (*Service).rwRead, peek: (*Service).rwPeek,
+	leases: func(map[string]types.AttributeValue) []recorded { return rwLeases },
+	answer: func(name string, item map[string]types.AttributeValue, now time.Time, index int64, changed bool, drop int64) RWWatchResult {
+		res := RWWatchResult{Index: index, Changed: changed, Status: rwStatusOf(name, item, now, false)}
+		if drop > 0 {
+			dropEarliest(&res.Status, drop)
 		}
-		// As semWatchRead: a clock behind the one that answered before, a
-		// late renewal, or garbage collection; keep to the caller's index
-		// and leave out as many leases as it is higher, the first to
-		// expire.
-		if res.Index != 0 {
-			dropEarliest(&res.Status, req.Index-res.Index)
-		}
-		res.Index = req.Index
-	}
-	return res, leasesLiveUntil(item, now, rwLeases), nil
+		return res
+	},
+	reads: func(r *RWWatchResult) *int { return &r.Reads },
 }
 
 // dropEarliest leaves out of st the k leases that expire first.

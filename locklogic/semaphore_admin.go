@@ -2,8 +2,6 @@ package locklogic
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -24,41 +22,20 @@ type SemaphoreForceReleaseRequest struct {
 }
 
 // SemaphoreForceReleaseResult is what a force release of a permit ended.
-type SemaphoreForceReleaseResult struct {
-	Ended     Permit
-	FreeAt    time.Time
-	Immediate bool
-}
+type SemaphoreForceReleaseResult = ForceReleaseOf[Permit]
 
 // PermitChangedError is a force release of a permit refused because the
 // permit that now blocks the slot is not the one the operator meant (see
 // LeaseChangedError). It is an ErrStaleToken.
-type PermitChangedError struct {
-	Current Permit
-}
-
-func (e *PermitChangedError) Error() string {
-	return fmt.Sprintf("the permit in slot %d of %q is now fencing token %d of %q", e.Current.Slot, e.Current.Resource,
-		e.Current.FencingToken, e.Current.Owner)
-}
-
-// Is makes a PermitChangedError an ErrStaleToken.
-func (e *PermitChangedError) Is(target error) bool { return target == ErrStaleToken }
+type PermitChangedError = LeaseChangedOf[Permit]
 
 // ValidateSemaphoreForceRelease checks req as ValidateForceRelease does.
 func (s *Service) ValidateSemaphoreForceRelease(req *SemaphoreForceReleaseRequest, v *ValidationError) {
-	if !v.Has("name") {
-		ValidateSemaphoreName(req.Name, v)
-	}
-	if !v.Has("slot") {
-		ValidateSlot(req.Slot, v)
-	}
-	if !v.Has("reason") {
-		req.Reason = NormalizeReason(req.Reason, v)
-	}
-	if !v.Has("fencing_token") {
-		ValidateFencingToken(req.FencingToken, v)
-	}
+	validateForce(v, "name", req.Name, ValidateSemaphoreName, func() {
+		if !v.Has("slot") {
+			ValidateSlot(req.Slot, v)
+		}
+	}, &req.Reason, req.FencingToken)
 }
 
 // ForceReleaseSemaphore ends the permit in req.Slot whoever holds it, with
@@ -86,19 +63,7 @@ func (s *Service) ForceReleaseSemaphore(ctx context.Context, req SemaphoreForceR
 		below: below,
 	}, now, req.Immediate, req.FencingToken)
 	permits, _ := permitsOf(item)
-	var changed *LeaseChangedError
-	if errors.As(err, &changed) {
-		return SemaphoreForceReleaseResult{}, &PermitChangedError{Current: Permit{Lock: changed.Current, Slot: k, Permits: permits}}
-	}
-	if err != nil {
-		return SemaphoreForceReleaseResult{}, err
-	}
-	return permitForceResult(Permit{Lock: ended, Slot: k, Permits: permits}, now, req.Immediate), nil
-}
-
-func permitForceResult(p Permit, now time.Time, immediate bool) SemaphoreForceReleaseResult {
-	r := forceResult(p.Lock, now, immediate)
-	return SemaphoreForceReleaseResult{Ended: p, FreeAt: r.FreeAt, Immediate: r.Immediate}
+	return forceOutcome(ended, err, now, req.Immediate, func(l Lock) Permit { return Permit{Lock: l, Slot: k, Permits: permits} })
 }
 
 // SemaphoreListResult is one page of the semaphore listing: one Permit per
@@ -168,12 +133,6 @@ func SemaphoreIndexOf(item map[string]types.AttributeValue, now time.Time) int64
 	return leasesIndex(item, now, semLeases(item))
 }
 
-// semLiveUntil returns the earliest expiry of the live permits of item at
-// now (the next change of the index that no write makes), or zero.
-func semLiveUntil(item map[string]types.AttributeValue, now time.Time) time.Time {
-	return leasesLiveUntil(item, now, semLeases(item))
-}
-
 // semLeases are the leases of a semaphore item a watch counts: its slots
 // below N, each named in a record by its number.
 func semLeases(item map[string]types.AttributeValue) []recorded {
@@ -225,13 +184,7 @@ func leasesLiveUntil(item map[string]types.AttributeValue, now time.Time, leases
 // ValidateSemaphoreWatch checks req, whose Resource is a semaphore's name,
 // as ValidateWatch does.
 func (s *Service) ValidateSemaphoreWatch(req *WatchRequest, v *ValidationError) {
-	ValidateSemaphoreName(req.Resource, v)
-	if !v.Has("index") && req.Index < 0 {
-		v.Add("index", "must be an integer from 0 (the index of the last answer, or 0 for none)")
-	}
-	if !v.Has("wait_seconds") {
-		ValidateWait(req.WaitSeconds, s.maxWait, v)
-	}
+	s.validateWatch(req, v, ValidateSemaphoreName)
 }
 
 // WatchSemaphore answers the state of semaphore req.Resource as soon as
@@ -241,105 +194,31 @@ func (s *Service) ValidateSemaphoreWatch(req *WatchRequest, v *ValidationError) 
 // waiting (a read is billed by the item's size whatever it projects, so
 // it reads the whole item), waking at the earliest live permit's expiry;
 // a change is confirmed by a consistent read. An index no state of the
-// semaphore could have is a *ValidationError (semWatchRead).
+// semaphore could have is a *ValidationError (leasesWatch.watchRead).
 func (s *Service) WatchSemaphore(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, error) {
 	var v ValidationError
 	if s.ValidateSemaphoreWatch(&req, &v); v.Err() != nil {
 		return SemaphoreWatchResult{}, &v
 	}
-	now := s.now()
-	if req.Arrived.IsZero() || req.Arrived.After(now) {
-		req.Arrived = now
-	}
-	res, exp, err := s.semWatchRead(ctx, req, b)
-	if err != nil || res.Changed || req.WaitSeconds == 0 {
-		return res, err
-	}
-	end := deadlineEnd(ctx, b, now, req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second))
-	sctx, cancel := context.WithTimeout(ctx, max(end.Sub(now), 0))
-	defer cancel()
-	peek := func() (int64, time.Time, error) {
-		item, err := s.semPeek(ctx, req.Resource, b)
-		if err != nil {
-			return 0, time.Time{}, err
-		}
-		at := s.now()
-		return SemaphoreIndexOf(item, at), semLiveUntil(item, at), nil
-	}
-	confirm := func() (bool, time.Time, error) {
-		var err error
-		res, exp, err = s.semWatchRead(ctx, req, b)
-		return res.Changed, exp, err
-	}
-	reads, changed, err := s.pollWatch(sctx, end, PollInterval, exp, req.Index, "watch-semaphore", req.Resource, peek, confirm)
-	if err != nil || changed {
-		res.Reads = reads
-		return res, err
-	}
-	res, _, err = s.semWatchRead(ctx, req, b)
-	res.Reads = reads
-	return res, err
+	return semWatch.watch(ctx, s, req, b)
 }
 
-// semWatchRead reads the semaphore strongly consistently: its state and
-// the earliest live permit's expiry. It keeps to the lock watch's rules
-// (watchRead): Changed only for a later index; an earlier one answers the
-// caller's index instead, without the permits the caller saw end; and an
-// index above 2 × counter + 1 (the most the counter's states reach: every
-// permit ended) is a *ValidationError, since no answer had it.
-func (s *Service) semWatchRead(ctx context.Context, req WatchRequest, b Budget) (SemaphoreWatchResult, time.Time, error) {
-	read := func() (map[string]types.AttributeValue, error) { return s.semRead(ctx, req.Resource, b) }
-	pending := func(item map[string]types.AttributeValue, now time.Time) bool {
-		return len(unrecordedPermits(item, now)) > 0
-	}
-	settle := func(item map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, bool, error) {
-		// The item read, with the records: the index is the same.
-		ok, err := s.settlePermits(ctx, req.Resource, item, unrecordedPermits(item, now), now, b)
-		return item, ok, err
-	}
-	item, now, err := s.settledRead(req.Index, read, pending, SemaphoreIndexOf, settle)
-	if err != nil {
-		return SemaphoreWatchResult{}, time.Time{}, storeErr("watch-semaphore", req.Resource, err)
-	}
-	res := SemaphoreWatchResult{Index: SemaphoreIndexOf(item, now), Status: statusOf(req.Resource, item, now)}
-	res.Changed = res.Index > req.Index
-	if res.Index < req.Index {
-		if res.Index != 0 && req.Index > 2*res.Status.Counter+1 {
-			var v ValidationError
-			v.Add("index", "is later than any state of this semaphore: use 0, or the index of an earlier answer")
-			return SemaphoreWatchResult{}, time.Time{}, &v
-		}
-		// The caller saw permits end that this instance sees live: its
-		// clock is behind the one that answered before (the only way a
-		// strong read can be behind an answer, but for a late renewal
-		// that revived a permit), or garbage collection deleted the idle
-		// item. Keep to what the caller saw, never back: its index, and
-		// as many holders fewer as the index is higher (the earliest to
-		// expire, which a clock ahead saw end first). The index counts
-		// the holders, so there are always that many.
-		if res.Index != 0 {
+// semWatch is a semaphore's watch: its permits below N are its leases.
+var semWatch = &leasesWatch[SemaphoreWatchResult]{
+	op: "watch-semaphore", what: "semaphore", key: (*Service).semKey,
+	read: (*Service).semRead, peek: (*Service).semPeek, leases: semLeases,
+	answer: func(name string, item map[string]types.AttributeValue, now time.Time, index int64, changed bool, drop int64) SemaphoreWatchResult {
+		res := SemaphoreWatchResult{Index: index, Changed: changed, Status: statusOf(name, item, now)}
+		if drop > 0 {
 			h := slices.Clone(res.Status.Holders)
 			slices.SortStableFunc(h, func(a, b Permit) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
-			h = h[min(req.Index-res.Index, int64(len(h))):]
+			h = h[min(drop, int64(len(h))):]
 			slices.SortFunc(h, func(a, b Permit) int { return a.Slot - b.Slot })
 			res.Status.Holders = h
 		}
-		res.Index = req.Index
-	}
-	return res, semLiveUntil(item, now), nil
-}
-
-// unrecordedPermits returns the slots (below N) of item whose latest permit
-// has ended at now by the clock alone: expired, with no release, force
-// release or recorded expiry.
-func unrecordedPermits(item map[string]types.AttributeValue, now time.Time) []int {
-	var out []int
-	for k, r := range semLeases(item) {
-		if r.a.unrecordedExpiry(item, now) {
-			out = append(out, k)
-		}
-	}
-	return out
+		return res
+	},
+	reads: func(r *SemaphoreWatchResult) *int { return &r.Reads },
 }
 
 // unrecordedLeases returns those of leases whose latest grant has ended at

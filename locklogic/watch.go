@@ -66,13 +66,7 @@ func IndexOf(item map[string]types.AttributeValue, now time.Time) int64 {
 
 // ValidateWatch checks req as ValidateAcquire does.
 func (s *Service) ValidateWatch(req *WatchRequest, v *ValidationError) {
-	ValidateResource(req.Resource, v)
-	if !v.Has("index") && req.Index < 0 {
-		v.Add("index", "must be an integer from 0 (the index of the last answer, or 0 for none)")
-	}
-	if !v.Has("wait_seconds") {
-		ValidateWait(req.WaitSeconds, s.maxWait, v)
-	}
+	s.validateWatch(req, v, ValidateResource)
 }
 
 // WatchPollInterval is the mean time between a watcher's eventually
