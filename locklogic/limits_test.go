@@ -839,3 +839,15 @@ func TestDynamoDBLimits(t *testing.T) {
 
 // Compile-time check: the recording fake is a store.
 var _ DynamoDBAPI = (*limitsDB)(nil)
+
+// settlePermits (tests) records the expiry of the permits in slots of item (read
+// at now) before a watch answers them (settleLeases), so that no renewal
+// landing late revives a permit a watcher was told had ended (the renew
+// condition refuses a recorded slot).
+func (s *Service) settlePermits(ctx context.Context, name string, item map[string]types.AttributeValue, slots []int, now time.Time, b Budget) (bool, error) {
+	leases := make([]recorded, len(slots))
+	for i, k := range slots {
+		leases[i] = slotLeases[k]
+	}
+	return s.settleLeases(ctx, s.semKey(name), item, leases, now, b)
+}

@@ -238,18 +238,6 @@ func unrecordedLeases(item map[string]types.AttributeValue, now time.Time, lease
 // DynamoDB's 300 operators and 4 KB.
 const maxSettleSlots = 16
 
-// settlePermits records the expiry of the permits in slots of item (read
-// at now) before a watch answers them (settleLeases), so that no renewal
-// landing late revives a permit a watcher was told had ended (the renew
-// condition refuses a recorded slot).
-func (s *Service) settlePermits(ctx context.Context, name string, item map[string]types.AttributeValue, slots []int, now time.Time, b Budget) (bool, error) {
-	leases := make([]recorded, len(slots))
-	for i, k := range slots {
-		leases[i] = slotLeases[k]
-	}
-	return s.settleLeases(ctx, s.semKey(name), item, leases, now, b)
-}
-
 // settleLeases records the expiry of leases of the item at key (read at
 // now) with the lock's record (recordExpiry), one write per
 // maxSettleSlots leases. It reports false when a condition failed: the
