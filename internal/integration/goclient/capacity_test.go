@@ -93,8 +93,11 @@ func TestDefaultClientUnderStackCapacity(t *testing.T) {
 			if got := counts.Requests[tt.wait]; got != 0 {
 				t.Errorf("requests to %s: got %d, want 0 (every name was free)", tt.wait, got)
 			}
-			if got, want := counts.Requests[tt.try], int64(perSecond*seconds); got != want {
-				t.Errorf("requests to %s: got %d, want %d (one try per acquire)", tt.try, got, want)
+			// One try per acquire; a try whose answer came later than the
+			// client waits for (a loaded machine) is sent again, so allow
+			// 5 % of them as retries.
+			if got, want := counts.Requests[tt.try], int64(perSecond*seconds); got < want || got > want+want/20 {
+				t.Errorf("requests to %s: got %d, want %d (one try per acquire) up to %d (5 %% of them retried)", tt.try, got, want, want+want/20)
 			}
 		})
 	}

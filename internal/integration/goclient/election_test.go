@@ -17,7 +17,7 @@ import (
 func TestWatchLocal(t *testing.T) {
 	t.Parallel()
 	c := startClient(t)
-	ctx := testContext(t, 30*time.Second)
+	ctx := testContext(t, 60*time.Second)
 	res := resourceName(t)
 	r, err := c.Watch(ctx, res, 0, 0)
 	if err != nil || r.Index != 0 || r.Changed || r.Lock != nil || r.FencingToken != 0 {
@@ -61,7 +61,9 @@ func observe(t *testing.T, c *client.Client, name string) *observer {
 // until reads Observations until one shows owner leading (up to 10 s).
 func (o *observer) until(owner string) {
 	o.t.Helper()
-	timeout := time.After(10 * time.Second)
+	// 20 s: a watch answers within ~0.2 s of a change, but the -race
+	// suite on two loaded cores has taken over 10 s.
+	timeout := time.After(20 * time.Second)
 	for {
 		select {
 		case ob := <-o.ch:
@@ -70,7 +72,7 @@ func (o *observer) until(owner string) {
 				return
 			}
 		case <-timeout:
-			o.t.Fatalf("no Observation of %q leading within 10s; got %+v", owner, o.got)
+			o.t.Fatalf("no Observation of %q leading within 20s; got %+v", owner, o.got)
 		}
 	}
 }
@@ -138,7 +140,7 @@ func TestElectionLocal(t *testing.T) {
 			sentB := make(chan struct{}, 1)
 			cb := newClient(t, srv.URL, campaignTransport(sentB, make(chan struct{})))
 			obs := observe(t, newClient(t, srv.URL), name)
-			ctx := testContext(t, 30*time.Second)
+			ctx := testContext(t, 60*time.Second)
 
 			a, b := client.NewElection(ca, name), client.NewElection(cb, name)
 			la, err := a.Campaign(ctx, client.WithTTL(3*time.Second))
