@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -90,5 +91,22 @@ func TestAcquireAnswerLeaseFieldAnyCase(t *testing.T) {
 			}
 			_ = l.Release(ctx)
 		})
+	}
+}
+
+// TestAcquireRefusalWithMistypedLease: an answer whose lease field has
+// the wrong type is malformed even when it refuses — not a refusal the
+// caller would wait on — as it was before the kinds shared sortAnswer.
+func TestAcquireRefusalWithMistypedLease(t *testing.T) {
+	c, err := client.New("http://lock.test", client.WithHTTPClient(&http.Client{Transport: answerTripper{`{"acquired":false,"permit":5}`}}),
+		client.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = c.TryAcquireSemaphore(ctx, "r", 2, "o", time.Minute)
+	if full := (*client.FullError)(nil); err == nil || errors.As(err, &full) || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("acquire: %v, want a malformed answer", err)
 	}
 }
