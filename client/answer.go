@@ -1,8 +1,8 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
+	"reflect"
 	"time"
 )
 
@@ -28,21 +28,15 @@ type acquireAnswer struct {
 func sortAnswer[L any](resp *response, fail func(outcome, error) attemptResult, field string,
 	refused func(body acquireAnswer, retry time.Duration) error, grantOf func(*L) (grant, error)) attemptResult {
 	var body acquireAnswer
-	var fields map[string]json.RawMessage
 	if err := resp.decode(&body); err != nil {
 		return fail(unknown, err)
 	}
-	if err := resp.decode(&fields); err != nil {
+	lease, err := leaseField[L](resp, field)
+	if err != nil {
 		return fail(unknown, err)
 	}
 	if !body.Acquired {
 		return attemptResult{out: notGranted, err: refused(body, resp.retryAfter()), ticket: body.QueueTicket}
-	}
-	var lease *L
-	if raw, ok := fields[field]; ok {
-		if err := resp.decodeRaw(raw, &lease); err != nil {
-			return fail(unknown, err)
-		}
 	}
 	if lease == nil {
 		return fail(unknown, errors.New("malformed response: acquired without a "+field))
@@ -52,6 +46,22 @@ func sortAnswer[L any](resp *response, fail func(outcome, error) attemptResult, 
 		return fail(unknown, err)
 	}
 	return attemptResult{out: granted, grant: g}
+}
+
+// leaseField decodes the answer's lease, an L under field, by the rules
+// encoding/json has for every other field of the answer (a struct field
+// tagged field: its key in any case matches, an exact one first, and a
+// value of another type is an error even in a refusal), as each kind's
+// own answer struct did before the kinds shared sortAnswer.
+func leaseField[L any](resp *response, field string) (*L, error) {
+	t := reflect.StructOf([]reflect.StructField{{
+		Name: "Lease", Type: reflect.TypeFor[*L](), Tag: reflect.StructTag(`json:"` + field + `"`),
+	}})
+	v := reflect.New(t)
+	if err := resp.decode(v.Interface()); err != nil {
+		return nil, err
+	}
+	return v.Elem().Field(0).Interface().(*L), nil
 }
 
 // answerTime is an answer's RFC 3339 time, zero when absent or malformed

@@ -40,14 +40,6 @@ func (r *response) decode(v any) error {
 	return nil
 }
 
-// decodeRaw decodes part of r's body, as decode does the whole.
-func (r *response) decodeRaw(raw json.RawMessage, v any) error {
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("malformed %d response: %w", r.status, err)
-	}
-	return nil
-}
-
 func (r *response) retryAfter() time.Duration { return parseRetryAfter(r.header) }
 
 // send makes one request and returns the 2xx answer, a *ProblemError for
