@@ -497,7 +497,7 @@ func (h *Handler) serviceBudget(arrived time.Time, waitSeconds int64) locklogic.
 
 func (h *Handler) render(res result, err error, req *events.APIGatewayV2HTTPRequest, resource string, route int) events.APIGatewayV2HTTPResponse {
 	if err != nil {
-		p := problemOf(err, resource, rows[route].param == "name")
+		p := problemOf(err, resource, rows[route].noun())
 		p.Instance = canonicalPath(req.RawPath)
 		return problemResponse(p)
 	}

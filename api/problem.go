@@ -66,59 +66,77 @@ var (
 
 // errorTable maps every domain error to its HTTP answer: the one place where
 // lock outcomes meet status codes. Its details are the answer's on a lock's
-// routes and on a semaphore's (sem; "" where the lock's serves both), {q}
-// standing for the quoted resource.
+// routes, on a semaphore's (sem) and on a read/write lock's (rw; "" where
+// the lock's serves), {q} standing for the quoted resource.
 var errorTable = []struct {
-	err       error
-	kind      problemKind
-	lock, sem string
+	err           error
+	kind          problemKind
+	lock, sem, rw string
 }{
 	// Refinements first: each is also one of the sentinels below.
 	{locklogic.ErrForceReleased, kindNotFound,
 		"The lease on {q} was ended by an operator's force release; it is no longer held.",
-		"The permit in that slot of the semaphore {q} was ended by an operator's force release; it is no longer held."},
+		"The permit in that slot of the semaphore {q} was ended by an operator's force release; it is no longer held.",
+		"That lease of the read/write lock {q} was ended by an operator's force release; it is no longer held."},
 	{locklogic.ErrNothingToForce, kindNotFound,
 		"There is no live lease on {q} to end: it was never taken, was released, has expired or was force released already. " +
 			"A lock still inside a lock-delay is freed only with \"immediate\": true.",
 		"There is no live permit in that slot of the semaphore {q} to end: it was never taken, was released, has expired or was force released already. " +
-			"A slot still inside a lock-delay is freed only with \"immediate\": true."},
+			"A slot still inside a lock-delay is freed only with \"immediate\": true.",
+		"There is no live lease of the read/write lock {q} in that mode and slot to end: it was never taken, was released, has expired or was " +
+			"force released already. A slot still inside a lock-delay is freed only with \"immediate\": true."},
 	{locklogic.ErrForceUnknown, kindUnavailable,
 		"The lock store did not answer in time: the force release may or may not have ended the lease on {q}. " +
 			"Do not repeat it blindly, since the lock may have gone to a newer lease since: " +
 			"list it (GET /admin/locks?prefix=...) and send the fencing_token of the lease you mean to end.",
 		"The lock store did not answer in time: the force release may or may not have ended the permit in that slot of {q}. " +
 			"Do not repeat it blindly, since the slot may have gone to a newer permit since: " +
-			"list it (GET /admin/semaphores?prefix=...) and send the fencing_token of the permit you mean to end."},
+			"list it (GET /admin/semaphores?prefix=...) and send the fencing_token of the permit you mean to end.",
+		"The lock store did not answer in time: the force release may or may not have ended that lease of {q}. " +
+			"Do not repeat it blindly, since its slot may have gone to a newer lease since: " +
+			"list it (GET /admin/rwlocks?prefix=...) and send the fencing_token of the lease you mean to end."},
 	{locklogic.ErrRenewRaced, kindUnavailable,
-		"A renewal of this lease sent after this one landed first and set an earlier expiry than this one asks for; nothing was changed. Retry the renewal.", ""},
+		"A renewal of this lease sent after this one landed first and set an earlier expiry than this one asks for; nothing was changed. Retry the renewal.", "", ""},
 	{locklogic.ErrWaitElapsed, kindUnavailable,
 		"The request reached the lock service with less than 0.5 s of wait_seconds left, too late to try without risking a grant you would not hear; " +
-			"nothing was changed. Retry.", ""},
+			"nothing was changed. Retry.", "", ""},
 	{locklogic.ErrNotFound, kindNotFound,
 		"There is no live lock on {q}: it was never taken, was released, or has expired.",
-		"There is no live permit of the semaphore {q} in that slot: it was never taken, was released, or has expired."},
+		"There is no live permit of the semaphore {q} in that slot: it was never taken, was released, or has expired.",
+		"There is no live lease of the read/write lock {q} in that mode and slot: it was never taken, was released, or has expired."},
 	{locklogic.ErrForbidden, problemKind{403, "forbidden", "Lock held by another owner"},
 		"The lock on {q} is held by another owner.",
-		"The permit in that slot of the semaphore {q} is held by another owner."},
+		"The permit in that slot of the semaphore {q} is held by another owner.",
+		"That lease of the read/write lock {q} is held by another owner."},
 	{locklogic.ErrStaleToken, kindStaleToken,
 		"The lock on {q} is held by this owner under a different fencing token: your lease was replaced by a newer one, or the token is wrong.",
 		"The permit in that slot of the semaphore {q} is held by this owner under a different fencing token: " +
-			"your permit was replaced by a newer one, or the token is wrong."},
+			"your permit was replaced by a newer one, or the token is wrong.",
+		"That lease of the read/write lock {q} is held by this owner under a different fencing token: " +
+			"your lease was replaced by a newer one, or the token is wrong."},
 	{locklogic.ErrUnavailable, kindUnavailable,
-		"The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment.", ""},
+		"The lock store did not answer in time; nothing was changed that you were told about. Retry after a moment.", "", ""},
 	{errNotAdministrator, problemKind{403, "not-an-administrator", "Not an administrator"},
-		"The admin routes answer only the IAM principals in the admin function's " + AdminPrincipalsEnv + "; the caller is not one of them.", ""},
+		"The admin routes answer only the IAM principals in the admin function's " + AdminPrincipalsEnv + "; the caller is not one of them.", "", ""},
 	{locklogic.ErrPermitsMismatch, kindPermitsMismatch,
-		"The semaphore {q} has another number of permits than this request asks for, and some of them are held.", ""},
+		"The semaphore {q} has another number of permits than this request asks for, and some of them are held.", "", ""},
 }
 
 // problemFor turns err into a problem. The detail never carries err's text
 // for 5xx answers: SDK messages and table names stay in the logs.
-func problemFor(err error, resource string) Problem { return problemOf(err, resource, false) }
+func problemFor(err error, resource string) Problem { return problemOf(err, resource, nounLock) }
 
-// problemOf is problemFor, its details about the semaphore resource when
-// sem is set.
-func problemOf(err error, resource string, sem bool) Problem {
+// noun is the kind of lease a problem's detail speaks of.
+type noun int
+
+const (
+	nounLock noun = iota
+	nounSemaphore
+	nounRWLock
+)
+
+// problemOf is problemFor, its details about a resource of kind.
+func problemOf(err error, resource string, kind noun) Problem {
 	q := strconv.Quote(resource)
 	var (
 		verr          *locklogic.ValidationError
@@ -162,8 +180,11 @@ func problemOf(err error, resource string, sem bool) Problem {
 	for _, row := range errorTable {
 		if errors.Is(err, row.err) {
 			detail := row.lock
-			if sem && row.sem != "" {
+			switch {
+			case kind == nounSemaphore && row.sem != "":
 				detail = row.sem
+			case kind == nounRWLock && row.rw != "":
+				detail = row.rw
 			}
 			p := newProblem(row.kind, strings.ReplaceAll(detail, "{q}", q))
 			p.ForceReleased = row.err == locklogic.ErrForceReleased

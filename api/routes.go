@@ -204,6 +204,20 @@ var rows [routeCount]rowInfo
 // Routes names read rows, an initialization cycle.)
 func init() { rows = rowsOf(Routes) }
 
+// noun is the kind of lease the row's problems speak of.
+func (r *rowInfo) noun() noun {
+	// The path's first segment after /admin, if any: "/rwlocks/{name}" and
+	// "/admin/rwlocks" both name the read/write locks.
+	first, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(r.Path, "/admin"), "/"), "/")
+	switch first {
+	case "rwlocks":
+		return nounRWLock
+	case "semaphores":
+		return nounSemaphore
+	}
+	return nounLock
+}
+
 // rowsOf indexes routes by route constant, panicking unless every
 // constant names exactly one row.
 func rowsOf(routes []Route) (out [routeCount]rowInfo) {
