@@ -322,9 +322,11 @@ func testKilledBeforeExpiry(t *testing.T, bin, self string, set bool) {
 			var died []time.Duration // death − expires_at
 			rounds(t, 5, 5, func(i int) error {
 				name := fmt.Sprintf("%s-%d", uniqueName(t), i)
-				// Local deadline 1.7 s after the grant's request; SIGKILL
-				// due 2.7 s after it; the service's lease ends 3 s after.
-				p, pid, err := startWorker(t, bin, self, url, nil, runArgs(name, set, "--ttl", "3", "--grace", "1")...)
+				// Local deadline 4.4 s after the grant's request; SIGKILL
+				// due 5.4 s after it; the service's lease ends 6 s after
+				// (a 6 s lease: its 0.6 s of slack, min(ttl/10, 1s), hold
+				// on a loaded machine where a 3 s lease's 0.3 s did not).
+				p, pid, err := startWorker(t, bin, self, url, nil, runArgs(name, set, "--ttl", "6", "--grace", "1")...)
 				if err != nil {
 					return err
 				}
@@ -373,7 +375,7 @@ func testKilledBeforeExpiry(t *testing.T, bin, self string, set bool) {
 }
 
 // testExitsWhenServiceHolds: the service takes every renewal and release
-// and never answers. lockctl must exit within min(ttl/10, 1s) (0.3 s) of
+// and never answers. lockctl must exit within min(ttl/10, 1s) (0.6 s) of
 // the lease's end at the service, whether the lease was lost (the command
 // traps SIGTERM and is killed) or the command ended by itself. 5 rounds
 // each at once.
@@ -384,7 +386,7 @@ func testExitsWhenServiceHolds(t *testing.T, bin, self string, set bool) {
 		t.Fatal(err)
 	}
 	url := front(t, srv.URL, "hold")
-	const margin = 300 * time.Millisecond
+	const margin = 600 * time.Millisecond // a 6 s lease's min(ttl/10, 1s)
 	for _, tc := range []struct {
 		name     string
 		steps    string // WORKER_STEPS: "" works until killed
@@ -396,7 +398,7 @@ func testExitsWhenServiceHolds(t *testing.T, bin, self string, set bool) {
 			var exits []time.Duration // exit − expires_at
 			rounds(t, 5, 5, func(i int) error {
 				name := fmt.Sprintf("%s-%d", uniqueName(t), i)
-				p, _, err := startWorker(t, bin, self, url, []string{"WORKER_STEPS=" + tc.steps}, runArgs(name, set, "--ttl", "3", "--grace", "1")...)
+				p, _, err := startWorker(t, bin, self, url, []string{"WORKER_STEPS=" + tc.steps}, runArgs(name, set, "--ttl", "6", "--grace", "1")...)
 				if err != nil {
 					return err
 				}
