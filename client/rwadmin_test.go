@@ -196,12 +196,15 @@ func TestRWAdminValidation(t *testing.T) {
 	}
 	ctx := context.Background()
 	for name, err := range map[string]error{
-		"WatchNameSlash":   func() error { _, err := c.WatchRW(ctx, "a/b", 0, 0); return err }(),
-		"WatchNegIndex":    func() error { _, err := c.WatchRW(ctx, "cache", -1, 0); return err }(),
-		"WatchLongWait":    func() error { _, err := c.WatchRW(ctx, "cache", 0, client.MaxServerWait+time.Second); return err }(),
-		"ForceBadMode":     func() error { _, err := c.ForceReleaseRW(ctx, "cache", "upgrade", 0, "r"); return err }(),
-		"ForceSlotTooHigh": func() error { _, err := c.ForceReleaseRW(ctx, "cache", client.ReadMode, client.MaxReaders, "r"); return err }(),
-		"ForceNoReason":    func() error { _, err := c.ForceReleaseRW(ctx, "cache", client.WriteMode, 0, " "); return err }(),
+		"WatchNameSlash": func() error { _, err := c.WatchRW(ctx, "a/b", 0, 0); return err }(),
+		"WatchNegIndex":  func() error { _, err := c.WatchRW(ctx, "cache", -1, 0); return err }(),
+		"WatchLongWait":  func() error { _, err := c.WatchRW(ctx, "cache", 0, client.MaxServerWait+time.Second); return err }(),
+		"ForceBadMode":   func() error { _, err := c.ForceReleaseRW(ctx, "cache", "upgrade", 0, "r"); return err }(),
+		"ForceSlotTooHigh": func() error {
+			_, err := c.ForceReleaseRW(ctx, "cache", client.ReadMode, client.MaxReaders, "r")
+			return err
+		}(),
+		"ForceNoReason": func() error { _, err := c.ForceReleaseRW(ctx, "cache", client.WriteMode, 0, " "); return err }(),
 		"ForceNegToken": func() error {
 			_, err := c.ForceReleaseRW(ctx, "cache", client.WriteMode, 0, "r", client.ForceReleaseOptions{FencingToken: -1})
 			return err
