@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ft288/locks/client"
@@ -217,4 +219,112 @@ func TestRWAdminValidation(t *testing.T) {
 	if len(s.calls) != 0 {
 		t.Errorf("sent %v, want nothing", s.paths())
 	}
+}
+
+// rwWatchStub answers read/write watches from a script of states: a
+// request from index i gets the first state whose index differs from i,
+// the last state unchanged when none does; 503 once before the second
+// state, and 500 (a setup error, not retried by WatchRW) once after it.
+type rwWatchStub struct {
+	mu      sync.Mutex
+	states  []string // answers, by index: index i's JSON is states[i]
+	indexes []int64
+	asked   []string // each request's query
+	failed  map[string]bool
+}
+
+func (s *rwWatchStub) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := r.URL.Query()
+	s.asked = append(s.asked, r.URL.RawQuery)
+	from := q.Get("index")
+	if !s.failed[from] && from != "0" {
+		s.failed[from] = true
+		if from == "3" {
+			return problemResponse(503, "service-unavailable"), nil
+		}
+		return problemResponse(500, "internal"), nil
+	}
+	for i, idx := range s.indexes {
+		if strconv.FormatInt(idx, 10) == from && i+1 < len(s.indexes) {
+			return jsonResponse(200, nil, json.RawMessage(s.states[i+1])), nil
+		}
+	}
+	if from == "0" {
+		return jsonResponse(200, nil, json.RawMessage(s.states[0])), nil
+	}
+	// Nothing changes: the service waits its wait_seconds, then answers
+	// the same state.
+	wait, _ := strconv.Atoi(q.Get("wait_seconds"))
+	s.mu.Unlock()
+	select {
+	case <-time.After(time.Duration(wait) * time.Second):
+	case <-r.Context().Done():
+	}
+	s.mu.Lock()
+	return jsonResponse(200, nil, json.RawMessage(s.states[len(s.states)-1])), nil
+}
+
+// TestObserveRW: ObserveRW sends the first state, then each change in
+// order with the index of the one before, through a 503 (retried by
+// WatchRW) and a 500 (retried by ObserveRW with backoff); an unchanged
+// answer is not sent again, and the channel closes when ctx ends.
+func TestObserveRW(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := &rwWatchStub{
+			states: []string{
+				`{"name":"cache","index":3,"changed":true,"readers":[` + rwReader + `],"fencing_token":1}`,
+				`{"name":"cache","index":4,"changed":true,"readers":[],"fencing_token":1}`,
+				`{"name":"cache","index":5,"changed":true,"writer":` + rwWriter + `,"readers":[],"fencing_token":2}`,
+			},
+			indexes: []int64{3, 4, 5},
+			failed:  map[string]bool{},
+		}
+		c, err := client.New("http://lock.test", client.WithHTTPClient(&http.Client{Transport: s}), client.WithoutKeepAlive())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		obs := c.ObserveRW(ctx, "cache")
+		var got []string
+		for range 3 {
+			r, ok := <-obs
+			if !ok {
+				t.Fatalf("closed after %v", got)
+			}
+			who := "none"
+			switch {
+			case r.Writer != nil:
+				who = "writer " + r.Writer.Owner
+			case len(r.Readers) > 0:
+				who = "reader " + r.Readers[0].Owner
+			}
+			got = append(got, strconv.FormatInt(r.Index, 10)+" "+who)
+		}
+		if want := []string{"3 reader r1", "4 none", "5 writer w1"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("states: got %v, want %v", got, want)
+		}
+		time.Sleep(time.Minute) // unchanged answers, each MaxServerWait long
+		select {
+		case r := <-obs:
+			t.Fatalf("a state with no change: %+v", r)
+		default:
+		}
+		cancel()
+		if r, ok := <-obs; ok {
+			t.Errorf("after cancel: got %+v, want the channel closed", r)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// A look at once, then long polls from the last index sent: 3 twice
+		// (503), 4 twice (500), then 5.
+		want := []string{"index=0&wait_seconds=0", "index=3&wait_seconds=20", "index=3&wait_seconds=20",
+			"index=4&wait_seconds=20", "index=4&wait_seconds=20", "index=5&wait_seconds=20"}
+		if len(s.asked) < len(want) || !reflect.DeepEqual(s.asked[:len(want)], want) {
+			t.Errorf("requests: got %v, want them to begin %v", s.asked, want)
+		}
+	})
 }

@@ -459,6 +459,34 @@ func (c *Client) WatchRW(ctx context.Context, name string, index int64, wait tim
 	return r, err
 }
 
+// ObserveRW returns a channel of the read/write lock name's states: first
+// the state when ObserveRW is called, then every change (a grant or an end,
+// read or write), in order, as Election.Observe does for a lock. It
+// long-polls with WatchRW, retrying failures with backoff, and closes the
+// channel when ctx ends (at once for a name the client refuses). A state
+// waits for its reader: the next one is the latest then.
+func (c *Client) ObserveRW(ctx context.Context, name string) <-chan RWWatchResult {
+	ch := make(chan RWWatchResult)
+	go func() {
+		defer close(ch)
+		if checkWatch(name, 0, 0) != nil {
+			return
+		}
+		follow(ctx, c, func(ctx context.Context, index int64, wait time.Duration) (RWWatchResult, int64, error) {
+			r, err := c.WatchRW(ctx, name, index, wait)
+			return r, r.Index, err
+		}, func(r RWWatchResult) bool {
+			select {
+			case ch <- r:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	return ch
+}
+
 // checkRWLeases checks the writer (nil: none) and the readers of a status
 // or watch answer of the read/write lock name.
 func checkRWLeases(name string, writer *RWLeaseInfo, readers []RWLeaseInfo) error {
