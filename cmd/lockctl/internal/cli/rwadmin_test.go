@@ -22,7 +22,10 @@ import (
 // force-release --write of no writer (exit 3), and the usage errors.
 func TestReadWriteAdminCommands(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Start(t, testenv.Options{})
+	// A 5 s waiting route ends the queued writer's rounds within 2 s: the
+	// local runner does not notice a waiter that leaves, and closing the
+	// server waits for it.
+	srv := testenv.Start(t, testenv.Options{Timeouts: map[string]time.Duration{"wait": 5 * time.Second}})
 	name := uniqueName(t)
 	run := func(wantCode int, args ...string) (stdout, stderr string) {
 		t.Helper()
