@@ -215,7 +215,9 @@
 // mode, slot (a reader's) and token. Every grant's token, read or write, is
 // larger than every earlier one of the name: a reader that finds a writer's
 // token above its own knows a writer came after its grant. RWStatus reads
-// the writer, the readers and the queue.
+// the writer, the readers and the queue, WatchRW waits for a change and
+// ObserveRW follows every change, and ListRWLocks and ForceReleaseRW are
+// the admin calls.
 //
 // # Operators
 //

@@ -151,17 +151,40 @@ func (e *Election) observe(ctx context.Context, ch chan<- Observation) {
 	if checkWatch(e.name, 0, 0) != nil {
 		return
 	}
+	var token int64 // the last Observation's term's fencing token
+	follow(ctx, e.c, func(ctx context.Context, index int64, wait time.Duration) (WatchResult, int64, error) {
+		r, err := e.c.Watch(ctx, e.name, index, wait)
+		return r, r.Index, err
+	}, func(r WatchResult) bool {
+		select {
+		case ch <- observation(token, r):
+		case <-ctx.Done():
+			return false
+		}
+		token = r.FencingToken
+		if token == 0 {
+			token = r.Index / 2
+		}
+		return true
+	})
+}
+
+// follow long-polls a watch (watch asks once from index, waiting up to
+// wait, and returns the answer and its index): it sends the first answer,
+// then each whose index differs from the last sent, until ctx ends or send
+// returns false. Failures are retried with backoff; a service that refuses
+// the wait (a lower MAX_WAIT_SECONDS) is asked with shorter ones.
+func follow[R any](ctx context.Context, c *Client, watch func(ctx context.Context, index int64, wait time.Duration) (R, int64, error), send func(R) bool) {
 	var (
-		seen     bool  // an Observation was sent
-		index    int64 // its Index
-		token    int64 // its term's fencing token
+		seen     bool  // an answer was sent
+		index    int64 // its index
 		wait     time.Duration
 		maxWait  = MaxServerWait
 		failures int
 	)
 	for {
 		sent := time.Now()
-		r, err := e.c.Watch(ctx, e.name, index, wait)
+		r, rIndex, err := watch(ctx, index, wait)
 		if ctx.Err() != nil {
 			return
 		}
@@ -172,29 +195,23 @@ func (e *Election) observe(ctx context.Context, ch chan<- Observation) {
 				wait = maxWait
 				continue
 			}
-			if !sleepCtx(ctx, e.c.backoff.delay(failures, hint(err))) {
+			if !sleepCtx(ctx, c.backoff.delay(failures, hint(err))) {
 				return
 			}
 			failures++
 			continue
 		}
 		failures, wait = 0, maxWait
-		if seen && r.Index == index {
-			if time.Since(sent) < minWatchRound && !sleepCtx(ctx, e.c.backoff.max) {
+		if seen && rIndex == index {
+			if time.Since(sent) < minWatchRound && !sleepCtx(ctx, c.backoff.max) {
 				return
 			}
 			continue
 		}
-		o := observation(token, r)
-		select {
-		case ch <- o:
-		case <-ctx.Done():
+		if !send(r) {
 			return
 		}
-		seen, index, token = true, r.Index, r.FencingToken
-		if token == 0 {
-			token = r.Index / 2
-		}
+		seen, index = true, rIndex
 	}
 }
 

@@ -105,6 +105,11 @@ type ProblemError struct {
 	// stale-token answer to ForceReleasePermit with a fencing token that
 	// was not the permit's (the current member); nil otherwise.
 	CurrentPermit *AdminPermit `json:"-"`
+	// CurrentRWLease is the read/write lock's lease that now holds the
+	// writer's place or the reader's slot, on the stale-token answer to
+	// ForceReleaseRW with a fencing token that was not the lease's (the
+	// current member); nil otherwise.
+	CurrentRWLease *AdminRWLease `json:"-"`
 	// Permits is the semaphore's number of permits on the permits-mismatch
 	// answer (the permits member); 0 otherwise.
 	Permits int `json:"permits,omitempty"`

@@ -316,17 +316,7 @@ func (c *Client) RWStatus(ctx context.Context, name string) (RWStatus, error) {
 	return call(ctx, c, request{op: fmt.Sprintf("status of read/write lock %q", name), bad: checkName("name", name),
 		method: http.MethodGet, path: rwPath(name)}, func(st *RWStatus) error {
 		st.Readers, st.Queue, st.Name = nonNil(st.Readers), nonNil(st.Queue), name
-		if st.Writer != nil {
-			if err := st.Writer.check(name, WriteMode); err != nil {
-				return err
-			}
-		}
-		for _, r := range st.Readers {
-			if err := r.check(name, ReadMode); err != nil {
-				return err
-			}
-		}
-		return nil
+		return checkRWLeases(name, st.Writer, st.Readers)
 	})
 }
 
@@ -423,4 +413,139 @@ func (c *Client) ListRWLocks(ctx context.Context, prefix string, opt ListOptions
 			}
 			return nil
 		})
+}
+
+// RWWatchResult is one answer of WatchRW: a read/write lock's state as a
+// watcher sees it.
+type RWWatchResult struct {
+	// Name is the read/write lock's name.
+	Name string `json:"name"`
+	// Index identifies the state: 0 for a name never taken, else 2 × the
+	// latest fencing token + 1 − the number of live leases. It grows at
+	// every grant and every end, read or write (a renewal is no change).
+	// Pass it to the next WatchRW.
+	Index int64 `json:"index"`
+	// Changed reports whether Index differs from the index asked with.
+	Changed bool `json:"changed"`
+	// Writer is the live writer's lease, nil when none.
+	Writer *RWLeaseInfo `json:"writer,omitempty"`
+	// Readers are the live readers' leases.
+	Readers []RWLeaseInfo `json:"readers"`
+	// FencingToken is the latest grant's token, read or write, live or
+	// not; 0 for a name never taken.
+	FencingToken int64 `json:"fencing_token,omitempty"`
+}
+
+// WatchRW is Watch for the read/write lock name: its writer and readers as
+// soon as its state differs from index (0 at first, then the last answer's
+// Index), or when wait (whole seconds, 0 to MaxServerWait) has passed.
+// ErrUnavailable answers are retried with backoff until ctx ends.
+func (c *Client) WatchRW(ctx context.Context, name string, index int64, wait time.Duration) (RWWatchResult, error) {
+	if err := checkWatch(name, index, wait); err != nil {
+		return RWWatchResult{}, fmt.Errorf("watch read/write lock %q: %w", name, err)
+	}
+	label := fmt.Sprintf("watch read/write lock %q", name)
+	var r RWWatchResult
+	err := c.watchRetrying(ctx, label, rwPath(name)+"/watch?"+c.watchQuery(index, wait), func(resp *response) error {
+		if err := resp.decode(&r); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		if r.Index < 0 || r.FencingToken < 0 || checkRWLeases(name, r.Writer, r.Readers) != nil {
+			return fmt.Errorf("%s: malformed response: %s", label, resp.body)
+		}
+		r.Readers, r.Name = nonNil(r.Readers), name
+		return nil
+	})
+	return r, err
+}
+
+// ObserveRW returns a channel of the read/write lock name's states: first
+// the state when ObserveRW is called, then every change (a grant or an end,
+// read or write), in order, as Election.Observe does for a lock. It
+// long-polls with WatchRW, retrying failures with backoff, and closes the
+// channel when ctx ends (at once for a name the client refuses). A state
+// waits for its reader: the next one is the latest then.
+func (c *Client) ObserveRW(ctx context.Context, name string) <-chan RWWatchResult {
+	ch := make(chan RWWatchResult)
+	go func() {
+		defer close(ch)
+		if checkWatch(name, 0, 0) != nil {
+			return
+		}
+		follow(ctx, c, func(ctx context.Context, index int64, wait time.Duration) (RWWatchResult, int64, error) {
+			r, err := c.WatchRW(ctx, name, index, wait)
+			return r, r.Index, err
+		}, func(r RWWatchResult) bool {
+			select {
+			case ch <- r:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	return ch
+}
+
+// checkRWLeases checks the writer (nil: none) and the readers of a status
+// or watch answer of the read/write lock name.
+func checkRWLeases(name string, writer *RWLeaseInfo, readers []RWLeaseInfo) error {
+	if writer != nil {
+		if err := writer.check(name, WriteMode); err != nil {
+			return err
+		}
+	}
+	for _, r := range readers {
+		if err := r.check(name, ReadMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RWForceReleased is what ForceReleaseRW did: the lease it ended, as it
+// was, and when others may take its place.
+type RWForceReleased struct {
+	// AdminRWLease is the lease it ended, as it was.
+	AdminRWLease
+	// Reason is the reason the service recorded.
+	Reason string `json:"reason"`
+	// Immediate reports whether the place was freed at once.
+	Immediate bool `json:"immediate"`
+	// FreeAt is when the ended lease stops keeping others out: now, or
+	// the end of its lock-delay.
+	FreeAt time.Time `json:"free_at,omitzero"`
+}
+
+// ForceReleaseRW ends one holder of the read/write lock name whoever holds
+// it — the writer (WriteMode), or the reader in slot (ReadMode) — with
+// reason (1–500 bytes) for the audit log, as ForceRelease does for a lock
+// (opts: Immediate, FencingToken); the other holders keep their leases. It
+// returns ErrNotFound when no lease keeps that place, or ErrStaleToken with
+// a *ProblemError whose CurrentRWLease is the lease that does. An admin
+// call.
+func (c *Client) ForceReleaseRW(ctx context.Context, name string, mode RWMode, slot int, reason string, opts ...ForceReleaseOptions) (RWForceReleased, error) {
+	req, bad := forceReleaseBody(reason, opts)
+	if bad == nil {
+		req["mode"] = mode
+		if mode == ReadMode {
+			req["slot"] = slot
+		}
+	}
+	bad = cmp.Or(checkMode(mode, slot), bad)
+	if name == "" || strings.Contains(name, "/") || strings.TrimSpace(reason) == "" {
+		bad = fmt.Errorf("%w: name and reason must not be empty, and name has no \"/\"", ErrValidation)
+	}
+	op := fmt.Sprintf("force-release read/write lock %q writer", name)
+	if mode == ReadMode {
+		op = fmt.Sprintf("force-release read/write lock %q reader in slot %d", name, slot)
+	}
+	f, err := call(ctx, c, request{op: op, bad: bad, method: http.MethodDelete, path: "/admin" + rwPath(name), payload: req},
+		func(f *forced[AdminRWLease]) error {
+			if f.Ended.check(name, mode) != nil || (mode == ReadMode && f.Ended.Slot != slot) {
+				return errors.New("malformed response: no lease ended")
+			}
+			return nil
+		})
+	return RWForceReleased{AdminRWLease: f.Ended, Reason: f.Reason, Immediate: f.Immediate, FreeAt: f.FreeAt}, err
 }

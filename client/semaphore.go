@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -259,9 +258,7 @@ func (c *Client) WatchSemaphore(ctx context.Context, name string, index int64, w
 	if err := checkWatch(name, index, wait); err != nil {
 		return SemaphoreWatchResult{}, fmt.Errorf("watch semaphore %q: %w", name, err)
 	}
-	wait = c.watchWait(wait)
-	path := semaphorePath(name) + "/watch?index=" + strconv.FormatInt(index, 10) +
-		"&wait_seconds=" + strconv.FormatInt(int64(wait/time.Second), 10)
+	path := semaphorePath(name) + "/watch?" + c.watchQuery(index, wait)
 	label := fmt.Sprintf("watch semaphore %q", name)
 	var r SemaphoreWatchResult
 	err := c.watchRetrying(ctx, label, path, func(resp *response) error {

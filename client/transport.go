@@ -130,22 +130,35 @@ func problem(resp *http.Response, data []byte) *ProblemError {
 			p.queueTicket = ext.QueueTicket
 		}
 	}
-	// current is a lock's lease, or a semaphore's permit (it has a slot).
+	// current is a lock's lease, a read/write lock's (it has a mode), or a
+	// semaphore's permit (it has a slot and no mode).
 	var cur struct {
 		Current *struct {
-			Slot *int `json:"slot"`
+			Slot *int    `json:"slot"`
+			Mode *RWMode `json:"mode"`
 		} `json:"current"`
 	}
-	if p.Current != nil && json.Unmarshal(data, &cur) == nil && cur.Current != nil && cur.Current.Slot != nil {
-		var permit struct {
-			Current AdminPermit `json:"current"`
-		}
-		p.Current = nil
-		if json.Unmarshal(data, &permit) == nil {
-			p.CurrentPermit = &permit.Current
+	if p.Current != nil && json.Unmarshal(data, &cur) == nil && cur.Current != nil {
+		switch {
+		case cur.Current.Mode != nil:
+			p.Current, p.CurrentRWLease = nil, currentOf[AdminRWLease](data)
+		case cur.Current.Slot != nil:
+			p.Current, p.CurrentPermit = nil, currentOf[AdminPermit](data)
 		}
 	}
 	return p
+}
+
+// currentOf decodes a problem's current member as an L; nil when it is
+// not one.
+func currentOf[L any](data []byte) *L {
+	var c struct {
+		Current L `json:"current"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return nil
+	}
+	return &c.Current
 }
 
 // parseRetryAfter reads a Retry-After header of delay-seconds or an

@@ -40,15 +40,19 @@ func (c *Client) Watch(ctx context.Context, resource string, index int64, wait t
 	if err := checkWatch(resource, index, wait); err != nil {
 		return WatchResult{}, fmt.Errorf("watch %q: %w", resource, err)
 	}
-	wait = c.watchWait(wait)
-	path := lockPath(resource) + "/watch?index=" + strconv.FormatInt(index, 10) +
-		"&wait_seconds=" + strconv.FormatInt(int64(wait/time.Second), 10)
+	path := lockPath(resource) + "/watch?" + c.watchQuery(index, wait)
 	var r WatchResult
 	err := c.watchRetrying(ctx, fmt.Sprintf("watch %q", resource), path, func(resp *response) (err error) {
 		r, err = watchResult(resp, resource)
 		return err
 	})
 	return r, err
+}
+
+// watchQuery is a watch request's query: index, and wait shortened by
+// watchWait.
+func (c *Client) watchQuery(index int64, wait time.Duration) string {
+	return "index=" + strconv.FormatInt(index, 10) + "&wait_seconds=" + strconv.FormatInt(int64(c.watchWait(wait)/time.Second), 10)
 }
 
 // watchWait shortens a watch's wait to leave the answer time to arrive

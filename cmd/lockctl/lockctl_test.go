@@ -54,6 +54,7 @@ func TestProcess(t *testing.T) {
 	t.Run("CtrlCEscalates", func(t *testing.T) { t.Parallel(); testCtrlCEscalates(t, bin) })
 	t.Run("OnLost", func(t *testing.T) { t.Parallel(); testOnLost(t, bin) })
 	t.Run("Watch", func(t *testing.T) { t.Parallel(); testWatch(t, bin) })
+	t.Run("WatchRW", func(t *testing.T) { t.Parallel(); testWatchRW(t, bin) })
 	t.Run("ElectOneAtATime", func(t *testing.T) { t.Parallel(); testElectOneAtATime(t, bin) })
 	t.Run("ElectLoss", func(t *testing.T) { t.Parallel(); testElectLoss(t, bin) })
 	t.Run("ElectSignalWhileCampaigning", func(t *testing.T) { t.Parallel(); testElectSignalWhileCampaigning(t, bin) })

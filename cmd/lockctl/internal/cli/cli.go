@@ -68,8 +68,8 @@ func init() {
 	commands = []*command{
 		{name: "acquire", synopsis: "RESOURCE [-n N] [--ttl 30] [--wait 0] [--owner X] [--lock-delay 0] [-E CODE] [-q], or --lock NAME [--lock NAME...] [--set-prefix P] [flags]",
 			summary: "take the lock (-n: one of N permits; --lock: a lock set) and print the lease as JSON", help: acquireHelp, run: acquireCmd},
-		{name: "status", synopsis: "RESOURCE [-s]",
-			summary: "print the live lease (-s: the semaphore's permits) as JSON", help: statusHelp, run: statusCmd},
+		{name: "status", synopsis: "RESOURCE [-s | --rw]",
+			summary: "print the live lease (-s: the semaphore's permits; --rw: the read/write lock's leases) as JSON", help: statusHelp, run: statusCmd},
 		{name: "renew", synopsis: "RESOURCE --owner X [--slot K] [--ttl 30] [--token N]",
 			summary: "extend the live lease (--slot: the permit) and print it as JSON", help: renewHelp, run: renewCmd},
 		{name: "release", synopsis: "RESOURCE --owner X [--slot K] [--token N]",
@@ -78,11 +78,11 @@ func init() {
 			summary: "run CMD while holding the lock (-n: one of N permits; --lock: a lock set)", help: runHelp, run: runCmd},
 		{name: "elect", synopsis: "NAME [--once] [--ttl 30] [--owner X] [--grace 10] [--on-lost HOOK] [--lock-delay 0] -- CMD [ARGS...]",
 			summary: "run CMD only while leading the election NAME; campaign again after a loss", help: electHelp, run: electCmd},
-		{name: "watch", synopsis: "NAME",
-			summary: "print the lock's state, then each change, as JSON lines until Ctrl-C", help: watchHelp, run: watchCmd},
-		{name: "ls", synopsis: "[PREFIX] [-s] [--json] [--limit N]",
-			summary: "list the held locks (-s: the semaphores' permits) (admin)", help: lsHelp, run: lsCmd},
-		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--slot K] [--immediate] [--token N]",
+		{name: "watch", synopsis: "NAME [--rw]",
+			summary: "print the lock's (--rw: the read/write lock's) state, then each change, as JSON lines until Ctrl-C", help: watchHelp, run: watchCmd},
+		{name: "ls", synopsis: "[PREFIX] [-s | --rw] [--json] [--limit N]",
+			summary: "list the held locks (-s: the semaphores' permits; --rw: the read/write locks) (admin)", help: lsHelp, run: lsCmd},
+		{name: "force-release", synopsis: "RESOURCE --reason TEXT [--slot K] [--read --slot K | --write] [--immediate] [--token N]",
 			summary: "end the lease whoever holds it (admin, audited)", help: forceReleaseHelp, run: forceReleaseCmd},
 		{name: "ui", synopsis: "[PREFIX] [--addr 127.0.0.1:0] [--open]",
 			summary: "serve a live console of the locks on 127.0.0.1 and print its URL (admin)", help: uiHelp, run: uiCmd},
@@ -243,6 +243,21 @@ func (fs *flagSet) semaphoreFlag(usage string) *bool {
 	fs.BoolVar(b, "s", false, "")
 	fs.short[name] = "s"
 	return b
+}
+
+// rwFlag defines --rw: RESOURCE is a read/write lock (status, watch; ls:
+// list the read/write locks).
+func (fs *flagSet) rwFlag(usage string) *bool {
+	return fs.Bool("rw", false, usage)
+}
+
+// checkKind refuses -s with --rw: a name shown or listed is a semaphore's
+// or a read/write lock's, not both.
+func checkKind(sem, rw bool) error {
+	if sem && rw {
+		return &usageError{"-s and --rw do not go together: RESOURCE is a semaphore or a read/write lock"}
+	}
+	return nil
 }
 
 // ownerFlag defines --owner of a command that takes a lease; empty means

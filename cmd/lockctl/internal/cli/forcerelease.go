@@ -32,6 +32,11 @@ With --slot K RESOURCE is a semaphore, and the permit ended is the one in
 slot K (as 'lockctl ls --semaphores' showed it): the same rules, for that
 slot.
 
+With --read --slot K or --write RESOURCE is a read/write lock, and the
+lease ended is the reader's in slot K or the writer's (as 'lockctl ls --rw'
+showed them): the same rules for that lease; the other holders keep
+theirs.
+
 An admin command: against the IAM-authorized API it needs an identity
 allowed to call the /admin routes (see docs/api.md, Admin API).`
 
@@ -41,10 +46,14 @@ func forceReleaseCmd(args []string, env Env) int {
 	reason := fs.String("reason", "", "why, for the audit log: `TEXT` of 1 to 500 bytes (required)")
 	immediate := fs.Bool("immediate", false, "free the lock at once, ignoring the lease's lock-delay (the holder is dead)")
 	token := fs.Int64("token", 0, "end only the lease with this fencing `token` (as 'lockctl ls' showed it)")
-	slot := fs.slotFlag("RESOURCE is a semaphore: end the permit in slot `K`")
+	slot := fs.slotFlag("RESOURCE is a semaphore: end the permit in slot `K` (with --read: the reader in slot K)")
+	rw := fs.rwFlags()
 	resource, err := parseOnly(fs, args)
 	if err == nil {
 		err = checkSlot(fs, *slot)
+	}
+	if err == nil {
+		err = rw.checkByHand(fs)
 	}
 	if err == nil && strings.TrimSpace(*reason) == "" {
 		err = &usageError{"--reason is required"}
@@ -55,16 +64,29 @@ func forceReleaseCmd(args []string, env Env) int {
 	if err != nil {
 		return parseFailed(fs, env, err)
 	}
+	opts := client.ForceReleaseOptions{Immediate: *immediate, FencingToken: *token}
 	return fs.common.call(env, requestTimeout, func(ctx context.Context, c *client.Client) (any, error) {
+		if m := rw.mode(); m != "" {
+			ended, err := c.ForceReleaseRW(ctx, resource, m, max(*slot, 0), *reason, opts)
+			var p *client.ProblemError
+			if errors.Is(err, client.ErrStaleToken) && errors.As(err, &p) && p.CurrentRWLease != nil {
+				what := "writer's place"
+				if m == client.ReadMode {
+					what = "reader's slot"
+				}
+				return nil, &staleForceRelease{err: err, current: *p.CurrentRWLease, token: p.CurrentRWLease.FencingToken, flags: args, what: what}
+			}
+			return ended, err
+		}
 		if isSet(fs.FlagSet, "slot") {
-			ended, err := c.ForceReleasePermit(ctx, resource, *slot, *reason, client.ForceReleaseOptions{Immediate: *immediate, FencingToken: *token})
+			ended, err := c.ForceReleasePermit(ctx, resource, *slot, *reason, opts)
 			var p *client.ProblemError
 			if errors.Is(err, client.ErrStaleToken) && errors.As(err, &p) && p.CurrentPermit != nil {
 				return nil, &staleForceRelease{err: err, current: *p.CurrentPermit, token: p.CurrentPermit.FencingToken, flags: args, what: "slot"}
 			}
 			return ended, err
 		}
-		ended, err := c.ForceRelease(ctx, resource, *reason, client.ForceReleaseOptions{Immediate: *immediate, FencingToken: *token})
+		ended, err := c.ForceRelease(ctx, resource, *reason, opts)
 		var p *client.ProblemError
 		if errors.Is(err, client.ErrStaleToken) && errors.As(err, &p) && p.Current != nil {
 			return nil, &staleForceRelease{err: err, current: *p.Current, token: p.Current.FencingToken, flags: args, what: "lock"}
@@ -77,9 +99,9 @@ func forceReleaseCmd(args []string, env Env) int {
 // the one asked for holds the lock; it shows that lease and how to end it.
 type staleForceRelease struct {
 	err     error
-	current any      // client.AdminLock, or client.AdminPermit
+	current any      // client.AdminLock, client.AdminPermit, or client.AdminRWLease
 	token   int64    // current's
-	what    string   // "lock", or "slot"
+	what    string   // "lock", "slot", "writer's place" or "reader's slot"
 	flags   []string // the command line, for the suggestion
 }
 

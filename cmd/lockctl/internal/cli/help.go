@@ -36,6 +36,11 @@ run (at most N holders at once, each in a slot of its own; run gives the
 command LOCK_SLOT); --slot K names a permit for renew, release and
 force-release; -s shows a semaphore for status, and ls -s lists permits.
 
+Read/write locks: --read or --write makes RESOURCE a read/write lock for
+acquire and run (a reader's lease, beside other readers, or the writer's);
+--read --slot K or --write names a lease for renew, release and
+force-release; --rw shows one for status and watch, and ls --rw lists them.
+
 Exit codes:
   0   success (run, elect: the command's own status; watch: stopped by
       Ctrl-C or SIGTERM)

@@ -26,6 +26,14 @@ semaphore's permits, owner, fencing token, expiry, lock-delay, principal
 (--json: one JSON array). --limit counts permits, but a semaphore's permits
 are listed together, so the list may end a little past it.
 
+With --rw it lists the read/write locks whose name starts with PREFIX that
+a lease keeps from others or a waiter waits for: one row per lease, the
+writer's (slot -) before the readers': name, mode, slot, owner, fencing
+token, expiry, lock-delay, principal, and the number of waiters (a lock
+only waited for: one row of dashes with its latest token). --json prints
+the locks as one JSON array, each with its writer, readers and queue.
+--limit counts read/write locks.
+
 An admin command: against the IAM-authorized API it needs an identity
 allowed to call the /admin routes (see docs/api.md, Admin API).`
 
@@ -35,6 +43,7 @@ func lsCmd(args []string, env Env) int {
 	asJSON := fs.Bool("json", false, "print the leases as one JSON array")
 	limit := fs.Int("limit", 0, "list at most `N` leases (0: all)")
 	sems := fs.semaphoreFlag("list the semaphores' permits instead of the locks")
+	rw := fs.rwFlag("list the read/write locks instead of the locks (--limit counts read/write locks)")
 	err := fs.Parse(args)
 	prefix := ""
 	if err == nil && fs.NArg() > 0 {
@@ -47,35 +56,59 @@ func lsCmd(args []string, env Env) int {
 	if err == nil && *limit < 0 {
 		err = &usageError{fmt.Sprintf("--limit %d: want 0 (all) or more", *limit)}
 	}
+	if err == nil {
+		err = checkKind(*sems, *rw)
+	}
 	if err != nil {
 		return parseFailed(fs, env, err)
 	}
-	if *sems {
-		return lsSemaphores(fs, env, prefix, *limit, *asJSON)
+	switch {
+	case *sems:
+		return lsRows(fs, env, *limit, *asJSON, func(ctx context.Context, c *client.Client, opt client.ListOptions) ([]client.AdminPermit, string, error) {
+			page, err := c.ListSemaphores(ctx, prefix, opt)
+			return page.Holders, page.Cursor, err
+		}, writeSemaphoreTable)
+	case *rw:
+		return lsRows(fs, env, *limit, *asJSON, func(ctx context.Context, c *client.Client, opt client.ListOptions) ([]client.AdminRWLock, string, error) {
+			page, err := c.ListRWLocks(ctx, prefix, opt)
+			return page.RWLocks, page.Cursor, err
+		}, writeRWTable)
 	}
+	return lsRows(fs, env, *limit, *asJSON, func(ctx context.Context, c *client.Client, opt client.ListOptions) ([]client.AdminLock, string, error) {
+		page, err := c.List(ctx, prefix, opt)
+		return page.Locks, page.Cursor, err
+	}, writeTable)
+}
+
+// lsRows is one form of `lockctl ls`: it asks next for page after page
+// of rows (1,000 at most each) until the listing ends or has limit rows
+// (0: all; a page may end a little past it), then prints them as one JSON
+// array or with table.
+func lsRows[R any](fs *flagSet, env Env, limit int, asJSON bool,
+	next func(ctx context.Context, c *client.Client, opt client.ListOptions) ([]R, string, error), table func(io.Writer, []R)) int {
 	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
-		locks := []client.AdminLock{}
+		rows := []R{}
 		opt := client.ListOptions{Limit: 1000}
 		for {
-			if *limit > 0 {
-				opt.Limit = min(1000, *limit-len(locks))
+			if limit > 0 {
+				opt.Limit = max(1, min(1000, limit-len(rows)))
 			}
 			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			page, err := c.List(pctx, prefix, opt)
+			page, cursor, err := next(pctx, c, opt)
 			cancel()
 			if err != nil {
 				return nil, err
 			}
-			locks = append(locks, page.Locks...)
-			if page.Cursor == "" || (*limit > 0 && len(locks) >= *limit) {
+			rows = append(rows, page...)
+			if cursor == "" || (limit > 0 && len(rows) >= limit) {
 				break
 			}
-			opt.Cursor = page.Cursor
+			opt.Cursor = cursor
 		}
-		if *asJSON {
-			return locks, nil
+		if asJSON {
+			return rows, nil
 		}
-		writeTable(env.Stdout, locks)
+		table(env.Stdout, rows)
 		return nil, nil
 	})
 }
@@ -84,63 +117,69 @@ func lsCmd(args []string, env Env) int {
 func writeTable(w io.Writer, locks []client.AdminLock) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE\tOWNER\tTOKEN\tEXPIRES\tDELAY\tPRINCIPAL")
-	dash := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
 	for _, l := range locks {
-		delay := ""
-		if l.LockDelaySeconds > 0 {
-			delay = (time.Duration(l.LockDelaySeconds) * time.Second).String()
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", tableCell(l.Resource), tableCell(l.Owner), l.FencingToken,
-			l.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z"), dash(delay), dash(tableCell(l.Principal)))
+			timeCell(l.ExpiresAt), delayCell(l.LockDelaySeconds), dashCell(l.Principal))
 	}
 	_ = tw.Flush()
 }
 
-// lsSemaphores is `lockctl ls --semaphores`.
-func lsSemaphores(fs *flagSet, env Env, prefix string, limit int, asJSON bool) int {
-	return fs.common.call(env, 0, func(ctx context.Context, c *client.Client) (any, error) {
-		permits := []client.AdminPermit{}
-		opt := client.ListOptions{Limit: 1000}
-		for {
-			if limit > 0 {
-				opt.Limit = max(1, min(1000, limit-len(permits)))
-			}
-			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			page, err := c.ListSemaphores(pctx, prefix, opt)
-			cancel()
-			if err != nil {
-				return nil, err
-			}
-			permits = append(permits, page.Holders...)
-			if page.Cursor == "" || (limit > 0 && len(permits) >= limit) {
-				break
-			}
-			opt.Cursor = page.Cursor
+// writeSemaphoreTable prints permits as an aligned table with a header.
+func writeSemaphoreTable(w io.Writer, permits []client.AdminPermit) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEMAPHORE\tSLOT\tPERMITS\tOWNER\tTOKEN\tEXPIRES\tDELAY\tPRINCIPAL")
+	for _, p := range permits {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", tableCell(p.Name), p.Slot, p.Permits, tableCell(p.Owner),
+			p.FencingToken, timeCell(p.ExpiresAt), delayCell(p.LockDelaySeconds), dashCell(p.Principal))
+	}
+	_ = tw.Flush()
+}
+
+// writeRWTable prints read/write locks as an aligned table with a header:
+// one row per lease, the writer's first (its slot "-"), then the readers';
+// a lock only waited for has one row of dashes. WAITING is the lock's
+// number of waiters.
+func writeRWTable(w io.Writer, locks []client.AdminRWLock) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RWLOCK\tMODE\tSLOT\tOWNER\tTOKEN\tEXPIRES\tDELAY\tPRINCIPAL\tWAITING")
+	for _, l := range locks {
+		leases := l.Readers
+		if l.Writer != nil {
+			leases = append([]client.AdminRWLease{*l.Writer}, leases...)
 		}
-		if asJSON {
-			return permits, nil
+		waiting := len(l.Queue)
+		if len(leases) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%d\t-\t-\t-\t%d\n", tableCell(l.Name), l.FencingToken, waiting)
 		}
-		tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEMAPHORE\tSLOT\tPERMITS\tOWNER\tTOKEN\tEXPIRES\tDELAY\tPRINCIPAL")
-		for _, p := range permits {
-			delay, principal := "-", "-"
-			if p.LockDelaySeconds > 0 {
-				delay = (time.Duration(p.LockDelaySeconds) * time.Second).String()
+		for _, r := range leases {
+			slot := "-"
+			if r.Mode == client.ReadMode {
+				slot = strconv.Itoa(r.Slot)
 			}
-			if p.Principal != "" {
-				principal = tableCell(p.Principal)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", tableCell(p.Name), p.Slot, p.Permits, tableCell(p.Owner),
-				p.FencingToken, p.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z"), delay, principal)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", tableCell(l.Name), r.Mode, slot, tableCell(r.Owner),
+				r.FencingToken, timeCell(r.ExpiresAt), delayCell(r.LockDelaySeconds), dashCell(r.Principal), waiting)
 		}
-		_ = tw.Flush()
-		return nil, nil
-	})
+	}
+	_ = tw.Flush()
+}
+
+// timeCell is an expiry as the tables show it: UTC, to the millisecond.
+func timeCell(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// delayCell is a lock-delay of secs as the tables show it; "-" for none.
+func delayCell(secs int64) string {
+	if secs <= 0 {
+		return "-"
+	}
+	return (time.Duration(secs) * time.Second).String()
+}
+
+// dashCell is tableCell(s), or "-" for an empty s.
+func dashCell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return tableCell(s)
 }
 
 // tableCell makes s safe for one table cell: names may hold spaces and

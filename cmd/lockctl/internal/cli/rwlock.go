@@ -14,11 +14,14 @@ import (
 type rwFlags struct{ read, write *bool }
 
 // rwFlags defines --read and --write: for run and acquire, the lease to
-// take; for renew and release, the lease to act on.
+// take; for renew, release and force-release, the lease to act on.
 func (fs *flagSet) rwFlags() rwFlags {
 	read, write := "take a reader's lease (shared with other readers)", "take the writer's lease (excludes readers and writers)"
-	if n := fs.cmd.name; n == "renew" || n == "release" {
+	switch n := fs.cmd.name; n {
+	case "renew", "release":
 		read, write = n+" the owner's reader's lease in --slot K", n+" the owner's writer's lease"
+	case "force-release":
+		read, write = "end the reader's lease in --slot K, whoever holds it", "end the writer's lease, whoever holds it"
 	}
 	return rwFlags{
 		read:  fs.Bool("read", false, "RESOURCE is a read/write lock: "+read),
@@ -95,8 +98,8 @@ func (l rwHold) env() []string {
 	return out
 }
 
-// checkByHand checks --read/--write of renew and release: not both, a
-// reader names its --slot, and the writer has none.
+// checkByHand checks --read/--write of renew, release and force-release:
+// not both, a reader names its --slot, and the writer has none.
 func (f rwFlags) checkByHand(fs *flagSet) error {
 	switch {
 	case *f.read && *f.write:
