@@ -3,6 +3,7 @@ package locklogic
 import (
 	"context"
 	"errors"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -534,76 +535,114 @@ func TestHomeSlot(t *testing.T) {
 	}
 }
 
-// TestSemaphoreWatchNeverBack: the semaphore watch keeps the lock watch's
-// index rules. A permit the caller saw end (through an instance whose
-// clock is ahead) but this instance still sees live is no change: the
-// answer keeps to the caller's index, without that permit, and a wait
-// runs on for a later state; an index above 2 × counter + 1 is refused;
-// one seen before garbage collection deleted the item is echoed.
+// TestSemaphoreWatchNeverBack: the semaphore watch, and the read/write
+// lock's that shares it (leasesWatch), keep the lock watch's index rules.
+// A permit (a reader) the caller saw end (through an instance whose clock
+// is ahead) but this instance still sees live is no change: the answer
+// keeps to the caller's index, without that lease, and a wait runs on for
+// a later state; an index above 2 × counter + 1 is refused, in the kind's
+// own words; one seen before garbage collection deleted the item is
+// echoed.
 func TestSemaphoreWatchNeverBack(t *testing.T) {
 	t.Parallel()
 	// N = 3, counter 11: a's permit ends at t0 + 1 s, b's in an hour, slot
 	// 2 released. Index at t0: 2 × 11 + 1 − 2 = 21; after a's end, 22.
-	held := semItem(3, 11, map[int]permitSpec{0: {owner: "a", token: 10, exp: t0.Add(time.Second)},
+	sem := semItem(3, 11, map[int]permitSpec{0: {owner: "a", token: 10, exp: t0.Add(time.Second)},
 		1: {owner: "b", token: 11, exp: t0.Add(time.Hour)}, 2: {owner: "c", token: 9, exp: t0.Add(-time.Second), released: true}})
-	for _, tc := range []struct {
-		name        string
-		item        map[string]types.AttributeValue
-		index, wait int64
-		want        int64
-		changed     bool
-		holders     []string // owners, by slot
-		at          time.Duration
-		refused     bool
+	// The same leases as a read/write lock's readers, no writer.
+	rw := maps.Clone(sem)
+	rw[AttrResource] = &types.AttributeValueMemberS{Value: RWLockPrefix + "s"}
+	delete(rw, AttrPermits)
+	// watch runs one kind's watch, returning the index, whether it
+	// changed and the owners of the live leases (the writer's first).
+	type watch func(s *Service, req WatchRequest) (index int64, changed bool, owners []string, err error)
+	kinds := []struct {
+		name    string
+		held    map[string]types.AttributeValue
+		watch   watch
+		refusal string // in the refused index's message
 	}{
-		{name: "Later", item: held, index: 20, want: 21, changed: true, holders: []string{"a", "b"}},
-		{name: "Same", item: held, index: 21, want: 21, holders: []string{"a", "b"}},
-		{name: "BehindNoWait", item: held, index: 22, want: 22, holders: []string{"b"}},
-		// a's expiry brings this instance to the caller's index, no later:
-		// the wait runs out.
-		{name: "BehindWaits", item: held, index: 22, wait: 5, want: 22, holders: []string{"b"}, at: 5 * time.Second},
-		{name: "EveryPermitEnded", item: held, index: 23, want: 23},
-		{name: "MadeUp", item: held, index: 24, refused: true},
-		{name: "GarbageCollected", item: nil, index: 23, want: 23},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			clock := &fakeClock{t: t0}
-			var strong atomic.Int32
-			db := &dynamofake.DB{Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
-				if aws.ToBool(in.ConsistentRead) {
-					strong.Add(1)
-				}
-				return &dynamodb.GetItemOutput{Item: tc.item}, nil
-			}}
-			res, err := newWaitService(db, clock, Config{}).WatchSemaphore(context.Background(),
-				WatchRequest{Resource: "s", Index: tc.index, WaitSeconds: tc.wait}, Budget{})
-			var v *ValidationError
-			if tc.refused {
-				if !errors.As(err, &v) || !v.Has("index") {
-					t.Fatalf("got %+v, %v; want index refused", res, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		{"Semaphore", sem, func(s *Service, req WatchRequest) (int64, bool, []string, error) {
+			res, err := s.WatchSemaphore(context.Background(), req, Budget{})
 			var owners []string
 			for _, h := range res.Status.Holders {
 				owners = append(owners, h.Owner)
 			}
-			if res.Index != tc.want || res.Changed != tc.changed || !slices.Equal(owners, tc.holders) {
-				t.Errorf("got index %d changed %v holders %v, want %d %v %v", res.Index, res.Changed, owners, tc.want, tc.changed, tc.holders)
+			return res.Index, res.Changed, owners, err
+		}, "semaphore"},
+		{"RWLock", rw, func(s *Service, req WatchRequest) (int64, bool, []string, error) {
+			res, err := s.WatchRW(context.Background(), req, Budget{})
+			var owners []string
+			if w := res.Status.Writer; w != nil {
+				owners = append(owners, "writer "+w.Owner)
 			}
-			if took := clock.Now().Sub(t0); took != tc.at {
-				t.Errorf("answered %s after the start, want %s", took, tc.at)
+			for _, r := range res.Status.Readers {
+				owners = append(owners, r.Owner)
 			}
-			// A read no later than the caller's index is no hint of a
-			// change: no consistent read confirms it. One read answers a
-			// watch without a wait; one more ends a wait that runs out.
-			if want := int32(1 + min(tc.wait, 1)); strong.Load() != want {
-				t.Errorf("got %d consistent reads, want %d", strong.Load(), want)
-			}
-		})
+			return res.Index, res.Changed, owners, err
+		}, "any state of this read/write lock"},
+	}
+	for _, kind := range kinds {
+		held := kind.held
+		for _, tc := range []struct {
+			name        string
+			item        map[string]types.AttributeValue
+			index, wait int64
+			want        int64
+			changed     bool
+			holders     []string // owners, by slot
+			at          time.Duration
+			refused     bool
+		}{
+			{name: "Later", item: held, index: 20, want: 21, changed: true, holders: []string{"a", "b"}},
+			{name: "Same", item: held, index: 21, want: 21, holders: []string{"a", "b"}},
+			{name: "BehindNoWait", item: held, index: 22, want: 22, holders: []string{"b"}},
+			// a's expiry brings this instance to the caller's index, no
+			// later: the wait runs out.
+			{name: "BehindWaits", item: held, index: 22, wait: 5, want: 22, holders: []string{"b"}, at: 5 * time.Second},
+			{name: "EveryLeaseEnded", item: held, index: 23, want: 23},
+			{name: "MadeUp", item: held, index: 24, refused: true},
+			{name: "GarbageCollected", item: nil, index: 23, want: 23},
+		} {
+			t.Run(kind.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				clock := &fakeClock{t: t0}
+				var strong atomic.Int32
+				db := &dynamofake.DB{Get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					if aws.ToBool(in.ConsistentRead) {
+						strong.Add(1)
+					}
+					return &dynamodb.GetItemOutput{Item: tc.item}, nil
+				}}
+				index, changed, owners, err := kind.watch(newWaitService(db, clock, Config{}),
+					WatchRequest{Resource: "s", Index: tc.index, WaitSeconds: tc.wait})
+				var v *ValidationError
+				if tc.refused {
+					if !errors.As(err, &v) || !v.Has("index") {
+						t.Fatalf("got index %d, %v; want index refused", index, err)
+					}
+					if msg := v.Error(); !strings.Contains(msg, kind.refusal) {
+						t.Errorf("refusal %q does not contain %q", msg, kind.refusal)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if index != tc.want || changed != tc.changed || !slices.Equal(owners, tc.holders) {
+					t.Errorf("got index %d changed %v holders %v, want %d %v %v", index, changed, owners, tc.want, tc.changed, tc.holders)
+				}
+				if took := clock.Now().Sub(t0); took != tc.at {
+					t.Errorf("answered %s after the start, want %s", took, tc.at)
+				}
+				// A read no later than the caller's index is no hint of a
+				// change: no consistent read confirms it. One read answers
+				// a watch without a wait; one more ends a wait that runs
+				// out.
+				if want := int32(1 + min(tc.wait, 1)); strong.Load() != want {
+					t.Errorf("got %d consistent reads, want %d", strong.Load(), want)
+				}
+			})
+		}
 	}
 }
