@@ -5,7 +5,9 @@ HTTP with fencing tokens.
 
     client = Client.from_env()  # LOCKS_ENDPOINT, default http://127.0.0.1:8080
     with client.lock("nightly-report") as lease:  # waits up to 30 s, always released
-        write_report(fencing_token=lease.fencing_token)
+        for part in parts:
+            lease.check()  # raises LeaseLostError once the lock may be gone
+            write_part(part, fencing_token=lease.fencing_token)
 
 Semaphores: ``with client.semaphore("exports", 3) as permit:`` holds one of
 3 permits (``permit.slot``, ``permit.fencing_token``; fence per slot).

@@ -264,6 +264,7 @@ type AttemptResult =
  * ```ts
  * const client = Client.fromEnv(); // LOCKS_ENDPOINT, LOCKS_SIGV4
  * await using lease = await client.acquire("payment:42"); // waits up to 30 s; a 30 s lease, renewed
+ * lease.check(); // before each step: throws LeaseLostError once the lock may be gone (a pause past the lease)
  * await charge({ signal: lease.signal, fencingToken: lease.fencingToken });
  * ```
  */
@@ -1420,8 +1421,11 @@ let envClient: Client | undefined;
  * environment (`LOCKS_ENDPOINT`, `LOCKS_SIGV4`; see {@link Client.fromEnv}).
  *
  * ```ts
- * await withLock("nightly-report", async (signal, token) => {
- *   await writeReport({ signal, fencingToken: token });
+ * await withLock("nightly-report", async (signal, token, lease) => {
+ *   for (const part of ["summary", "details"]) {
+ *     lease.check(); // before each step: throws LeaseLostError once the lock may be gone
+ *     await writeReport(part, { signal, fencingToken: token });
+ *   }
  * });
  * ```
  */

@@ -78,7 +78,8 @@ const OBSERVE_WAIT_SECONDS = 20;
  * ```ts
  * const election = client.election("scheduler");
  * const lease = await election.campaign({ owner: "host-a" }); // waits until elected
- * await runScheduler({ signal: lease.signal, fencingToken: lease.fencingToken }); // signal: leadership lost
+ * // signal: leadership lost; runScheduler calls lease.check() before each step (a pause past the lease)
+ * await runScheduler({ lease, signal: lease.signal, fencingToken: lease.fencingToken });
  * await election.resign();
  * ```
  */
