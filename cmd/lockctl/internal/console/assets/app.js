@@ -266,7 +266,8 @@
     (last ? last.holders : []).forEach(function (h) {
       var r = rowsBy[h.fencing_token] || {};
       var lease = { kind: d.kind, name: d.name, slot: h.slot, owner: h.owner, fencing_token: h.fencing_token,
-        expires_at: r.expires_at || h.expires_at, lock_delay_seconds: r.lock_delay_seconds || 0, principal: r.principal };
+        expires_at: r.expires_at || h.expires_at, principal: r.principal,
+        lock_delay_seconds: r.fencing_token ? r.lock_delay_seconds || 0 : undefined }; // unknown until listed
       (r.queue || []).forEach(function (q) { queue.push(q); });
       holders.appendChild(el("tr", { "data-token": h.fencing_token },
         el("td", { class: "num" }, h.slot === undefined ? "–" : h.slot),
@@ -310,8 +311,12 @@
     var dl = $("confirm-lease");
     dl.textContent = "";
     [["Name", lease.name], lease.slot !== undefined ? ["Slot", lease.slot] : null, ["Owner", lease.owner],
-      ["Principal", lease.principal || "–"], ["Fencing token", lease.fencing_token], ["Expires", expiry(lease)]]
+      ["Principal", lease.principal || "–"], ["Fencing token", lease.fencing_token], ["Expires", expiry(lease)],
+      lease.lock_delay_seconds !== undefined ? ["Lock-delay", delay(lease)] : null]
       .forEach(function (kv) { if (kv) { dl.appendChild(el("dt", {}, kv[0])); dl.appendChild(el("dd", {}, kv[1])); } });
+    // Each confirmation starts from the default, whatever the last one chose:
+    // ending a lease at once is a choice made for that lease.
+    document.querySelector("input[name=delay][value=default]").checked = true;
     $("confirm-reason").value = "";
     checkReason();
     show("confirm-problem", "");
