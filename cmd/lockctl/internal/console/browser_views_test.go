@@ -1,0 +1,92 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ft288/locks/client"
+	"github.com/ft288/locks/internal/testenv"
+)
+
+// TestBrowserViews drives the listing's other controls in Chromium: paging
+// through 60 locks (50 a page), the prefix filter, and the Semaphores tab
+// with one row per held slot.
+func TestBrowserViews(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Start(t, testenv.Options{})
+	prefix := fmt.Sprintf("ui%d-views-", time.Now().UnixNano())
+	c, _ := client.New(srv.URL)
+	ctx0 := context.Background()
+	for i := range 60 {
+		group := "a"
+		if i >= 55 {
+			group = "b"
+		}
+		if _, err := c.TryAcquire(ctx0, fmt.Sprintf("%s%s%02d", prefix, group, i), "views", 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sem := prefix + "sem"
+	var permits []*client.Permit
+	for _, owner := range []string{"exporter-1", "exporter-2"} {
+		p, err := c.TryAcquireSemaphore(ctx0, sem, 3, owner, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, p)
+	}
+	ui := startUI(t, srv.URL, prefix)
+	ctx, reqs := browser(t)
+	run(t, ctx, 20*time.Second, "open the page", chromedp.Navigate(ui.URL()), chromedp.WaitVisible(chromedp.CSS("#tab-locks")))
+	waitJS(t, ctx, 10*time.Second, "60 locks listed", `document.getElementById("pageinfo").textContent === "rows 1–50 of 60"`)
+	names := `Array.from(document.querySelectorAll("#body tr")).map(function (r) { return r.dataset.name; })`
+	page := func(want int, first, last string) {
+		t.Helper()
+		got := eval[[]string](t, ctx, names)
+		if len(got) != want || got[0] != first || got[len(got)-1] != last {
+			t.Errorf("rows: got %d (%v…), want %d from %s to %s", len(got), got[:min(len(got), 3)], want, first, last)
+		}
+	}
+	page(50, prefix+"a00", prefix+"a49")
+	if !eval[bool](t, ctx, `document.getElementById("prev").disabled`) {
+		t.Error("Previous page is enabled on the first page")
+	}
+
+	run(t, ctx, 5*time.Second, "next page", chromedp.Click(chromedp.CSS("#next")))
+	waitJS(t, ctx, 5*time.Second, "the second page", `document.getElementById("pageinfo").textContent === "rows 51–60 of 60"`)
+	page(10, prefix+"a50", prefix+"b59")
+	if !eval[bool](t, ctx, `document.getElementById("next").disabled`) {
+		t.Error("Next page is enabled on the last page")
+	}
+
+	run(t, ctx, 5*time.Second, "filter", chromedp.SendKeys(chromedp.CSS("#filter"), prefix+"b"))
+	waitJS(t, ctx, 5*time.Second, "the filtered rows", `document.getElementById("pageinfo").textContent === "rows 1–5 of 5"`)
+	page(5, prefix+"b55", prefix+"b59")
+
+	// Clear the filter as a user does (an input event), then open the tab.
+	eval[bool](t, ctx, `(function () { var f = document.getElementById("filter"); f.value = ""; f.dispatchEvent(new Event("input")); return true; })()`)
+	waitJS(t, ctx, 5*time.Second, "the filter cleared", `document.getElementById("pageinfo").textContent === "rows 1–50 of 60"`)
+	run(t, ctx, 5*time.Second, "open Semaphores", chromedp.Click(chromedp.CSS("#tab-semaphores")))
+	for _, p := range permits {
+		sel := row(sem, p.FencingToken())
+		waitJS(t, ctx, 10*time.Second, fmt.Sprintf("slot %d listed", p.Slot()), fmt.Sprintf(`!!document.querySelector(%q)`, sel))
+		cells := eval[[]string](t, ctx, fmt.Sprintf(`Array.from(document.querySelectorAll(%q + " td")).map(function (c) { return c.textContent; })`, sel))
+		if len(cells) < 4 || cells[1] != fmt.Sprint(p.Slot()) || cells[2] != "3" || cells[3] != p.Info().Owner {
+			t.Errorf("slot %d's row: %q, want the slot, 3 permits and %s", p.Slot(), cells, p.Info().Owner)
+		}
+	}
+	if got := eval[[]string](t, ctx, names); len(got) != 2 {
+		t.Errorf("Semaphores tab: %d rows %v, want the 2 held slots", len(got), got)
+	}
+	if sel := eval[string](t, ctx, `document.querySelector("[role=tab][aria-selected=true]").id`); sel != "tab-semaphores" {
+		t.Errorf("selected tab: %q, want tab-semaphores", sel)
+	}
+	if out := reqs.outside("http://" + ui.Addr()); len(out) > 0 {
+		t.Errorf("requests outside the local server: %q", strings.Join(out, " "))
+	}
+}
