@@ -16,12 +16,14 @@ import (
 // uiHelp is the help of `lockctl ui`.
 const uiHelp = `Serves a console on 127.0.0.1 (a free port; --addr to choose one) and prints
 its URL; --open opens it in your browser. The page shows the locks (a lock
-set's names marked), the semaphores' permits and the read/write locks (the
-writer and each reader's slot) whose name starts with PREFIX, live: owner,
-principal, fencing token, acquired and expiry times with a countdown,
-lock-delay, the waiters in queue order; a detail view per name with its
-watch stream and a timeline of holders; and force release, after a
-confirmation, of exactly the lease shown. See docs/console.md.
+set's names marked) and the semaphores' permits whose name starts with
+PREFIX, live: owner, principal, fencing token, acquired and expiry times
+with a countdown, lock-delay, the waiters in queue order; a detail view per
+name with its watch stream and a timeline of holders; and force release,
+after a confirmation, of exactly the lease shown. A third tab lists the
+read/write locks (the writer, each reader's slot, the waiters); lockctl
+status --rw, watch --rw and force-release --read/--write act on one.
+See docs/console.md.
 
 The page talks only to lockctl, which calls the service as lockctl's other
 commands do (--endpoint, --sigv4): the browser holds no credentials. The

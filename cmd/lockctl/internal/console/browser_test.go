@@ -328,8 +328,8 @@ func TestBrowser(t *testing.T) {
 		openDetail(t, ctx, name, lease.FencingToken)
 		run(t, ctx, 10*time.Second, "force release", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#detail-holders tr[data-token="%d"] button.force`, lease.FencingToken))),
 			chromedp.WaitVisible(chromedp.CSS("#confirm-reason")))
-		if got := eval[string](t, ctx, `document.getElementById("confirm-lease").textContent`); !strings.Contains(got, "60s · free at") {
-			t.Errorf("the confirmation shows %q, want the lease's 60 s lock-delay", got)
+		if got := eval[string](t, ctx, `document.getElementById("confirm-lease").textContent`); !strings.Contains(got, "60s: default frees the name 60s after the release, immediate at once") {
+			t.Errorf("the confirmation shows %q, want the lease's 60 s lock-delay and what each choice does with it", got)
 		}
 		run(t, ctx, 10*time.Second, "choose immediate and confirm",
 			chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "holder-b is gone (INC-1)"),
@@ -528,7 +528,7 @@ func TestIdleRate(t *testing.T) {
 	rate := float64(lists) / elapsed.Seconds()
 	t.Logf("idle, 100 locks, one detail view, %v: %d listing requests (%.2f/s), %d watch requests, %d others; store calls %v",
 		elapsed.Round(time.Millisecond), lists, rate, watches, other, scans)
-	if max := int64(elapsed / console.DefaultInterval); lists > max || rate > 0.5 {
+	if max := int64(elapsed / console.DefaultInterval); lists > max {
 		t.Errorf("listing requests: got %d in %v (%.2f/s), want at most %d (0.5/s)", lists, elapsed, rate, max)
 	}
 	if watches > 2 {

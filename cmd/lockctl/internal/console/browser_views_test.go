@@ -3,6 +3,10 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +93,65 @@ func TestBrowserViews(t *testing.T) {
 	if out := reqs.outside("http://" + ui.Addr()); len(out) > 0 {
 		t.Errorf("requests outside the local server: %q", strings.Join(out, " "))
 	}
+}
+
+// TestBrowserLateForceAnswer: an operator confirms a force release, cancels
+// before the service answers, and opens another lease's confirmation. The
+// first answer, when it comes, goes to the result line: it neither closes
+// nor writes into the confirmation open now, which stays usable.
+func TestBrowserLateForceAnswer(t *testing.T) {
+	t.Parallel()
+	logs := &auditLog{}
+	srv := testenv.Start(t, testenv.Options{LogTo: logs})
+	prefix := fmt.Sprintf("ui%d-late-", time.Now().UnixNano())
+	first, second := prefix+"a", prefix+"b"
+	target, _ := url.Parse(srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	arrived, hold := make(chan struct{}, 1), make(chan struct{})
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/"+url.PathEscape(first)) {
+			arrived <- struct{}{}
+			select { // held before it reaches the service, never cut off there
+			case <-hold:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gw.Close)
+	a := take(t, gw.URL, first, "holder-a")
+	b := take(t, gw.URL, second, "holder-b")
+	ui := startUI(t, gw.URL, prefix)
+	ctx, _ := browser(t)
+	run(t, ctx, 20*time.Second, "open the page", chromedp.Navigate(ui.URL()), chromedp.WaitVisible(chromedp.CSS("#tab-locks")))
+
+	openDetail(t, ctx, first, a.FencingToken)
+	run(t, ctx, 10*time.Second, "confirm the first", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#detail-holders tr[data-token="%d"] button.force`, a.FencingToken))),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-reason")),
+		chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "first"),
+		chromedp.Click(chromedp.CSS("#confirm-go")))
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first force release did not reach the service")
+	}
+	run(t, ctx, 5*time.Second, "cancel while it is under way", chromedp.Click(chromedp.CSS("#confirm-cancel")))
+	waitJS(t, ctx, 5*time.Second, "the confirmation closed", `!document.getElementById("confirm").open`)
+	openDetail(t, ctx, second, b.FencingToken)
+	run(t, ctx, 10*time.Second, "open the second", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#detail-holders tr[data-token="%d"] button.force`, b.FencingToken))),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-reason")))
+	if eval[bool](t, ctx, `document.getElementById("confirm-go").disabled`) {
+		t.Error("the second confirmation's button is disabled while the first's request is under way")
+	}
+	close(hold)
+	waitJS(t, ctx, 10*time.Second, "the first answer on the result line",
+		fmt.Sprintf(`document.getElementById("result").textContent.includes(%q)`, "Force released "+first))
+	if !eval[bool](t, ctx, `document.getElementById("confirm").open && document.getElementById("confirm-problem").hidden`) {
+		t.Error("the first answer closed or wrote into the second confirmation")
+	}
+	run(t, ctx, 10*time.Second, "confirm the second", chromedp.SendKeys(chromedp.CSS("#confirm-reason"), "second"),
+		chromedp.Click(chromedp.CSS("#confirm-go")))
+	waitJS(t, ctx, 10*time.Second, "the second answer", fmt.Sprintf(`document.getElementById("result").textContent.includes(%q)`, "Force released "+second))
+	checkEnded(t, srv.URL, logs, first, "holder-a", a.FencingToken, "first")
+	checkEnded(t, srv.URL, logs, second, "holder-b", b.FencingToken, "second")
 }

@@ -312,16 +312,28 @@
     dl.textContent = "";
     [["Name", lease.name], lease.slot !== undefined ? ["Slot", lease.slot] : null, ["Owner", lease.owner],
       ["Principal", lease.principal || "–"], ["Fencing token", lease.fencing_token], ["Expires", expiry(lease)],
-      lease.lock_delay_seconds !== undefined ? ["Lock-delay", delay(lease)] : null]
+      ["Lock-delay", forceDelay(lease.lock_delay_seconds)]]
       .forEach(function (kv) { if (kv) { dl.appendChild(el("dt", {}, kv[0])); dl.appendChild(el("dd", {}, kv[1])); } });
     // Each confirmation starts from the default, whatever the last one chose:
     // ending a lease at once is a choice made for that lease.
     document.querySelector("input[name=delay][value=default]").checked = true;
+    state.forceGen = (state.forceGen || 0) + 1; // an earlier confirmation's late answer no longer touches this one
+    $("confirm-go").disabled = false;
     $("confirm-reason").value = "";
     checkReason();
     show("confirm-problem", "");
     $("confirm").showModal();
     $("confirm-reason").focus();
+  }
+
+  // forceDelay says what each choice of the confirmation does with a
+  // lease's lock-delay of n seconds (undefined: not in the listing). A
+  // force release counts the lock-delay from the release, not from the
+  // lease's expiry.
+  function forceDelay(n) {
+    if (n === undefined) return "unknown (the name is not in this listing): default keeps the lease's lock-delay, whatever it is";
+    if (!n) return "none: the name is free once the lease ends, either way";
+    return n + "s: default frees the name " + n + "s after the release, immediate at once";
   }
 
   // checkReason holds the reason to the service's bound, in bytes of
@@ -334,7 +346,7 @@
 
   function submitForce(ev) {
     ev.preventDefault();
-    var l = state.pending;
+    var l = state.pending, gen = state.forceGen;
     var body = { kind: l.kind, name: l.name, slot: l.slot || 0, reason: $("confirm-reason").value,
       immediate: document.querySelector("input[name=delay]:checked").value === "immediate", fencing_token: l.fencing_token };
     $("confirm-go").disabled = true;
@@ -344,21 +356,29 @@
         return r.json().then(function (j) { return { ok: r.ok, j: j }; });
       })
       .then(function (res) {
-        $("confirm-go").disabled = false;
+        // The answer belongs to this confirmation only while it is open
+        // and no other was opened since; else it goes to the result line.
+        var current = gen === state.forceGen && $("confirm").open;
+        if (current) $("confirm-go").disabled = false;
         if (!res.ok) {
           var p = res.j, text = problemText(p);
           if (p.current) text += ". Held now by " + p.current.owner + " with fencing token " + p.current.fencing_token +
             ": close this and check it before ending that one.";
-          show("confirm-problem", text);
+          if (current) show("confirm-problem", text);
+          else show("result", "Force release of " + l.name + " (token " + l.fencing_token + ") refused: " + text);
           return;
         }
-        $("confirm").close();
+        if (current) $("confirm").close();
         var e = res.j.ended || res.j;
         show("result", "Force released " + l.name + ": the lease of " + l.owner + " (token " + l.fencing_token + ") ended; " +
           (res.j.free_at ? "free at " + new Date(res.j.free_at).toLocaleTimeString(undefined, { hour12: false }) : "free now") + ".");
         void e;
       })
-      .catch(function (err) { $("confirm-go").disabled = false; show("confirm-problem", "lockctl ui did not answer: " + err); });
+      .catch(function (err) {
+        var text = "lockctl ui did not answer: " + err;
+        if (gen === state.forceGen && $("confirm").open) { $("confirm-go").disabled = false; show("confirm-problem", text); }
+        else show("result", "Force release of " + l.name + ": " + text);
+      });
   }
 
   function setView(view) {
