@@ -280,7 +280,10 @@ type handoffRow struct {
 // requests in the whole window (shorter than one 20 s round).
 type costRow struct {
 	api, reads, writes float64
-	perWaiter          float64
+	// tries and rounds are one waiter's requests in the window on the try
+	// route and on the waiting route: a waiting acquire tries once, then
+	// waits in rounds of up to 20 s (client polling: tries only).
+	tries, rounds float64
 	// lockReads is the DynamoDB reads per second of the waited-on lock.
 	lockReads float64
 }

@@ -139,8 +139,11 @@ func startService(ctx context.Context, endpoint string, opt serviceOptions) (*se
 	s.url = "http://" + ln.Addr().String()
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := map[string]string{"POST": "acquire", "GET": "status", "DELETE": "release"}[r.Method]
-		if strings.HasSuffix(r.URL.Path, "/renew") {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/renew"):
 			name = "renew"
+		case strings.HasSuffix(r.URL.Path, "/wait"):
+			name = "wait" // a waiting round (issue 21: after one try on the try route)
 		}
 		s.api.add(name)
 		runner.ServeHTTP(w, r)
@@ -460,8 +463,9 @@ func waiterCost(s *service, m mode, waiters int, window time.Duration) (costRow,
 	drainAll(clients)
 	secs := float64(waiters) * window.Seconds()
 	return costRow{
-		api: float64(apiN["acquire"]) / secs, reads: float64(ddbN["GetItem"]) / secs, writes: float64(ddbN["UpdateItem"]) / secs,
-		perWaiter: float64(apiN["acquire"]) / float64(waiters), lockReads: float64(ddbN["GetItem"]) / window.Seconds(),
+		api: float64(apiN["acquire"]+apiN["wait"]) / secs, reads: float64(ddbN["GetItem"]) / secs, writes: float64(ddbN["UpdateItem"]) / secs,
+		tries: float64(apiN["acquire"]) / float64(waiters), rounds: float64(apiN["wait"]) / float64(waiters),
+		lockReads: float64(ddbN["GetItem"]) / window.Seconds(),
 	}, nil
 }
 
