@@ -120,7 +120,7 @@ chaos: deps ## run clients under every store fault for CHAOS_DURATION (60s) with
 	go run ./cmd/chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED)) $(CHAOS_ARGS)
 
 .PHONY: bench
-bench: deps ## measure handoff latency (polling, random watch, fair queue), FIFO order, waiter cost, hot lock, handler CPU, requests per op, cold starts (loopback, ~3 min)
+bench: deps ## measure handoff latency (polling, random watch, fair queue), FIFO order, waiter cost, hot lock, handler CPU, requests per op, try throughput, lock sets, read/write locks, watchers, cold starts (loopback, ~5 min)
 	go run ./cmd/bench $(BENCH_ARGS)
 
 lint: ## go vet and gofmt check; the Go client vetted and lockctl built for macOS and Windows; the client's go.mod tidy
