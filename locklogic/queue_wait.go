@@ -513,6 +513,13 @@ func (s *Service) waitFair(ctx context.Context, w *waiter, t queueTarget, b Budg
 				if err := write(s.queueJoin(ctx, w, b, v, nt, untilMs)); err != nil {
 					return fairOutcome{}, err
 				}
+				if refused == 0 {
+					// The join landed: the place is this wait's from now on,
+					// and its answer reports it even if the wait ends before
+					// the next look finds it (a slow scheduler, or a clock
+					// that moved past the end meanwhile).
+					ticket = nt
+				}
 				extended = true
 			}
 			continue
