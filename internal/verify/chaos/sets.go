@@ -27,8 +27,10 @@ import (
 //     503) holds nothing but the names it says it could not release
 //     (unreleased): every lease an acquire write of its request committed
 //     on a name was released within the request (or had expired by its
-//     release's :now, or was taken again by a later try of the same
-//     request, whose lease is judged in turn). A write the proxy held
+//     release's :now, or had been replaced by a newer grant that committed
+//     before its release was sent, which the store then refused, or was
+//     taken again by a later try of the same request, whose lease is judged
+//     in turn). A write the proxy held
 //     past its caller (a late write) is the documented window of a
 //     request that died part-way, and is counted, not judged;
 //   - set progress (RuleSetProgress): every set owner that keeps asking is
@@ -163,8 +165,8 @@ func (c *checker) setRollback() {
 
 // rolledBack reports whether the i-th lease of h, granted by the set call
 // op, ended within the call: a release of it that may have landed was sent
-// during the call, or its owner's release found it expired, or a later
-// write of the same request took it again.
+// during the call, or its owner's release found it expired or replaced by
+// a newer grant, or a later write of the same request took it again.
 func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 	l := h.leases[i]
 	in := func(s *storeOp) bool { return !s.rec.Received.Before(op.Invoke) && !s.rec.Received.After(op.Return) }
@@ -176,9 +178,20 @@ func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 	if n := h.next(i); n != nil && n.owner == op.Owner && n.acquire.gid == l.acquire.gid && in(n.acquire) {
 		return true // a later try (or an SDK retry) of the request: judged in turn
 	}
+	n := h.next(i)
 	for _, s := range c.byRes[l.acquire.resource] {
-		if s.kind == storeRelease && s.owner == op.Owner && in(s) && s.rec.Sent.After(l.acquire.rec.Answered) && slices.Max(l.exps) <= s.now {
+		if s.kind != storeRelease || s.owner != op.Owner || !in(s) || !s.rec.Sent.After(l.acquire.rec.Answered) {
+			continue
+		}
+		if slices.Max(l.exps) <= s.now {
 			return true // expired by the time the rollback reached it
+		}
+		if s.outcome == refused && s.tok == l.token && n != nil && n.acquire.rec.Answered.Before(s.rec.Sent) {
+			// Replaced before the rollback was sent: the next grant
+			// committed first (expired on the clock of the instance
+			// that granted it, 80 ms ahead, or the release was held in
+			// flight), and the release was refused for it.
+			return true
 		}
 	}
 	return false
