@@ -175,10 +175,10 @@ func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 			return true
 		}
 	}
-	if n := h.next(i); n != nil && n.owner == op.Owner && n.acquire.gid == l.acquire.gid && in(n.acquire) {
+	n := h.next(i)
+	if n != nil && n.owner == op.Owner && n.acquire.gid == l.acquire.gid && in(n.acquire) {
 		return true // a later try (or an SDK retry) of the request: judged in turn
 	}
-	n := h.next(i)
 	for _, s := range c.byRes[l.acquire.resource] {
 		if s.kind != storeRelease || s.owner != op.Owner || !in(s) || !s.rec.Sent.After(l.acquire.rec.Answered) {
 			continue

@@ -339,8 +339,10 @@ func TestBrowser(t *testing.T) {
 		checkEnded(t, srv.URL, logs, name, "holder-b", lease.FencingToken, "holder-b is gone (INC-1)")
 		// Immediate: holder-b's 60 s lock-delay does not keep the next owner out.
 		c, _ := client.New(srv.URL)
-		if _, err := c.TryAcquire(context.Background(), name, "holder-c", time.Minute); err != nil {
+		if next, err := c.TryAcquire(context.Background(), name, "holder-c", time.Minute); err != nil {
 			t.Errorf("try-acquire after an immediate force release of a lease with a 60 s lock-delay: %v, want granted", err)
+		} else {
+			_ = next.Release(context.Background())
 		}
 	})
 
@@ -440,24 +442,40 @@ func TestBrowserNotAdmin(t *testing.T) {
 	waitJS(t, ctx, 10*time.Second, "the detail view shows the lease", fmt.Sprintf(`!!document.querySelector('#detail-holders tr[data-token="%d"]')`, lease.FencingToken))
 }
 
+// gateway serves the service at endpoint through a front the test shapes:
+// answer has the first word on each request, and returns true when it
+// answered it itself; every other request goes on to the service.
+func gateway(tb testing.TB, endpoint string, answer func(http.ResponseWriter, *http.Request) bool) *httptest.Server {
+	tb.Helper()
+	target, err := url.Parse(endpoint)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	tb.Cleanup(gw.Close)
+	return gw
+}
+
 // TestBrowserNoAdminAPI: a stack deployed without -c admins has no /admin
 // routes (API Gateway answers 404 {"message":"Not Found"}); the page says
 // there is no admin API and still shows a name typed in.
 func TestBrowserNoAdminAPI(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Start(t, testenv.Options{})
-	target, _ := url.Parse(srv.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/admin/") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"message":"Not Found"}`)
-			return
+	gw := gateway(t, srv.URL, func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasPrefix(r.URL.Path, "/admin/") {
+			return false
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(gw.Close)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Not Found"}`)
+		return true
+	})
 	name := fmt.Sprintf("ui%d-nr", time.Now().UnixNano())
 	lease := take(t, gw.URL, name, "holder-r")
 	ui := startUI(t, gw.URL, "")

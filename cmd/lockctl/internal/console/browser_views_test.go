@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"testing"
@@ -105,10 +103,8 @@ func TestBrowserLateForceAnswer(t *testing.T) {
 	srv := testenv.Start(t, testenv.Options{LogTo: logs})
 	prefix := fmt.Sprintf("ui%d-late-", time.Now().UnixNano())
 	first, second := prefix+"a", prefix+"b"
-	target, _ := url.Parse(srv.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	arrived, hold := make(chan struct{}, 1), make(chan struct{})
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	gw := gateway(t, srv.URL, func(_ http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/"+url.PathEscape(first)) {
 			arrived <- struct{}{}
 			select { // held before it reaches the service, never cut off there
@@ -116,9 +112,8 @@ func TestBrowserLateForceAnswer(t *testing.T) {
 			case <-time.After(5 * time.Second):
 			}
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(gw.Close)
+		return false
+	})
 	a := take(t, gw.URL, first, "holder-a")
 	b := take(t, gw.URL, second, "holder-b")
 	ui := startUI(t, gw.URL, prefix)

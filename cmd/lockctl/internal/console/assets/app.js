@@ -347,6 +347,9 @@
   function submitForce(ev) {
     ev.preventDefault();
     var l = state.pending, gen = state.forceGen;
+    // The answer belongs to this confirmation only while it is open and no
+    // other was opened since; else it goes to the result line.
+    var current = function () { return gen === state.forceGen && $("confirm").open; };
     var body = { kind: l.kind, name: l.name, slot: l.slot || 0, reason: $("confirm-reason").value,
       immediate: document.querySelector("input[name=delay]:checked").value === "immediate", fencing_token: l.fencing_token };
     $("confirm-go").disabled = true;
@@ -356,27 +359,23 @@
         return r.json().then(function (j) { return { ok: r.ok, j: j }; });
       })
       .then(function (res) {
-        // The answer belongs to this confirmation only while it is open
-        // and no other was opened since; else it goes to the result line.
-        var current = gen === state.forceGen && $("confirm").open;
-        if (current) $("confirm-go").disabled = false;
+        var mine = current();
+        if (mine) $("confirm-go").disabled = false;
         if (!res.ok) {
           var p = res.j, text = problemText(p);
           if (p.current) text += ". Held now by " + p.current.owner + " with fencing token " + p.current.fencing_token +
             ": close this and check it before ending that one.";
-          if (current) show("confirm-problem", text);
+          if (mine) show("confirm-problem", text);
           else show("result", "Force release of " + l.name + " (token " + l.fencing_token + ") refused: " + text);
           return;
         }
-        if (current) $("confirm").close();
-        var e = res.j.ended || res.j;
+        if (mine) $("confirm").close();
         show("result", "Force released " + l.name + ": the lease of " + l.owner + " (token " + l.fencing_token + ") ended; " +
           (res.j.free_at ? "free at " + new Date(res.j.free_at).toLocaleTimeString(undefined, { hour12: false }) : "free now") + ".");
-        void e;
       })
       .catch(function (err) {
         var text = "lockctl ui did not answer: " + err;
-        if (gen === state.forceGen && $("confirm").open) { $("confirm-go").disabled = false; show("confirm-problem", text); }
+        if (current()) { $("confirm-go").disabled = false; show("confirm-problem", text); }
         else show("result", "Force release of " + l.name + ": " + text);
       });
   }
