@@ -279,8 +279,11 @@ func TestRWLockAdmin(t *testing.T) {
 	if e, _ := r.json["ended"].(map[string]any); r.status != 200 || e["mode"] != "write" || e["slot"] != nil || e["owner"] != "w2" {
 		t.Fatalf("force release of the writer: got %d %s", r.status, r.raw)
 	}
-	rwTake(t, srv, name, "read", "r3", 30)
-	wantProblem(t, force(map[string]any{"mode": "read", "slot": 63, "reason": "x"}), 404, "not-found")
+	r3 := rwTake(t, srv, name, "read", "r3", 30)
+	// A slot no reader holds: r3 is the only reader, and its slot is
+	// drawn from the 64 (it was 63 once, the slot this line named).
+	empty := (slotOf(t, r3) + 1) % 64
+	wantProblem(t, force(map[string]any{"mode": "read", "slot": empty, "reason": "x"}), 404, "not-found")
 	before := len(logs.lines(t, "audit"))
 	wantProblem(t, force(map[string]any{"mode": "write", "slot": 0, "reason": "x"}), 422, "validation-failed")
 	wantProblem(t, force(map[string]any{"mode": "read", "reason": "x"}), 422, "validation-failed")
@@ -298,7 +301,7 @@ func TestRWLockAdmin(t *testing.T) {
 		{"outcome": "force-released", "mode": "read", "immediate": true},
 		{"outcome": "stale-token", "mode": "write"},
 		{"outcome": "force-released", "mode": "write", "owner": "w2"},
-		{"outcome": "not-found", "mode": "read", "slot": float64(63)},
+		{"outcome": "not-found", "mode": "read", "slot": float64(empty)},
 	} {
 		a := audits[i]
 		if a["action"] != "force-release-rwlock" || a["resource"] != name {
