@@ -132,6 +132,8 @@ export interface Recorded {
   method: string;
   path: string;
   body: string;
+  /** The request's Authorization header, when it had one. */
+  authorization?: string;
   /** The target's status, once it answered (the proxy may still be holding the answer back). */
   upstream?: number;
 }
@@ -161,7 +163,7 @@ async function proxy(target: string, step: (rec: Recorded) => ProxyStep): Promis
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", async () => {
       const body = Buffer.concat(chunks).toString();
-      const rec: Recorded = { method: req.method ?? "", path: req.url ?? "/", body };
+      const rec: Recorded = { method: req.method ?? "", path: req.url ?? "/", body, authorization: req.headers.authorization };
       requests.push(rec);
       const { answer, path = rec.path, holdMs = 0 } = step(rec);
       if (answer) {
@@ -199,6 +201,11 @@ async function proxy(target: string, step: (rec: Recorded) => ProxyStep): Promis
         server.close(() => resolve());
       }),
   };
+}
+
+/** An HTTP proxy to target that forwards every request as it is (without its AWS headers) and records it. */
+export function recordingProxy(target: string): Promise<Proxy> {
+  return proxy(target, () => ({}));
 }
 
 /** An HTTP proxy to target that answers acquires (POST /locks/{r}) `delayMs` late, after forwarding them at once. */

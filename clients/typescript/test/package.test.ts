@@ -4,16 +4,20 @@
 // an ESM one that uses import, and a script run in each; then every
 // ts/typescript/js/javascript block of the Markdown files that show this
 // client, type-checked with tsc and run unchanged in those projects; and the
-// install lines of the READMEs, run as written in a fresh project, offline.
+// install lines of the READMEs, run as written in a fresh project, offline:
+// the signing packages' line against a stand-in registry on 127.0.0.1 that
+// serves, from npm's cache, the very tarballs package-lock.json pins.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { cp, mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { SIGV4_INSTALL } from "../dist/esm/index.js";
-import { repoRoot, startRunner, type Runner } from "./helpers.js";
+import { recordingProxy, repoRoot, startRunner, type Runner } from "./helpers.js";
 
 /** clients/typescript/: this file runs from its dist-test/. */
 const packageDir = fileURLToPath(new URL("../", import.meta.url));
@@ -29,6 +33,8 @@ let dir: string;
 let cjs: string;
 let esm: string;
 let packed: { files: string[]; size: number };
+/** The `npm pack` of this package, in dir. */
+let tarball: string;
 
 interface Run {
   code: number | null;
@@ -76,7 +82,7 @@ before(async () => {
       const out = await ok("npm", ["pack", "--ignore-scripts", "--json", "--loglevel=error", "--pack-destination", dir], { cwd: packageDir });
       const [info] = JSON.parse(out) as Array<{ filename: string; unpackedSize: number; files: Array<{ path: string }> }>;
       packed = { files: info!.files.map((f) => f.path), size: info!.unpackedSize };
-      const tarball = join(dir, info!.filename);
+      tarball = join(dir, info!.filename);
       cjs = join(dir, "cjs");
       esm = join(dir, "esm");
       await Promise.all(
@@ -286,5 +292,173 @@ describe("the package", () => {
     // (exit 1: not ignored; 128: not a git checkout, nothing to check).
     const ignored = await run("git", ["-C", repoRoot, "check-ignore", "-q", "clients/typescript/ft288-locks-0.1.0.tgz"], { cwd: repoRoot });
     assert.notEqual(ignored.code, 1, "git check-ignore clients/typescript/ft288-locks-0.1.0.tgz: not ignored; add it to .gitignore");
+  });
+});
+
+/** Where the stand-in registry serves name@version's tarball: where the npm registry does. */
+const tarballPath = (name: string, version: string) => `/${name}/-/${name.split("/").pop()}-${version}.tgz`;
+
+/**
+ * A stand-in for the npm registry on 127.0.0.1, serving the packages of
+ * clients/typescript/package-lock.json (every version it pins) and nothing
+ * else: a package document per name, built from the lock's entries, and each
+ * tarball read from npm's cache by the integrity the lock pins (the `npm ci`
+ * of `make test` put them there; npm checks them against that integrity
+ * again). It answers npm's audit with no advisories, and records every
+ * request it gets.
+ */
+async function lockRegistry(): Promise<{ url: string; requests: string[]; close(): Promise<void> }> {
+  interface Entry {
+    version: string;
+    integrity?: string;
+    dependencies?: Record<string, string>;
+    optionalDependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+    peerDependenciesMeta?: Record<string, unknown>;
+    bin?: Record<string, string>;
+    engines?: Record<string, string>;
+    os?: string[];
+    cpu?: string[];
+    license?: string;
+  }
+  const lock = JSON.parse(await readFile(join(packageDir, "package-lock.json"), "utf8")) as { packages: Record<string, Entry> };
+  const cache = (await ok("npm", ["config", "get", "cache"], { cwd: packageDir })).trim();
+  const server: Server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  const docs = new Map<string, { name: string; "dist-tags": { latest: string }; versions: Record<string, unknown> }>();
+  const files = new Map<string, string>();
+  for (const [path, e] of Object.entries(lock.packages)) {
+    if (path === "") continue;
+    const name = path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length);
+    assert.match(e.integrity ?? "", /^sha512-/, `package-lock.json: ${path} pins no sha512 integrity`);
+    const digest = Buffer.from(e.integrity!.slice("sha512-".length), "base64").toString("hex");
+    const file = join(cache, "_cacache", "content-v2", "sha512", digest.slice(0, 2), digest.slice(2, 4), digest.slice(4));
+    await stat(file).catch(() => assert.fail(`${name}@${e.version} is not in npm's cache (${file}): run npm ci in clients/typescript first`));
+    const tgz = tarballPath(name, e.version);
+    files.set(tgz, file);
+    const doc = docs.get(name) ?? { name, "dist-tags": { latest: e.version }, versions: {} };
+    const { integrity, ...manifest } = e;
+    doc.versions[e.version] = { name, ...manifest, dist: { tarball: url + tgz, integrity } };
+    const newest = (v: string) => v.split(".").map(Number);
+    const [a, b] = [newest(e.version), newest(doc["dist-tags"].latest)];
+    if (a[0]! > b[0]! || (a[0] === b[0] && (a[1]! > b[1]! || (a[1] === b[1] && a[2]! > b[2]!)))) doc["dist-tags"].latest = e.version;
+    docs.set(name, doc);
+  }
+
+  const requests: string[] = [];
+  server.on("request", async (req, res) => {
+    req.resume();
+    const path = decodeURIComponent(new URL(req.url ?? "/", url).pathname);
+    requests.push(`${req.method} ${path}`);
+    if (req.method === "POST" && path.startsWith("/-/npm/v1/security/")) {
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      return;
+    }
+    const doc = docs.get(path.slice(1));
+    const file = files.get(path);
+    if (req.method === "GET" && doc) {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(doc));
+    } else if (req.method === "GET" && file) {
+      res.writeHead(200, { "content-type": "application/octet-stream" }).end(await readFile(file));
+    } else {
+      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: "not found" }));
+    }
+  });
+  return {
+    url,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe("signing", () => {
+  test("the README's signing install line runs as written (against a stand-in registry of the lock's tarballs), installs what its comment says, and the client then signs", async () => {
+    const readme = await readFile(join(packageDir, "README.md"), "utf8");
+    const block = [...readme.matchAll(/^```sh\n([\s\S]*?)^```/gm)].map((b) => b[1]!).find((b) => b.includes("@smithy/signature-v4"));
+    assert.ok(block, "clients/typescript/README.md: a ```sh block that installs @smithy/signature-v4");
+    const line = block.trim();
+    assert.equal(line.split("\n").length, 1, `one line: ${line}`);
+    const command = line.replace(/\s+#.*$/, "");
+    assert.equal(command, SIGV4_INSTALL, "the README's line is the one SigningUnavailableError names");
+    const claim = /#\s*~(\d+) packages, ~(\d+) MB/.exec(line);
+    assert.ok(claim, `the line's comment says how much it installs: ${line}`);
+
+    const registry = await lockRegistry();
+    const gateway = await recordingProxy(runner.url);
+    const work = await mkdtemp(join(tmpdir(), "locks-ts-signing-"));
+    try {
+      // A project with the package installed as the README says, offline.
+      await writeFile(join(work, "package.json"), `${JSON.stringify({ name: "app", version: "1.0.0", private: true }, null, 2)}\n`);
+      await ok("npm", ["install", "--offline", "--cache", join(work, ".npm-offline"), "--no-audit", "--no-fund", "--loglevel=error", tarball], {
+        cwd: work,
+        env: { ...userEnv(), npm_config_update_notifier: "false" },
+      });
+      const before = new Set(await readdir(join(work, "node_modules")));
+
+      // The line as written; the registry is the stand-in, npm's cache empty:
+      // whatever it installs, it had to ask the stand-in for.
+      const env = { ...userEnv(), npm_config_registry: `${registry.url}/`, npm_config_cache: join(work, ".npm"), npm_config_update_notifier: "false" };
+      const r = await run("bash", ["-ec", line], { cwd: work, env, timeoutMs: 300_000 });
+      assert.equal(r.code, 0, `${line}\nexited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- registry\n${registry.requests.join("\n")}`);
+
+      // Every package the line added is one whose tarball the stand-in served.
+      const installed = JSON.parse(await readFile(join(work, "node_modules", ".package-lock.json"), "utf8")) as { packages: Record<string, { version: string }> };
+      const added = Object.entries(installed.packages).filter(([p]) => !p.startsWith("node_modules/@ft288/") && p !== "");
+      for (const [p, e] of added) {
+        const name = p.slice(p.lastIndexOf("node_modules/") + "node_modules/".length);
+        assert.ok(registry.requests.includes(`GET ${tarballPath(name, e.version)}`), `${p}@${e.version}: its tarball was not fetched from the stand-in registry`);
+      }
+      for (const name of ["@smithy/signature-v4", "@aws-sdk/credential-provider-node"]) {
+        assert.ok(added.some(([p]) => p === `node_modules/${name}`), `${name} installed`);
+      }
+      assert.ok(registry.requests.some((q) => q.endsWith(".tgz")), registry.requests.join("\n"));
+      // The comment's figures, within a third: they are what a user plans for.
+      const bytes = (await size(join(work, "node_modules"))) - (await size(join(work, "node_modules", "@ft288")));
+      const [packages, mb] = [Number(claim[1]), Number(claim[2])];
+      assert.ok(Math.abs(added.length - packages) <= packages / 3, `the comment says ~${packages} packages; the line installed ${added.length}`);
+      assert.ok(Math.abs(bytes / 1e6 - mb) <= mb / 3, `the comment says ~${mb} MB; the line installed ${(bytes / 1e6).toFixed(1)} MB`);
+      assert.ok(before.has("@ft288"));
+      console.log(`the signing line installed ${added.length} packages, ${(bytes / 1e6).toFixed(1)} MB; the stand-in registry answered ${registry.requests.length} requests`);
+
+      // The client now signs: its request reaches the gateway with a SigV4
+      // Authorization for execute-api in the configured region.
+      await writeFile(
+        join(work, "sign.js"),
+        `const { Client } = require("@ft288/locks");
+(async () => {
+  const lease = await Client.fromEnv().tryAcquire(process.argv[2]);
+  await lease.release();
+  console.log(JSON.stringify({ token: lease.fencingToken }));
+})().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
+`,
+      );
+      const signEnv: NodeJS.ProcessEnv = {
+        ...userEnv(),
+        LOCKS_ENDPOINT: gateway.url,
+        LOCKS_SIGV4: "1",
+        AWS_REGION: "eu-west-1",
+        AWS_ACCESS_KEY_ID: "AKIDEXAMPLE",
+        AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+      };
+      for (const k of ["AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"]) delete signEnv[k];
+      const out = await ok(process.execPath, ["sign.js", `ts-signing-${Date.now()}`], { cwd: work, env: signEnv });
+      assert.ok(Number.isSafeInteger((JSON.parse(out) as { token: number }).token), out);
+      assert.ok(gateway.requests.length >= 2, JSON.stringify(gateway.requests));
+      for (const q of gateway.requests) {
+        assert.match(q.authorization ?? "", /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=[a-z0-9;-]+, Signature=[0-9a-f]{64}$/, `${q.method} ${q.path}`);
+      }
+    } finally {
+      await Promise.all([registry.close(), gateway.close()]);
+      await rm(work, { recursive: true, force: true });
+    }
   });
 });
