@@ -36,6 +36,16 @@ const rwClients = 16
 // wait a handoff over one TTL.
 const rwReaderTTL = 2 * time.Second
 
+// rwReaderMargin and rwReaderRound are what the Go client uses for a
+// lease of rwReaderTTL (client.Client's leaseMargin, min(TTL/10, 1 s), and
+// its rounds of ⅔ × (TTL − margin) in whole seconds): the writer's-wait
+// readers behave as a client's leases do, each stopping by its local
+// deadline, TTL − margin after its request was sent.
+const (
+	rwReaderMargin = rwReaderTTL / 10
+	rwReaderRound  = time.Second
+)
+
 // rwWaitReaders is how many readers keep the name read-held in the
 // writer's-wait row.
 const rwWaitReaders = 4
@@ -209,8 +219,10 @@ func (f *rwFigures) tries(ctx context.Context, s *service, k tryKind, name strin
 }
 
 // writerWait keeps a name read-held by rwWaitReaders readers (each waits
-// for a reader's lease of rwReaderTTL, holds it for half to all of the TTL,
-// releases it and asks again at once; their holds overlap) and, rounds
+// for a reader's lease of rwReaderTTL in rounds of rwReaderRound, holds it
+// for half to all of its local validity, TTL − rwReaderMargin from before
+// its request was sent, releases it and asks again at once; their holds
+// overlap) and, rounds
 // times, after a random pause of up to one TTL (a random phase of the
 // readers' leases), asks for the writer's lease with a waiting acquire,
 // times the ask to the grant and releases it.
@@ -240,10 +252,11 @@ func (f *rwFigures) writerWait(ctx context.Context, s *service, rounds int) erro
 			ticket := ""
 			for ctx.Err() == nil {
 				var ans rwAnswer
-				body := map[string]any{"owner": owner, "ttl_seconds": ttl, "wait_seconds": 5}
+				body := map[string]any{"owner": owner, "ttl_seconds": ttl, "wait_seconds": int(rwReaderRound / time.Second)}
 				if ticket != "" {
 					body["queue_ticket"] = ticket
 				}
+				sent := time.Now()
 				if err := setBenchDo(s, "POST", "/rwlocks/"+url.PathEscape(name)+"/read/wait", body, &ans); err != nil || !ans.Acquired {
 					ticket = ans.QueueTicket
 					continue
@@ -251,9 +264,14 @@ func (f *rwFigures) writerWait(ctx context.Context, s *service, rounds int) erro
 				ticket = ""
 				holding.Add(1)
 				grants.Add(1)
-				hold := rwReaderTTL/2 + rand.N(rwReaderTTL/2)
+				// Half to all of the lease's local validity, from before
+				// the request was sent: the client's deadline, by which a
+				// reader has stopped (a reader that answered late in its
+				// round releases at once if that point has passed).
+				validity := rwReaderTTL - rwReaderMargin
+				end := sent.Add(validity/2 + rand.N(validity/2))
 				select {
-				case <-time.After(hold):
+				case <-time.After(time.Until(end)):
 				case <-ctx.Done():
 				}
 				holding.Add(-1)
@@ -332,7 +350,7 @@ func (f *rwFigures) table(p func(string, ...any)) []string {
 	p("| yardstick, same run: %d clients, a lock's try-acquire then its release on names of their own (the three kinds in turn, two rounds of %s each) | %.0f/s (%s) |",
 		rwClients, (f.dur / 2).Round(100*time.Millisecond), f.lock.rate(), f.lock.row())
 	p("| read grants/s on one name ÷ lock grants/s on names of their own (readers on names of their own ÷ locks) | **%.2f×** (%.2f×) |", f.ratio(), f.readOwn.rate()/f.lock.rate())
-	p("| a writer's wait behind %d readers keeping the name read-held (TTL %s, each holds 50–100 %% of it, releases and asks again at once), waiting acquire, ask to grant, %d rounds: p50 / max (goal: until the last reader's release ≤ one reader TTL, then a handoff ≤ %s) | **%s / %s** (until the last reader's release: max %s; after it, the handoff: p50 / max %s / %s; readers held the name at %d of %d asks; %d reader grants in %s) |",
+	p("| a writer's wait behind %d readers keeping the name read-held (TTL %s, each holds 50–100 %% of its local validity, TTL − 10 %% from before its request was sent, as the Go client's lease, releases and asks again at once), waiting acquire, ask to grant, %d rounds: p50 / max (goal: until the last reader's release ≤ one reader TTL, then a handoff ≤ %s) | **%s / %s** (until the last reader's release: max %s; after it, the handoff: p50 / max %s / %s; readers held the name at %d of %d asks; %d reader grants in %s) |",
 		rwWaitReaders, rwReaderTTL, len(f.waits), ms(goalFairP99), ms(quantile(f.waits, 0.5)), ms(f.waitMax()), ms(f.readersMax()), ms(quantile(f.handoffs, 0.5)), ms(quantile(f.handoffs, 1)), f.held, len(f.waits), f.readerGrants, f.waitFor.Round(time.Second))
 	var missed []string
 	if f.readersMax() > rwReaderTTL {
