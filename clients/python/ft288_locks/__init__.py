@@ -88,7 +88,19 @@ from .errors import (
 )
 from .lease import Lease, Permit
 from .lockset import MAX_SET_NAMES, LockSet, LockSetError, LockSetHeldError
-from .rwlock import MAX_READERS, RWLease, RWLeaseInfo, RWQueueEntry, RWStatus
+from .rwlock import (
+    MAX_READERS,
+    AdminRWLease,
+    AdminRWLock,
+    AdminRWQueueEntry,
+    RWForceReleased,
+    RWLease,
+    RWLeaseInfo,
+    RWLockPage,
+    RWQueueEntry,
+    RWStatus,
+    RWWatchResult,
+)
 
 __version__ = "0.1.0"
 
@@ -153,6 +165,12 @@ __all__ = [
     "RWLeaseInfo",
     "RWQueueEntry",
     "RWStatus",
+    "AdminRWLease",
+    "AdminRWLock",
+    "AdminRWQueueEntry",
+    "RWForceReleased",
+    "RWLockPage",
+    "RWWatchResult",
     "Response",
     "SemaphoreStatus",
     "SemaphoreWatchResult",

@@ -11,12 +11,13 @@ from ._args import check_resource, check_slot, check_token, escape
 from ._http import Response, parse_time
 from ._model import AdminLock, AdminPermit, ForceReleased, LockPage, PermitForceReleased, PermitPage, parse_lock, parse_permit
 from .errors import InvalidRequest, TransportError
+from .rwlock import READ, AdminRWLease, AdminRWLock, RWForceReleased, RWLockPage, check_mode, parse_admin_rwlock, parse_rw_lease
 
 MAX_LIST_LIMIT = 1000
 """The most leases one page of Client.list() may ask for."""
 
 _R = TypeVar("_R")
-_P = TypeVar("_P", LockPage, PermitPage)
+_P = TypeVar("_P", LockPage, PermitPage, RWLockPage)
 
 
 class AdminCalls:
@@ -136,6 +137,58 @@ class AdminCalls:
             raise TransportError(f"{what}: malformed response: {doc!r:.200}")
         return PermitForceReleased(ended, got_reason, got_immediate, parse_time(doc.get("free_at")))
 
+
+    def list_rwlocks(self, prefix: str = "", *, limit: Optional[int] = None, cursor: Optional[str] = None) -> RWLockPage:
+        """One page of the read/write locks whose name starts with ``prefix``
+        and that have a lease keeping others out (live, or inside its
+        lock-delay) or a live waiter: each with its writer or readers, its
+        waiters in queue order and its latest token. ``limit`` counts locks.
+        Follow ``cursor`` until it is None, or use list_all_rwlocks()."""
+        what = f"list read/write locks {prefix!r}"
+        rwlocks, next_cursor = self._page(what, "/admin/rwlocks", "rwlocks", prefix, limit, cursor,
+                                          lambda d: parse_admin_rwlock(d, what), lambda lock: lock.name)
+        return RWLockPage(rwlocks, next_cursor)
+
+    def list_all_rwlocks(self, prefix: str = "") -> List[AdminRWLock]:
+        """Every read/write lock list_rwlocks() finds under ``prefix``,
+        following the cursors."""
+        return _follow(lambda cursor: self.list_rwlocks(prefix, limit=MAX_LIST_LIMIT, cursor=cursor),
+                       lambda page: page.rwlocks)
+
+    def force_release_rw(
+        self,
+        name: str,
+        mode: str,
+        slot: Optional[int],
+        reason: str,
+        *,
+        immediate: bool = False,
+        fencing_token: Optional[int] = None,
+    ) -> RWForceReleased:
+        """force_release() for one holder of the read/write lock ``name``,
+        whoever holds it: the writer (``mode`` "write", ``slot`` None) or the
+        reader in ``slot`` (``mode`` "read"); the other holders keep their
+        leases. Returns the lease it ended and ``free_at``. With
+        ``fencing_token`` that is not the lease's it raises StaleTokenError
+        whose ``current_rw_lease`` is the lease that keeps the place;
+        NotFoundError when no lease keeps it. Sent once."""
+        what = f"force-release read/write lock {name!r} " + (f"reader in slot {slot!r}" if mode == READ else "writer")
+        name = check_resource(name)
+        if mode != READ and slot is not None:
+            raise InvalidRequest(f"{what}: a writer has no slot")
+        slot = check_mode(mode, slot)
+        payload = _force_release_body(what, reason, immediate, fencing_token)
+        payload["mode"] = mode
+        if slot is not None:
+            payload["slot"] = slot
+        _, doc = self._send("DELETE", "/admin/rwlocks/" + escape(name), payload, self.timeout, what)
+        if not isinstance(doc, dict):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        ended = parse_rw_lease(doc.get("ended"), what, name, mode, AdminRWLease)
+        got_reason, got_immediate = doc.get("reason", reason), doc.get("immediate", immediate)
+        if ended.slot != slot or not isinstance(got_reason, str) or not isinstance(got_immediate, bool):
+            raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+        return RWForceReleased(ended, got_reason, got_immediate, parse_time(doc.get("free_at")))
 
 def _follow(page: Callable[[Optional[str]], _P], rows: Callable[[_P], List[_R]]) -> List[_R]:
     """The rows of every page, from the first (cursor None) on, following

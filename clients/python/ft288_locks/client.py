@@ -56,7 +56,17 @@ from ._model import (
     parse_watch,
 )
 from ._retry import Backoff, hint, maybe_granted, retryable
-from .rwlock import RWLease, RWLeaseInfo, RWStatus, check_mode, parse_rw_lease, parse_rw_status
+from .rwlock import (
+    AdminRWLease,
+    RWLease,
+    RWLeaseInfo,
+    RWStatus,
+    RWWatchResult,
+    check_mode,
+    parse_rw_lease,
+    parse_rw_status,
+    parse_rw_watch,
+)
 from .errors import (
     AcquireTimeout,
     InvalidRequest,
@@ -856,6 +866,18 @@ class Client(AdminCalls):
         _, doc = self._send("GET", rw_path(name), None, timeout, what)
         return parse_rw_status(doc, name, what)
 
+    def watch_rw(self, name: str, index: int = 0, wait: Number = MAX_SERVER_WAIT) -> RWWatchResult:
+        """watch() for a read/write lock: its writer and readers once its
+        state differs from ``index`` (a grant or an end, read or write; a
+        renewal is no change), or when ``wait`` whole seconds (0 to 20) have
+        passed. One request; errors are raised as they come."""
+        name = check_resource(name)
+        index, wait = check_index(index), check_watch_wait(wait, MAX_SERVER_WAIT)
+        what = f"watch read/write lock {name!r}"
+        _, doc = self._send("GET", f"{rw_path(name)}/watch?index={index}&wait_seconds={wait}", None,
+                            self.timeout + wait, what)
+        return parse_rw_watch(doc, name, what)
+
     def renew_rw(self, name: str, owner: str, mode: str, slot: Optional[int] = None, *, ttl: Number = DEFAULT_TTL,
                  fencing_token: Optional[int] = None) -> RWLeaseInfo:
         """Extends owner's live lease of ``mode`` (a reader's: in ``slot``) of
@@ -1183,11 +1205,13 @@ class Client(AdminCalls):
         err.args = (f"{what}: {err.args[0]}",)
         if isinstance(doc, dict) and doc.get("current") is not None:
             try:
-                if isinstance(doc["current"], dict) and "slot" in doc["current"]:
+                if isinstance(doc["current"], dict) and "mode" in doc["current"]:
+                    err.current_rw_lease = parse_rw_lease(doc["current"], what, doc["current"].get("name"), None, AdminRWLease)
+                elif isinstance(doc["current"], dict) and "slot" in doc["current"]:
                     err.current_permit = AdminPermit._parse(doc["current"])
                 else:
                     err.current = AdminLock._parse(doc["current"])
-            except ValueError:
+            except (ValueError, TransportError):
                 pass  # the error stands without it
         raise err
 

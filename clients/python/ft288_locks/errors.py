@@ -108,6 +108,10 @@ class ProblemError(LockError):
         """On the 409 answer to force_release_permit() of a permit that is
         not the one meant: the permit that keeps the slot (an AdminPermit);
         None otherwise."""
+        self.current_rw_lease: Any = None
+        """On the 409 answer to force_release_rw() of a lease that is not the
+        one meant: the read/write lock's lease that keeps the writer's place
+        or the reader's slot (an AdminRWLease); None otherwise."""
         super().__init__(self._message())
 
     @property

@@ -66,9 +66,86 @@ class RWStatus:
     fencing_token: Optional[int] = None
 
 
-def parse_rw_lease(doc: Any, what: str, name: str, mode: Optional[str] = None) -> RWLeaseInfo:
-    """doc parsed as an RWLeaseInfo of name (of mode, when given); a
-    TransportError when malformed."""
+@dataclass(frozen=True)
+class AdminRWLease(RWLeaseInfo):
+    """A read/write lock's lease as the admin routes show it: the lease, the
+    IAM ``principal`` bound to it ("" without IAM auth) and
+    ``force_released`` (an operator ended it; listed while its lock-delay
+    keeps the place). A lease inside its lock-delay has an ``expires_at`` in
+    the past."""
+
+    principal: str = ""
+    force_released: bool = False
+
+
+@dataclass(frozen=True)
+class AdminRWQueueEntry:
+    """A waiter of a read/write lock as the admin listing shows it: the
+    lease it asks for, its owner, its IAM principal ("" without IAM auth),
+    when it joined (None for a place taken before the service recorded it),
+    and when the place lapses unless kept."""
+
+    mode: str
+    owner: str
+    until: _dt.datetime
+    principal: str = ""
+    joined_at: Optional[_dt.datetime] = None
+
+
+@dataclass(frozen=True)
+class AdminRWLock:
+    """One read/write lock of Client.list_rwlocks(): its ``writer`` (None
+    when none) or ``readers`` (each in its slot), its waiters in queue
+    order, and the latest grant's token, read or write, live or not."""
+
+    name: str
+    writer: Optional[AdminRWLease]
+    readers: List[AdminRWLease] = field(default_factory=list)
+    queue: List[AdminRWQueueEntry] = field(default_factory=list)
+    fencing_token: int = 0
+
+
+@dataclass(frozen=True)
+class RWLockPage:
+    """One page of Client.list_rwlocks(): its read/write locks, in no order
+    of names, and the cursor of the next page (None at the end). A page may
+    be short, even empty, and still have a cursor."""
+
+    rwlocks: List[AdminRWLock] = field(default_factory=list)
+    cursor: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class RWWatchResult:
+    """One answer of Client.watch_rw(). ``index`` is 0 for a name never
+    taken, else 2 × the latest token + 1 − the number of live leases: it
+    grows at every grant and every end, read or write (a renewal is no
+    change); pass it to the next watch. ``fencing_token`` is the latest
+    grant's, live or not (None: never taken)."""
+
+    name: str
+    index: int
+    changed: bool
+    writer: Optional[RWLeaseInfo] = None
+    readers: List[RWLeaseInfo] = field(default_factory=list)
+    fencing_token: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class RWForceReleased:
+    """What Client.force_release_rw() did: the lease it ended (as it was),
+    the reason recorded, whether its place was freed at once, and
+    ``free_at``, when others may take it."""
+
+    ended: AdminRWLease
+    reason: str
+    immediate: bool
+    free_at: Optional[_dt.datetime]
+
+
+def parse_rw_lease(doc: Any, what: str, name: str, mode: Optional[str] = None, cls: Any = RWLeaseInfo) -> Any:
+    """doc parsed as an RWLeaseInfo (or cls, AdminRWLease) of name (of
+    mode, when given); a TransportError when malformed."""
     try:
         if not isinstance(doc, dict):
             raise ValueError
@@ -76,7 +153,7 @@ def parse_rw_lease(doc: Any, what: str, name: str, mode: Optional[str] = None) -
         m, slot = doc.get("mode"), doc.get("slot")
         if m not in (READ, WRITE) or (m == READ and not (type(slot) is int and 0 <= slot < MAX_READERS)):
             raise ValueError
-        info = RWLeaseInfo(name=fields.pop("resource"), mode=m, slot=slot if m == READ else None, **fields)
+        info = cls(name=fields.pop("resource"), mode=m, slot=slot if m == READ else None, **fields, **_admin_fields(cls, doc))
     except ValueError:
         raise TransportError(f"{what}: malformed lease in response: {doc!r:.200}") from None
     if info.name != name or (mode is not None and info.mode != mode):
@@ -102,6 +179,62 @@ def parse_rw_status(doc: Any, name: str, what: str) -> RWStatus:
     if token is not None and (type(token) is not int or token < 1):
         raise TransportError(f"{what}: malformed fencing_token: {token!r:.200}")
     return RWStatus(name, writer, readers, queue, token)
+
+
+def _admin_fields(cls: Any, doc: dict) -> dict:
+    """An AdminRWLease's own fields of doc (none for an RWLeaseInfo);
+    ValueError when malformed."""
+    if cls is not AdminRWLease:
+        return {}
+    principal = doc.get("principal", "")
+    if not isinstance(principal, str):
+        raise ValueError
+    return {"principal": principal, "force_released": doc.get("force_released") is True}
+
+
+def _leases(doc: dict, name: str, what: str, cls: Any) -> tuple:
+    """The writer (None: none) and the readers of a watch or listing row of
+    name, as cls; a TransportError when malformed."""
+    readers = doc.get("readers", [])
+    if not isinstance(readers, list):
+        raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+    writer = None if doc.get("writer") is None else parse_rw_lease(doc["writer"], what, name, WRITE, cls)
+    return writer, [parse_rw_lease(r, what, name, READ, cls) for r in readers]
+
+
+def parse_rw_watch(doc: Any, name: str, what: str) -> RWWatchResult:
+    """A watch answer of name as an RWWatchResult; a TransportError when
+    malformed."""
+    if not isinstance(doc, dict) or doc.get("name", name) != name:
+        raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+    writer, readers = _leases(doc, name, what, RWLeaseInfo)
+    index, changed, token = doc.get("index"), doc.get("changed"), doc.get("fencing_token")
+    if type(index) is not int or index < 0 or not isinstance(changed, bool) or \
+            (token is not None and (type(token) is not int or token < 1)):
+        raise TransportError(f"{what}: malformed response: {doc!r:.200}")
+    return RWWatchResult(name, index, changed, writer, readers, token)
+
+
+def parse_admin_rwlock(doc: Any, what: str) -> AdminRWLock:
+    """A row of the read/write lock listing; a TransportError when malformed."""
+    from ._http import parse_time
+
+    name = doc.get("name") if isinstance(doc, dict) else None
+    token = doc.get("fencing_token") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not name or type(token) is not int or token < 0 or \
+            not isinstance(doc.get("queue", []), list):
+        raise TransportError(f"{what}: malformed read/write lock in response: {doc!r:.200}")
+    writer, readers = _leases(doc, name, what, AdminRWLease)
+    queue = []
+    for e in doc.get("queue", []):
+        ok = isinstance(e, dict)
+        until = parse_time(e.get("until")) if ok else None
+        joined = parse_time(e["joined_at"]) if ok and "joined_at" in e else None
+        if until is None or e.get("mode") not in (READ, WRITE) or not isinstance(e.get("owner"), str) or not e["owner"] or \
+                not isinstance(e.get("principal", ""), str) or ("joined_at" in e and joined is None):
+            raise TransportError(f"{what}: malformed queue entry: {e!r:.200}")
+        queue.append(AdminRWQueueEntry(e["mode"], e["owner"], until, e.get("principal", ""), joined))
+    return AdminRWLock(name, writer, readers, queue, token)
 
 
 def check_mode(mode: Any, slot: Any) -> Optional[int]:

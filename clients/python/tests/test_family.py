@@ -196,11 +196,17 @@ class AdminRequestTests(TestCase):
     def test_listings_refuse_a_malformed_page(self):
         permit = dict(lock_doc("job-1", "a"), name="job-1", slot=0, permits=2)
         del permit["resource"]
+        reader = dict(permit, mode="read", slot=3)
+        del reader["permits"]
+        rwlock = {"name": "job-1", "readers": [reader], "queue": [{"mode": "write", "owner": "w2", "until": reader["expires_at"]}],
+                  "fencing_token": 3}
         for call, field, row in ((Client.list, "locks", lock_doc("job-1", "a")),
-                                 (Client.list_semaphores, "holders", permit)):
+                                 (Client.list_semaphores, "holders", permit),
+                                 (Client.list_rwlocks, "rwlocks", rwlock)):
             for what, doc in (("a row outside the prefix", {field: [row]}),
                               ("rows that are no list", {field: {"0": row}}),
-                              ("a cursor that is no string", {field: [], "cursor": 5})):
+                              ("a cursor that is no string", {field: [], "cursor": 5}),
+                              ("a malformed row", {field: [dict(row, fencing_token="3")]})):
                 with self.subTest(call=call.__name__, page=what):
                     c = client(Stub(lambda req, doc=doc: answer(200, doc)))
                     with self.assertRaises(fl.TransportError):

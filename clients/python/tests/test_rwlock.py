@@ -49,6 +49,77 @@ class RWRunnerTests(TestCase):
             self.c.try_acquire_write(name, owner="w2")
         w.release()
 
+    def test_watch_list_and_force_release(self):
+        # The watch sees a force released reader end; the listing shows the
+        # holders and the queued writer; a stale token is refused with the
+        # lease that keeps the slot.
+        name = resource_name(self)
+        r1 = self.keep(self.c.try_acquire_read(name, owner="r1", ttl=30, keepalive=False))
+        r2 = self.keep(self.c.try_acquire_read(name, owner="r2", ttl=30, keepalive=False))
+        seen = self.c.watch_rw(name, wait=0)
+        self.assertEqual(
+            (seen.writer, sorted((r.owner, r.slot, r.fencing_token) for r in seen.readers), seen.fencing_token, seen.index),
+            (None, [("r1", r1.slot, r1.fencing_token), ("r2", r2.slot, r2.fencing_token)], r2.fencing_token,
+             2 * r2.fencing_token + 1 - 2))
+        watched = {}
+        watcher = threading.Thread(target=lambda: watched.update(answer=self.c.watch_rw(name, index=seen.index, wait=10)))
+        watcher.start()
+
+        got = {}
+
+        def write():
+            try:
+                got["lease"] = self.keep(self.c.acquire_write(name, owner="w1", ttl=30, keepalive=False, wait=30))
+            except Exception as e:  # reported below
+                got["error"] = e
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 10
+        while True:
+            rows = self.c.list_rwlocks(name).rwlocks
+            if rows and rows[0].queue:
+                break
+            self.assertLess(time.monotonic(), deadline, f"the writer never queued: {rows}")
+            time.sleep(0.02)
+        row = rows[0]
+        self.assertEqual(
+            (row.name, row.writer, sorted((r.owner, r.mode, r.slot, r.fencing_token, r.principal, r.force_released) for r in row.readers),
+             [(q.mode, q.owner) for q in row.queue], row.fencing_token),
+            (name, None, [("r1", "read", r1.slot, r1.fencing_token, "", False), ("r2", "read", r2.slot, r2.fencing_token, "", False)],
+             [("write", "w1")], r2.fencing_token))
+        self.assertIsNotNone(row.queue[0].joined_at)
+        self.assertGreater(row.queue[0].until, row.queue[0].joined_at)
+
+        with self.assertRaises(fl.StaleTokenError) as cm:
+            self.c.force_release_rw(name, "read", r1.slot, "test: not this one", fencing_token=r2.fencing_token)
+        cur = cm.exception.current_rw_lease
+        self.assertEqual((cur.owner, cur.fencing_token, cm.exception.current, cm.exception.current_permit),
+                         ("r1", r1.fencing_token, None, None))
+
+        done = self.c.force_release_rw(name, "read", r1.slot, "test: reader is gone", fencing_token=r1.fencing_token, immediate=True)
+        self.assertEqual((done.ended.owner, done.ended.mode, done.ended.slot, done.ended.fencing_token, done.reason, done.immediate),
+                         ("r1", "read", r1.slot, r1.fencing_token, "test: reader is gone", True))
+        watcher.join(15)
+        changed = watched["answer"]
+        self.assertEqual((changed.changed, [r.owner for r in changed.readers], changed.index), (True, ["r2"], seen.index + 1))
+        with self.assertRaises(fl.NotFoundError) as nf:
+            self.c.renew_rw(name, "r1", "read", r1.slot, ttl=30)
+        self.assertTrue(nf.exception.force_released)
+        self.assertEqual(len(self.c.list_all_rwlocks(name)[0].readers), 1)
+
+        with self.assertRaises(fl.NotFoundError):
+            self.c.force_release_rw(name, "write", None, "test: no writer")
+        with self.assertRaises(fl.InvalidRequest):
+            self.c.force_release_rw(name, "write", 3, "test: a writer has no slot")
+        r2.release()
+        writer.join(30)
+        self.assertNotIn("error", got)
+        forced = self.c.force_release_rw(name, "write", None, "test: writer is gone")
+        self.assertEqual((forced.ended.owner, forced.ended.mode, forced.ended.slot, forced.ended.fencing_token, forced.immediate),
+                         ("w1", "write", None, got["lease"].fencing_token, False))
+        self.assertEqual(self.c.list_all_rwlocks(name + "-none"), [])
+
     def test_a_queued_writer_keeps_a_later_reader_out(self):
         name = resource_name(self)
         r1 = self.keep(self.c.try_acquire_read(name, owner="r1", ttl=30, keepalive=False))

@@ -23,9 +23,12 @@ import { LockSet, LockSetHeldError, MAX_SET_NAMES, type SetCalls, type SetItem, 
 import {
   decodeAdminLock,
   decodeAdminPermit,
+  decodeAdminRWLease,
+  decodeAdminRWLock,
   decodePermit,
   decodeRWLease,
   decodeRWStatus,
+  decodeRWWatch,
   MAX_READERS,
   decodeSemaphoreStatus,
   decodeSemaphoreWatch,
@@ -39,9 +42,13 @@ import {
   type PermitForceReleased,
   type PermitInfo,
   type PermitPage,
+  type AdminRWLock,
+  type RWForceReleased,
   type RWLeaseInfo,
+  type RWLockPage,
   type RWMode,
   type RWStatus,
+  type RWWatchResult,
   type SemaphoreStatus,
   type SemaphoreWatchResult,
   type WatchResult,
@@ -745,6 +752,78 @@ export class Client {
   }
 
   /**
+   * {@link Client.watch} for a read/write lock: its writer and readers as
+   * soon as its state differs from the one of `index` (a grant or an end,
+   * read or write), or once `waitSeconds` (default 20) have passed. One
+   * request, not retried.
+   */
+  async watchRW(name: string, options: WatchOptions = {}): Promise<RWWatchResult> {
+    const op = `watch read/write lock ${JSON.stringify(name)}`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    const { index = 0, waitSeconds = MAX_SERVER_WAIT_SECONDS, signal } = options;
+    checkWatchArgs(op, index, waitSeconds);
+    const path = `${rwPath(name)}/watch?index=${index}&wait_seconds=${waitSeconds}`;
+    const ans = await this.#send(op, "GET", path, undefined, { signal, timeoutMs: this.#timeoutMs + waitSeconds * 1000 });
+    const w = decodeRWWatch(name, parseJSON(op, ans.text));
+    if (!w) throw new UnexpectedAnswerError(`${op}: malformed answer`);
+    return w;
+  }
+
+  /**
+   * Admin: one page of the read/write locks whose name starts with `prefix`
+   * and that have a lease keeping others out (live, or inside its
+   * lock-delay) or a live waiter. `limit` counts locks. A page may be short,
+   * even empty, and still have a `cursor`: follow it, or use
+   * {@link Client.listAllRWLocks}.
+   */
+  async listRWLocks(prefix = "", options: ListOptions = {}): Promise<RWLockPage> {
+    const op = `list read/write locks ${JSON.stringify(prefix)}`;
+    const { rows: rwlocks, cursor } = await this.#page(op, "/admin/rwlocks", "rwlocks", prefix, options, (v) => {
+      const l = decodeAdminRWLock(v);
+      return l && l.name.startsWith(prefix) ? l : undefined;
+    });
+    return { rwlocks, cursor };
+  }
+
+  /** Admin: every read/write lock {@link Client.listRWLocks} finds under `prefix`, following the cursor page by page. */
+  async listAllRWLocks(prefix = "", options: { signal?: AbortSignal } = {}): Promise<AdminRWLock[]> {
+    return followPages((cursor) => this.listRWLocks(prefix, { limit: 1000, cursor, signal: options.signal }), (page) => page.rwlocks);
+  }
+
+  /**
+   * Admin: {@link Client.forceRelease} for one holder of the read/write lock
+   * `name`, whoever holds it: the writer (`mode` "write", `slot`
+   * undefined) or the reader in `slot` (`mode` "read"); the other holders
+   * keep their leases. Resolves to the lease it ended and `freeAt`; with
+   * `fencingToken` that is not the lease's, rejects with
+   * {@link StaleTokenError} whose `currentRWLease` is the lease that keeps
+   * the place. Not retried.
+   */
+  async forceReleaseRW(name: string, mode: RWMode, slot: number | undefined, reason: string, options: ForceReleaseOptions = {}): Promise<RWForceReleased> {
+    const op = mode === "read" ? `force-release read/write lock ${JSON.stringify(name)} reader in slot ${slot}` : `force-release read/write lock ${JSON.stringify(name)} writer`;
+    checkResource(op, name);
+    checkOptions(op, options);
+    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
+    if (mode === "write" && slot !== undefined) throw new TypeError(`${op}: a writer has no slot`);
+    const payload = rwBody(op, { owner: "-", mode, slot, fencingToken: options.fencingToken });
+    delete payload.owner;
+    payload.reason = reason;
+    if (options.immediate) payload.immediate = true;
+    const ans = await this.#send(op, "DELETE", `/admin${rwPath(name)}`, payload, options);
+    const body = parseJSON(op, ans.text);
+    const ended = decodeAdminRWLease(body.ended);
+    if (!ended || ended.name !== name || ended.mode !== mode || ended.slot !== slot) throw new UnexpectedAnswerError(`${op}: malformed answer: no lease ended`);
+    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+    return {
+      ...ended,
+      reason: typeof body.reason === "string" ? body.reason : reason,
+      immediate: body.immediate === true,
+      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
+    };
+  }
+
+  /**
    * Extends `owner`'s live lease of `mode` (a reader's: in `slot`) of the
    * read/write lock `name` to `ttlSeconds` from now (with `fencingToken`:
    * only that lease). Errors as for {@link Client.renew}; a lease the other
@@ -1356,13 +1435,13 @@ export class Client {
    * each decoded; `decode` answers undefined for a row that is malformed or
    * outside the prefix) and the next page's cursor, undefined after the last.
    */
-  async #page<T>(op: string, route: string, field: "locks" | "holders", prefix: string, options: ListOptions,
+  async #page<T>(op: string, route: string, field: "locks" | "holders" | "rwlocks", prefix: string, options: ListOptions,
     decode: (v: unknown) => T | undefined): Promise<{ rows: T[]; cursor?: string }> {
     const ans = await this.#send(op, "GET", listPath(op, route, prefix, options), undefined, options);
     const body = parseJSON(op, ans.text);
     const rows: unknown = body[field];
     if (!Array.isArray(rows)) throw new UnexpectedAnswerError(`${op}: malformed answer: no "${field}"`);
-    const what = field === "locks" ? "lock" : "permit";
+    const what = { locks: "lock", holders: "permit", rwlocks: "read/write lock" }[field];
     return {
       rows: rows.map((v: unknown) => {
         const row = decode(v);

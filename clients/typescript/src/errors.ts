@@ -1,4 +1,4 @@
-import { decodeAdminLock, decodeAdminPermit, type AdminLock, type AdminPermit } from "./types.js";
+import { decodeAdminLock, decodeAdminPermit, decodeAdminRWLease, type AdminLock, type AdminPermit, type AdminRWLease } from "./types.js";
 
 /** Prefix of the `type` URI of every problem the lock service answers with; the slug follows it. */
 export const PROBLEM_TYPE_BASE = "https://ft288.dev/problems/";
@@ -31,6 +31,7 @@ export interface ProblemInit {
   forceReleased?: boolean;
   current?: AdminLock;
   currentPermit?: AdminPermit;
+  currentRWLease?: AdminRWLease;
   permits?: number;
 }
 
@@ -73,6 +74,13 @@ export class ProblemError extends LocksError {
    * permit's; undefined otherwise.
    */
   readonly currentPermit: AdminPermit | undefined;
+  /**
+   * The read/write lock's lease that now keeps the writer's place or the
+   * reader's slot, on the 409 `stale-token` answer to
+   * {@link Client.forceReleaseRW} with a fencing token that was not the
+   * lease's; undefined otherwise.
+   */
+  readonly currentRWLease: AdminRWLease | undefined;
 
   constructor(operation: string, init: ProblemInit) {
     super(`${operation}: ${describe(init)}`);
@@ -86,6 +94,7 @@ export class ProblemError extends LocksError {
     this.forceReleased = init.forceReleased ?? false;
     this.current = init.current;
     this.currentPermit = init.currentPermit;
+    this.currentRWLease = init.currentRWLease;
   }
 
   /** The slug of `type` ("not-found", "stale-token", ...), or "" when it is not one of the lock service's types. */
@@ -200,6 +209,7 @@ export function problemFromAnswer(operation: string, status: number, body: strin
       status, type, title, detail: str(o.detail), instance: str(o.instance), errors, retryAfterMs, forceReleased: o.force_released === true,
       current: decodeAdminLock(o.current),
       currentPermit: decodeAdminPermit(o.current),
+      currentRWLease: decodeAdminRWLease(o.current),
       permits: typeof o.permits === "number" ? o.permits : undefined,
     };
     const slug = type?.startsWith(PROBLEM_TYPE_BASE) ? type.slice(PROBLEM_TYPE_BASE.length) : "";

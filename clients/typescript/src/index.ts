@@ -49,6 +49,12 @@ export type {
   RWMode,
   RWLeaseInfo,
   RWStatus,
+  AdminRWLease,
+  AdminRWQueueEntry,
+  AdminRWLock,
+  RWLockPage,
+  RWWatchResult,
+  RWForceReleased,
 } from "./types.js";
 export { MAX_READERS } from "./types.js";
 export { Election, type Leader, type Observation, type CampaignOptions, type ObserveOptions } from "./election.js";

@@ -289,6 +289,111 @@ export function decodeRWStatus(name: string, v: unknown): RWStatus | undefined {
   return { name, writer, readers, queue, fencingToken: token };
 }
 
+/**
+ * A read/write lock's lease as the admin routes show it: the lease and the
+ * IAM principal bound to it ("" without IAM auth). A lease inside its
+ * lock-delay has an `expiresAt` in the past.
+ */
+export interface AdminRWLease extends RWLeaseInfo {
+  principal: string;
+  /** An operator force released it; listed while its lock-delay still keeps the place. */
+  forceReleased: boolean;
+}
+
+/** A waiter of a read/write lock as the admin listing shows it: a {@link QueueEntry} and the lease it asks for. */
+export interface AdminRWQueueEntry extends QueueEntry {
+  mode: RWMode;
+}
+
+/** One read/write lock of {@link Client.listRWLocks}: its writer or readers (each in its slot), its waiters in queue order, and the latest token. */
+export interface AdminRWLock {
+  name: string;
+  writer: AdminRWLease | undefined;
+  readers: AdminRWLease[];
+  queue: AdminRWQueueEntry[];
+  /** The latest grant's token, read or write, live or not. */
+  fencingToken: number;
+}
+
+/** One page of {@link Client.listRWLocks}: follow `cursor` until it is undefined. */
+export interface RWLockPage {
+  /** The page's read/write locks, in no order of names. A page may be short, even empty, and still have a cursor. */
+  rwlocks: AdminRWLock[];
+  cursor: string | undefined;
+}
+
+/**
+ * One answer of {@link Client.watchRW}. `index` is 0 for a name never taken,
+ * else 2 × the latest token + 1 − the number of live leases: it grows at
+ * every grant and every end, read or write (a renewal is no change).
+ */
+export interface RWWatchResult {
+  name: string;
+  index: number;
+  changed: boolean;
+  writer: RWLeaseInfo | undefined;
+  readers: RWLeaseInfo[];
+  /** The latest grant's token, read or write, live or not; undefined for a name never taken. */
+  fencingToken: number | undefined;
+}
+
+/** What {@link Client.forceReleaseRW} did: the lease it ended, as it was, and when others may take its place. */
+export interface RWForceReleased extends AdminRWLease {
+  reason: string;
+  immediate: boolean;
+  freeAt: Date | undefined;
+}
+
+/** A read/write lock's lease document of the admin routes; undefined when malformed. */
+export function decodeAdminRWLease(v: unknown): AdminRWLease | undefined {
+  const l = decodeRWLease(v);
+  if (!l) return undefined;
+  const o = v as Record<string, unknown>;
+  if (o.principal !== undefined && typeof o.principal !== "string") return undefined;
+  return { ...l, principal: o.principal ?? "", forceReleased: o.force_released === true };
+}
+
+/** A row of the read/write lock listing; undefined when malformed. */
+export function decodeAdminRWLock(v: unknown): AdminRWLock | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const { name, fencing_token: token } = o;
+  if (typeof name !== "string" || name === "" || typeof token !== "number" || !Number.isSafeInteger(token) || token < 0) return undefined;
+  const writer = o.writer === undefined || o.writer === null ? undefined : decodeAdminRWLease(o.writer);
+  if (o.writer !== undefined && o.writer !== null && (writer?.mode !== "write" || writer.name !== name)) return undefined;
+  const readers = (Array.isArray(o.readers) ? o.readers : o.readers === undefined ? [] : [null]).map(decodeAdminRWLease);
+  if (!readers.every((r): r is AdminRWLease => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  const raw = o.queue === undefined ? [] : o.queue;
+  const entries = decodeQueue(raw);
+  if (!entries || !Array.isArray(raw)) return undefined;
+  const queue: AdminRWQueueEntry[] = [];
+  for (const [i, e] of entries.entries()) {
+    const mode = (raw[i] as Record<string, unknown>).mode;
+    if (mode !== "read" && mode !== "write") return undefined;
+    queue.push({ ...e, mode });
+  }
+  return { name, writer, readers, queue, fencingToken: token };
+}
+
+/** A read/write lock's watch answer of `name`; undefined when malformed. */
+export function decodeRWWatch(name: string, v: unknown): RWWatchResult | undefined {
+  const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
+  const writer = o.writer === undefined || o.writer === null ? undefined : decodeRWLease(o.writer);
+  if (o.writer !== undefined && o.writer !== null && (writer?.mode !== "write" || writer.name !== name)) return undefined;
+  const readers = (Array.isArray(o.readers) ? o.readers : o.readers === undefined ? [] : [null]).map(decodeRWLease);
+  if (!readers.every((r): r is RWLeaseInfo => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  const { index, changed } = o;
+  const token = o.fencing_token ?? undefined;
+  if (
+    (o.name !== undefined && o.name !== name) ||
+    typeof index !== "number" || !Number.isSafeInteger(index) || index < 0 ||
+    typeof changed !== "boolean" ||
+    (token !== undefined && (typeof token !== "number" || !Number.isSafeInteger(token) || token < 1))
+  ) {
+    return undefined;
+  }
+  return { name, index, changed, writer, readers, fencingToken: token };
+}
+
 /** A permit document of the service as a {@link PermitInfo}; undefined when malformed. */
 export function decodePermit(v: unknown): PermitInfo | undefined {
   const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};

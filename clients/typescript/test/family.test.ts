@@ -173,12 +173,18 @@ describe("admin", { concurrency: true }, () => {
     await assert.rejects(c.list("", { limit: 1001 }), RangeError);
   });
 
-  test("list and listSemaphores refuse a malformed page: a row outside the prefix or malformed, rows that are no array", async () => {
+  test("list, listSemaphores and listRWLocks refuse a malformed page: a row outside the prefix or malformed, rows that are no array", async () => {
     const { resource, ...rest } = lockDoc("job-1", "w", 3);
     const permit = { ...rest, name: resource, slot: 0, permits: 2 };
     const listings = [
       { call: (c: Client, prefix: string) => c.list(prefix), field: "locks", row: lockDoc("job-1", "w", 3), rows: (p: object) => (p as { locks: unknown[] }).locks },
       { call: (c: Client, prefix: string) => c.listSemaphores(prefix), field: "holders", row: permit, rows: (p: object) => (p as { holders: unknown[] }).holders },
+      {
+        call: (c: Client, prefix: string) => c.listRWLocks(prefix),
+        field: "rwlocks",
+        row: { name: resource, readers: [{ ...rest, name: resource, mode: "read", slot: 3 }], queue: [{ mode: "write", owner: "w2", until: rest.expires_at }], fencing_token: 3 },
+        rows: (p: object) => (p as { rwlocks: unknown[] }).rwlocks,
+      },
     ];
     for (const { call, field, row, rows } of listings) {
       for (const [what, body, prefix] of [

@@ -14,6 +14,7 @@ import {
   LeaseReleasedError,
   NotFoundError,
   RWLease,
+  StaleTokenError,
 } from "../dist/esm/index.js";
 import { aborted, json, problem, startRunner, stubFetch, uniqueName, until, type Runner } from "./helpers.js";
 
@@ -72,6 +73,51 @@ describe("read/write locks against the local runner", () => {
     const w = await writer;
     assert.ok(w.fencingToken > r1.fencingToken);
     await w.release();
+  });
+
+  test("watchRW, listRWLocks and forceReleaseRW: the watch sees a force released reader end, the listing shows holders and the queued writer, a stale token is refused with the lease that keeps the slot", async () => {
+    const name = uniqueName("rw-admin");
+    const r1 = await locks.tryAcquireRead(name, { owner: "r1", ttlSeconds: 30, keepAlive: false });
+    const r2 = await locks.tryAcquireRead(name, { owner: "r2", ttlSeconds: 30, keepAlive: false });
+    const seen = await locks.watchRW(name, { waitSeconds: 0 });
+    assert.deepEqual(
+      { writer: seen.writer, readers: seen.readers.map((r) => [r.owner, r.slot, r.fencingToken]).sort(), token: seen.fencingToken, index: seen.index },
+      { writer: undefined, readers: [["r1", r1.slot, r1.fencingToken], ["r2", r2.slot, r2.fencingToken]], token: r2.fencingToken, index: 2 * r2.fencingToken + 1 - 2 },
+    );
+    const next = locks.watchRW(name, { index: seen.index, waitSeconds: 10 });
+
+    const writer = locks.acquireWrite(name, { owner: "w1", ttlSeconds: 30, keepAlive: false, waitMs: 30_000 });
+    let row;
+    for (const end = performance.now() + 10_000; performance.now() < end; ) {
+      [row] = (await locks.listRWLocks(name)).rwlocks;
+      if (row?.queue.length === 1) break;
+    }
+    assert.ok(row, "listed");
+    assert.deepEqual(
+      { name: row.name, writer: row.writer, readers: row.readers.map((r) => [r.owner, r.mode, r.slot, r.fencingToken, r.principal, r.forceReleased]).sort(), queue: row.queue.map((q) => [q.mode, q.owner]), token: row.fencingToken },
+      { name, writer: undefined, readers: [["r1", "read", r1.slot, r1.fencingToken, "", false], ["r2", "read", r2.slot, r2.fencingToken, "", false]], queue: [["write", "w1"]], token: r2.fencingToken },
+    );
+    assert.ok(row.queue[0]!.joinedAt instanceof Date && row.queue[0]!.until > row.queue[0]!.joinedAt!);
+
+    const stale = await locks.forceReleaseRW(name, "read", r1.slot, "test: not this one", { fencingToken: r2.fencingToken }).catch((e: unknown) => e);
+    assert.ok(stale instanceof StaleTokenError, String(stale));
+    assert.deepEqual([stale.currentRWLease?.owner, stale.currentRWLease?.fencingToken, stale.current, stale.currentPermit], ["r1", r1.fencingToken, undefined, undefined]);
+
+    const ended = await locks.forceReleaseRW(name, "read", r1.slot, "test: reader is gone", { fencingToken: r1.fencingToken, immediate: true });
+    assert.deepEqual([ended.owner, ended.mode, ended.slot, ended.fencingToken, ended.reason, ended.immediate], ["r1", "read", r1.slot, r1.fencingToken, "test: reader is gone", true]);
+    const changed = await next;
+    assert.deepEqual([changed.changed, changed.readers.map((r) => r.owner), changed.index], [true, ["r2"], seen.index + 1]);
+    const renew = await locks.renewRW(name, { owner: "r1", mode: "read", slot: r1.slot, ttlSeconds: 30 }).catch((e: unknown) => e);
+    assert.ok(renew instanceof NotFoundError && renew.forceReleased, `r1's renewal after the force release: ${String(renew)}`);
+    assert.equal((await locks.listAllRWLocks(name))[0]!.readers.length, 1);
+
+    const gone = await locks.forceReleaseRW(name, "write", undefined, "test: no writer").catch((e: unknown) => e);
+    assert.ok(gone instanceof NotFoundError, String(gone));
+    await r2.release();
+    const w = await writer;
+    const forced = await locks.forceReleaseRW(name, "write", undefined, "test: writer is gone");
+    assert.deepEqual([forced.owner, forced.mode, forced.slot, forced.fencingToken, forced.immediate], ["w1", "write", undefined, w.fencingToken, false]);
+    assert.deepEqual(await locks.listAllRWLocks(name + "-none"), []);
   });
 
   test("keep-alive renews by mode and slot past the TTL; release ends the lease, and a second release is not found", async () => {
