@@ -69,17 +69,20 @@ class AdminLock(Lock):
     """A lease as the admin routes show it: the Lock and the IAM principal
     bound to it ("" without IAM auth). A lease inside its lock-delay has an
     ``expires_at`` in the past. ``queue`` is the lock's waiters in queue
-    order, in the listing only (empty otherwise)."""
+    order, in the listing only (empty otherwise). ``set_id`` is the lock set
+    whose request granted the lease (LockSet.id), "" for a lease of its own."""
 
     principal: str = ""
     queue: Tuple[QueueEntry, ...] = ()
+    set_id: str = ""
 
     @classmethod
     def _parse(cls, doc: Any) -> "AdminLock":
         principal = doc.get("principal", "") if isinstance(doc, dict) else None
-        if not isinstance(principal, str):
+        set_id = doc.get("set_id", "") if isinstance(doc, dict) else None
+        if not isinstance(principal, str) or not isinstance(set_id, str):
             raise ValueError(f"malformed lock: {doc!r:.200}")
-        return cls(**_lock_fields(doc), principal=principal, queue=_queue(doc))
+        return cls(**_lock_fields(doc), principal=principal, queue=_queue(doc), set_id=set_id)
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,11 @@ class LockSetRunnerTests(TestCase):
     def test_a_name_force_released_refuses_the_renewal_and_loses_the_set(self):
         p = resource_name(self)
         s = self.keep(self.c.try_acquire_set([f"{p}:a", f"{p}:b"], ttl=30, keepalive=False))
+        # The listing shows which set each lease belongs to; a lock of its own belongs to none.
+        single = self.keep(self.c.try_acquire(f"{p}:c", ttl=30, keepalive=False))
+        self.assertEqual(sorted((lock.resource, lock.set_id) for lock in self.c.list_all(p)),
+                         [(f"{p}:a", s.id), (f"{p}:b", s.id), (f"{p}:c", "")])
+        single.release()
         self.c.force_release(f"{p}:b", "test: one name of a set", immediate=True)
         with self.assertRaises(fl.LockSetError) as cm:
             s.renew()

@@ -23,6 +23,8 @@ export interface AdminLock extends LockInfo {
   principal: string;
   /** The lock's waiters in queue order; in the listing only, empty when none. */
   queue: QueueEntry[];
+  /** The lock set whose request granted the lease ({@link LockSet.id}); undefined for a lease of its own. */
+  setId: string | undefined;
 }
 
 /** A waiter's place in a queue, as the admin listings show it. */
@@ -184,8 +186,9 @@ export function decodeAdminLock(v: unknown): AdminLock | undefined {
   const p = (v as Record<string, unknown>).principal;
   if (p !== undefined && typeof p !== "string") return undefined;
   const queue = decodeQueue((v as Record<string, unknown>).queue);
-  if (!queue) return undefined;
-  return { ...lock, principal: p ?? "", queue };
+  const setId = (v as Record<string, unknown>).set_id;
+  if (!queue || (setId !== undefined && (typeof setId !== "string" || setId === ""))) return undefined;
+  return { ...lock, principal: p ?? "", queue, setId };
 }
 
 /** A listing row's queue (absent: none); undefined when malformed. */

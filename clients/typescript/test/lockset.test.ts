@@ -173,9 +173,13 @@ describe("lock sets against the local runner", () => {
     assert.throws(() => s2.check(), LeaseLostError);
   });
 
-  test("a name force released behind the set's back: the renewal is refused for it, and the set is lost", async () => {
+  test("the listing names each lease's set; a name force released behind the set's back: the renewal is refused for it, and the set is lost", async () => {
     const p = uniqueName("forced");
     const set = await locks.tryAcquireSet([`${p}:a`, `${p}:b`], { ttlSeconds: 30, keepAlive: false });
+    // The listing shows which set each lease belongs to; a lock of its own belongs to none.
+    const single = await locks.tryAcquire(`${p}:c`, { ttlSeconds: 30, keepAlive: false });
+    assert.deepEqual((await locks.listAll(p)).map((l) => [l.resource, l.setId]).sort(), [[`${p}:a`, set.id], [`${p}:b`, set.id], [`${p}:c`, undefined]]);
+    await single.release();
     await locks.forceRelease(`${p}:b`, "test: one name of a set", { immediate: true });
     const err = await set.renew().catch((e: unknown) => e);
     assert.ok(err instanceof LockSetError && err.failed.has(`${p}:b`) && !err.failed.has(`${p}:a`), String(err));
