@@ -28,6 +28,21 @@ class RWRunnerTests(TestCase):
         super().setUp()
         self.c = Client(RUNNER.url, backoff=(0.02, 0.2))
 
+    def start_writer(self, name: str):
+        """A thread that waits for w1's writer's lease of name (30 s), and
+        the dict it puts the lease or the error in."""
+        got = {}
+
+        def write():
+            try:
+                got["lease"] = self.keep(self.c.acquire_write(name, owner="w1", ttl=30, keepalive=False, wait=30))
+            except Exception as e:  # reported by the caller
+                got["error"] = e
+
+        t = threading.Thread(target=write)
+        t.start()
+        return t, got
+
     def test_many_readers_together_then_a_writer_above_them_all(self):
         name = resource_name(self)
         readers = [self.keep(self.c.acquire_read(name, ttl=30, keepalive=False, wait=10)) for _ in range(5)]
@@ -65,16 +80,7 @@ class RWRunnerTests(TestCase):
         watcher = threading.Thread(target=lambda: watched.update(answer=self.c.watch_rw(name, index=seen.index, wait=10)))
         watcher.start()
 
-        got = {}
-
-        def write():
-            try:
-                got["lease"] = self.keep(self.c.acquire_write(name, owner="w1", ttl=30, keepalive=False, wait=30))
-            except Exception as e:  # reported below
-                got["error"] = e
-
-        writer = threading.Thread(target=write)
-        writer.start()
+        writer, got = self.start_writer(name)
         deadline = time.monotonic() + 10
         while True:
             rows = self.c.list_rwlocks(name).rwlocks
@@ -123,16 +129,7 @@ class RWRunnerTests(TestCase):
     def test_a_queued_writer_keeps_a_later_reader_out(self):
         name = resource_name(self)
         r1 = self.keep(self.c.try_acquire_read(name, owner="r1", ttl=30, keepalive=False))
-        got = {}
-
-        def write():
-            try:
-                got["lease"] = self.keep(self.c.acquire_write(name, owner="w1", ttl=30, keepalive=False, wait=30))
-            except Exception as e:  # reported below
-                got["error"] = e
-
-        t = threading.Thread(target=write)
-        t.start()
+        t, got = self.start_writer(name)
         # The event: the writer's place in the queue.
         deadline = time.monotonic() + 10
         while True:

@@ -576,22 +576,10 @@ export class Client {
     const op = `force-release ${JSON.stringify(resource)}`;
     checkResource(op, resource);
     checkOptions(op, options);
-    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
-    checkToken(op, options.fencingToken);
-    const payload: Record<string, unknown> = { reason };
-    if (options.immediate) payload.immediate = true;
-    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
-    const ans = await this.#send(op, "DELETE", `/admin/locks/${encode(resource)}`, payload, options);
-    const body = parseJSON(op, ans.text);
-    const ended = decodeAdminLock(body.ended);
-    if (!ended || ended.resource !== resource) throw new UnexpectedAnswerError(`${op}: malformed answer: no lease ended`);
-    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
-    return {
-      ...ended,
-      reason: typeof body.reason === "string" ? body.reason : reason,
-      immediate: body.immediate === true,
-      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
-    };
+    return this.#forceRelease(op, `/admin/locks/${encode(resource)}`, {}, reason, options, (v) => {
+      const ended = decodeAdminLock(v);
+      return ended && ended.resource === resource ? ended : undefined;
+    });
   }
 
   /**
@@ -804,23 +792,12 @@ export class Client {
     const op = mode === "read" ? `force-release read/write lock ${JSON.stringify(name)} reader in slot ${slot}` : `force-release read/write lock ${JSON.stringify(name)} writer`;
     checkResource(op, name);
     checkOptions(op, options);
-    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
     if (mode === "write" && slot !== undefined) throw new TypeError(`${op}: a writer has no slot`);
-    const payload = rwBody(op, { owner: "-", mode, slot, fencingToken: options.fencingToken });
-    delete payload.owner;
-    payload.reason = reason;
-    if (options.immediate) payload.immediate = true;
-    const ans = await this.#send(op, "DELETE", `/admin${rwPath(name)}`, payload, options);
-    const body = parseJSON(op, ans.text);
-    const ended = decodeAdminRWLease(body.ended);
-    if (!ended || ended.name !== name || ended.mode !== mode || ended.slot !== slot) throw new UnexpectedAnswerError(`${op}: malformed answer: no lease ended`);
-    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
-    return {
-      ...ended,
-      reason: typeof body.reason === "string" ? body.reason : reason,
-      immediate: body.immediate === true,
-      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
-    };
+    const { owner: _, ...target } = rwBody(op, { owner: "-", mode, slot });
+    return this.#forceRelease(op, `/admin${rwPath(name)}`, target, reason, options, (v) => {
+      const ended = decodeAdminRWLease(v);
+      return ended && ended.name === name && ended.mode === mode && ended.slot === slot ? ended : undefined;
+    });
   }
 
   /**
@@ -955,22 +932,10 @@ export class Client {
     checkResource(op, name);
     checkOptions(op, options);
     checkSlot(op, slot);
-    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
-    checkToken(op, options.fencingToken);
-    const payload: Record<string, unknown> = { slot, reason };
-    if (options.immediate) payload.immediate = true;
-    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
-    const ans = await this.#send(op, "DELETE", `/admin${semaphorePath(name)}`, payload, options);
-    const body = parseJSON(op, ans.text);
-    const ended = decodeAdminPermit(body.ended);
-    if (!ended || ended.name !== name || ended.slot !== slot) throw new UnexpectedAnswerError(`${op}: malformed answer: no permit ended`);
-    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
-    return {
-      ...ended,
-      reason: typeof body.reason === "string" ? body.reason : reason,
-      immediate: body.immediate === true,
-      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
-    };
+    return this.#forceRelease(op, `/admin${semaphorePath(name)}`, { slot }, reason, options, (v) => {
+      const ended = decodeAdminPermit(v);
+      return ended && ended.name === name && ended.slot === slot ? ended : undefined;
+    });
   }
 
   /**
@@ -1435,6 +1400,32 @@ export class Client {
    * each decoded; `decode` answers undefined for a row that is malformed or
    * outside the prefix) and the next page's cursor, undefined after the last.
    */
+  /**
+   * The force release at `path` of what `target` names (nothing: the lock;
+   * a slot; a mode and slot), with `reason` and `options`: the lease
+   * `decode` finds in the answer's `ended` (undefined: not the one asked
+   * for), with the reason recorded, whether it was immediate and `freeAt`.
+   */
+  async #forceRelease<T>(op: string, path: string, target: Record<string, unknown>, reason: string, options: ForceReleaseOptions,
+    decode: (ended: unknown) => T | undefined): Promise<T & { reason: string; immediate: boolean; freeAt: Date | undefined }> {
+    if (typeof reason !== "string" || reason.trim() === "") throw new TypeError(`${op}: reason must be a non-empty string`);
+    checkToken(op, options.fencingToken);
+    const payload: Record<string, unknown> = { ...target, reason };
+    if (options.immediate) payload.immediate = true;
+    if (options.fencingToken !== undefined) payload.fencing_token = options.fencingToken;
+    const ans = await this.#send(op, "DELETE", path, payload, options);
+    const body = parseJSON(op, ans.text);
+    const ended = decode(body.ended);
+    if (ended === undefined) throw new UnexpectedAnswerError(`${op}: malformed answer: not the lease asked for ended`);
+    const freeAt = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
+    return {
+      ...ended,
+      reason: typeof body.reason === "string" ? body.reason : reason,
+      immediate: body.immediate === true,
+      freeAt: freeAt && !Number.isNaN(freeAt.getTime()) ? freeAt : undefined,
+    };
+  }
+
   async #page<T>(op: string, route: string, field: "locks" | "holders" | "rwlocks", prefix: string, options: ListOptions,
     decode: (v: unknown) => T | undefined): Promise<{ rows: T[]; cursor?: string }> {
     const ans = await this.#send(op, "GET", listPath(op, route, prefix, options), undefined, options);
