@@ -328,3 +328,41 @@ func TestObserveRW(t *testing.T) {
 		}
 	})
 }
+
+// TestListAllRWLocksFollowsCursor: ListAllRWLocks asks GET /admin/rwlocks
+// page after page, passing each page's cursor, and returns every row (the
+// writer's lease, force released inside its lock-delay, and the queue).
+func TestListAllRWLocksFollowsCursor(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		targets []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		targets = append(targets, r.URL.RequestURI())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("cursor") == "" {
+			_, _ = w.Write([]byte(`{"rwlocks":[{"name":"cache","readers":[` + rwReader + `],"queue":[{"mode":"write","owner":"w2","joined_at":"2026-12-02T13:14:39Z","until":"2026-12-02T13:14:41Z"}],"fencing_token":9}],"cursor":"c 1"}`))
+			return
+		}
+		forced := `{"name":"cache2","mode":"write","owner":"w1","fencing_token":3,"acquired_at":"2026-12-02T13:14:38.318Z","expires_at":"2026-12-02T13:14:39Z","lock_delay_seconds":10,"force_released":true}`
+		_, _ = w.Write([]byte(`{"rwlocks":[{"name":"cache2","writer":` + forced + `,"readers":[],"queue":[],"fencing_token":3}]}`))
+	}))
+	t.Cleanup(srv.Close)
+	all, err := newClient(t, srv.URL, client.WithoutKeepAlive()).ListAllRWLocks(context.Background(), "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	wantTargets := []string{"/admin/rwlocks?limit=1000&prefix=cache", "/admin/rwlocks?cursor=c+1&limit=1000&prefix=cache"}
+	if !reflect.DeepEqual(targets, wantTargets) {
+		t.Errorf("requests: got %q, want %q", targets, wantTargets)
+	}
+	if len(all) != 2 || len(all[0].Readers) != 1 || len(all[0].Queue) != 1 || all[0].Queue[0].Mode != client.WriteMode ||
+		all[1].Writer == nil || !all[1].Writer.ForceReleased || all[1].Writer.FencingToken != 3 {
+		t.Errorf("got %+v, want cache's reader and queued writer, then cache2's force released writer", all)
+	}
+}

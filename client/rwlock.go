@@ -415,6 +415,16 @@ func (c *Client) ListRWLocks(ctx context.Context, prefix string, opt ListOptions
 		})
 }
 
+// ListAllRWLocks returns every read/write lock ListRWLocks finds under
+// prefix, following the cursor page by page until the listing ends or ctx
+// does.
+func (c *Client) ListAllRWLocks(ctx context.Context, prefix string) ([]AdminRWLock, error) {
+	return listAll(func(opt ListOptions) ([]AdminRWLock, string, error) {
+		page, err := c.ListRWLocks(ctx, prefix, opt)
+		return page.RWLocks, page.Cursor, err
+	})
+}
+
 // RWWatchResult is one answer of WatchRW: a read/write lock's state as a
 // watcher sees it.
 type RWWatchResult struct {

@@ -174,9 +174,10 @@ class AdminCalls:
         NotFoundError when no lease keeps it. Sent once."""
         what = f"force-release read/write lock {name!r} " + (f"reader in slot {slot!r}" if mode == READ else "writer")
         name = check_resource(name)
+        checked = check_mode(mode, slot)
         if mode != READ and slot is not None:
             raise InvalidRequest(f"{what}: a writer has no slot")
-        slot = check_mode(mode, slot)
+        slot = checked
         payload = _force_release_body(what, reason, immediate, fencing_token)
         payload["mode"] = mode
         if slot is not None:

@@ -203,14 +203,14 @@ class AdminRequestTests(TestCase):
         for call, field, row in ((Client.list, "locks", lock_doc("job-1", "a")),
                                  (Client.list_semaphores, "holders", permit),
                                  (Client.list_rwlocks, "rwlocks", rwlock)):
-            for what, doc in (("a row outside the prefix", {field: [row]}),
-                              ("rows that are no list", {field: {"0": row}}),
-                              ("a cursor that is no string", {field: [], "cursor": 5}),
-                              ("a malformed row", {field: [dict(row, fencing_token="3")]})):
+            for what, doc, prefix in (("a row outside the prefix", {field: [row]}, "other-"),
+                                      ("rows that are no list", {field: {"0": row}}, "job-"),
+                                      ("a cursor that is no string", {field: [], "cursor": 5}, "job-"),
+                                      ("a malformed row", {field: [dict(row, fencing_token="3")]}, "job-")):
                 with self.subTest(call=call.__name__, page=what):
                     c = client(Stub(lambda req, doc=doc: answer(200, doc)))
                     with self.assertRaises(fl.TransportError):
-                        call(c, "other-")
+                        call(c, prefix)
             # The same row under its own prefix is a page.
             c = client(Stub(lambda req, field=field, row=row: answer(200, {field: [row], "cursor": "c"})))
             page = call(c, "job-")

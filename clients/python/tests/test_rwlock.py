@@ -76,10 +76,6 @@ class RWRunnerTests(TestCase):
             (seen.writer, sorted((r.owner, r.slot, r.fencing_token) for r in seen.readers), seen.fencing_token, seen.index),
             (None, [("r1", r1.slot, r1.fencing_token), ("r2", r2.slot, r2.fencing_token)], r2.fencing_token,
              2 * r2.fencing_token + 1 - 2))
-        watched = {}
-        watcher = threading.Thread(target=lambda: watched.update(answer=self.c.watch_rw(name, index=seen.index, wait=10)))
-        watcher.start()
-
         writer, got = self.start_writer(name)
         deadline = time.monotonic() + 10
         while True:
@@ -97,6 +93,10 @@ class RWRunnerTests(TestCase):
         self.assertIsNotNone(row.queue[0].joined_at)
         self.assertGreater(row.queue[0].until, row.queue[0].joined_at)
 
+        # A queued writer is no change of the leases: the watch from before it waits on.
+        watched = {}
+        watcher = threading.Thread(target=lambda: watched.update(answer=self.c.watch_rw(name, index=seen.index, wait=10)))
+        watcher.start()
         with self.assertRaises(fl.StaleTokenError) as cm:
             self.c.force_release_rw(name, "read", r1.slot, "test: not this one", fencing_token=r2.fencing_token)
         cur = cm.exception.current_rw_lease
@@ -205,6 +205,55 @@ def rw_doc(name: str, mode: str, owner: str, token: int) -> dict:
 
 
 class RWStubTests(TestCase):
+    def test_watch_list_and_force_release_decode_a_writer_force_released_and_free_at(self):
+        writer = dict(rw_doc("cache", "write", "w1", 8), lock_delay_seconds=10, principal="arn:aws:iam::1:role/w")
+        forced = dict(writer, expires_at="2020-01-01T00:00:00Z", force_released=True)
+        answers = {
+            "watch": {"name": "cache", "index": 16, "changed": True, "writer": writer, "fencing_token": 8},
+            "list": {"rwlocks": [{"name": "cache", "writer": forced, "readers": [], "queue": [], "fencing_token": 8}]},
+            "force": {"ended": writer, "reason": "gone", "immediate": False, "free_at": "2030-01-02T03:04:05.678Z"},
+        }
+
+        def client_of(over=None):
+            docs = dict(answers, **(over or {}))
+
+            def handler(req):
+                route = "force" if req.method == "DELETE" else "watch" if "/watch" in req.path else "list"
+                return answer(200, docs[route])
+            return Client("http://locks.test", transport=Stub(handler))
+
+        w = client_of().watch_rw("cache", index=15, wait=1)
+        self.assertEqual((w.writer.owner, w.writer.mode, w.writer.slot, w.writer.lock_delay_seconds, w.readers, w.fencing_token),
+                         ("w1", "write", None, 10, [], 8))
+        row = client_of().list_rwlocks("ca").rwlocks[0]
+        self.assertEqual((row.writer.owner, row.writer.force_released, row.writer.principal, row.readers),
+                         ("w1", True, "arn:aws:iam::1:role/w", []))
+        done = client_of().force_release_rw("cache", "write", None, "gone")
+        self.assertEqual((done.ended.owner, done.ended.mode, done.ended.fencing_token, done.immediate, done.free_at.year),
+                         ("w1", "write", 8, False, 2030))
+
+        reader = rw_doc("cache", "read", "r1", 9)
+        for what, over, call in (
+            ("a reader as the watch's writer", {"watch": dict(answers["watch"], writer=reader)},
+             lambda c: c.watch_rw("cache", wait=1)),
+            ("another name's reader in the watch", {"watch": {"name": "cache", "index": 16, "changed": True,
+                                                            "readers": [rw_doc("other", "read", "r", 9)]}},
+             lambda c: c.watch_rw("cache", wait=1)),
+            ("a reader as the listing's writer", {"list": {"rwlocks": [{"name": "cache", "writer": reader, "readers": [],
+                                                                       "queue": [], "fencing_token": 9}]}},
+             lambda c: c.list_rwlocks("ca")),
+            ("a writer among the listing's readers", {"list": {"rwlocks": [{"name": "cache", "readers": [writer], "queue": [],
+                                                                           "fencing_token": 9}]}},
+             lambda c: c.list_rwlocks("ca")),
+            ("a reader ended for the writer", {"force": dict(answers["force"], ended=reader)},
+             lambda c: c.force_release_rw("cache", "write", None, "gone")),
+        ):
+            with self.subTest(what=what), self.assertRaises(fl.TransportError):
+                call(client_of(over))
+        with self.assertRaises(fl.InvalidRequest) as bad:
+            client_of().force_release_rw("cache", "upgrade", 3, "gone")
+        self.assertIn("mode", str(bad.exception))
+
     def test_renew_and_release_by_mode_slot_and_token(self):
         for mode in ("read", "write"):
             with self.subTest(mode=mode):

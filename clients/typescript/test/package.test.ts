@@ -403,7 +403,17 @@ describe("signing", () => {
 
       // The line as written; the registry is the stand-in, npm's cache empty:
       // whatever it installs, it had to ask the stand-in for.
-      const env = { ...userEnv(), npm_config_registry: `${registry.url}/`, npm_config_cache: join(work, ".npm"), npm_config_update_notifier: "false" };
+      // No user configuration (a scoped registry there would go around the
+      // stand-in) and no proxy for it.
+      await writeFile(join(work, ".npmrc-empty"), "");
+      const env = {
+        ...userEnv(),
+        npm_config_registry: `${registry.url}/`,
+        npm_config_cache: join(work, ".npm"),
+        npm_config_userconfig: join(work, ".npmrc-empty"),
+        npm_config_noproxy: "127.0.0.1",
+        npm_config_update_notifier: "false",
+      };
       const r = await run("bash", ["-ec", line], { cwd: work, env, timeoutMs: 300_000 });
       assert.equal(r.code, 0, `${line}\nexited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- registry\n${registry.requests.join("\n")}`);
 

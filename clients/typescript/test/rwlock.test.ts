@@ -15,8 +15,9 @@ import {
   NotFoundError,
   RWLease,
   StaleTokenError,
+  UnexpectedAnswerError,
 } from "../dist/esm/index.js";
-import { aborted, json, problem, startRunner, stubFetch, uniqueName, until, type Runner } from "./helpers.js";
+import { aborted, delay, json, problem, startRunner, stubFetch, uniqueName, until, type Runner } from "./helpers.js";
 
 let runner: Runner;
 let locks: Client;
@@ -84,11 +85,9 @@ describe("read/write locks against the local runner", () => {
       { writer: seen.writer, readers: seen.readers.map((r) => [r.owner, r.slot, r.fencingToken]).sort(), token: seen.fencingToken, index: seen.index },
       { writer: undefined, readers: [["r1", r1.slot, r1.fencingToken], ["r2", r2.slot, r2.fencingToken]], token: r2.fencingToken, index: 2 * r2.fencingToken + 1 - 2 },
     );
-    const next = locks.watchRW(name, { index: seen.index, waitSeconds: 10 });
-
     const writer = locks.acquireWrite(name, { owner: "w1", ttlSeconds: 30, keepAlive: false, waitMs: 30_000 });
     let row;
-    for (const end = performance.now() + 10_000; performance.now() < end; ) {
+    for (const end = performance.now() + 10_000; performance.now() < end; await delay(20)) {
       [row] = (await locks.listRWLocks(name)).rwlocks;
       if (row?.queue.length === 1) break;
     }
@@ -99,6 +98,8 @@ describe("read/write locks against the local runner", () => {
     );
     assert.ok(row.queue[0]!.joinedAt instanceof Date && row.queue[0]!.until > row.queue[0]!.joinedAt!);
 
+    // A queued writer is no change of the leases: the watch from before it waits on.
+    const next = locks.watchRW(name, { index: seen.index, waitSeconds: 10 });
     const stale = await locks.forceReleaseRW(name, "read", r1.slot, "test: not this one", { fencingToken: r2.fencingToken }).catch((e: unknown) => e);
     assert.ok(stale instanceof StaleTokenError, String(stale));
     assert.deepEqual([stale.currentRWLease?.owner, stale.currentRWLease?.fencingToken, stale.current, stale.currentPermit], ["r1", r1.fencingToken, undefined, undefined]);
@@ -171,6 +172,38 @@ function rwLeaseDoc(name: string, mode: "read" | "write", owner: string, token: 
 }
 
 describe("read/write locks against a stub", { concurrency: true }, () => {
+  test("watchRW, listRWLocks and forceReleaseRW decode a writer, a force released lease and free_at, and refuse a reader as the writer or another name's reader", async () => {
+    const writer = { ...rwLeaseDoc("cache", "write", "w1", 8), lock_delay_seconds: 10, principal: "arn:aws:iam::1:role/w" };
+    const forced = { ...writer, expires_at: new Date(Date.now() - 1000).toISOString(), force_released: true };
+    const freeAt = new Date(Date.now() + 9000).toISOString();
+    const answers: Record<string, unknown> = {
+      watch: { name: "cache", index: 16, changed: true, writer, fencing_token: 8 },
+      list: { rwlocks: [{ name: "cache", writer: forced, readers: [], queue: [], fencing_token: 8 }] },
+      force: { ended: writer, reason: "gone", immediate: false, free_at: freeAt },
+    };
+    const route = (req: { method: string; url: URL }) => (req.method === "DELETE" ? "force" : req.url.pathname.endsWith("/watch") ? "watch" : "list");
+    const c = (over: Record<string, unknown> = {}) => new Client("http://locks.test", { fetch: stubFetch((req) => json(200, { ...answers, ...over }[route(req)])).fetch });
+
+    const w = await c().watchRW("cache", { index: 15, waitSeconds: 1 });
+    assert.deepEqual([w.writer?.owner, w.writer?.mode, w.writer?.slot, w.writer?.lockDelaySeconds, w.readers, w.fencingToken], ["w1", "write", undefined, 10, [], 8]);
+    const [row] = (await c().listRWLocks("ca")).rwlocks;
+    assert.deepEqual([row?.writer?.owner, row?.writer?.forceReleased, row?.writer?.principal, row?.readers], ["w1", true, "arn:aws:iam::1:role/w", []]);
+    const done = await c().forceReleaseRW("cache", "write", undefined, "gone");
+    assert.deepEqual([done.owner, done.mode, done.fencingToken, done.immediate, done.freeAt?.toISOString()], ["w1", "write", 8, false, freeAt]);
+
+    const reader = rwLeaseDoc("cache", "read", "r1", 9);
+    for (const [what, over] of [
+      ["a reader as the watch's writer", { watch: { ...(answers.watch as object), writer: reader } }],
+      ["another name's reader in the watch", { watch: { name: "cache", index: 16, changed: true, readers: [rwLeaseDoc("other", "read", "r", 9)] } }],
+      ["a reader as the listing's writer", { list: { rwlocks: [{ name: "cache", writer: reader, readers: [], queue: [], fencing_token: 9 }] } }],
+      ["a writer among the listing's readers", { list: { rwlocks: [{ name: "cache", readers: [writer], queue: [], fencing_token: 9 }] } }],
+      ["a reader ended for the writer", { force: { ...(answers.force as object), ended: reader } }],
+    ] as const) {
+      const call = what.includes("watch") ? c(over).watchRW("cache", { waitSeconds: 1 }) : what.includes("listing") ? c(over).listRWLocks("ca") : c(over).forceReleaseRW("cache", "write", undefined, "gone");
+      await assert.rejects(call, UnexpectedAnswerError, what);
+    }
+  });
+
   for (const mode of ["read", "write"] as const) {
     test(`a ${mode} lease renews and releases by mode${mode === "read" ? " and slot" : ""} and token`, async () => {
       const stub = stubFetch((req) => {

@@ -818,3 +818,36 @@ func TestCheckSharedOwnerHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSetProgressCountsAskingOnly: a set owner refused for 11 s on end
+// breaks the 10 s rule; one refused for 6 s, stopped for 5 s (the run
+// between its phases), then refused for 6 s more does not: it did not keep
+// asking through the pause.
+func TestCheckSetProgressCountsAskingOnly(t *testing.T) {
+	refused := `{"acquired":false,"blocked_by":"p-r0"}`
+	asks := func(f *fake, from, to int) {
+		for ms := from; ms+50 <= to; ms += 60 {
+			f.op(7, SetAcquire, ms, ms+50, 200, refused, func(o *Op) {
+				o.Owner, o.Resource, o.Names = "s0", "p-r", []string{"p-r0", "p-r1"}
+			})
+		}
+	}
+	for _, tt := range []struct {
+		name  string
+		spans [][2]int
+		want  []string
+	}{
+		{"11 s on end", [][2]int{{0, 11_000}}, []string{RuleSetProgress}},
+		{"6 s, a 5 s pause, 6 s", [][2]int{{0, 6_000}, {11_000, 17_000}}, nil},
+		{"9 s, a 0.9 s pause, 2 s", [][2]int{{0, 9_000}, {9_900, 11_900}}, []string{RuleSetProgress}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			for _, sp := range tt.spans {
+				asks(f, sp[0], sp[1])
+			}
+			rep := Check(&f.h, Options{StoreBudget: time.Second, Slack: 500 * time.Millisecond, SetGap: 10 * time.Second})
+			wantOnly(t, rep, tt.want...)
+		})
+	}
+}

@@ -197,7 +197,15 @@ func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 	return false
 }
 
-// setProgress checks RuleSetProgress and measures the longest wait.
+// setAskPause is the longest pause between a set owner's answer and its
+// next ask in which it still keeps asking: a set client pauses at most
+// 70 ms (setclient.go); a longer pause is the run's own, between phases
+// (the clients stopped while the proxy settled), and ends the wait.
+const setAskPause = time.Second
+
+// setProgress checks RuleSetProgress and measures the longest wait: from
+// an owner's first ask to its grant, over asks each sent within
+// setAskPause of the previous one's answer.
 func (c *checker) setProgress() {
 	byOwner := map[string][]*Op{}
 	for _, op := range c.setCalls() {
@@ -240,6 +248,12 @@ func (c *checker) setProgress() {
 		for _, op := range byOwner[o] {
 			if op.Kind != SetAcquire {
 				continue
+			}
+			if first != nil && op.Invoke.Sub(last.Return) > setAskPause {
+				// The owner stopped asking (the run between its phases):
+				// the wait so far is judged, and a new one begins.
+				judge(last.Return, nil)
+				first = nil
 			}
 			if first == nil {
 				first = op
