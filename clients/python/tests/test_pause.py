@@ -152,13 +152,17 @@ class PauseTests(TestCase):
                 time.sleep(0.002)
 
             # Another owner: granted once the stopped holder's lease ran out at the service.
-            if mode == "lock":
-                other = client.acquire(resource, wait=15, ttl=5, owner="taker")
-                take_back = other.release
-            else:
-                election = client.election(resource)
-                other = election.campaign(owner="taker", ttl=5, timeout=15)
-                take_back = election.resign
+            try:
+                if mode == "lock":
+                    other = client.acquire(resource, wait=15, ttl=5, owner="taker")
+                    take_back = other.release
+                else:
+                    election = client.election(resource)
+                    other = election.campaign(owner="taker", ttl=5, timeout=15)
+                    take_back = election.resign
+            except Exception as e:
+                raise AssertionError(f"round {i}: the taker was not granted {resource!r} "
+                                     f"after the holder's 1 s lease: {e!r}\n{diagnosis(client, resource)}") from e
             try:
                 resumed = time.monotonic_ns()
                 os.kill(holder.proc.pid, signal.SIGCONT)
@@ -186,6 +190,25 @@ class PauseTests(TestCase):
             "first_leader_sample_after_resume": samples[0] if samples else None,
             "token": other.fencing_token,
         }
+
+
+def diagnosis(client: Client, resource: str) -> str:
+    """What the runner knows of resource: its status, its listing row (the
+    queue), and the runner's log lines of its requests."""
+    parts = []
+    for what, call in (("status", lambda: client.status(resource)),
+                       ("listing", lambda: [r for r in client.list_all(resource) if r.resource == resource])):
+        try:
+            parts.append(f"{what}: {call()!r}")
+        except Exception as e:  # part of the report
+            parts.append(f"{what}: {e!r}")
+    try:
+        with open(RUNNER.log_path, "rb") as f:
+            lines = [ln.decode(errors="replace").rstrip() for ln in f if f'"resource":"{resource}"'.encode() in ln]
+        parts.append("the runner's log of its requests:\n" + "\n".join(lines[-60:]))
+    except OSError as e:
+        parts.append(f"the runner's log: {e!r}")
+    return "\n".join(parts)
 
 
 class _LostBeforePause(AssertionError):
