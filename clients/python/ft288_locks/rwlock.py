@@ -8,7 +8,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Protocol
 
-from ._model import Lock, _lock_fields
+from ._model import Lock, _lock_fields, _queue
 from ._retry import Backoff
 from .errors import InvalidRequest, TransportError
 from .lease import Lease
@@ -167,8 +167,7 @@ def parse_rw_status(doc: Any, name: str, what: str) -> RWStatus:
 
     if not isinstance(doc, dict) or not isinstance(doc.get("readers"), list) or not isinstance(doc.get("queue"), list):
         raise TransportError(f"{what}: malformed response: {doc!r:.200}")
-    writer = None if doc.get("writer") is None else parse_rw_lease(doc["writer"], what, name, WRITE)
-    readers = [parse_rw_lease(r, what, name, READ) for r in doc["readers"]]
+    writer, readers = _leases(doc, name, what, RWLeaseInfo)
     queue = []
     for e in doc["queue"]:
         until = parse_time(e.get("until")) if isinstance(e, dict) else None
@@ -193,8 +192,8 @@ def _admin_fields(cls: Any, doc: dict) -> dict:
 
 
 def _leases(doc: dict, name: str, what: str, cls: Any) -> tuple:
-    """The writer (None: none) and the readers of a watch or listing row of
-    name, as cls; a TransportError when malformed."""
+    """The writer (None: none) and the readers of a status, watch or listing
+    row of name, as cls; a TransportError when malformed."""
     readers = doc.get("readers", [])
     if not isinstance(readers, list):
         raise TransportError(f"{what}: malformed response: {doc!r:.200}")
@@ -217,23 +216,20 @@ def parse_rw_watch(doc: Any, name: str, what: str) -> RWWatchResult:
 
 def parse_admin_rwlock(doc: Any, what: str) -> AdminRWLock:
     """A row of the read/write lock listing; a TransportError when malformed."""
-    from ._http import parse_time
-
     name = doc.get("name") if isinstance(doc, dict) else None
     token = doc.get("fencing_token") if isinstance(doc, dict) else None
-    if not isinstance(name, str) or not name or type(token) is not int or token < 0 or \
-            not isinstance(doc.get("queue", []), list):
+    if not isinstance(name, str) or not name or type(token) is not int or token < 0:
         raise TransportError(f"{what}: malformed read/write lock in response: {doc!r:.200}")
     writer, readers = _leases(doc, name, what, AdminRWLease)
-    queue = []
-    for e in doc.get("queue", []):
-        ok = isinstance(e, dict)
-        until = parse_time(e.get("until")) if ok else None
-        joined = parse_time(e["joined_at"]) if ok and "joined_at" in e else None
-        if until is None or e.get("mode") not in (READ, WRITE) or not isinstance(e.get("owner"), str) or not e["owner"] or \
-                not isinstance(e.get("principal", ""), str) or ("joined_at" in e and joined is None):
-            raise TransportError(f"{what}: malformed queue entry: {e!r:.200}")
-        queue.append(AdminRWQueueEntry(e["mode"], e["owner"], until, e.get("principal", ""), joined))
+    # The lock's and the semaphore's queue entries, each with the lease it asks for.
+    try:
+        entries = _queue(doc)
+    except ValueError as e:
+        raise TransportError(f"{what}: {e}") from None
+    modes = [e.get("mode") for e in doc.get("queue", [])]
+    if any(m not in (READ, WRITE) for m in modes):
+        raise TransportError(f"{what}: malformed queue entry mode in: {doc.get('queue')!r:.200}")
+    queue = [AdminRWQueueEntry(m, e.owner, e.until, e.principal, e.joined_at) for m, e in zip(modes, entries)]
     return AdminRWLock(name, writer, readers, queue, token)
 
 

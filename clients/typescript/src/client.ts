@@ -793,7 +793,7 @@ export class Client {
     checkResource(op, name);
     checkOptions(op, options);
     if (mode === "write" && slot !== undefined) throw new TypeError(`${op}: a writer has no slot`);
-    const { owner: _, ...target } = rwBody(op, { owner: "-", mode, slot });
+    const target = rwTarget(op, mode, slot);
     return this.#forceRelease(op, `/admin${rwPath(name)}`, target, reason, options, (v) => {
       const ended = decodeAdminRWLease(v);
       return ended && ended.name === name && ended.mode === mode && ended.slot === slot ? ended : undefined;
@@ -1554,16 +1554,19 @@ function rwAsLock(l: RWLeaseInfo): LockInfo {
 function rwBody(op: string, o: { owner: string; mode: RWMode; slot?: number; fencingToken?: number }): Record<string, unknown> {
   checkOwner(op, o.owner);
   checkToken(op, o.fencingToken);
-  if (o.mode !== "read" && o.mode !== "write") throw new TypeError(`${op}: mode ${JSON.stringify(o.mode)}: want "read" or "write"`);
-  const body: Record<string, unknown> = { owner: o.owner, mode: o.mode };
-  if (o.mode === "read") {
-    if (typeof o.slot !== "number" || !Number.isSafeInteger(o.slot) || o.slot < 0 || o.slot >= MAX_READERS) {
-      throw new RangeError(`${op}: slot ${String(o.slot)}: want a whole number from 0 to ${MAX_READERS - 1}`);
-    }
-    body.slot = o.slot;
-  }
+  const body: Record<string, unknown> = { owner: o.owner, ...rwTarget(op, o.mode, o.slot) };
   if (o.fencingToken !== undefined) body.fencing_token = o.fencingToken;
   return body;
+}
+
+/** The lease a read/write lock's body names, checked: the writer, or the reader in `slot`. */
+function rwTarget(op: string, mode: RWMode, slot: number | undefined): { mode: RWMode; slot?: number } {
+  if (mode !== "read" && mode !== "write") throw new TypeError(`${op}: mode ${JSON.stringify(mode)}: want "read" or "write"`);
+  if (mode === "write") return { mode };
+  if (typeof slot !== "number" || !Number.isSafeInteger(slot) || slot < 0 || slot >= MAX_READERS) {
+    throw new RangeError(`${op}: slot ${String(slot)}: want a whole number from 0 to ${MAX_READERS - 1}`);
+  }
+  return { mode, slot };
 }
 
 /** A permit as the {@link LockInfo} of its {@link Lease} (`resource` is the semaphore's name). */

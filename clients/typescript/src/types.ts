@@ -273,13 +273,26 @@ export function decodeRWLease(v: unknown): RWLeaseInfo | undefined {
     fencingToken: lock.fencingToken, acquiredAt: lock.acquiredAt, expiresAt: lock.expiresAt, lockDelaySeconds: lock.lockDelaySeconds };
 }
 
+/**
+ * The writer (undefined: none) and the readers (absent: none) of a status,
+ * watch or listing answer about `name`, each decoded by `decode`; undefined
+ * when one is malformed, of the other mode or another name's.
+ */
+function decodeRWHolders<L extends RWLeaseInfo>(name: string, o: Record<string, unknown>, decode: (v: unknown) => L | undefined): { writer: L | undefined; readers: L[] } | undefined {
+  const writer = o.writer === undefined || o.writer === null ? undefined : decode(o.writer);
+  if (o.writer !== undefined && o.writer !== null && (writer?.mode !== "write" || writer.name !== name)) return undefined;
+  if (o.readers !== undefined && !Array.isArray(o.readers)) return undefined;
+  const readers = ((o.readers ?? []) as unknown[]).map(decode);
+  if (!readers.every((r): r is L => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  return { writer, readers };
+}
+
 /** A read/write lock's status answer of `name`; undefined when malformed. */
 export function decodeRWStatus(name: string, v: unknown): RWStatus | undefined {
   const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
-  const writer = o.writer === undefined || o.writer === null ? undefined : decodeRWLease(o.writer);
-  if ((o.writer !== undefined && o.writer !== null && writer?.mode !== "write") || !Array.isArray(o.readers) || !Array.isArray(o.queue)) return undefined;
-  const readers = o.readers.map(decodeRWLease);
-  if (!readers.every((r): r is RWLeaseInfo => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  const holders = Array.isArray(o.readers) ? decodeRWHolders(name, o, decodeRWLease) : undefined;
+  if (!holders || !Array.isArray(o.queue)) return undefined;
+  const { writer, readers } = holders;
   const queue: RWStatus["queue"] = [];
   for (const e of o.queue as unknown[]) {
     const q = typeof e === "object" && e !== null ? (e as Record<string, unknown>) : {};
@@ -361,10 +374,9 @@ export function decodeAdminRWLock(v: unknown): AdminRWLock | undefined {
   const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
   const { name, fencing_token: token } = o;
   if (typeof name !== "string" || name === "" || typeof token !== "number" || !Number.isSafeInteger(token) || token < 0) return undefined;
-  const writer = o.writer === undefined || o.writer === null ? undefined : decodeAdminRWLease(o.writer);
-  if (o.writer !== undefined && o.writer !== null && (writer?.mode !== "write" || writer.name !== name)) return undefined;
-  const readers = (Array.isArray(o.readers) ? o.readers : o.readers === undefined ? [] : [null]).map(decodeAdminRWLease);
-  if (!readers.every((r): r is AdminRWLease => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  const holders = decodeRWHolders(name, o, decodeAdminRWLease);
+  if (!holders) return undefined;
+  const { writer, readers } = holders;
   const raw = o.queue === undefined ? [] : o.queue;
   const entries = decodeQueue(raw);
   if (!entries || !Array.isArray(raw)) return undefined;
@@ -380,10 +392,9 @@ export function decodeAdminRWLock(v: unknown): AdminRWLock | undefined {
 /** A read/write lock's watch answer of `name`; undefined when malformed. */
 export function decodeRWWatch(name: string, v: unknown): RWWatchResult | undefined {
   const o = typeof v === "object" && v !== null ? (v as Record<string, unknown>) : {};
-  const writer = o.writer === undefined || o.writer === null ? undefined : decodeRWLease(o.writer);
-  if (o.writer !== undefined && o.writer !== null && (writer?.mode !== "write" || writer.name !== name)) return undefined;
-  const readers = (Array.isArray(o.readers) ? o.readers : o.readers === undefined ? [] : [null]).map(decodeRWLease);
-  if (!readers.every((r): r is RWLeaseInfo => r !== undefined && r.mode === "read" && r.name === name)) return undefined;
+  const holders = decodeRWHolders(name, o, decodeRWLease);
+  if (!holders) return undefined;
+  const { writer, readers } = holders;
   const { index, changed } = o;
   const token = o.fencing_token ?? undefined;
   if (

@@ -341,9 +341,8 @@ async function lockRegistry(): Promise<{ url: string; requests: string[]; close(
     const doc = docs.get(name) ?? { name, "dist-tags": { latest: e.version }, versions: {} };
     const { integrity, ...manifest } = e;
     doc.versions[e.version] = { name, ...manifest, dist: { tarball: url + tgz, integrity } };
-    const newest = (v: string) => v.split(".").map(Number);
-    const [a, b] = [newest(e.version), newest(doc["dist-tags"].latest)];
-    if (a[0]! > b[0]! || (a[0] === b[0] && (a[1]! > b[1]! || (a[1] === b[1] && a[2]! > b[2]!)))) doc["dist-tags"].latest = e.version;
+    // latest: the newest pinned version (x.y.z, compared part by part as numbers).
+    if (e.version.localeCompare(doc["dist-tags"].latest, "en", { numeric: true }) > 0) doc["dist-tags"].latest = e.version;
     docs.set(name, doc);
   }
 
