@@ -636,8 +636,10 @@ func awaitState(pid int, what string, want bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if errors.Is(err, os.ErrNotExist) && !want {
-			return nil // gone: not stopped either
+		if (errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)) && !want {
+			// Gone: not stopped either. A process that exits while its
+			// stat is read fails the read with ESRCH, not ENOENT.
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("%s (pid %d): %v", what, pid, err)
