@@ -377,25 +377,43 @@ func TestListingBacksOffOn429(t *testing.T) {
 	s := startConsole(t, svc.URL, interval, interval)
 	s.listers[kindLocks].maxBackoff = 8 * interval
 	tab := openStream(t, s, session(t, s), "view=locks")
-	var got []int64
-	for range 5 {
+	// Every refresh answers 429, so the k-th (snapshot version k) says
+	// the next comes in 2^k intervals, at most 8: 40, 80, 160, 160 … ms.
+	// A tab sees the latest snapshot at each poll, and on a slow machine
+	// it may skip one, so each snapshot it sees is checked against its own
+	// version, until it has seen three, the fifth or a later one among them.
+	want := func(v int64) int64 { return min(interval.Milliseconds()<<v, 8*interval.Milliseconds()) }
+	got := map[int64]int64{} // next refresh in (ms), by version
+	for last := int64(0); len(got) < 3 || last < 5; {
 		var snap snapshot
 		_ = json.Unmarshal([]byte(tab.next(t, "listing").data), &snap)
 		if snap.Problem == nil || snap.Problem.Status != 429 {
 			t.Fatalf("got problem %+v, want the 429", snap.Problem)
 		}
-		got = append(got, snap.NextInMillis)
+		if snap.Version < 1 {
+			t.Fatalf("snapshot version %d, want 1 or more", snap.Version)
+		}
+		got[snap.Version], last = snap.NextInMillis, max(last, snap.Version)
 	}
-	want := []int64{40, 80, 160, 160, 160}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("next refresh in (ms): got %v, want %v", got, want)
+	for v, next := range got {
+		if next != want(v) {
+			t.Errorf("next refresh in (ms) after refresh %d: got %d, want %d (all seen, by version: %v)", v, next, want(v), got)
+		}
 	}
+	// A refresh sent before the service recovered may still answer 429.
 	f.status.Store(0)
-	var snap snapshot
-	_ = json.Unmarshal([]byte(tab.next(t, "listing").data), &snap)
-	if snap.Problem != nil || snap.NextInMillis != interval.Milliseconds() {
-		t.Errorf("after a good refresh: got problem %+v, next in %d ms; want none, %d", snap.Problem, snap.NextInMillis, interval.Milliseconds())
+	for range 3 {
+		var snap snapshot
+		_ = json.Unmarshal([]byte(tab.next(t, "listing").data), &snap)
+		if snap.Problem != nil {
+			continue
+		}
+		if snap.NextInMillis != interval.Milliseconds() {
+			t.Errorf("after a good refresh: next in %d ms, want %d", snap.NextInMillis, interval.Milliseconds())
+		}
+		return
 	}
+	t.Errorf("no good refresh in the 3 after the service recovered")
 }
 
 // TestWatchOnlyOpenDetails: two tabs on one name share one watch, which
