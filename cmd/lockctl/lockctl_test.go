@@ -340,8 +340,8 @@ func testLeaseLost(t *testing.T, bin string) {
 		grace    time.Duration
 		wantKill bool // the command ignores SIGTERM, so SIGKILL must end it
 	}{
-		{name: "ExitsOnTERM", trap: `echo term; exit 143`, grace: time.Second},
-		{name: "IgnoresTERM", trap: `echo term`, grace: 700 * time.Millisecond, wantKill: true},
+		{name: "ExitsOnTERM", trap: `echo term $(date +%s%N); exit 143`, grace: time.Second},
+		{name: "IgnoresTERM", trap: `echo term $(date +%s%N)`, grace: 700 * time.Millisecond, wantKill: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,8 +359,9 @@ func testLeaseLost(t *testing.T, bin string) {
 			// takes the lock: lockctl's next renewal is refused.
 			takeOver(t, srv, clock, res)
 
-			p.waitLine(t, "term")
-			termSeen := time.Now()
+			// When the command's trap ran (its own clock, not when the
+			// test read the line, which a loaded machine delays).
+			termSeen := time.Unix(0, int64(atoi(t, p.waitLine(t, "term "))))
 			code := p.wait(t, 10*time.Second)
 			exited := time.Now()
 			if code != cli.ExitLeaseLost {
@@ -690,28 +691,36 @@ func takeOver(tb testing.TB, srv *testenv.Server, clock *testenv.Clock, res stri
 func testGraceEndsBeforeLease(t *testing.T, bin string) {
 	srv := testenv.Start(t, testenv.Options{})
 	var down atomic.Bool
+	// granted is when the latest acquire or renewal that the service
+	// granted reached the front (unix ns): the lease it wrote starts no
+	// earlier, so it ends no earlier than 3 s after.
+	var granted atomic.Int64
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
 			http.Error(w, `{"message":"Service Unavailable"}`, http.StatusServiceUnavailable)
 			return
 		}
-		proxyTo(t, srv.URL, w, r)
+		entered := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		proxyTo(t, srv.URL, sw, r)
+		if r.Method == http.MethodPost && sw.code == http.StatusOK {
+			granted.Store(entered.UnixNano())
+		}
 	}))
 	t.Cleanup(front.Close)
 	res := uniqueName(t)
 	script := `trap '' TERM; echo ready $$; while :; do sleep 0.05; done`
-	start := time.Now() // before lockctl's acquire: the lease cannot start earlier
 	p := startLockctl(t, bin, front.URL, nil, "run", res, "--ttl", "3", "--", "sh", "-c", script)
 	pid := atoi(t, p.waitLine(t, "ready "))
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 	down.Store(true) // no renewal gets through from now on
 	// When the command is gone: lockctl itself may exit a little later,
 	// still trying to release the lease.
-	gone := make(chan time.Duration, 1)
+	gone := make(chan time.Time, 1)
 	exited := testenv.Exited(pid)
 	go func() {
 		<-exited
-		gone <- time.Since(start)
+		gone <- time.Now()
 	}()
 	if code := p.wait(t, 10*time.Second); code != cli.ExitLeaseLost {
 		t.Errorf("exit code: got %d, want %d", code, cli.ExitLeaseLost)
@@ -719,11 +728,25 @@ func testGraceEndsBeforeLease(t *testing.T, bin string) {
 	if alive(pid) {
 		t.Fatalf("the command (pid %d) still runs after lockctl exited", pid)
 	}
-	// The service's lease ends at the latest 3 s after the last renewal it
-	// granted, which was sent no earlier than start.
-	if took := <-gone; took >= 3*time.Second {
-		t.Errorf("the command ran until %v after the acquire was sent, past the 3 s lease: another holder could have run beside it", took)
+	// The service's lease ends no earlier than 3 s after the latest
+	// acquire or renewal it granted reached the front (lockctl's own start
+	// does not count against the command's time).
+	took := (<-gone).Sub(time.Unix(0, granted.Load()))
+	t.Logf("the command was gone %v after the latest grant reached the service", took)
+	if granted.Load() == 0 || took >= 3*time.Second {
+		t.Errorf("the command ran until %v after the latest grant reached the service, past the 3 s lease: another holder could have run beside it", took)
 	}
+}
+
+// statusWriter records the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
 }
 
 // proxyTo forwards r to base and copies the answer back.

@@ -70,8 +70,10 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		t.Errorf("after the release: got %s %s later, want index %d without a lease, soon", r.raw, time.Since(released), 2*tok+1)
 	}
 
-	// A takeover by another owner, then an expiry that no client writes (the watch records it).
-	tok2 := token(t, acquire(t, srv, r0, "w2", 1))
+	// A takeover by another owner, then an expiry that no client writes
+	// (the watch records it). The lease is 3 s: the first watch must read
+	// it live, even on a machine that stalls a second.
+	tok2 := token(t, acquire(t, srv, r0, "w2", 3))
 	if r := watch(t, srv, r0, 2*tok+1, 10); index(t, r) != 2*tok2 || tok2 != tok+1 {
 		t.Errorf("takeover: got %s, want index %d (token %d)", r.raw, 2*tok2, tok+1)
 	}

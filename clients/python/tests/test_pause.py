@@ -146,7 +146,16 @@ class PauseTests(TestCase):
                 steps += "work" in line
             os.kill(holder.proc.pid, signal.SIGSTOP)
             end = time.monotonic() + 5
-            while proc_state(holder.proc.pid) != "T":
+            while (state := proc_state(holder.proc.pid)) != "T":
+                if state in ("Z", "X"):
+                    # It exited before the stop: after a step, its next
+                    # check found the lease lost (a loaded machine).
+                    rest = []
+                    while (line := holder.next()) is not None:
+                        rest.append(line)
+                    if any("lost" in line for line in rest):
+                        raise _LostBeforePause(f"round {i}: the holder lost its lease before the pause: {rest}")
+                    raise AssertionError(f"round {i}: the holder exited before the pause: {rest} {holder.stderr!r}")
                 if time.monotonic() > end:
                     raise AssertionError(f"round {i}: the holder did not stop")
                 time.sleep(0.002)

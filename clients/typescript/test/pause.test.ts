@@ -118,11 +118,27 @@ async function attempt(mode: Mode, i: number): Promise<Omit<Round, "restarts">> 
       if (!line) throw new Error(`round ${i}: the holder ended before the pause: ${holder.stderr}`);
       if (line.work) steps++;
     }
-    process.kill(holder.proc.pid!, "SIGSTOP");
     const end = performance.now() + 5000;
-    while (procState(holder.proc.pid!) !== "T") {
+    for (let stopped = false; ; await delay(2)) {
+      // Node reaps an exited child at once: a holder gone before the
+      // stop (its next check found the lease lost, on a loaded machine)
+      // has no /proc entry, or is a zombie for a moment.
+      let state: string | undefined;
+      try {
+        if (!stopped) process.kill(holder.proc.pid!, "SIGSTOP");
+        stopped = true;
+        state = procState(holder.proc.pid!);
+      } catch {
+        state = undefined;
+      }
+      if (state === "T") break;
+      if (state === undefined || state === "Z" || state === "X") {
+        const rest: Line[] = [];
+        for (let l = await holder.next(); l; l = await holder.next()) rest.push(l);
+        if (rest.some((l) => l.lost)) throw new LostBeforePause(`round ${i}: the holder lost its lease before the pause: ${JSON.stringify(rest)}`);
+        throw new Error(`round ${i}: the holder exited before the pause: ${JSON.stringify(rest)} ${holder.stderr}`);
+      }
       if (performance.now() > end) throw new Error(`round ${i}: the holder did not stop`);
-      await delay(2);
     }
 
     // Another owner: granted once the stopped holder's lease ran out at the service.

@@ -124,9 +124,11 @@ describe("read/write locks against the local runner", () => {
   test("keep-alive renews by mode and slot past the TTL; release ends the lease, and a second release is not found", async () => {
     const name = uniqueName("rw-keepalive");
     for (const mode of ["read", "write"] as const) {
-      const l = mode === "read" ? await locks.tryAcquireRead(name, { ttlSeconds: 1 }) : await locks.tryAcquireWrite(name, { ttlSeconds: 1 });
+      // A 3 s lease: renewed each second, it survives a renewal slowed by
+      // a loaded machine (a 1 s lease lost one slower than ~0.6 s).
+      const l = mode === "read" ? await locks.tryAcquireRead(name, { ttlSeconds: 3 }) : await locks.tryAcquireWrite(name, { ttlSeconds: 3 });
       const first = l.expiresAt.getTime();
-      await until(() => l.expiresAt.getTime() - first >= 1000 || !l.held, 5000);
+      await until(() => l.expiresAt.getTime() - first >= 3000 || !l.held, 10000);
       assert.ok(l.held, `${mode}: held after renewals past the TTL`);
       assert.equal(l.info.expiresAt.getTime(), l.expiresAt.getTime());
       await l.release();

@@ -98,7 +98,8 @@ type pauseRound struct {
 	otherToken int64         // the other owner's fencing token
 }
 
-// errLostEarly: the holder lost its lease before its first work step.
+// errLostEarly: the holder lost its lease before it was stopped (before
+// its first work step, or right after it).
 var errLostEarly = errors.New("the lease was lost before the first work step")
 
 // pauseHolder runs one round against the service at url on lock res.
@@ -155,7 +156,18 @@ func pauseHolder(bin, url, res string, elect bool) (pauseRound, error) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return r, err
 	}
-	if err := waitStopped(pid); err != nil {
+	if err := waitStopped(pid); errors.Is(err, errExited) {
+		// It exited before the stop: after its step, its next check
+		// found the lease lost (a loaded machine).
+		var rest []string
+		for l := range lines {
+			rest = append(rest, l)
+		}
+		if slices.ContainsFunc(rest, func(l string) bool { return strings.HasPrefix(l, "lost at ") || strings.HasPrefix(l, "not leader at ") }) {
+			return r, fmt.Errorf("%w: %q; stderr %s", errLostEarly, rest, stderr.String())
+		}
+		return r, fmt.Errorf("the holder exited before the stop: %q; stderr %s", rest, stderr.String())
+	} else if err != nil {
 		return r, err
 	}
 	// The deliberate pause: until another owner holds the lock, which the
@@ -241,8 +253,11 @@ func parseHolderLine(l string) (kind string, at, checked time.Time, ok bool) {
 	return "", at, checked, false
 }
 
+// errExited: the process exited (a zombie) instead of stopping.
+var errExited = errors.New("the process exited")
+
 // waitStopped waits up to 5 s for process pid to be stopped: state T in
-// /proc/PID/stat.
+// /proc/PID/stat; errExited if it is a zombie instead.
 func waitStopped(pid int) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -251,8 +266,12 @@ func waitStopped(pid int) error {
 			return err
 		}
 		// pid (comm) STATE ...; comm may hold spaces and parentheses.
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "T" {
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 0 && f[0] == "T" {
 			return nil
+		}
+		if len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+			return errExited
 		}
 		if time.Now().After(deadline) {
 			return errors.New("the holder is not stopped 5 s after SIGSTOP")
