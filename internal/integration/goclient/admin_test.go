@@ -22,7 +22,7 @@ func TestListAndForceRelease(t *testing.T) {
 	var want []string
 	var victim *client.Lease
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		l := acquire(t, c, prefix+n, "", 3*time.Second)
+		l := acquire(t, c, prefix+n, "", 6*time.Second) // kept alive through a stall of seconds
 		want = append(want, l.Resource())
 		if n == "c" {
 			victim = l
@@ -74,7 +74,7 @@ func TestListAndForceRelease(t *testing.T) {
 	if ended.Owner != victim.Owner() || ended.FencingToken != victim.FencingToken() {
 		t.Errorf("ended %+v, want the victim's lease", ended)
 	}
-	waitDone(t, victim, 5*time.Second)
+	waitDone(t, victim, 10*time.Second) // its next renewal, 2 s after the grant, is refused
 	if err := victim.Err(); !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("victim's lease: got %v, want lost with ErrNotFound", err)
 	}

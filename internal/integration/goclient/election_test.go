@@ -143,7 +143,9 @@ func TestElectionLocal(t *testing.T) {
 			ctx := testContext(t, 60*time.Second)
 
 			a, b := client.NewElection(ca, name), client.NewElection(cb, name)
-			la, err := a.Campaign(ctx, client.WithTTL(3*time.Second))
+			// 6 s: the observer must see it lead before a stall of seconds
+			// could end its lease.
+			la, err := a.Campaign(ctx, client.WithTTL(6*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -45,8 +45,8 @@ func TestKeepAliveWithLocalRunner(t *testing.T) {
 		return http.DefaultTransport.RoundTrip(r)
 	})}))
 	res := resourceName(t)
-	l := acquire(t, c, res, "w1", 3*time.Second)
-	ctx := testContext(t, 15*time.Second)
+	l := acquire(t, c, res, "w1", 6*time.Second) // renewed every 2 s, not lost to a stall of seconds
+	ctx := testContext(t, 30*time.Second)
 	// The lease's expiry before the first, second and third renewal. A
 	// renewal whose attempt timed out on a loaded machine is sent again
 	// (the expiry unchanged): that is the same renewal, and its first
@@ -58,7 +58,7 @@ func TestKeepAliveWithLocalRunner(t *testing.T) {
 		case <-l.Done():
 			t.Fatalf("lease lost while kept alive: %v", l.Err())
 		case <-ctx.Done():
-			t.Fatalf("no two renewals within 15s")
+			t.Fatalf("no two renewals within 30s")
 		case <-renewing:
 		}
 		if n := len(expiries); n > 0 && l.ExpiresAt().Equal(expiries[n-1]) {

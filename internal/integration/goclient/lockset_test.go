@@ -18,7 +18,10 @@ func TestSetKeepAliveAndLoss(t *testing.T) {
 	c := startClient(t)
 	ctx := testContext(t, 30*time.Second)
 	p := t.Name() + time.Now().Format(".150405.000000")
-	set, err := c.TryAcquireSet(ctx, []string{p + ":b", p + ":a"}, "w1", time.Second)
+	// A 6 s set, renewed every 2 s: a machine that stalls the keep-alive
+	// for seconds does not lose it.
+	const ttl = 6 * time.Second
+	set, err := c.TryAcquireSet(ctx, []string{p + ":b", p + ":a"}, "w1", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +30,7 @@ func TestSetKeepAliveAndLoss(t *testing.T) {
 	}
 	// Two renewals move both leases' expiries, past the first TTL.
 	first := set.Leases()[1].ExpiresAt()
-	for set.Leases()[1].ExpiresAt().Sub(first) < time.Second {
+	for set.Leases()[1].ExpiresAt().Sub(first) < ttl {
 		select {
 		case <-set.Context().Done():
 			t.Fatalf("set lost while renewing: %v", set.Check())

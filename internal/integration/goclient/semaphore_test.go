@@ -93,14 +93,23 @@ func TestSemaphoreLocal(t *testing.T) {
 	t.Run("KeepAliveRenewReleaseBySlot", func(t *testing.T) {
 		t.Parallel()
 		name := resourceName(t)
-		p, err := c.TryAcquireSemaphore(ctx, name, 3, "", 2*time.Second)
+		// A 6 s permit, renewed every 2 s: a machine that stalls the
+		// keep-alive for seconds does not lose it (a 2 s one was lost).
+		const ttl = 6 * time.Second
+		p, err := c.TryAcquireSemaphore(ctx, name, 3, "", ttl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second) // past the TTL: the keep-alive renewed
+		// Renewed past the TTL: its expiry moved by a whole TTL.
+		first := p.ExpiresAt()
+		for deadline := time.Now().Add(20 * time.Second); p.ExpiresAt().Sub(first) < ttl; time.Sleep(50 * time.Millisecond) {
+			if p.Err() != nil || time.Now().After(deadline) {
+				t.Fatalf("permit not renewed past its TTL within 20s: expiry moved %v; lease: %v", p.ExpiresAt().Sub(first), p.Err())
+			}
+		}
 		st, err := c.SemaphoreStatus(ctx, name)
 		if err != nil || p.Err() != nil || len(st.Holders) != 1 || st.Holders[0].Slot != p.Slot() || st.Holders[0].FencingToken != p.FencingToken() {
-			t.Fatalf("status after 3s of a 2s permit: %+v, %v; lease: %v", st, err, p.Err())
+			t.Fatalf("status after renewals past the TTL: %+v, %v; lease: %v", st, err, p.Err())
 		}
 		if err := p.Renew(ctx); err != nil {
 			t.Errorf("Renew: %v", err)
@@ -119,7 +128,9 @@ func TestSemaphoreLocal(t *testing.T) {
 	t.Run("ForceReleased", func(t *testing.T) {
 		t.Parallel()
 		name := resourceName(t)
-		p, err := c.TryAcquireSemaphore(ctx, name, 2, "", 3*time.Second)
+		// Its next renewal, 2 s after the grant, is refused as force
+		// released; a 6 s lease is not lost first by a stalled renewal.
+		p, err := c.TryAcquireSemaphore(ctx, name, 2, "", 6*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,8 +143,8 @@ func TestSemaphoreLocal(t *testing.T) {
 		}
 		select {
 		case <-p.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("permit still held 5s after a force release")
+		case <-time.After(10 * time.Second):
+			t.Fatal("permit still held 10s after a force release")
 		}
 		var lost *client.LeaseLostError
 		if !errors.As(p.Err(), &lost) || !lost.ForceReleased || lost.Slot != p.Slot() {
