@@ -701,9 +701,7 @@ func testGraceEndsBeforeLease(t *testing.T, bin string) {
 			return
 		}
 		entered := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		proxyTo(t, srv.URL, sw, r)
-		if r.Method == http.MethodPost && sw.code == http.StatusOK {
+		if code := proxyTo(t, srv.URL, w, r); r.Method == http.MethodPost && code == http.StatusOK {
 			granted.Store(entered.UnixNano())
 		}
 	}))
@@ -738,29 +736,20 @@ func testGraceEndsBeforeLease(t *testing.T, bin string) {
 	}
 }
 
-// statusWriter records the status code written through it.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// proxyTo forwards r to base and copies the answer back.
-func proxyTo(tb testing.TB, base string, w http.ResponseWriter, r *http.Request) {
+// proxyTo forwards r to base, copies the answer back and returns its
+// status (0 when the request could not be built, 502 when base did not
+// answer).
+func proxyTo(tb testing.TB, base string, w http.ResponseWriter, r *http.Request) int {
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), r.Body)
 	if err != nil {
 		tb.Error(err)
-		return
+		return 0
 	}
 	req.Header = r.Header.Clone()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+		return http.StatusBadGateway
 	}
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
@@ -768,4 +757,5 @@ func proxyTo(tb testing.TB, base string, w http.ResponseWriter, r *http.Request)
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
+	return resp.StatusCode
 }

@@ -147,7 +147,7 @@ func pauseHolder(bin, url, res string, elect bool) (pauseRound, error) {
 	if l, err := next("a first work step"); err != nil {
 		return r, err
 	} else if !strings.HasPrefix(l, "working with token ") {
-		if strings.HasPrefix(l, "lost at ") || strings.HasPrefix(l, "not leader at ") {
+		if lostLine(l) {
 			return r, fmt.Errorf("%w: %s; stderr %s", errLostEarly, l, stderr.String())
 		}
 		return r, fmt.Errorf("first line %q, want a work step", l)
@@ -163,7 +163,7 @@ func pauseHolder(bin, url, res string, elect bool) (pauseRound, error) {
 		for l := range lines {
 			rest = append(rest, l)
 		}
-		if slices.ContainsFunc(rest, func(l string) bool { return strings.HasPrefix(l, "lost at ") || strings.HasPrefix(l, "not leader at ") }) {
+		if slices.ContainsFunc(rest, lostLine) {
 			return r, fmt.Errorf("%w: %q; stderr %s", errLostEarly, rest, stderr.String())
 		}
 		return r, fmt.Errorf("the holder exited before the stop: %q; stderr %s", rest, stderr.String())
@@ -233,6 +233,12 @@ func pauseHolder(bin, url, res string, elect bool) (pauseRound, error) {
 	}
 }
 
+// lostLine reports whether l is a holder's line saying its check refused:
+// "lost at …" (a lock) or "not leader at …" (an election).
+func lostLine(l string) bool {
+	return strings.HasPrefix(l, "lost at ") || strings.HasPrefix(l, "not leader at ")
+}
+
 // parseHolderLine splits a holder's line into its kind ("working", "lost",
 // "not leader") and its time, and for a work step when its check was made.
 func parseHolderLine(l string) (kind string, at, checked time.Time, ok bool) {
@@ -243,7 +249,7 @@ func parseHolderLine(l string) (kind string, at, checked time.Time, ok bool) {
 			return "", at, checked, false
 		}
 		return "working", time.Unix(0, ns), time.Unix(0, cns), true
-	case strings.HasPrefix(l, "lost at "), strings.HasPrefix(l, "not leader at "):
+	case lostLine(l):
 		kind, rest, _ := strings.Cut(l, " at ")
 		if _, err := fmt.Sscanf(rest, "%d", &ns); err != nil {
 			return "", at, checked, false
