@@ -65,7 +65,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 		// wait).
 		sent, answered, reads int
 		// afterRelease bounds the acquire requests the waiter sends from
-		// the release to its grant (-1: not judged).
+		// the release's answer to its grant (-1: not judged).
 		afterRelease int64
 		maxRequests  int64 // acquire requests in all; 0: any number
 	}{
@@ -78,11 +78,14 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 		// wall-clock bound here failed on a loaded 2-core CI machine
 		// (1.37 s against 500 ms).
 		{name: "AtTheService", sent: 2, reads: 1, maxRequests: 2, afterRelease: -1},
-		// A poll after the release takes the lock: at most one request
-		// from the release on (none when the poll in flight at the release
-		// lands after it). How long that poll waits is the backoff's, up to
-		// DefaultBackoffMax (2 s) plus the request: a 2 s wall-clock bound
-		// failed at 2.07 s.
+		// The first poll sent once the release was answered takes the
+		// lock: at most one request from then on (none when a poll sent
+		// earlier lands after the release). Counting from before the
+		// release was sent failed on a loaded CI machine: a poll 10-200 ms
+		// of backoff later found the lock still held while the release
+		// was on its way, and the next one took it. How long that poll
+		// waits is the backoff's, up to DefaultBackoffMax (2 s) plus the
+		// request: a 2 s wall-clock bound failed at 2.07 s.
 		{name: "Polling", opts: []client.Option{client.WithoutServerWait()}, answered: 2, afterRelease: 1},
 	}
 	for _, tt := range tests {
@@ -123,17 +126,17 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 			for range tt.reads {
 				<-reads
 			}
-			before := requests.Load()
 			if err := holder.Release(ctx); err != nil {
 				t.Fatalf("holder Release: %v", err)
 			}
+			before := requests.Load()
 			r := <-got
 			if r.err != nil {
 				t.Fatalf("Acquire: %v", r.err)
 			}
 			defer r.l.Release(context.Background())
 			if n := requests.Load() - before; tt.afterRelease >= 0 && n > tt.afterRelease {
-				t.Errorf("the waiter sent %d requests from the release to its grant, want at most %d", n, tt.afterRelease)
+				t.Errorf("the waiter sent %d requests from the release's answer to its grant, want at most %d", n, tt.afterRelease)
 			}
 			if r.l.FencingToken() <= holder.FencingToken() {
 				t.Errorf("waiter's token: got %d, want more than the holder's %d", r.l.FencingToken(), holder.FencingToken())
