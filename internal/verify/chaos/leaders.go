@@ -42,6 +42,10 @@ type lease struct {
 	exps []int64
 	// releases are the releases that may have ended it.
 	releases []*storeOp
+	// records are the watches' records of its expiry (expired_at) that
+	// committed or may have: each ended it on the clock of the instance
+	// that sent it, which may be ahead of another's.
+	records []*storeOp
 }
 
 // leaseHistory is one lock's leases in token order, and the acquires whose
@@ -115,6 +119,10 @@ func buildHistory(ops []*storeOp) *leaseHistory {
 					continue // sent after the next lease was granted
 				}
 				l.releases = append(l.releases, s)
+			}
+		case s.kind == storeSettle && (s.outcome == applied || s.outcome == unknownOutcome):
+			if l := byToken[s.tok]; l != nil {
+				l.records = append(l.records, s)
 			}
 		}
 	}
@@ -314,9 +322,17 @@ func (c *checker) watchAnswer(op, prev, top *Op) {
 				bad(fmt.Sprintf("answered token %d as live though it expired at %s, before the call", l.token, c.ms(k.ExpiresAt)), leaseLine(l))
 			}
 		} else {
-			ended := slicesMinInt(l.exps) <= ret
+			exp := slicesMinInt(l.exps)
+			ended := exp <= ret
 			for _, r := range l.releases {
 				ended = ended || !r.rec.Sent.After(op.Return)
+			}
+			// A watch answers the expiry another watch recorded (design.md,
+			// "A watched expiry is final"), perhaps on an instance whose
+			// clock is behind the recorder's: the record, sent in time and
+			// stamped at or after the lease's expiry, ended it.
+			for _, r := range l.records {
+				ended = ended || (!r.rec.Sent.After(op.Return) && r.now >= exp)
 			}
 			// An unchanged answer that echoes the ended state the watcher
 			// asked with only says "nothing later": an instance whose clock
@@ -325,8 +341,8 @@ func (c *checker) watchAnswer(op, prev, top *Op) {
 			// is checked with the next grant above.
 			echo := !a.Changed && a.Index == op.Index
 			if !ended && !echo {
-				bad(fmt.Sprintf("answered that the lease of token %d had ended, but no release of it had been sent and it was live on i%d's clock until %s",
-					l.token, op.Instance, c.ms(slicesMinInt(l.exps))), leaseLine(l))
+				bad(fmt.Sprintf("answered that the lease of token %d had ended, but no release or expiry record of it had been sent and it was live on i%d's clock until %s",
+					l.token, op.Instance, c.ms(exp)), leaseLine(l))
 			}
 		}
 	}

@@ -103,7 +103,7 @@ func TestCheckWatchOrder(t *testing.T) {
 		// long before it expired.
 		"EndedEarly": {func(f *fake) {
 			f.watch(6, 50, 60, 202, 2, 203, "")
-		}, "answered that the lease of token 101 had ended, but no release of it had been sent"},
+		}, "answered that the lease of token 101 had ended, but no release or expiry record of it had been sent"},
 		"ExpiredAsLive": {func(f *fake) {
 			f.watch(6, 2400, 2410, 0, 2, 204, f.lockBody("c1", 102, 301, 2000))
 		}, "answered token 102 as live though it expired"},
@@ -175,5 +175,41 @@ func TestCheckWatchSkewBack(t *testing.T) {
 		} else {
 			wantOnly(t, rep)
 		}
+	}
+}
+
+func TestCheckWatchRecordedByInstanceAhead(t *testing.T) {
+	// c0's lease expires at 1001 by the service's clock. A watch on i1,
+	// 40 ms ahead, records the expiry (:now 1002 on its clock, 962 by the
+	// service's); a watch on i0, 40 ms behind, then reads the record and
+	// answers the end at 970, 931 on its own clock: the record ended the
+	// lease, and that is no violation. A record stamped before the
+	// expiry (a broken record condition), or none at all, leaves the
+	// answer an end no write or clock made.
+	for _, tc := range []struct {
+		name     string
+		recordAt int // the record's :now; 0: no record
+		want     []string
+	}{
+		{"Recorded", 1002, nil},
+		{"RecordedEarly", 990, []string{RuleWatchOrder, RuleLinearizable}},
+		{"NotRecorded", 0, []string{RuleWatchOrder}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.h.Offsets = []time.Duration{-40 * time.Millisecond, 40 * time.Millisecond}
+			f.op(0, Acquire, 0, 10, 200, f.granted("c0", 101, 1, 1000), func(o *Op) { o.TTL = 1 })
+			f.write(storeAcquire, "c0", 1, 1000, 2, 8, "committed", 101, faultproxy.None, 200)
+			f.watch(5, 0, 12, 0, 2, 202, f.lockBody("c0", 101, 1, 1000))
+			if tc.recordAt > 0 {
+				f.settle(101, tc.recordAt, 962, 964, "committed")
+			}
+			f.watch(5, 12, 970, 202, 2, 203, "")
+			rep := check(f)
+			wantOnly(t, rep, tc.want...)
+			if tc.want != nil {
+				excerptHas(t, rep, RuleWatchOrder, "answered that the lease of token 101 had ended, but no release or expiry record of it had been sent")
+			}
+		})
 	}
 }
