@@ -341,8 +341,12 @@ func (c *checker) watchAnswer(op, prev, top *Op) {
 			// is checked with the next grant above.
 			echo := !a.Changed && a.Index == op.Index
 			if !ended && !echo {
+				ex := []string{leaseLine(l)}
+				for _, r := range l.records {
+					ex = append(ex, "an expiry record of it: "+r.format(c.h.Start))
+				}
 				bad(fmt.Sprintf("answered that the lease of token %d had ended, but no release or expiry record of it had been sent and it was live on i%d's clock until %s",
-					l.token, op.Instance, c.ms(exp)), leaseLine(l))
+					l.token, op.Instance, c.ms(exp)), ex...)
 			}
 		}
 	}

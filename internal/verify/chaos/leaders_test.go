@@ -210,6 +210,9 @@ func TestCheckWatchRecordedByInstanceAhead(t *testing.T) {
 			if tc.want != nil {
 				excerptHas(t, rep, RuleWatchOrder, "answered that the lease of token 101 had ended, but no release or expiry record of it had been sent")
 			}
+			if tc.recordAt == 990 {
+				excerptHas(t, rep, RuleWatchOrder, "an expiry record of it:")
+			}
 		})
 	}
 }
