@@ -12,6 +12,10 @@
 // prints the violations with their history excerpts to stderr and one
 // summary line to stdout, and exits 1 on any violation.
 //
+// -save FILE keeps the run's history (JSON), and -check FILE only checks
+// a saved history again: a seed fixes the faults and the clients' choices,
+// not the timing, so a rare violation may not come back with its seed.
+//
 // With -proxy it only runs the fault proxy, in front of -target, until
 // Ctrl-C, for poking at any DynamoDB-compatible endpoint by hand:
 //
@@ -74,6 +78,8 @@ func main() {
 		proxy     = flag.Bool("proxy", false, "only run the fault proxy in front of -target until interrupted")
 		target    = flag.String("target", "", "with -proxy: the endpoint to forward to")
 		addr      = flag.String("addr", "127.0.0.1:0", "with -proxy: the address to listen on")
+		save      = flag.String("save", "", "write the run's history to this file (JSON), to check again with -check")
+		recheck   = flag.String("check", "", "only check the history saved in this file (-save) with -slack, -set-gap and -budget; exit 1 on a violation")
 	)
 	flag.Parse()
 	r, err := faultproxy.ParseRates(*rates)
@@ -82,6 +88,13 @@ func main() {
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())%1_000_000 + 1
+	}
+	if *recheck != "" {
+		code, err := checkSaved(*recheck, chaos.Options{StoreBudget: *budget, Slack: *slack, MaxPerRule: 3, SetGap: *setGap}, os.Stdout, os.Stderr)
+		if err != nil {
+			fail(err)
+		}
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -135,10 +148,47 @@ func main() {
 		}
 		cfg.Instances = append(cfg.Instances, chaos.Instance{Offset: off})
 	}
-	os.Exit(runWorkload(ctx, cfg, *endpoint))
+	os.Exit(runWorkload(ctx, cfg, *endpoint, *save))
 }
 
-func runWorkload(ctx context.Context, cfg chaos.Config, endpoint string) int {
+// saveHistory writes h to file (-save).
+func saveHistory(file string, h *chaos.History) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := chaos.SaveHistory(f, h); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return f.Close()
+}
+
+// checkSaved checks the history saved in file (-save) again, prints its
+// violations to stderr and a count of them to stdout, and returns the
+// exit code: 1 on a violation.
+func checkSaved(file string, opt chaos.Options, stdout, stderr io.Writer) (int, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	h, err := chaos.LoadHistory(f)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", file, err)
+	}
+	rep := chaos.Check(h, opt)
+	for _, v := range rep.Violations {
+		fmt.Fprintln(stderr, "VIOLATION", v)
+	}
+	fmt.Fprintf(stdout, "chaos: %s: %d operations, %d store requests, violations=%d\n", file, len(h.Ops), len(h.Records), rep.Total())
+	if rep.Total() > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func runWorkload(ctx context.Context, cfg chaos.Config, endpoint, save string) int {
 	if endpoint == "" {
 		d, err := local.StartDynalite(ctx)
 		if err != nil {
@@ -159,6 +209,11 @@ func runWorkload(ctx context.Context, cfg chaos.Config, endpoint string) int {
 	res, err := chaos.Run(ctx, cfg)
 	if res == nil {
 		fail(err)
+	}
+	if save != "" {
+		if err := saveHistory(save, res.History); err != nil {
+			fail(err)
+		}
 	}
 	for _, v := range res.Report.Violations {
 		fmt.Fprintln(os.Stderr, "VIOLATION", v)

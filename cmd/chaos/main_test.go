@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/ft288/locks/internal/verify/chaos"
 	"github.com/ft288/locks/internal/verify/faultproxy"
 )
 
@@ -77,4 +80,38 @@ func (f *firstLine) String() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.b.String()
+}
+
+// TestCheckSaved checks saved histories again (-save, then -check): one
+// whose only call got no answer (a violation), and one without calls.
+func TestCheckSaved(t *testing.T) {
+	start := time.Now()
+	for _, tc := range []struct {
+		name string
+		ops  []chaos.Op
+		code int
+		out  string
+	}{
+		{"Dropped", []chaos.Op{{ID: 1, Client: 0, Owner: "c0", Kind: chaos.Acquire, Resource: "r", TTL: 1,
+			Invoke: start, Return: start.Add(10 * time.Millisecond), Err: "EOF"}}, 1, "violations=1"},
+		{"Empty", nil, 0, "violations=0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "run.json")
+			if err := saveHistory(file, &chaos.History{Start: start, Ops: tc.ops, Offsets: []time.Duration{0}}); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code, err := checkSaved(file, chaos.Options{}, &stdout, &stderr)
+			if err != nil || code != tc.code || !strings.Contains(stdout.String(), tc.out) {
+				t.Errorf("got %d, %v, %q; want %d and %q", code, err, stdout.String(), tc.code, tc.out)
+			}
+			if tc.code == 1 && !strings.Contains(stderr.String(), "VIOLATION") {
+				t.Errorf("stderr %q lists no violation", stderr.String())
+			}
+		})
+	}
+	if _, err := checkSaved(filepath.Join(t.TempDir(), "none.json"), chaos.Options{}, io.Discard, io.Discard); err == nil {
+		t.Error("a missing file checked")
+	}
 }

@@ -322,3 +322,33 @@ func TestCheckSemaphoreStatusModel(t *testing.T) {
 		t.Errorf("got %v, want linearizable", rep.Counts)
 	}
 }
+
+func TestCheckSemaphoreLateRenewalAfterMarkerMoved(t *testing.T) {
+	// c2 holds slot 0 away from home (its marker names gc) until 2121. A
+	// renewal stamped 2100 is held back in the network; meanwhile c2
+	// takes its home slot 1 (the marker it saw, gc, goes). The renewal
+	// then lands: the service's marker condition refuses it (design.md,
+	// "A permit that comes back"), so the permit stays ended. A store
+	// that applied it would revive a second permit of c2, which the
+	// model must not allow, and it must allow the refusal (the model
+	// without the marker condition judged it impossible, CI 2026-12-07).
+	for _, result := range []string{"refused", "committed"} {
+		t.Run(result, func(t *testing.T) {
+			f := semClean()
+			f.semOp(2, SemRenew, 2090, 2500, 503, problem(503, "service-unavailable"), func(o *Op) { o.Slot = 0 })
+			home := permit{slot: 1, owner: "c2", token: 104, gid: "gd", acq: 2201, ren: 2201, exp: 4201}
+			f.semOp(2, SemAcquire, 2200, 2220, 200, `{"acquired":true,"permit":`+f.permitBody(home)+`}`)
+			f.semWrite(storeAcquire, home, 2201, 2205, "committed", 104)
+			f.setVals(map[string]any{":wv": s("gc")})
+			renewed := p2
+			renewed.ren, renewed.exp = 2100, 4100
+			f.semWrite(storeRenew, renewed, 2300, 2400, result, 0)
+			rep := check(f)
+			if result == "refused" {
+				wantOnly(t, rep)
+			} else if !rep.Has(RuleLinearizable) {
+				t.Errorf("a late renewal revived a permit its owner's marker no longer names: got %v, want linearizable", rep.Counts)
+			}
+		})
+	}
+}

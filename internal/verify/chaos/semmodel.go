@@ -36,7 +36,8 @@ import (
 //     (home again). The head of the queue's grant (a queue ticket) needs
 //     its place first and live and removes it, and may take its own
 //     permit again as well as a free slot;
-//   - a renew needs a slot below N, a force release too;
+//   - a renew needs a slot below N, a force release too, and a renew the
+//     owner's marker to allow the permit (markerAllows);
 //   - a watch's record names each slot it records with the token it read;
 //   - the queue's own writes are a lock's (queueState.step);
 //   - a read returns the item; a status answer shows, for some :now of
@@ -95,7 +96,7 @@ func semStep(s semState, in semInput, rs leaseRules) []semState {
 	case storeAcquire:
 		ok, next = semAcquire(s, w, rs)
 	case storeRenew:
-		ok = s.exists && s.permits > int64(m.slot) && rs.holder(s.slots[m.slot], w, true)
+		ok = s.exists && s.permits > int64(m.slot) && rs.holder(s.slots[m.slot], w, true) && s.markerAllows(w.owner, m.slot)
 		next.slots[m.slot] = renew(s.slots[m.slot], w)
 	case storeRelease:
 		ok = s.exists && rs.holder(s.slots[m.slot], w, false)
@@ -143,6 +144,19 @@ func semStep(s semState, in semInput, rs leaseRules) []semState {
 		return []semState{s}
 	}
 	return []semState{s}
+}
+
+// markerAllows is a renewal's marker condition (locklogic's
+// markerCondition): the owner's marker names the grant in slot k, or
+// there is none and k is the owner's home under the item's N. A late
+// renewal of a permit whose stale marker another acquire removed is
+// refused, so it cannot revive a permit beside the owner's next one.
+func (s semState) markerAllows(owner string, k int) bool {
+	home, marker := identity(owner, s.permits)
+	if v, has := decodeMarkers(s.markers)[marker]; has {
+		return v == s.slots[k].gid
+	}
+	return home == k
 }
 
 // semAcquire is an acquire write's condition and update.
