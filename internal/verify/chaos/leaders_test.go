@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -213,6 +214,43 @@ func TestCheckWatchRecordedByInstanceAhead(t *testing.T) {
 			if tc.recordAt == 990 {
 				excerptHas(t, rep, RuleWatchOrder, "an expiry record of it:")
 			}
+		})
+	}
+}
+
+func TestCheckGrantFoundByGrantID(t *testing.T) {
+	// c0 and c1 are two processes of owner w. c0 asks for 3 s; its grant
+	// commits, but its answer is lost (a 500 after the write); c1 renews
+	// the owner's lease for 2 s; the service then finds c0's grant in a
+	// consistent read (by its grant id: queue_wait.go, ownGrant) and
+	// answers it as found, lasting 2008 ms from its grant. That is no
+	// violation (first seen in a 30 s run, 2026-12-07). A grant answered
+	// with an expiry no write of the owner made is two: a grant of 3 s
+	// that does not last 3 s, and no write that shows it.
+	for _, tc := range []struct {
+		name string
+		ttl  int // the answered lease's, ms
+		want []string
+	}{
+		{"AsFound", 2008, nil},
+		{"Invented", 2500, []string{RuleAnswers, RuleNoFalseGrant}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			owner := func(o *Op) { o.Owner = "w" }
+			f.op(0, Acquire, 0, 100, 200, f.granted("w", 101, 2, tc.ttl), owner, func(o *Op) { o.TTL = 3 })
+			f.write(storeAcquire, "w", 2, 3000, 2, 8, "committed", 101, faultproxy.AppliedThen500, 500)
+			f.op(1, Renew, 9, 20, 200, `{"renewed":true,"lock":`+f.lockBody("w", 101, 2, 2008)+`}`, owner)
+			f.write(storeRenew, "w", 10, 2000, 10, 14, "committed", 101, faultproxy.None, 200)
+			// The renewal's answer is the whole item: the lease granted at 2.
+			r := &f.h.Records[len(f.h.Records)-1]
+			var answer map[string]map[string]any
+			_ = json.Unmarshal(r.StoreBody, &answer)
+			answer["Attributes"]["acquired_at"] = n(f.now(2))
+			r.StoreBody, _ = json.Marshal(answer)
+			f.read("w", 101, 2, 10, 2010, 40, 42)
+			rep := check(f)
+			wantOnly(t, rep, tc.want...)
 		})
 	}
 }
