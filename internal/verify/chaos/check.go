@@ -492,7 +492,7 @@ func (c *checker) answers() {
 			bad(fmt.Sprintf("the lock names resource %q", op.Lock.Resource))
 		case op.Lock != nil && op.Kind.Lock() != Status && op.Kind.Lock() != Watch && op.Lock.Owner != op.Owner:
 			bad(fmt.Sprintf("the lock names owner %q", op.Lock.Owner))
-		case op.Granted && op.Lock != nil && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000 && !c.renewedDuring(op):
+		case op.Granted && op.Lock != nil && op.Lock.ExpiresAt-op.Lock.AcquiredAt != op.TTL*1000 && (op.Kind != Acquire || !c.renewedDuring(op)):
 			bad(fmt.Sprintf("a grant of %d s lasts %d ms", op.TTL, op.Lock.ExpiresAt-op.Lock.AcquiredAt))
 		case op.Kind.Lock() == Renew && op.Lock != nil && op.Token != 0 && op.Lock.Token != op.Token:
 			bad(fmt.Sprintf("renewed with token %d, answered token %d", op.Token, op.Lock.Token))
@@ -752,9 +752,9 @@ func (c *checker) noFalseGrant() {
 				// meanwhile may have moved its expiry.
 				switch {
 				case s.kind == storeRead && s.outcome == applied && s.full && s.item != nil:
-					backed = s.item.shows(op.Lock) && c.grantedDuring(op, s.item)
+					backed = c.foundOwnGrant(op, s.item)
 				case s.kind == storeAcquire && s.outcome == refused && s.owner == op.Owner && s.old != nil:
-					backed = s.old.shows(op.Lock) && c.grantedDuring(op, s.old)
+					backed = c.foundOwnGrant(op, s.old)
 				}
 			}
 			if backed {
@@ -780,12 +780,20 @@ func (c *checker) noFalseGrant() {
 	}
 }
 
-// grantedDuring reports whether an acquire-write of op's owner that the
-// store committed during op wrote the lease item shows (its token,
-// acquired_at and grant id).
-func (c *checker) grantedDuring(op *Op, item *storeItem) bool {
+// foundOwnGrant reports whether item, found during op, shows op's answered
+// lease as the service's ownGrant takes it: live (not released, force
+// released or recorded expired), and written by an acquire-write of op's
+// owner that the store committed during op and whose answer the service
+// did not get (its token, acquired_at and grant id). The records do not
+// say which call sent a write, so a co-owner's grant made inside op's
+// window with its answer lost would pass too; the fencing rule catches it
+// once that co-owner is told of it as well.
+func (c *checker) foundOwnGrant(op *Op, item *storeItem) bool {
+	if !item.shows(op.Lock) || item.forced || item.ended {
+		return false
+	}
 	for _, s := range c.byRes[op.Resource] {
-		if s.kind == storeAcquire && s.outcome == applied && s.owner == op.Owner && s.item != nil &&
+		if s.kind == storeAcquire && s.outcome == applied && s.owner == op.Owner && s.item != nil && s.rec.CallerStatus != 200 &&
 			!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) &&
 			s.item.token == item.token && s.item.acquired == item.acquired && s.item.gid == item.gid {
 			return true

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -274,6 +275,19 @@ func (c *checker) watchOrder() {
 	}
 }
 
+// readEnded reports whether a consistent read of op's resource that the
+// store answered during op found the lease of token with its expiry
+// recorded (expired_at).
+func (c *checker) readEnded(op *Op, token int64) bool {
+	for _, s := range c.byRes[op.Resource] {
+		if s.kind == storeRead && s.outcome == applied && s.full && s.item != nil && s.item.token == token && s.item.ended &&
+			!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) {
+			return true
+		}
+	}
+	return false
+}
+
 // watchAnswer checks one watch answer, prev being the watcher's previous
 // one and top the first that showed the highest index it had seen (nil
 // for its first).
@@ -329,10 +343,11 @@ func (c *checker) watchAnswer(op, prev, top *Op) {
 			}
 			// A watch answers the expiry another watch recorded (design.md,
 			// "A watched expiry is final"), perhaps on an instance whose
-			// clock is behind the recorder's: the record, sent in time and
-			// stamped at or after the lease's expiry, ended it.
-			for _, r := range l.records {
-				ended = ended || (!r.rec.Sent.After(op.Return) && r.now >= exp)
+			// clock is behind the recorder's: a record stamped at or after
+			// the lease's expiry ended it, if the watch's consistent read
+			// during the call found it there.
+			if !ended && slices.ContainsFunc(l.records, func(r *storeOp) bool { return r.now >= exp }) {
+				ended = c.readEnded(op, l.token)
 			}
 			// An unchanged answer that echoes the ended state the watcher
 			// asked with only says "nothing later": an instance whose clock
@@ -345,7 +360,7 @@ func (c *checker) watchAnswer(op, prev, top *Op) {
 				for _, r := range l.records {
 					ex = append(ex, "an expiry record of it: "+r.format(c.h.Start))
 				}
-				bad(fmt.Sprintf("answered that the lease of token %d had ended, but no release or expiry record of it had been sent and it was live on i%d's clock until %s",
+				bad(fmt.Sprintf("answered that the lease of token %d had ended, but no release of it had been sent, no read during the call found its expiry recorded, and it was live on i%d's clock until %s",
 					l.token, op.Instance, c.ms(exp)), ex...)
 			}
 		}

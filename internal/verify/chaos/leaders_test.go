@@ -104,7 +104,7 @@ func TestCheckWatchOrder(t *testing.T) {
 		// long before it expired.
 		"EndedEarly": {func(f *fake) {
 			f.watch(6, 50, 60, 202, 2, 203, "")
-		}, "answered that the lease of token 101 had ended, but no release or expiry record of it had been sent"},
+		}, "answered that the lease of token 101 had ended, but no release of it had been sent, no read during the call found its expiry recorded"},
 		"ExpiredAsLive": {func(f *fake) {
 			f.watch(6, 2400, 2410, 0, 2, 204, f.lockBody("c1", 102, 301, 2000))
 		}, "answered token 102 as live though it expired"},
@@ -182,19 +182,24 @@ func TestCheckWatchSkewBack(t *testing.T) {
 func TestCheckWatchRecordedByInstanceAhead(t *testing.T) {
 	// c0's lease expires at 1001 by the service's clock. A watch on i1,
 	// 40 ms ahead, records the expiry (:now 1002 on its clock, 962 by the
-	// service's); a watch on i0, 40 ms behind, then reads the record and
-	// answers the end at 970, 931 on its own clock: the record ended the
-	// lease, and that is no violation. A record stamped before the
-	// expiry (a broken record condition), or none at all, leaves the
-	// answer an end no write or clock made.
+	// service's); a watch on i0, 40 ms behind, then reads the record (at
+	// 965) and answers the end at 970, 931 on its own clock: the record
+	// ended the lease, and that is no violation. A record stamped before
+	// the expiry (a broken record condition), none, one refused, or one
+	// that landed only after the watch's read leaves the answer an end
+	// no write or clock made.
 	for _, tc := range []struct {
 		name     string
-		recordAt int // the record's :now; 0: no record
+		recordAt int    // the record's :now; 0: no record
+		result   string // the record's
+		recv     int    // when the record reached the store
 		want     []string
 	}{
-		{"Recorded", 1002, nil},
-		{"RecordedEarly", 990, []string{RuleWatchOrder, RuleLinearizable}},
-		{"NotRecorded", 0, []string{RuleWatchOrder}},
+		{"Recorded", 1002, "committed", 962, nil},
+		{"RecordedEarly", 990, "committed", 962, []string{RuleWatchOrder, RuleLinearizable}},
+		{"NotRecorded", 0, "", 0, []string{RuleWatchOrder}},
+		{"Refused", 1002, "refused", 962, []string{RuleWatchOrder, RuleLinearizable}},
+		{"AfterTheRead", 1002, "committed", 967, []string{RuleWatchOrder}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
@@ -203,13 +208,24 @@ func TestCheckWatchRecordedByInstanceAhead(t *testing.T) {
 			f.write(storeAcquire, "c0", 1, 1000, 2, 8, "committed", 101, faultproxy.None, 200)
 			f.watch(5, 0, 12, 0, 2, 202, f.lockBody("c0", 101, 1, 1000))
 			if tc.recordAt > 0 {
-				f.settle(101, tc.recordAt, 962, 964, "committed")
+				f.settle(101, tc.recordAt, tc.recv, tc.recv+2, tc.result)
+			}
+			// i0's watch reads the item at 965: the lease, with the record
+			// if one had landed.
+			recorded := tc.result == "committed" && tc.recv+2 <= 965
+			f.read("c0", 101, 1, 1, 1001, 965, 967)
+			if recorded {
+				r := &f.h.Records[len(f.h.Records)-1]
+				var answer map[string]map[string]any
+				_ = json.Unmarshal(r.StoreBody, &answer)
+				answer["Item"]["expired_at"] = n(f.now(tc.recordAt))
+				r.StoreBody, _ = json.Marshal(answer)
 			}
 			f.watch(5, 12, 970, 202, 2, 203, "")
 			rep := check(f)
 			wantOnly(t, rep, tc.want...)
 			if tc.want != nil {
-				excerptHas(t, rep, RuleWatchOrder, "answered that the lease of token 101 had ended, but no release or expiry record of it had been sent")
+				excerptHas(t, rep, RuleWatchOrder, "answered that the lease of token 101 had ended, but no release of it had been sent, no read during the call found its expiry recorded")
 			}
 			if tc.recordAt == 990 {
 				excerptHas(t, rep, RuleWatchOrder, "an expiry record of it:")
@@ -226,29 +242,49 @@ func TestCheckGrantFoundByGrantID(t *testing.T) {
 	// answers it as found, lasting 2008 ms from its grant. That is no
 	// violation (first seen in a 30 s run, 2026-12-07). A grant answered
 	// with an expiry no write of the owner made is two: a grant of 3 s
-	// that does not last 3 s, and no write that shows it.
+	// that does not last 3 s, and no write that shows it. So is a lease
+	// granted before the call, or one another request's grant id wrote,
+	// or one whose grant's answer the service got, answered as found.
 	for _, tc := range []struct {
-		name string
-		ttl  int // the answered lease's, ms
-		want []string
+		name      string
+		ttl       int    // the answered lease's, ms
+		invoke    int    // the call's
+		readGrant string // the grant id the read finds
+		status    int    // what the service got for the grant's write
+		want      []string
 	}{
-		{"AsFound", 2008, nil},
-		{"Invented", 2500, []string{RuleAnswers, RuleNoFalseGrant}},
+		{"AsFound", 2008, 0, "g1", 500, nil},
+		{"Invented", 2500, 0, "g1", 500, []string{RuleAnswers, RuleNoFalseGrant}},
+		{"GrantedBeforeTheCall", 2008, 9, "g1", 500, []string{RuleNoFalseGrant}},
+		{"AnotherGrant", 2008, 0, "g9", 500, []string{RuleNoFalseGrant}},
+		{"GrantAnswered", 2008, 0, "g1", 200, []string{RuleNoFalseGrant}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
 			owner := func(o *Op) { o.Owner = "w" }
-			f.op(0, Acquire, 0, 100, 200, f.granted("w", 101, 2, tc.ttl), owner, func(o *Op) { o.TTL = 3 })
-			f.write(storeAcquire, "w", 2, 3000, 2, 8, "committed", 101, faultproxy.AppliedThen500, 500)
+			setAttr := func(name string, v any) {
+				r := &f.h.Records[len(f.h.Records)-1]
+				var answer map[string]map[string]any
+				_ = json.Unmarshal(r.StoreBody, &answer)
+				for _, item := range answer {
+					item[name] = v
+				}
+				r.StoreBody, _ = json.Marshal(answer)
+			}
+			f.op(0, Acquire, tc.invoke, 100, 200, f.granted("w", 101, 2, tc.ttl), owner, func(o *Op) { o.TTL = 3 })
+			fault := faultproxy.AppliedThen500
+			if tc.status == 200 {
+				fault = faultproxy.None
+			}
+			f.write(storeAcquire, "w", 2, 3000, 2, 8, "committed", 101, fault, tc.status)
+			setAttr("grant_id", s("g1"))
 			f.op(1, Renew, 9, 20, 200, `{"renewed":true,"lock":`+f.lockBody("w", 101, 2, 2008)+`}`, owner)
 			f.write(storeRenew, "w", 10, 2000, 10, 14, "committed", 101, faultproxy.None, 200)
 			// The renewal's answer is the whole item: the lease granted at 2.
-			r := &f.h.Records[len(f.h.Records)-1]
-			var answer map[string]map[string]any
-			_ = json.Unmarshal(r.StoreBody, &answer)
-			answer["Attributes"]["acquired_at"] = n(f.now(2))
-			r.StoreBody, _ = json.Marshal(answer)
+			setAttr("acquired_at", n(f.now(2)))
+			setAttr("grant_id", s("g1"))
 			f.read("w", 101, 2, 10, 2010, 40, 42)
+			setAttr("grant_id", s(tc.readGrant))
 			rep := check(f)
 			wantOnly(t, rep, tc.want...)
 		})

@@ -352,3 +352,34 @@ func TestCheckSemaphoreLateRenewalAfterMarkerMoved(t *testing.T) {
 		})
 	}
 }
+
+func TestSemaphoreMarkerAllows(t *testing.T) {
+	// A renewal's marker condition, as locklogic's markerCondition: away
+	// from home the owner's marker must name the slot's grant, at home
+	// there must be none. c2's home among 2 is slot 1.
+	_, marker := identity("c2", 2)
+	for _, tc := range []struct {
+		name    string
+		markers map[string]string
+		slot    int
+		want    bool
+	}{
+		{"AwayMarked", map[string]string{marker: "gc"}, 0, true},
+		{"AwayMarkerNamesAnotherGrant", map[string]string{marker: "gz"}, 0, false},
+		{"AwayUnmarked", nil, 0, false},
+		{"Home", nil, 1, true},
+		{"HomeWhileMarked", map[string]string{marker: "gc"}, 1, false},
+		{"AnotherOwnersMarker", map[string]string{"w0123456789abcdef": "gc"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st semState
+			st.exists, st.permits = true, 2
+			st.slots[0] = leaseState{owner: "c2", gid: "gc", token: 103}
+			st.slots[1] = leaseState{owner: "c2", gid: "gd", token: 104}
+			st.markers = encodeMarkers(tc.markers)
+			if got := st.markerAllows("c2", tc.slot); got != tc.want {
+				t.Errorf("markerAllows(c2, slot %d) with markers %v: got %v, want %v", tc.slot, tc.markers, got, tc.want)
+			}
+		})
+	}
+}
