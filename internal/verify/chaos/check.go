@@ -551,6 +551,9 @@ func (c *checker) retryAfterSkew(op *Op) bool {
 	if op.Kind == SemRenew && op.Status == 503 {
 		return c.semRetryAfterSkew(op)
 	}
+	if op.Kind == RWRenew && op.Status == 503 {
+		return c.rwRetryAfterSkew(op)
+	}
 	if op.Kind != Renew || op.Status != 503 {
 		return false
 	}

@@ -375,3 +375,40 @@ func (c *checker) rwWriterWaits() {
 		c.rep.RWWriterMaxWait = max(c.rep.RWWriterMaxWait, w)
 	}
 }
+
+// rwRetryAfterSkew is retryAfterSkew for a read/write lock's renewal: the
+// renewed lease (the writer's, or the reader's slot) is the owner's,
+// live, and renewed by a request stamped after the refused write's :now,
+// as the item returned with the refusal (old-item mode) or a consistent
+// read during the call shows.
+func (c *checker) rwRetryAfterSkew(op *Op) bool {
+	k := rwWriter
+	if op.Mode == "read" {
+		k = int(op.Slot)
+	}
+	explains := func(it *rwItem, now int64) bool {
+		l := it.lease(k)
+		return l.owner == op.Owner && !l.released && !l.forced && l.acquired <= now && l.renewed > now && l.expires > now
+	}
+	var nows []int64
+	for _, s := range c.byRW[op.Resource] {
+		r := s.rec
+		if r.Received.Before(op.Invoke) || r.Received.After(op.Return) {
+			continue
+		}
+		switch {
+		case s.kind == storeRenew && s.owner == op.Owner && s.rw.slot == k && s.outcome == refused:
+			nows = append(nows, s.now)
+			if s.rw.old != nil && explains(s.rw.old, s.now) {
+				return true // the old-item store mode: the item returned with the refusal explains it
+			}
+		case s.kind == storeRead && s.full && s.outcome == applied && s.rw.item != nil:
+			for _, now := range nows {
+				if explains(s.rw.item, now) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
