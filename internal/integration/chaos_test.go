@@ -81,10 +81,11 @@ func TestChaos(t *testing.T) {
 	})
 	for _, v := range res.Report.Violations {
 		if v.Rule == chaos.RuleSetProgress {
-			// Sets that hold nothing while they wait starve under this
-			// load of single-lock holders and waiters (docs/design.md,
-			// "Starvation"; docs/testing.md): measured and logged, not
-			// failed, until issue 24 decides the sets' waiting design.
+			// Sets starve under this load of single-lock holders and
+			// waiters, even waiting in order and holding the names before
+			// the one they wait on (docs/design.md, "Starvation";
+			// docs/testing.md): measured and logged, not failed, until
+			// issue 24's waiting design bounds a set's wait.
 			t.Log("measured starvation:", v)
 			continue
 		}
