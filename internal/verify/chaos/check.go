@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -546,41 +547,89 @@ func (c *checker) recovery() {
 // renewal served by an instance whose clock is ahead (skew). The service
 // tells such a renew to retry (locklogic.Service.Renew); the records show
 // it: the refused write with its :now, then the consistent read that
-// explained it.
+// explained it, or (old-item store mode) the item returned with the
+// refusal. One rule for a lock's lease, a permit's slot and a read/write
+// lock's writer or reader slot; only where the renewed lease sits in the
+// item differs.
 func (c *checker) retryAfterSkew(op *Op) bool {
-	if op.Kind == SemRenew && op.Status == 503 {
-		return c.semRetryAfterSkew(op)
-	}
-	if op.Kind == RWRenew && op.Status == 503 {
-		return c.rwRetryAfterSkew(op)
-	}
-	if op.Kind != Renew || op.Status != 503 {
+	if op.Status != 503 {
 		return false
+	}
+	var (
+		ops []*storeOp
+		// ours says a refused renewal renewed op's lease; lease returns
+		// that lease from the item returned with it (old) or from a
+		// read's item, nil without one.
+		ours  func(s *storeOp) bool
+		lease func(s *storeOp, old bool) *leaseState
+	)
+	switch op.Kind {
+	case Renew:
+		ops, ours = c.byRes[op.Resource], func(*storeOp) bool { return true }
+		lease = func(s *storeOp, old bool) *leaseState {
+			if it := either(s.item, s.old, old); it != nil {
+				return &it.leaseState
+			}
+			return nil
+		}
+	case SemRenew:
+		if op.Slot < 0 || op.Slot >= maxSlots {
+			return false
+		}
+		ops, ours = c.bySem[op.Resource], func(s *storeOp) bool { return int64(s.sem.slot) == op.Slot }
+		lease = func(s *storeOp, old bool) *leaseState {
+			if it := either(s.sem.item, s.sem.old, old); it != nil {
+				return &it.slots[op.Slot]
+			}
+			return nil
+		}
+	case RWRenew:
+		k := rwWriter
+		if op.Mode == "read" {
+			k = int(op.Slot)
+		}
+		ops, ours = c.byRW[op.Resource], func(s *storeOp) bool { return s.rw.slot == k }
+		lease = func(s *storeOp, old bool) *leaseState {
+			if it := either(s.rw.item, s.rw.old, old); it != nil {
+				l := it.lease(k)
+				return &l
+			}
+			return nil
+		}
+	default:
+		return false
+	}
+	explains := func(l leaseState, now int64) bool {
+		return l.owner == op.Owner && !l.released && !l.forced && l.acquired <= now && l.renewed > now && l.expires > now
 	}
 	// Clients sharing the owner may have renewals refused in the same
 	// window: any of them may be the one a read explains.
 	var nows []int64
-	for _, s := range c.byRes[op.Resource] {
-		r := s.rec
-		if r.Received.Before(op.Invoke) || r.Received.After(op.Return) {
+	for _, s := range ops {
+		if s.rec.Received.Before(op.Invoke) || s.rec.Received.After(op.Return) {
 			continue
 		}
 		switch {
-		case s.kind == storeRenew && s.owner == op.Owner && s.outcome == refused:
+		case s.kind == storeRenew && s.owner == op.Owner && s.outcome == refused && ours(s):
 			nows = append(nows, s.now)
-			if s.old != nil && s.old.owner == op.Owner && !s.old.released && s.old.acquired <= s.now && s.old.renewed > s.now && s.old.expires > s.now {
-				return true // the old-item store mode: the item returned with the refusal explains it
+			if l := lease(s, true); l != nil && explains(*l, s.now) {
+				return true
 			}
-		case s.kind == storeRead && s.full && s.outcome == applied && s.item != nil:
-			it := s.item
-			for _, now := range nows {
-				if it.owner == op.Owner && !it.released && it.acquired <= now && it.renewed > now && it.expires > now {
-					return true
-				}
+		case s.kind == storeRead && s.full && s.outcome == applied:
+			if l := lease(s, false); l != nil && slices.ContainsFunc(nows, func(now int64) bool { return explains(*l, now) }) {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// either returns old when useOld, else item.
+func either[T any](item, old *T, useOld bool) *T {
+	if useOld {
+		return old
+	}
+	return item
 }
 
 // mutualExclusion checks that no two owners' holds overlap.

@@ -504,34 +504,3 @@ func (it *semItem) showsStatus(op *Op) bool {
 	}
 	return true
 }
-
-// semRetryAfterSkew is retryAfterSkew for a permit's renewal: the store
-// refused the renewal of that slot and a consistent read explained it
-// with the owner's own permit, renewed by a request stamped after it.
-func (c *checker) semRetryAfterSkew(op *Op) bool {
-	var nows []int64
-	for _, s := range c.bySem[op.Resource] {
-		r := s.rec
-		if r.Received.Before(op.Invoke) || r.Received.After(op.Return) {
-			continue
-		}
-		switch {
-		case s.kind == storeRenew && s.owner == op.Owner && int64(s.sem.slot) == op.Slot && s.outcome == refused:
-			nows = append(nows, s.now)
-			if o := s.sem.old; o != nil && op.Slot < maxSlots {
-				l := o.slots[op.Slot]
-				if l.owner == op.Owner && !l.released && l.acquired <= s.now && l.renewed > s.now && l.expires > s.now {
-					return true // the old-item store mode: the item returned with the refusal explains it
-				}
-			}
-		case s.kind == storeRead && s.full && s.outcome == applied && s.sem.item != nil && op.Slot < maxSlots:
-			l := s.sem.item.slots[op.Slot]
-			for _, now := range nows {
-				if l.owner == op.Owner && !l.released && l.acquired <= now && l.renewed > now && l.expires > now {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
