@@ -600,7 +600,7 @@ func (c *checker) retryAfterSkew(op *Op) bool {
 		return false
 	}
 	explains := func(l leaseState, now int64) bool {
-		return l.owner == op.Owner && !l.released && !l.forced && l.acquired <= now && l.renewed > now && l.expires > now
+		return l.owner == op.Owner && l.live(now) && l.acquired <= now && l.renewed > now
 	}
 	// Clients sharing the owner may have renewals refused in the same
 	// window: any of them may be the one a read explains.
@@ -775,8 +775,7 @@ func (c *checker) noFalseGrant() {
 		}
 		backed := false
 		for _, s := range c.byRes[op.Resource] {
-			r := s.rec
-			if (s.outcome != applied && s.old == nil) || r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+			if (s.outcome != applied && s.old == nil) || !s.during(op) {
 				continue
 			}
 			switch {
@@ -832,6 +831,18 @@ func (c *checker) noFalseGrant() {
 	}
 }
 
+// during reports whether the store received s and answered it within
+// op's call.
+func (s *storeOp) during(op *Op) bool {
+	return !s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return)
+}
+
+// anyDuring reports whether a store request on op's lock that the store
+// received and answered within op's call meets p.
+func (c *checker) anyDuring(op *Op, p func(s *storeOp) bool) bool {
+	return slices.ContainsFunc(c.byRes[op.Resource], func(s *storeOp) bool { return s.during(op) && p(s) })
+}
+
 // foundOwnGrant reports whether item, found during op, shows op's answered
 // lease as the service's ownGrant takes it: live (not released, force
 // released or recorded expired), and written by an acquire-write of op's
@@ -844,14 +855,10 @@ func (c *checker) foundOwnGrant(op *Op, item *storeItem) bool {
 	if !item.shows(op.Lock) || item.forced || item.ended {
 		return false
 	}
-	for _, s := range c.byRes[op.Resource] {
-		if s.kind == storeAcquire && s.outcome == applied && s.owner == op.Owner && s.item != nil && s.rec.CallerStatus != 200 &&
-			!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) &&
-			s.item.token == item.token && s.item.acquired == item.acquired && s.item.gid == item.gid {
-			return true
-		}
-	}
-	return false
+	return c.anyDuring(op, func(s *storeOp) bool {
+		return s.kind == storeAcquire && s.outcome == applied && s.owner == op.Owner && s.item != nil && s.rec.CallerStatus != 200 &&
+			s.item.token == item.token && s.item.acquired == item.acquired && s.item.gid == item.gid
+	})
 }
 
 // renewedDuring reports whether a renewal of op's owner that the store
@@ -859,14 +866,10 @@ func (c *checker) foundOwnGrant(op *Op, item *storeItem) bool {
 // expires_at): a co-owner's, which moved the expiry of a grant op then
 // found by its grant id (noFalseGrant).
 func (c *checker) renewedDuring(op *Op) bool {
-	for _, s := range c.byRes[op.Resource] {
-		if s.kind == storeRenew && s.outcome == applied && s.owner == op.Owner && s.item != nil &&
-			!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) &&
-			s.item.token == op.Lock.Token && s.item.expires == op.Lock.ExpiresAt {
-			return true
-		}
-	}
-	return false
+	return c.anyDuring(op, func(s *storeOp) bool {
+		return s.kind == storeRenew && s.outcome == applied && s.owner == op.Owner && s.item != nil &&
+			s.item.token == op.Lock.Token && s.item.expires == op.Lock.ExpiresAt
+	})
 }
 
 // shows reports whether the stored item is the lease l shows.

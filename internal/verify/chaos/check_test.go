@@ -201,6 +201,18 @@ func (f *fake) settle(token int64, nowMs, recv, ans int, result string) {
 	f.rec("UpdateItem", req, recv, ans, status, answer, faultproxy.None, 200)
 }
 
+// setAnswer sets attribute name of the item the last record's store
+// answer carries (a write's Attributes, a read's Item).
+func (f *fake) setAnswer(name string, v any) {
+	r := &f.h.Records[len(f.h.Records)-1]
+	var answer map[string]map[string]any
+	_ = json.Unmarshal(r.StoreBody, &answer)
+	for _, item := range answer {
+		item[name] = v
+	}
+	r.StoreBody, _ = json.Marshal(answer)
+}
+
 // setVals sets expression attribute values of the last record (a write).
 func (f *fake) setVals(vals map[string]any) {
 	r := &f.h.Records[len(f.h.Records)-1]

@@ -272,8 +272,7 @@ func (c *checker) longestWaiter() {
 			switch {
 			case op.Granted && op.Lock != nil:
 				for _, s := range c.byRes[r] {
-					if s.kind == storeAcquire && s.outcome == applied && s.item != nil && s.owner == op.Owner && s.item.shows(op.Lock) &&
-						!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) {
+					if s.kind == storeAcquire && s.outcome == applied && s.item != nil && s.owner == op.Owner && s.item.shows(op.Lock) && s.during(op) {
 						// A plain grant to a round that brought its place:
 						// that place is the round's.
 						rd.grant, rd.place = s, ps[s.ticket]

@@ -279,13 +279,9 @@ func (c *checker) watchOrder() {
 // store answered during op found the lease of token with its expiry
 // recorded (expired_at).
 func (c *checker) readEnded(op *Op, token int64) bool {
-	for _, s := range c.byRes[op.Resource] {
-		if s.kind == storeRead && s.outcome == applied && s.full && s.item != nil && s.item.token == token && s.item.ended &&
-			!s.rec.Received.Before(op.Invoke) && !s.rec.Answered.After(op.Return) {
-			return true
-		}
-	}
-	return false
+	return c.anyDuring(op, func(s *storeOp) bool {
+		return s.kind == storeRead && s.outcome == applied && s.full && s.item != nil && s.item.token == token && s.item.ended
+	})
 }
 
 // watchAnswer checks one watch answer, prev being the watcher's previous

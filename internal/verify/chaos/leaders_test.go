@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -215,11 +214,7 @@ func TestCheckWatchRecordedByInstanceAhead(t *testing.T) {
 			recorded := tc.result == "committed" && tc.recv+2 <= 965
 			f.read("c0", 101, 1, 1, 1001, 965, 967)
 			if recorded {
-				r := &f.h.Records[len(f.h.Records)-1]
-				var answer map[string]map[string]any
-				_ = json.Unmarshal(r.StoreBody, &answer)
-				answer["Item"]["expired_at"] = n(f.now(tc.recordAt))
-				r.StoreBody, _ = json.Marshal(answer)
+				f.setAnswer("expired_at", n(f.now(tc.recordAt)))
 			}
 			f.watch(5, 12, 970, 202, 2, 203, "")
 			rep := check(f)
@@ -262,29 +257,20 @@ func TestCheckGrantFoundByGrantID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
 			owner := func(o *Op) { o.Owner = "w" }
-			setAttr := func(name string, v any) {
-				r := &f.h.Records[len(f.h.Records)-1]
-				var answer map[string]map[string]any
-				_ = json.Unmarshal(r.StoreBody, &answer)
-				for _, item := range answer {
-					item[name] = v
-				}
-				r.StoreBody, _ = json.Marshal(answer)
-			}
 			f.op(0, Acquire, tc.invoke, 100, 200, f.granted("w", 101, 2, tc.ttl), owner, func(o *Op) { o.TTL = 3 })
 			fault := faultproxy.AppliedThen500
 			if tc.status == 200 {
 				fault = faultproxy.None
 			}
 			f.write(storeAcquire, "w", 2, 3000, 2, 8, "committed", 101, fault, tc.status)
-			setAttr("grant_id", s("g1"))
+			f.setAnswer("grant_id", s("g1"))
 			f.op(1, Renew, 9, 20, 200, `{"renewed":true,"lock":`+f.lockBody("w", 101, 2, 2008)+`}`, owner)
 			f.write(storeRenew, "w", 10, 2000, 10, 14, "committed", 101, faultproxy.None, 200)
 			// The renewal's answer is the whole item: the lease granted at 2.
-			setAttr("acquired_at", n(f.now(2)))
-			setAttr("grant_id", s("g1"))
+			f.setAnswer("acquired_at", n(f.now(2)))
+			f.setAnswer("grant_id", s("g1"))
 			f.read("w", 101, 2, 10, 2010, 40, 42)
-			setAttr("grant_id", s(tc.readGrant))
+			f.setAnswer("grant_id", s(tc.readGrant))
 			rep := check(f)
 			wantOnly(t, rep, tc.want...)
 		})

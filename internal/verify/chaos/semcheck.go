@@ -275,7 +275,7 @@ func (c *checker) semaphoreSlots(name string) {
 			// The committed write of this grant: its token, in the call.
 			for _, s := range writes {
 				if s.kind != storeAcquire || s.outcome != applied || s.sem.item == nil || s.owner != op.Owner ||
-					s.rec.Received.Before(op.Invoke) || s.rec.Answered.After(op.Return) || s.sem.item.slots[s.sem.slot].token != op.Lock.Token {
+					!s.during(op) || s.sem.item.slots[s.sem.slot].token != op.Lock.Token {
 					continue
 				}
 				if s.sem.slot != op.Lock.Slot {
@@ -435,8 +435,7 @@ func (c *checker) semNoFalseGrant() {
 		}
 		backed := false
 		for _, s := range c.bySem[op.Resource] {
-			r := s.rec
-			if r.Received.Before(op.Invoke) || r.Answered.After(op.Return) {
+			if !s.during(op) {
 				continue
 			}
 			if s.outcome != applied {
