@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -137,6 +138,55 @@ func TestAcquireSetFallsBackToPolling(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestAcquireSetBringsBackTicket: each waiting round sends back the last
+// round's queue_ticket, the set's place and the names it kept for the next
+// round (docs/api.md, "Lock sets"); the try before them sends none.
+func TestAcquireSetBringsBackTicket(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var sent []any // each request's queue_ticket (nil: none)
+	rounds := 0
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		var body map[string]any
+		data, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(data, &body)
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, body["queue_ticket"])
+		switch {
+		case r.Method == http.MethodDelete:
+			return &http.Response{StatusCode: 204, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
+		case !strings.HasSuffix(r.URL.Path, "/wait"):
+			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2"}), nil
+		case rounds < 2:
+			rounds++
+			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2", "holding": []string{"acct:1"},
+				"queue_ticket": fmt.Sprintf("set-x1_t%d", rounds)}), nil
+		}
+		var locks []map[string]any
+		for i, n := range []string{"acct:1", "acct:2"} {
+			locks = append(locks, map[string]any{"resource": n, "owner": body["owner"], "fencing_token": 70 + i,
+				"acquired_at": time.Now().Format(time.RFC3339Nano), "expires_at": time.Now().Add(time.Minute).Format(time.RFC3339Nano)})
+		}
+		return jsonResponse(200, nil, map[string]any{"acquired": true, "set_id": "set-x1", "locks": locks}), nil
+	})
+	c, err := client.New("http://lock.test", client.WithHTTPClient(&http.Client{Transport: rt}),
+		client.WithBackoff(10*time.Millisecond, 200*time.Millisecond), client.WithoutKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.AcquireSet(ctx, []string{"acct:1", "acct:2"}, "o1", 30*time.Second); err != nil {
+		t.Fatalf("AcquireSet: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []any{nil, nil, "set-x1_t1", "set-x1_t2"}; !slices.Equal(sent, want) {
+		t.Errorf("queue_ticket of each request: got %v, want %v", sent, want)
 	}
 }
 

@@ -61,7 +61,7 @@ func main() {
 		oldItem   = flag.Bool("old-item", false, "the store returns the old item with a refused write, as DynamoDB does (the path AWS takes); off: as dynalite does")
 		random    = flag.Bool("random-waiting", false, "waiters poll at random instead of queueing in arrival order (locklogic.Config.FairWaiting off)")
 		setCls    = flag.Int("set-clients", 2, "lock set workload: clients that take sets of 2 to 4 of the locks, each its own owner (0: none)")
-		setWaits  = flag.Float64("set-waits", 0.5, "chance that a lock set's acquire waits at the service (negative: none)")
+		setWaits  = flag.Float64("set-waits", 1, "chance that a lock set client's ask waits at the service (a try, then waiting rounds with its ticket until granted) rather than polls with tries for 1-3 s (negative: none)")
 		setGap    = flag.Duration("set-gap", 10*time.Second, "longest a set owner that keeps asking may go without a grant")
 		rwCls     = flag.Int("rw-clients", 4, "read/write lock workload: clients that take readers' and writers' leases, each its own owner (0: none)")
 		rwLocks   = flag.Int("rw-locks", 2, "read/write locks they share")

@@ -1000,12 +1000,15 @@ class Client(AdminCalls):
         last: Optional[BaseException] = None
         attempt = 0
         held = False  # a try found the set refused: rounds at the service from then on
+        # The last round's queue_ticket: its place, and the names it kept for the next round.
+        ticket: Optional[str] = None
         try:
             while True:
                 ws = self._set_wait_seconds(give_up, ttl) if held and wait != 0 else 0
                 sent = time.monotonic()
                 try:
-                    return self._set_attempt(prefix, names, owner, ttl, ws, give_up, keepalive, delay, start)
+                    return self._set_attempt(prefix, names, owner, ttl, ws, give_up, keepalive, delay, start,
+                                             queue_ticket=ticket if ws else None)
                 except _NoServerWait:
                     self._set_server_wait = False
                     continue
@@ -1013,6 +1016,8 @@ class Client(AdminCalls):
                     raise
                 except HeldError as e:
                     last = e
+                    if ws:
+                        ticket = getattr(e, "_queue_ticket", None)
                     if not held:
                         held = True
                         if wait != 0 and self._set_wait_seconds(give_up, ttl) >= 1:
@@ -1057,14 +1062,18 @@ class Client(AdminCalls):
         return max(0, ws)
 
     def _set_attempt(self, prefix: str, names: List[str], owner: str, ttl: int, wait_seconds: int,
-                     give_up: Optional[float], keepalive: bool, lock_delay: int, start: float) -> LockSet:
+                     give_up: Optional[float], keepalive: bool, lock_delay: int, start: float,
+                     queue_ticket: Optional[str] = None) -> LockSet:
         """One set request: a try to POST /locksets/{prefix}, or with
-        wait_seconds a round to its …/wait. A grant that arrives after
-        give_up is released."""
+        wait_seconds a round to its …/wait, bringing back queue_ticket (the
+        last round's). A grant that arrives after give_up is released. A
+        refused round's ticket is the LockSetHeldError's ``_queue_ticket``."""
         t0 = time.monotonic()  # before sending: no lease of the set can have started earlier
         payload: Dict[str, Any] = {"owner": owner, "ttl_seconds": ttl, "names": names}
         if wait_seconds:
             payload["wait_seconds"] = wait_seconds
+            if queue_ticket:
+                payload["queue_ticket"] = queue_ticket
         if lock_delay:
             payload["lock_delay_seconds"] = lock_delay
         timeout = self.timeout + wait_seconds
@@ -1088,8 +1097,11 @@ class Client(AdminCalls):
             if not isinstance(blocked, str):
                 raise TransportError(f"{what}: malformed response: no blocked_by: {doc!r:.200}")
             unreleased = [n for n in doc.get("unreleased") or [] if isinstance(n, str)]
-            raise LockSetHeldError(blocked, parse_time(doc.get("free_at")),
-                                   parse_retry_after(resp.headers.get("retry-after")), unreleased)
+            held = LockSetHeldError(blocked, parse_time(doc.get("free_at")),
+                                    parse_retry_after(resp.headers.get("retry-after")), unreleased)
+            ticket = doc.get("queue_ticket")
+            held._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
+            raise held
         set_id, docs = doc.get("set_id"), doc.get("locks")
         if not isinstance(set_id, str) or not isinstance(docs, list):
             raise TransportError(f"{what}: malformed response: no set_id or locks: {doc!r:.200}")

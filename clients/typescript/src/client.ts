@@ -259,7 +259,7 @@ interface RequestOptions {
 
 type SetAttemptResult =
   | { granted: true; id: string; locks: LockInfo[]; t0: number }
-  | { granted: false; held: LockSetHeldError };
+  | { granted: false; held: LockSetHeldError; queueTicket?: string };
 
 type AttemptResult =
   | { granted: true; lock: LockInfo; t0: number; permit?: PermitInfo; rw?: RWLeaseInfo }
@@ -1030,12 +1030,14 @@ export class Client {
     let last: unknown;
     let lastUnknown = false;
     let held = false; // a try found the set refused: rounds at the service from then on
+    // The last round's queue_ticket: its place, and the names it kept for the next round.
+    let ticket: string | undefined;
     try {
       for (let attempt = 0; !stop.aborted; ) {
         const wait = held ? roundSeconds() : 0;
         const serverWaits = wait >= 1;
         const started = performance.now();
-        const p = this.#setAttempt(op, prefix, names, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds);
+        const p = this.#setAttempt(op, prefix, names, owner, ttlSeconds, serverWaits ? wait : undefined, options.lockDelaySeconds, serverWaits ? ticket : undefined);
         const r = await settle(p, stop);
         if (r.status === "aborted") {
           this.#background(p.then((a) => (a.granted ? this.#releaseSetGrant(prefix, owner, a.locks) : undefined)));
@@ -1060,6 +1062,7 @@ export class Client {
             last = set.signal.reason;
           } else {
             last = a.held;
+            if (serverWaits) ticket = a.queueTicket;
             if (!held) {
               held = true;
               if (roundSeconds() >= 1) continue;
@@ -1097,9 +1100,11 @@ export class Client {
   /** One set request: a try to `POST /locksets/{prefix}`, or with `waitSeconds` a round to its `…/wait`. Not cancelled by the caller's signal, so a late grant is heard and released. */
   async #setAttempt(
     op: string, prefix: string, names: string[], owner: string, ttlSeconds: number, waitSeconds: number | undefined, lockDelaySeconds: number | undefined,
+    queueTicket?: string,
   ): Promise<SetAttemptResult> {
     const payload: Record<string, unknown> = { owner, ttl_seconds: ttlSeconds, names };
     if (waitSeconds !== undefined) payload.wait_seconds = waitSeconds;
+    if (waitSeconds !== undefined && queueTicket) payload.queue_ticket = queueTicket;
     if (lockDelaySeconds) payload.lock_delay_seconds = lockDelaySeconds;
     const t0 = performance.now(); // before sending: no lease of the set can have started earlier
     const path = `/locksets/${encode(prefix)}${waitSeconds !== undefined ? "/wait" : ""}`;
@@ -1121,6 +1126,7 @@ export class Client {
       return {
         granted: false,
         held: new LockSetHeldError(body.blocked_by, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")), unreleased),
+        queueTicket: typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined,
       };
     }
     throw new UnexpectedAnswerError(`${op}: malformed answer: no "acquired"`);

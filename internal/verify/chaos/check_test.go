@@ -831,35 +831,70 @@ func TestCheckSharedOwnerHolds(t *testing.T) {
 	}
 }
 
-// TestCheckSetProgressCountsAskingOnly: a set owner refused for 11 s on end
-// breaks the 10 s rule; one refused for 6 s, stopped for 5 s (the run
-// between its phases), then refused for 6 s more does not: it did not keep
-// asking through the pause.
+// TestCheckSetProgressCountsAskingOnly: a set owner whose ask waits at the
+// service and is refused for 11 s on end breaks the 10 s rule; one refused
+// for 6 s, stopped for 5 s (the run between its phases), then refused for
+// 6 s more does not: it did not keep asking through the pause. Two asks
+// (other names) of 6 s each are two waits; an ask that only polls (tries)
+// is owed nothing, however long.
 func TestCheckSetProgressCountsAskingOnly(t *testing.T) {
 	refused := `{"acquired":false,"blocked_by":"p-r0"}`
-	asks := func(f *fake, from, to int) {
-		for ms := from; ms+50 <= to; ms += 60 {
+	type span struct {
+		from, to, ask int
+		wait          int64
+	}
+	asks := func(f *fake, sp span) {
+		for ms := sp.from; ms+50 <= sp.to; ms += 60 {
 			f.op(7, SetAcquire, ms, ms+50, 200, refused, func(o *Op) {
-				o.Owner, o.Resource, o.Names = "s0", "p-r", []string{"p-r0", "p-r1"}
+				o.Owner, o.Resource, o.Names, o.Ask, o.Wait = "s0", "p-r", []string{"p-r0", "p-r1"}, sp.ask, sp.wait
 			})
 		}
 	}
 	for _, tt := range []struct {
 		name  string
-		spans [][2]int
+		spans []span
 		want  []string
 	}{
-		{"11 s on end", [][2]int{{0, 11_000}}, []string{RuleSetProgress}},
-		{"6 s, a 5 s pause, 6 s", [][2]int{{0, 6_000}, {11_000, 17_000}}, nil},
-		{"9 s, a 0.9 s pause, 2 s", [][2]int{{0, 9_000}, {9_900, 11_900}}, []string{RuleSetProgress}},
+		{"11 s on end", []span{{0, 11_000, 1, 1}}, []string{RuleSetProgress}},
+		{"a try, then 11 s of rounds", []span{{0, 60, 1, 0}, {60, 11_000, 1, 1}}, []string{RuleSetProgress}},
+		{"6 s, a 5 s pause, 6 s", []span{{0, 6_000, 1, 1}, {11_000, 17_000, 1, 1}}, nil},
+		{"9 s, a 0.9 s pause, 2 s", []span{{0, 9_000, 1, 1}, {9_900, 11_900, 1, 1}}, []string{RuleSetProgress}},
+		{"two asks of 6 s", []span{{0, 6_000, 1, 1}, {6_000, 12_000, 2, 1}}, nil},
+		{"11 s of polls", []span{{0, 11_000, 1, 0}}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
 			for _, sp := range tt.spans {
-				asks(f, sp[0], sp[1])
+				asks(f, sp)
 			}
 			rep := Check(&f.h, Options{StoreBudget: time.Second, Slack: 500 * time.Millisecond, SetGap: 10 * time.Second})
 			wantOnly(t, rep, tt.want...)
+		})
+	}
+}
+
+// TestCheckSetRollbackExpiredTake: a waiting set round's head take of
+// its first name whose answer was lost (500, the write applied) and that
+// the round neither released nor listed: its lease is no violation when
+// it expired before the refused answer (the round's store calls were slow
+// and the take's hold TTL ran out; a run with faults, seed 28,
+// 2026-12-07), and is one when it outlived the answer.
+func TestCheckSetRollbackExpiredTake(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ttlMs int
+		want  []string
+	}{
+		{"expired 1.5 s before the answer", 3000, nil},
+		{"live 0.5 s past the answer", 5000, []string{RuleSetRollback}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			f.op(7, SetAcquire, 0, 4500, 200, `{"acquired":false,"blocked_by":"r"}`, func(o *Op) {
+				o.Owner, o.Resource, o.Names, o.Ask, o.Wait = "s0", "p", []string{"r", "r2"}, 1, 1
+			})
+			f.write(storeAcquire, "s0", 10, tt.ttlMs, 10, 15, "committed", 101, faultproxy.AppliedThen500, 500)
+			wantOnly(t, check(f), tt.want...)
 		})
 	}
 }

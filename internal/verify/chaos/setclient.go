@@ -14,9 +14,11 @@ import (
 // The lock set workload (Config.SetClients): clients that take sets of 2
 // to 4 of the workers' resources (at most Config.Resources) for an owner
 // of their own (sk) and nothing else, as a transfer between accounts
-// does. A set client that holds no set keeps asking for one, a try or
-// (Config.SetWaits) a waiting round; one that holds a set renews it,
-// releases it, works under it a little, or stalls past it. Its belief
+// does. A set client that holds no set asks for one (askSet): for the
+// same names until granted, a try and then (Config.SetWaits) waiting
+// rounds, each bringing back the last round's ticket, as the clients'
+// AcquireSet does. One that holds a set renews it, releases it, works
+// under it a little, or stalls past it. Its belief
 // about a held set is the Go client's: every name until the earliest
 // deadline (invoke + ttl - margin of the grant or of the latest renewal),
 // lost as soon as any name is.
@@ -54,7 +56,6 @@ func (c *Config) setPrefix() string { return c.Name + "-r" }
 // runSets runs a set client until the time is up.
 func (c *client) runSets(ctx context.Context, phase Phase, until time.Time) {
 	cfg := c.w.cfg
-	margin := cfg.Check.margin()
 	for ctx.Err() == nil && time.Now().Before(until) {
 		ttl := cfg.TTLs[c.rng.IntN(len(cfg.TTLs))]
 		if s := c.set; s != nil && time.Now().Before(s.deadline) {
@@ -72,33 +73,54 @@ func (c *client) runSets(ctx context.Context, phase Phase, until time.Time) {
 			}
 		} else {
 			c.set = nil
-			var wait int64
-			if c.rng.Float64() < cfg.SetWaits {
-				// A round of ⅔ of the lease's local validity, whole
-				// seconds, as the clients ask (none under 1 s).
-				lease := time.Duration(ttl) * time.Second
-				wait = int64((lease - margin(lease)) * 2 / 3 / time.Second)
-			}
-			if wait == 0 {
-				if op := c.setCall(ctx, phase, SetAcquire, c.pickSet(), nil, ttl, 0); op.Status == 200 && !op.Granted {
-					sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
-				}
-			} else {
-				// A round that ends not granted with a place comes back
-				// for the same names with its ticket (most of the time),
-				// as the clients do, or leaves the place to lapse.
-				names := c.pickSet()
-				for round := 0; ; round++ {
-					op := c.setCall(ctx, phase, SetAcquire, names, nil, ttl, wait)
-					c.ticket = ""
-					if op.Granted || op.Ticket == "" || round == 3 || c.rng.Float64() >= cfg.Rounds || !time.Now().Before(until) {
-						break
-					}
-					c.ticket = op.Ticket
-				}
-			}
+			c.askSet(ctx, phase, until, ttl)
 		}
 		sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(20))*time.Millisecond))
+	}
+}
+
+// askSet asks for one set, as the clients' AcquireSet does: the same
+// names throughout, a try first, then (with SetWaits) waiting rounds of ⅔
+// of the lease's local validity in whole seconds, each bringing back the
+// previous round's queue_ticket, until the set is granted or the time is
+// up. A lease too short for a round of 1 s (1 s) is asked for 2 s: a
+// client that waits chooses a lease it can wait for. Without waiting it
+// polls (tries after a pause of up to 50 ms) for 1 to 3 s and gives up:
+// no queue place is kept for a poll, so no progress is owed to it.
+func (c *client) askSet(ctx context.Context, phase Phase, until time.Time, ttl int64) {
+	cfg := c.w.cfg
+	margin := cfg.Check.margin()
+	round := func(ttl int64) int64 {
+		lease := time.Duration(ttl) * time.Second
+		return int64((lease - margin(lease)) * 2 / 3 / time.Second)
+	}
+	var wait int64
+	giveUp := until
+	if c.rng.Float64() < cfg.SetWaits {
+		for wait = round(ttl); wait == 0; wait = round(ttl) {
+			ttl++
+		}
+	} else {
+		giveUp = minTime(until, time.Now().Add(time.Second+time.Duration(c.rng.IntN(2000))*time.Millisecond))
+	}
+	names := c.pickSet()
+	c.asks++
+	c.ticket = ""
+	for try := 0; ctx.Err() == nil && time.Now().Before(giveUp); try++ {
+		w := wait
+		if try == 0 {
+			w = 0
+		}
+		op := c.setCall(ctx, phase, SetAcquire, names, nil, ttl, w)
+		c.ticket = ""
+		if op.Granted {
+			return
+		}
+		if w > 0 && op.Ticket != "" {
+			c.ticket = op.Ticket
+			continue
+		}
+		sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
 	}
 }
 
@@ -116,6 +138,9 @@ func (c *client) setCall(ctx context.Context, phase Phase, kind Kind, names []st
 	w := c.w
 	op := Op{Client: c.id, Owner: c.owner, Kind: kind, Resource: w.cfg.setPrefix(), TTL: ttl, Wait: wait, Phase: phase,
 		Names: slices.Clone(names), Tokens: slices.Clone(tokens), Instance: c.rng.IntN(len(w.urls))}
+	if kind == SetAcquire {
+		op.Ask = c.asks
+	}
 	if kind == SetAcquire && phase != PhaseFinal && w.cfg.LockDelays > 0 && c.rng.Float64() < w.cfg.LockDelays {
 		op.LockDelay = 1
 	}

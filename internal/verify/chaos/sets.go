@@ -25,22 +25,28 @@ import (
 //     before it took one, breaks it;
 //   - set rollback (RuleSetRollback): a set answered refused (or failed,
 //     503) holds nothing but the names it says it could not release
-//     (unreleased): every lease an acquire write of its request committed
-//     on a name was released within the request (or had expired by its
-//     release's :now, or had been replaced by a newer grant that committed
-//     before its release was sent, which the store then refused, or was
-//     taken again by a later try of the same request, whose lease is judged
-//     in turn). A write the proxy held
-//     past its caller (a late write) is the documented window of a
-//     request that died part-way, and is counted, not judged;
+//     (unreleased) and those a waiting round with a place says it keeps
+//     for its next round (holding), whose leases end with the place: a
+//     later round of the same set (its grant id) took them again, or they
+//     ended by QueueGrace after the round's end (Arrived + wait, rounded
+//     up to whole seconds, on the instance's clock, plus the slack). Every
+//     other lease an acquire write of its request committed on a name
+//     ended within the request: it expired before the answer on every
+//     instance's clock, or was released (or found expired by its
+//     release's :now, or replaced by a newer grant that committed before
+//     its release was sent, which the store then refused), or was taken
+//     again by a later try of the same request, whose lease is judged in
+//     turn. A write the proxy held past its caller (a late write) is the
+//     documented window of a request that died part-way, and is counted,
+//     not judged;
 //   - set progress (RuleSetProgress): every set owner that keeps asking is
 //     granted at least once every Options.SetGap (10 s): from the first
-//     ask after the owner last held a set to the answer that grants it
-//     (or to the owner's last answer when none does, if it asked that
-//     long). The report has the longest such wait (SetMaxWait). The
-//     design states that a set can starve behind a lock's fair queue
-//     (docs/design.md, "Starvation"): the rule measures how long, under
-//     this workload.
+//     acquire of an ask (Op.Ask: one set of names, from its try on) to the
+//     answer that grants it (or to the ask's last answer when none does,
+//     if it asked that long). Only asks that wait at the service are
+//     judged: a poll keeps no place in any queue, and a fair queue owes it
+//     nothing, as it owes a lock's try nothing. The report has the longest
+//     such wait (SetMaxWait).
 
 // setCalls returns the set calls of the history (not their members).
 func (c *checker) setCalls() []*Op {
@@ -151,11 +157,16 @@ func (c *checker) setRollback() {
 					c.rep.SetLateGrants++
 					continue
 				}
-				if c.rolledBack(op, h, i) {
+				if c.rolledBack(op, h, i) || (slices.Contains(op.Holding, name) && c.keptLapses(op, h, i)) {
 					continue
 				}
 				ex := []string{c.opLine(op), "its grant of " + name + ":", a.format(c.h.Start), "the store requests on " + name + " during the call and after:"}
 				ex = append(ex, c.storeLines(name, op.Invoke, op.Return.Add(time.Second), false, 10)...)
+				if slices.Contains(op.Holding, name) {
+					c.report(RuleSetRollback, name, fmt.Sprintf("%s's set %q was answered %s keeping %s (token %d) for its next round, but that lease ran until %s, past its place's lapse by %s, and no later round took it again",
+						op.Owner, op.Names, outcomeName(op), name, l.token, at(c.h.Start, time.UnixMilli(l.last.expires).Add(-c.offset(op))), at(c.h.Start, c.placeLapse(op))), ex...)
+					continue
+				}
 				c.report(RuleSetRollback, name, fmt.Sprintf("%s's set %q was answered %s, but its lease of %s (token %d) was not released within the request, nor listed unreleased",
 					op.Owner, op.Names, outcomeName(op), name, l.token), ex...)
 			}
@@ -164,9 +175,11 @@ func (c *checker) setRollback() {
 }
 
 // rolledBack reports whether the i-th lease of h, granted by the set call
-// op, ended within the call: a release of it that may have landed was sent
-// during the call, or its owner's release found it expired or replaced by
-// a newer grant, or a later write of the same request took it again.
+// op, ended within the call: it expired before the answer (a kept name's
+// hold that ran out while a round's store calls were slow), a release of
+// it that may have landed was sent during the call, or its owner's release
+// found it expired or replaced by a newer grant, or a later write of the
+// same request took it again.
 func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 	l := h.leases[i]
 	in := func(s *storeOp) bool { return !s.rec.Received.Before(op.Invoke) && !s.rec.Received.After(op.Return) }
@@ -174,6 +187,9 @@ func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 		if in(r) {
 			return true
 		}
+	}
+	if slices.Max(l.exps) <= op.Return.Add(c.slowestOffset()).UnixMilli() {
+		return true // expired before the answer, on every instance's clock
 	}
 	n := h.next(i)
 	if n != nil && n.owner == op.Owner && n.acquire.gid == l.acquire.gid && in(n.acquire) {
@@ -197,19 +213,54 @@ func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 	return false
 }
 
+// slowestOffset is the smallest of the instances' clock offsets: a lease
+// has ended on every instance's clock by real time t when it expires by
+// t plus it.
+func (c *checker) slowestOffset() time.Duration {
+	if len(c.h.Offsets) == 0 {
+		return 0
+	}
+	return slices.Min(c.h.Offsets)
+}
+
+// keptLapses reports whether the i-th lease of h, which the refused set
+// round op kept for its next round (op.Holding), ended with the round's
+// place: a later write of the same set (its grant id, a later round that
+// brought the ticket back) took it again, and is judged in turn, or its
+// latest expiry is by the place's lapse: QueueGrace after the round's end
+// (its arrival, at most the invoke plus the slack, plus the wait), rounded
+// up to whole seconds, on the clock of the instance that wrote it.
+func (c *checker) keptLapses(op *Op, h *leaseHistory, i int) bool {
+	l := h.leases[i]
+	if n := h.next(i); n != nil && n.owner == op.Owner && n.acquire.gid == l.acquire.gid {
+		return true
+	}
+	return l.last.expires <= c.placeLapse(op).Add(c.offset(op)).UnixMilli()
+}
+
+// placeLapse is the latest real time at which the place (and the names
+// kept with it) of the refused set round op lapses: QueueGrace after the
+// round's end (its arrival, at most the invoke plus the slack, plus its
+// wait), plus a second for the TTL's rounding up to whole seconds.
+func (c *checker) placeLapse(op *Op) time.Time {
+	return op.Invoke.Add(c.opt.Slack + time.Duration(op.Wait)*time.Second + locklogic.QueueGrace + time.Second)
+}
+
 // setAskPause is the longest pause between a set owner's answer and its
-// next ask in which it still keeps asking: a set client pauses at most
-// 70 ms (setclient.go); a longer pause is the run's own, between phases
-// (the clients stopped while the proxy settled), and ends the wait.
+// next acquire of the same ask in which it still keeps asking: a set
+// client asks again at once or after at most 50 ms (setclient.go); a
+// longer pause is the run's own, between phases (the clients stopped
+// while the proxy settled), and ends the wait.
 const setAskPause = time.Second
 
 // setProgress checks RuleSetProgress and measures the longest wait: from
-// an owner's first ask to its grant, over asks each sent within
-// setAskPause of the previous one's answer.
+// an ask's first acquire to its grant, over acquires each sent within
+// setAskPause of the previous one's answer, for asks that wait at the
+// service.
 func (c *checker) setProgress() {
 	byOwner := map[string][]*Op{}
 	for _, op := range c.setCalls() {
-		if op.Phase != PhaseFinal {
+		if op.Phase != PhaseFinal && op.Kind == SetAcquire {
 			byOwner[op.Owner] = append(byOwner[op.Owner], op)
 		}
 	}
@@ -220,10 +271,11 @@ func (c *checker) setProgress() {
 	sort.Strings(owners)
 	gap := c.opt.setGap()
 	for _, o := range owners {
-		var first *Op // the first ask of the current wait (nil: not asking)
-		var last *Op  // the latest ask of it
+		var first *Op // the first acquire of the current wait (nil: none)
+		var last *Op  // the latest acquire of it
+		waits := false
 		judge := func(until time.Time, granted *Op) {
-			if first == nil {
+			if first == nil || !waits {
 				return
 			}
 			w := until.Sub(first.Invoke)
@@ -246,25 +298,24 @@ func (c *checker) setProgress() {
 			}
 		}
 		for _, op := range byOwner[o] {
-			if op.Kind != SetAcquire {
-				continue
-			}
-			if first != nil && op.Invoke.Sub(last.Return) > setAskPause {
-				// The owner stopped asking (the run between its phases):
-				// the wait so far is judged, and a new one begins.
+			if first != nil && (op.Ask != first.Ask || op.Invoke.Sub(last.Return) > setAskPause) {
+				// Another ask, or the owner stopped asking (the run
+				// between its phases): the wait so far is judged, and a
+				// new one begins.
 				judge(last.Return, nil)
 				first = nil
 			}
 			if first == nil {
-				first = op
+				first, waits = op, false
 			}
 			last = op
+			waits = waits || op.Wait > 0
 			if op.Granted {
 				judge(op.Return, op)
 				first = nil
 			}
 		}
-		if last != nil {
+		if last != nil && first != nil {
 			judge(last.Return, nil)
 		}
 	}

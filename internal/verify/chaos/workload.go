@@ -104,8 +104,10 @@ type Config struct {
 	// else, each with an owner of its own (sk), after the other clients
 	// (2 by default; negative: none): setclient.go.
 	SetClients int
-	// SetWaits is the chance that a set client's acquire waits at the
-	// service (0.5 by default; negative: none).
+	// SetWaits is the chance that a set client's ask waits at the
+	// service, as AcquireSet does: a try, then waiting rounds that bring
+	// back their ticket, until granted (1 by default; negative: none).
+	// Otherwise the ask polls with tries for 1 to 3 s (setclient.go).
 	SetWaits float64
 	// RWClients are clients that take read/write locks (RWLocks of
 	// them, 2 by default) and nothing else, each with an owner of its own
@@ -162,7 +164,7 @@ func (c *Config) defaults() {
 		c.SetClients = 2
 	}
 	if c.SetWaits == 0 {
-		c.SetWaits = 0.5
+		c.SetWaits = 1
 	}
 	if c.RWClients == 0 {
 		c.RWClients = 4
@@ -460,6 +462,8 @@ type client struct {
 	// queue_ticket.
 	wait   int64
 	ticket string
+	// asks counts a set client's asks (Op.Ask).
+	asks int
 	// slot is the slot of the next semaphore (or reader's) renew or
 	// release, mode the mode of the next read/write lock call.
 	slot int64
