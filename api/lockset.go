@@ -50,8 +50,7 @@ const (
 // LockSetResponse is the 200 body of POST /locksets/{prefix} and its
 // …/wait: the set's leases in name order, or the name that refused the set
 // (BlockedBy, with FreeAt when the service saw when it comes free); nothing
-// is held then, but for Unreleased, which lapse at their TTL, and the names
-// a waiting round keeps for its next round (Holding).
+// is held then, but for Unreleased, which lapse at their TTL.
 type LockSetResponse struct {
 	Acquired   bool       `json:"acquired"`
 	SetID      string     `json:"set_id,omitempty"`
@@ -62,9 +61,6 @@ type LockSetResponse struct {
 	// QueueTicket is, for a waiting round that ended not granted, its
 	// place in blocked_by's queue: the next round sends it back.
 	QueueTicket string `json:"queue_ticket,omitempty"`
-	// Holding are the names such a round keeps for the next round, which
-	// lapse with its place.
-	Holding []string `json:"holding,omitempty"`
 }
 
 // LockSetItemJSON is one name's outcome in a set's renewal or release:
@@ -170,7 +166,6 @@ func (h *Handler) setAcquire(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		body.SetID = ""
 		body.BlockedBy = res.BlockedBy
 		body.QueueTicket = res.QueueTicket
-		body.Holding = res.Holding
 		if !res.FreeAt.IsZero() {
 			body.FreeAt = string(appendTime(nil, res.FreeAt))
 			secs := math.Ceil(res.FreeAt.Sub(h.now()).Seconds())

@@ -142,8 +142,8 @@ func TestAcquireSetFallsBackToPolling(t *testing.T) {
 }
 
 // TestAcquireSetBringsBackTicket: each waiting round sends back the last
-// round's queue_ticket, the set's place and the names it kept for the next
-// round (docs/api.md, "Lock sets"); the try before them sends none.
+// round's queue_ticket, the set's place in the queue it waited in
+// (docs/api.md, "Lock sets"); the try before them sends none.
 func TestAcquireSetBringsBackTicket(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -163,8 +163,8 @@ func TestAcquireSetBringsBackTicket(t *testing.T) {
 			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2"}), nil
 		case rounds < 2:
 			rounds++
-			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2", "holding": []string{"acct:1"},
-				"queue_ticket": fmt.Sprintf("set-x1_t%d", rounds)}), nil
+			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2",
+				"queue_ticket": fmt.Sprintf("t%d", rounds)}), nil
 		}
 		var locks []map[string]any
 		for i, n := range []string{"acct:1", "acct:2"} {
@@ -185,7 +185,7 @@ func TestAcquireSetBringsBackTicket(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []any{nil, nil, "set-x1_t1", "set-x1_t2"}; !slices.Equal(sent, want) {
+	if want := []any{nil, nil, "t1", "t2"}; !slices.Equal(sent, want) {
 		t.Errorf("queue_ticket of each request: got %v, want %v", sent, want)
 	}
 }

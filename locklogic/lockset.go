@@ -74,11 +74,9 @@ type SetAcquireRequest struct {
 	// Arrived is when the request reached the service, as for
 	// AcquireRequest: every write of the request acts as of it.
 	Arrived time.Time
-	// QueueTicket is the ticket an earlier round of the same wait
-	// answered (SetAcquireResult.QueueTicket): sent back, it keeps that
-	// round's place in the queue of the name it waited on, and the names
-	// the round kept (SetAcquireResult.Holding) are taken again as the
-	// set's own. A lock's plain queue ticket keeps a place only.
+	// QueueTicket is the place an earlier round of the same wait was
+	// given in the queue of the name it waited on
+	// (SetAcquireResult.QueueTicket): sent back, it keeps that place.
 	QueueTicket string
 }
 
@@ -104,16 +102,10 @@ type SetAcquireResult struct {
 	// Waited is how long a waiting request waited after its first try.
 	Waited time.Duration
 	// QueueTicket is, for a waiting round that ended not granted, its
-	// set's id and its place in BlockedBy's queue, live until QueueGrace
-	// after the round: the next round sends it back
-	// (SetAcquireRequest.QueueTicket). "" when it has none.
+	// place in BlockedBy's queue, live until QueueGrace after the round:
+	// the next round sends it back (SetAcquireRequest.QueueTicket). ""
+	// when it has none.
 	QueueTicket string
-	// Holding are the names before BlockedBy that a round with a
-	// QueueTicket keeps for its next round, in name order: their leases
-	// (the set's own grants, not answered) end with the round's place,
-	// by QueueGrace after Arrived + WaitSeconds (whole seconds, rounded
-	// up), unless the next round takes them again.
-	Holding []string
 }
 
 // SetRollbackError is a set request that failed (Err, an ErrUnavailable
@@ -279,9 +271,7 @@ func validateSetNames(prefix, member string, n int, name func(int) string, v *Va
 // A waiting request (WaitSeconds above zero) waits on a refused name in
 // that name's fair queue, as a lock's waiting acquire does, holding the
 // names before it (waitSetOrdered), until GrantGuard before Arrived +
-// WaitSeconds, and across rounds: a round that runs out keeps those names
-// and its place for the next round, which brings back its ticket (the set
-// id and the place). Every set and every lock takes names in the one byte
+// WaitSeconds. Every set and every lock takes names in the one byte
 // order, and a lock holds one name, so no cycle of waits can form: sets
 // cannot deadlock with each other or with single locks. On a service
 // without FairWaiting it waits holding nothing instead (waitSet).
@@ -308,11 +298,7 @@ func (s *Service) AcquireSet(ctx context.Context, req SetAcquireRequest, b Budge
 	}
 	end = deadlineEnd(ctx, tb, now, end)
 	if s.fair {
-		id, qt := parseSetTicket(req.QueueTicket)
-		if id != "" {
-			setID, req.QueueTicket = id, qt
-		}
-		return s.waitSetOrdered(ctx, req, tb, b, setID, end, id != "")
+		return s.waitSetOrdered(ctx, req, tb, b, setID, end)
 	}
 	res, err := s.trySet(ctx, req, tb, b, setID)
 	if err != nil || res.Acquired {
@@ -453,34 +439,28 @@ func (s *Service) releaseOwnGrant(ctx context.Context, c Caller, setID, resource
 // with the lock's fair wait (waitFair: join or keep its place, the head's
 // grant, the set id as grant id), then goes on to the next name.
 //
-//   - Leases held while waiting live as long as the round's place: at
-//     the first refusal the names already held are renewed to run until
-//     QueueGrace after Arrived + WaitSeconds (holdTTL), and every name
-//     taken after it but the last is written so. At the grant of the
+//   - Leases outlive the wait: at the first refusal the names already
+//     held are renewed to run until end + TTLSeconds, and every name
+//     taken after it but the last is written so, its TTL reckoned as its
+//     write is sent (however long it waited for it). At the grant of the
 //     last name those leases are taken again as the set's own grant
 //     (regrantHeld: now + TTLSeconds, a new token), so the answer's
 //     leases are as a try's, and a name force released or lost during
 //     the wait is found: its re-grant is refused, and the round gives
 //     back what it holds and starts again from the first name while time
-//     is left. A request that dies holds what it took until QueueGrace
-//     after its round's end (whole seconds, rounded up) at most.
-//   - A round that ends before every name is taken with a place in the
-//     queue of the name it waited on keeps what it holds and answers
-//     that name, the names it keeps (Holding) and a ticket (setTicket:
-//     the set id and the place). The next round that brings the ticket
-//     back is the same set (resumed): its writes carry the set id, so
-//     the lock's acquire finds each kept name the set's own live lease
-//     and takes it again at once, queue or not, with a hold's TTL; then
-//     it finds its place kept, as a lock's next round. So a set's wait
-//     adds up across rounds instead of starting over, and a caller that
-//     does not come back leaves the names to lapse with its place. A
-//     round that ends without a place gives back what it holds.
+//     is left. A request that dies holds what it took until Arrived +
+//     WaitSeconds + TTLSeconds at most (and under GrantGuard more: a
+//     lease's TTL is whole seconds, rounded up).
+//   - A round that ends before every name is taken gives back what it
+//     holds (rollback) and answers the name it waited on, with its place
+//     in that name's queue (QueueTicket): the next round takes the names
+//     before it again and finds its place kept, as a lock's next round.
 //
 // An uncontended request is one write per name, as a try; a set that
 // waits on k names makes, besides the lock's queue writes, a renewal of
 // each name it held at the first wait and one of each name but the last
-// at the grant, and each later round one write per kept name.
-func (s *Service) waitSetOrdered(ctx context.Context, req SetAcquireRequest, tb, b Budget, setID string, end time.Time, resumed bool) (out SetAcquireResult, err error) {
+// at the grant.
+func (s *Service) waitSetOrdered(ctx context.Context, req SetAcquireRequest, tb, b Budget, setID string, end time.Time) (out SetAcquireResult, err error) {
 	start := s.now()
 	defer func() { out.Waited = max(s.now().Sub(start), 0) }()
 	var unreleased []string
@@ -503,26 +483,21 @@ func (s *Service) waitSetOrdered(ctx context.Context, req SetAcquireRequest, tb,
 		}
 		return SetAcquireResult{}, err
 	}
-	// refused answers that name blocked the round: with a place
-	// (ticket), keeping what the round holds for the next round, else
-	// giving it back.
+	// refused gives back what the round holds and answers that name
+	// blocked it.
 	refused := func(name string, freeAt time.Time, ticket string) (SetAcquireResult, error) {
-		if ticket == "" {
-			giveBack()
-			return SetAcquireResult{SetID: setID, BlockedBy: name, FreeAt: freeAt, Unreleased: unreleased}, nil
-		}
-		return SetAcquireResult{SetID: setID, BlockedBy: name, FreeAt: freeAt, Unreleased: unreleased,
-			QueueTicket: setTicket(setID, ticket), Holding: lockNames(held)}, nil
+		giveBack()
+		return SetAcquireResult{SetID: setID, BlockedBy: name, FreeAt: freeAt, Unreleased: unreleased, QueueTicket: ticket}, nil
 	}
 round:
 	for {
-		waited := resumed // the held leases run until the place lapses
+		waited := false // the held leases run until end + TTLSeconds
 		for i, name := range req.Names {
 			last := i == len(req.Names)-1
 			ar := AcquireRequest{Resource: name, Caller: req.Caller, TTLSeconds: req.TTLSeconds, LockDelaySeconds: req.LockDelaySeconds,
 				WaitSeconds: req.WaitSeconds, Arrived: req.Arrived, QueueTicket: req.QueueTicket}
 			if waited && !last {
-				ar.TTLSeconds = s.holdTTL(req)
+				ar.TTLSeconds = s.waitTTL(req.TTLSeconds, end)
 			}
 			cctx, cancel := tb.Context(ctx)
 			res, old, err := s.acquireWrite(cctx, ar, setIssued, setID)
@@ -540,9 +515,9 @@ round:
 			if !waited {
 				waited = true
 				if !last {
-					ar.TTLSeconds = s.holdTTL(req)
+					ar.TTLSeconds = s.waitTTL(req.TTLSeconds, end)
 				}
-				if lost, err := s.renewHeld(ctx, req.Caller, held, s.holdTTL(req), tb); err != nil {
+				if lost, err := s.renewHeld(ctx, req.Caller, held, s.waitTTL(req.TTLSeconds, end), tb); err != nil {
 					return fail(err, "")
 				} else if lost != "" {
 					// A name it held is gone already (force released):
@@ -555,9 +530,9 @@ round:
 				waitSeconds: req.WaitSeconds, ticket: req.QueueTicket}
 			t := &lockTarget{s: s, req: ar, gid: setID, issued: setIssued}
 			if !last {
-				// Held as long as the round's place, whenever it is
-				// granted.
-				t.ttl = func() int64 { return s.holdTTL(req) }
+				// Held through the rest of the wait: until end + TTL
+				// from the grant, not from the wait's start.
+				t.ttl = func() int64 { return s.waitTTL(req.TTLSeconds, end) }
 			}
 			var v *view
 			if s.oldItem {
@@ -622,34 +597,10 @@ func (s *Service) regrantHeld(ctx context.Context, req SetAcquireRequest, locks 
 	return "", "", nil
 }
 
-// holdTTL is the TTL, in whole seconds, of a lease that a waiting set
-// holds while it waits: one that runs as long as the round's place in a
-// queue, until QueueGrace after the round's end (Arrived + WaitSeconds).
-func (s *Service) holdTTL(req SetAcquireRequest) int64 {
-	until := req.Arrived.Add(time.Duration(req.WaitSeconds)*time.Second + QueueGrace)
-	return max(1, int64(math.Ceil(max(until.Sub(s.now()), 0).Seconds())))
-}
-
-// setTicket is a set round's ticket: the set's id and its place in the
-// queue of the name it waits on.
-func setTicket(setID, queueTicket string) string { return setID + "_" + queueTicket }
-
-// parseSetTicket splits a set round's ticket; setID is "" for a plain
-// queue ticket.
-func parseSetTicket(t string) (setID, queueTicket string) {
-	if i := strings.LastIndexByte(t, '_'); strings.HasPrefix(t, setIDPrefix) && i > len(setIDPrefix) && i < len(t)-1 {
-		return t[:i], t[i+1:]
-	}
-	return "", t
-}
-
-// lockNames returns the names of locks, in order.
-func lockNames(locks []Lock) []string {
-	out := make([]string, len(locks))
-	for i, l := range locks {
-		out[i] = l.Resource
-	}
-	return out
+// waitTTL is the TTL, in whole seconds, of a lease that a waiting set
+// holds while it waits: one that runs until end + ttl.
+func (s *Service) waitTTL(ttl int64, end time.Time) int64 {
+	return ttl + int64(math.Ceil(max(end.Sub(s.now()), 0).Seconds()))
 }
 
 // renewHeld renews each of locks, in place, to now + ttl with the lock's

@@ -1,12 +1,10 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -232,10 +230,6 @@ func TestChaosFindsBrokenService(t *testing.T) {
 		// its try took are answered done without being sent.
 		{name: "SetKeepsWhatItTook", in: wrapDB(func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI { return &noRollbackDB{DynamoDBAPI: db} }),
 			cfg: setRun, want: []string{chaos.RuleSetRollback}},
-		// The leases a waiting set holds while it waits run 10 s longer
-		// than its place: the names a round that ran out keeps for its
-		// next round outlive the place.
-		{name: "SetKeptNamesOutlivePlace", in: longerSetHolds, cfg: setRun, want: []string{chaos.RuleSetRollback}},
 		// A front end that refuses every set without trying it: set owners
 		// that keep asking are never granted (a 1 s gap in a 3 s run).
 		{name: "SetStarved", in: func() chaos.Instance { return chaos.Instance{WrapHTTP: refuseSets} },
@@ -421,69 +415,6 @@ func refuseSets(next http.Handler) http.Handler {
 // noRollbackDB answers a set's rollback done without sending it: after a
 // set's acquire write (its grant id is a set's) is refused, the owner's
 // releases are answered as if they landed, until its next acquire write.
-// longerSetHolds is a service whose waiting sets hold names 10 s longer
-// than their place: a front end notes each set client's ttl_seconds, and
-// every write of a set client's lease (owner sk: a set's acquire writes
-// and renewals) for another TTL, a lease held while the set waits, runs
-// 10 s longer. The set's grants and its renewals keep the TTL asked for.
-func longerSetHolds() chaos.Instance {
-	var mu sync.Mutex
-	ttls := map[string]int64{}
-	return chaos.Instance{
-		WrapHTTP: func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if strings.HasPrefix(r.URL.Path, "/locksets/") && r.Method == http.MethodPost {
-					body, _ := io.ReadAll(r.Body)
-					r.Body = io.NopCloser(bytes.NewReader(body))
-					var b struct {
-						Owner string
-						TTL   int64 `json:"ttl_seconds"`
-					}
-					if json.Unmarshal(body, &b) == nil {
-						mu.Lock()
-						ttls[b.Owner] = b.TTL
-						mu.Unlock()
-					}
-				}
-				next.ServeHTTP(w, r)
-			})
-		},
-		WrapDB: func(db locklogic.DynamoDBAPI) locklogic.DynamoDBAPI {
-			return updateHook{db, func(in *dynamodb.UpdateItemInput) {
-				owner, _ := in.ExpressionAttributeValues[":o"].(*types.AttributeValueMemberS)
-				now, _ := in.ExpressionAttributeValues[":now"].(*types.AttributeValueMemberN)
-				exp, _ := in.ExpressionAttributeValues[":exp"].(*types.AttributeValueMemberN)
-				if owner == nil || now == nil || exp == nil || !strings.HasPrefix(owner.Value, "s") {
-					return
-				}
-				n, _ := strconv.ParseInt(now.Value, 10, 64)
-				e, _ := strconv.ParseInt(exp.Value, 10, 64)
-				mu.Lock()
-				ttl := ttls[owner.Value]
-				mu.Unlock()
-				if ttl > 0 && e-n != ttl*1000 {
-					in.ExpressionAttributeValues = maps.Clone(in.ExpressionAttributeValues)
-					in.ExpressionAttributeValues[":exp"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(e+10_000, 10)}
-				}
-			}}
-		},
-	}
-}
-
-// updateHook changes every UpdateItem's input with change before sending
-// it (change copies what it changes: the input is the caller's).
-type updateHook struct {
-	locklogic.DynamoDBAPI
-	change func(*dynamodb.UpdateItemInput)
-}
-
-func (d updateHook) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	cp := *in
-	d.change(&cp)
-	in = &cp
-	return d.DynamoDBAPI.UpdateItem(ctx, in, opts...)
-}
-
 type noRollbackDB struct {
 	locklogic.DynamoDBAPI
 	mu          sync.Mutex

@@ -3,30 +3,30 @@ package integration_test
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/ft288/locks/internal/verify/faultproxy"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/ft288/locks/internal/testenv"
-	"github.com/ft288/locks/internal/verify/faultproxy"
-	"github.com/ft288/locks/locklogic"
 )
 
 // Review of issue 24, item 2: histories of the waiting lock set
 // (waitSetOrdered), which holds the names before the one it waits on.
 
-// TestLockSetWaitHoldBound: docs/design.md, "Names held while waiting
-// last as long as the place": "a set whose request dies holds what it took
-// until its place lapses, arrival + wait_seconds + QueueGrace, at most".
-// The set {a, b, c} (TTL 5 s, wait 10 s) takes a and waits on b, held by
-// w2 for 4 s; once b lapses the set takes it and waits on c. While it
-// waits on c, b's lease must run out by the request's arrival + 10 + 2 s:
-// were the request to die then, b would be held no longer than the bound.
-// (Found by the review: the waited name's TTL was once computed when the
-// wait on it began and applied at the grant, 4 s later, so the lease ran
-// ~4 s past the bound.)
+// TestLockSetWaitHoldBound: docs/design.md, "Leases outlive the wait":
+// "a set whose request dies holds what it took until arrival +
+// wait_seconds + ttl_seconds at most". The set {a, b, c} (TTL 5 s, wait
+// 10 s) takes a and waits on b, held by w2 for 4 s; once b lapses the set
+// takes it and waits on c. While it waits on c, b's lease must run out by
+// the request's arrival + 10 + 5 s: were the request to die then, b would
+// be held no longer than the bound. The waited name's TTL was computed
+// when the wait on it began (end − then + TTL) and applied at the grant,
+// 4 s later, so the lease ran ~4 s past the bound (the longer the wait on
+// a name, the further).
 func TestLockSetWaitHoldBound(t *testing.T) {
 	t.Parallel()
 	proxy := newProxy(t)
@@ -43,16 +43,16 @@ func TestLockSetWaitHoldBound(t *testing.T) {
 		done <- call(t, srv, "POST", setPath(p)+"/wait", setWaitBody("w1", 5, 10, "", p+":a", p+":b", p+":c"))
 	}()
 	<-waiting
-	// Leases are written in whole seconds, rounded up (holdTTL): up to a
+	// Leases are written in whole seconds, rounded up (waitTTL): up to a
 	// second over the bound is the rounding's, not the defect's.
-	bound := invoke.Add(10*time.Second + locklogic.QueueGrace + time.Second)
+	bound := invoke.Add(15*time.Second + time.Second)
 	for _, n := range []string{":a", ":b"} {
 		if o := heldBy(t, direct, p+n); o != "w1" {
 			t.Errorf("%s while the set waits on %s: held by %q, want w1", p+n, p+":c", o)
 			continue
 		}
 		if exp := expiresAt(t, direct, p+n); exp.After(bound) {
-			t.Errorf("%s expires at %v while the set waits on %s, %v past the bound arrival + wait_seconds + QueueGrace (%v)",
+			t.Errorf("%s expires at %v while the set waits on %s, %v past the bound arrival + wait_seconds + ttl_seconds (%v)",
 				p+n, exp.Format(time.RFC3339Nano), p+":c", exp.Sub(bound).Round(time.Millisecond), bound.Format(time.RFC3339Nano))
 		}
 	}

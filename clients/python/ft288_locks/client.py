@@ -1000,7 +1000,7 @@ class Client(AdminCalls):
         last: Optional[BaseException] = None
         attempt = 0
         held = False  # a try found the set refused: rounds at the service from then on
-        # The last round's queue_ticket: its place, and the names it kept for the next round.
+        # The last round's queue_ticket: its place in the queue it waited in.
         ticket: Optional[str] = None
         try:
             while True:

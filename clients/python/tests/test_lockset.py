@@ -250,9 +250,9 @@ class LockSetStubTests(TestCase):
                          {"owner": s.owner, "locks": [{"resource": "s:a", "fencing_token": 10}, {"resource": "s:b", "fencing_token": 11}]})
 
     def test_waiting_rounds_bring_back_the_last_rounds_ticket(self):
-        # A round that runs out keeps its names and place for the next one
-        # (docs/api.md, Lock sets): each round sends back the last round's
-        # queue_ticket; the try before them sends none.
+        # A round that runs out keeps its place in the queue it waited in
+        # for the next one (docs/api.md, Lock sets): each round sends back
+        # the last round's queue_ticket; the try before them sends none.
         rounds = [0]
 
         def handler(req):
@@ -262,8 +262,8 @@ class LockSetStubTests(TestCase):
                 return answer(200, {"acquired": False, "blocked_by": "s:b"})
             rounds[0] += 1
             if rounds[0] < 3:
-                return answer(200, {"acquired": False, "blocked_by": "s:b", "holding": ["s:a"],
-                                    "queue_ticket": f"set-x1_t{rounds[0]}"})
+                return answer(200, {"acquired": False, "blocked_by": "s:b",
+                                    "queue_ticket": f"t{rounds[0]}"})
             locks = [lock_doc(r, req.body["owner"], 10 + i) for i, r in enumerate(req.body["names"])]
             return answer(200, {"acquired": True, "set_id": "set-x1", "locks": locks})
 
@@ -271,7 +271,7 @@ class LockSetStubTests(TestCase):
         s = self.keep(c.acquire_set(["s:a", "s:b"], wait=10, keepalive=False))
         sent = c._transport.sent("POST")
         self.assertEqual([r.path for r in sent], ["/locksets/s:", "/locksets/s:/wait", "/locksets/s:/wait", "/locksets/s:/wait"])
-        self.assertEqual([r.body.get("queue_ticket") for r in sent], [None, None, "set-x1_t1", "set-x1_t2"])
+        self.assertEqual([r.body.get("queue_ticket") for r in sent], [None, None, "t1", "t2"])
         s.release()
 
 

@@ -1030,7 +1030,7 @@ export class Client {
     let last: unknown;
     let lastUnknown = false;
     let held = false; // a try found the set refused: rounds at the service from then on
-    // The last round's queue_ticket: its place, and the names it kept for the next round.
+    // The last round's queue_ticket: its place in the queue it waited in.
     let ticket: string | undefined;
     try {
       for (let attempt = 0; !stop.aborted; ) {

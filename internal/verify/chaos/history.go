@@ -216,20 +216,17 @@ type Op struct {
 	Ticket  string
 	Lock    *Lock
 	Watched *WatchAnswer
-	// SetLocks are a granted set's leases (in name order); BlockedBy,
-	// Unreleased and Holding a refused set's answer (Unreleased also a failed set
+	// SetLocks are a granted set's leases (in name order); BlockedBy and
+	// Unreleased a refused set's answer (Unreleased also a failed set
 	// request's problem); Items a set renewal's or release's per-name
 	// outcomes.
 	SetLocks   []Lock
 	BlockedBy  string
 	Unreleased []string
-	// Holding are the names a waiting set round that ran out with a
-	// place (Ticket) kept for its next round (api.md, "Lock sets").
-	Holding   []string
-	Items     []SetItem
-	ProblemOK bool // a problem+json body with this status and a type
-	Slug      string
-	DecodeErr string
+	Items      []SetItem
+	ProblemOK  bool // a problem+json body with this status and a type
+	Slug       string
+	DecodeErr  string
 }
 
 // WatchAnswer is the state a watch answered with (its Lock is Op.Lock).

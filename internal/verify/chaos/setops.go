@@ -43,7 +43,6 @@ func (op *Op) decodeSet() error {
 			BlockedBy  string `json:"blocked_by"`
 			FreeAt     string `json:"free_at"`
 			Unreleased []string
-			Holding    []string
 			Ticket     string `json:"queue_ticket"`
 		}
 		if err := strictJSON(op.Body, &b); err != nil {
@@ -56,24 +55,9 @@ func (op *Op) decodeSet() error {
 			return fmt.Errorf("a queue_ticket in the answer to a grant or to a try")
 		}
 		if !*b.Acquired {
-			op.BlockedBy, op.Unreleased, op.Holding, op.Ticket = b.BlockedBy, b.Unreleased, b.Holding, b.Ticket
+			op.BlockedBy, op.Unreleased, op.Ticket = b.BlockedBy, b.Unreleased, b.Ticket
 			if !slices.Contains(op.Names, b.BlockedBy) || len(b.Locks) > 0 || b.SetID != "" {
 				return fmt.Errorf("a refusal blocked by %q (not a name asked for), or with locks or a set id", b.BlockedBy)
-			}
-			// A round with a place keeps every name before the one it
-			// waited on (it took them in byte order); one without keeps
-			// none.
-			var before []string
-			if b.Ticket != "" {
-				for _, n := range op.Names {
-					if n < b.BlockedBy {
-						before = append(before, n)
-					}
-				}
-				slices.Sort(before)
-			}
-			if !slices.Equal(b.Holding, before) {
-				return fmt.Errorf("holding %q, want %q (the names before blocked_by %q, with a queue_ticket)", b.Holding, before, b.BlockedBy)
 			}
 			return nil
 		}

@@ -25,14 +25,9 @@ import (
 //     before it took one, breaks it;
 //   - set rollback (RuleSetRollback): a set answered refused (or failed,
 //     503) holds nothing but the names it says it could not release
-//     (unreleased) and those a waiting round with a place says it keeps
-//     for its next round (holding), whose leases end with the place: a
-//     later round of the same set (its grant id) took them again, or they
-//     ended by QueueGrace after the round's end (Arrived + wait, rounded
-//     up to whole seconds, on the instance's clock, plus the slack). Every
-//     other lease an acquire write of its request committed on a name
-//     ended within the request: it expired before the answer on every
-//     instance's clock, or was released (or found expired by its
+//     (unreleased): every lease an acquire write of its request committed
+//     on a name ended within the request: it expired before the answer on
+//     every instance's clock, or was released (or found expired by its
 //     release's :now, or replaced by a newer grant that committed before
 //     its release was sent, which the store then refused), or was taken
 //     again by a later try of the same request, whose lease is judged in
@@ -157,16 +152,11 @@ func (c *checker) setRollback() {
 					c.rep.SetLateGrants++
 					continue
 				}
-				if c.rolledBack(op, h, i) || (slices.Contains(op.Holding, name) && c.keptLapses(op, h, i)) {
+				if c.rolledBack(op, h, i) {
 					continue
 				}
 				ex := []string{c.opLine(op), "its grant of " + name + ":", a.format(c.h.Start), "the store requests on " + name + " during the call and after:"}
 				ex = append(ex, c.storeLines(name, op.Invoke, op.Return.Add(time.Second), false, 10)...)
-				if slices.Contains(op.Holding, name) {
-					c.report(RuleSetRollback, name, fmt.Sprintf("%s's set %q was answered %s keeping %s (token %d) for its next round, but that lease ran until %s, past its place's lapse by %s, and no later round took it again",
-						op.Owner, op.Names, outcomeName(op), name, l.token, at(c.h.Start, time.UnixMilli(l.last.expires).Add(-c.offset(op))), at(c.h.Start, c.placeLapse(op))), ex...)
-					continue
-				}
 				c.report(RuleSetRollback, name, fmt.Sprintf("%s's set %q was answered %s, but its lease of %s (token %d) was not released within the request, nor listed unreleased",
 					op.Owner, op.Names, outcomeName(op), name, l.token), ex...)
 			}
@@ -175,11 +165,11 @@ func (c *checker) setRollback() {
 }
 
 // rolledBack reports whether the i-th lease of h, granted by the set call
-// op, ended within the call: it expired before the answer (a kept name's
-// hold that ran out while a round's store calls were slow), a release of
-// it that may have landed was sent during the call, or its owner's release
-// found it expired or replaced by a newer grant, or a later write of the
-// same request took it again.
+// op, ended within the call: it expired before the answer (a lease held
+// while waiting whose TTL ran out while the round's store calls were
+// slow), a release of it that may have landed was sent during the call,
+// or its owner's release found it expired or replaced by a newer grant,
+// or a later write of the same request took it again.
 func (c *checker) rolledBack(op *Op, h *leaseHistory, i int) bool {
 	l := h.leases[i]
 	in := func(s *storeOp) bool { return !s.rec.Received.Before(op.Invoke) && !s.rec.Received.After(op.Return) }
@@ -221,29 +211,6 @@ func (c *checker) slowestOffset() time.Duration {
 		return 0
 	}
 	return slices.Min(c.h.Offsets)
-}
-
-// keptLapses reports whether the i-th lease of h, which the refused set
-// round op kept for its next round (op.Holding), ended with the round's
-// place: a later write of the same set (its grant id, a later round that
-// brought the ticket back) took it again, and is judged in turn, or its
-// latest expiry is by the place's lapse: QueueGrace after the round's end
-// (its arrival, at most the invoke plus the slack, plus the wait), rounded
-// up to whole seconds, on the clock of the instance that wrote it.
-func (c *checker) keptLapses(op *Op, h *leaseHistory, i int) bool {
-	l := h.leases[i]
-	if n := h.next(i); n != nil && n.owner == op.Owner && n.acquire.gid == l.acquire.gid {
-		return true
-	}
-	return l.last.expires <= c.placeLapse(op).Add(c.offset(op)).UnixMilli()
-}
-
-// placeLapse is the latest real time at which the place (and the names
-// kept with it) of the refused set round op lapses: QueueGrace after the
-// round's end (its arrival, at most the invoke plus the slack, plus its
-// wait), plus a second for the TTL's rounding up to whole seconds.
-func (c *checker) placeLapse(op *Op) time.Time {
-	return op.Invoke.Add(c.opt.Slack + time.Duration(op.Wait)*time.Second + locklogic.QueueGrace + time.Second)
 }
 
 // setAskPause is the longest pause between a set owner's answer and its
