@@ -143,7 +143,10 @@ func TestAcquireSetFallsBackToPolling(t *testing.T) {
 
 // TestAcquireSetBringsBackTicket: each waiting round sends back the last
 // round's queue_ticket, the set's place in the queue it waited in
-// (docs/api.md, "Lock sets"); the try before them sends none.
+// (docs/api.md, "Lock sets"); the try before them sends none. A round
+// answered 503 (it may still be running at the service) leaves the ticket
+// as it was; a refused round without one (it ran out before it queued)
+// clears it.
 func TestAcquireSetBringsBackTicket(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -161,10 +164,16 @@ func TestAcquireSetBringsBackTicket(t *testing.T) {
 			return &http.Response{StatusCode: 204, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
 		case !strings.HasSuffix(r.URL.Path, "/wait"):
 			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2"}), nil
-		case rounds < 2:
-			rounds++
+		}
+		rounds++
+		switch rounds {
+		case 1, 4:
 			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2",
 				"queue_ticket": fmt.Sprintf("t%d", rounds)}), nil
+		case 2:
+			return problemResponse(503, "service-unavailable"), nil
+		case 3:
+			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2"}), nil
 		}
 		var locks []map[string]any
 		for i, n := range []string{"acct:1", "acct:2"} {
@@ -185,7 +194,7 @@ func TestAcquireSetBringsBackTicket(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []any{nil, nil, "t1", "t2"}; !slices.Equal(sent, want) {
+	if want := []any{nil, nil, "t1", "t1", nil, "t4"}; !slices.Equal(sent, want) {
 		t.Errorf("queue_ticket of each request: got %v, want %v", sent, want)
 	}
 }

@@ -252,7 +252,9 @@ class LockSetStubTests(TestCase):
     def test_waiting_rounds_bring_back_the_last_rounds_ticket(self):
         # A round that runs out keeps its place in the queue it waited in
         # for the next one (docs/api.md, Lock sets): each round sends back
-        # the last round's queue_ticket; the try before them sends none.
+        # the last round's queue_ticket, kept over a 503 (that round may
+        # still run at the service) and cleared by a refusal without one;
+        # the try before them sends none.
         rounds = [0]
 
         def handler(req):
@@ -261,17 +263,21 @@ class LockSetStubTests(TestCase):
             if not req.path.endswith("/wait"):
                 return answer(200, {"acquired": False, "blocked_by": "s:b"})
             rounds[0] += 1
-            if rounds[0] < 3:
+            if rounds[0] in (1, 4):
                 return answer(200, {"acquired": False, "blocked_by": "s:b",
                                     "queue_ticket": f"t{rounds[0]}"})
+            if rounds[0] == 2:
+                return problem(503, "service-unavailable", headers={"Retry-After": "0"})
+            if rounds[0] == 3:
+                return answer(200, {"acquired": False, "blocked_by": "s:b"})
             locks = [lock_doc(r, req.body["owner"], 10 + i) for i, r in enumerate(req.body["names"])]
             return answer(200, {"acquired": True, "set_id": "set-x1", "locks": locks})
 
         c = Client("http://locks.test", transport=Stub(handler), backoff=(0.01, 0.05))
         s = self.keep(c.acquire_set(["s:a", "s:b"], wait=10, keepalive=False))
         sent = c._transport.sent("POST")
-        self.assertEqual([r.path for r in sent], ["/locksets/s:", "/locksets/s:/wait", "/locksets/s:/wait", "/locksets/s:/wait"])
-        self.assertEqual([r.body.get("queue_ticket") for r in sent], [None, None, "t1", "t2"])
+        self.assertEqual([r.path for r in sent], ["/locksets/s:"] + ["/locksets/s:/wait"] * 5)
+        self.assertEqual([r.body.get("queue_ticket") for r in sent], [None, None, "t1", "t1", None, "t4"])
         s.release()
 
 

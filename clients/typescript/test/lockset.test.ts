@@ -242,20 +242,23 @@ describe("lock sets against a stub", { concurrency: true }, () => {
     assert.equal(stub.calls.filter((r) => r.url.pathname.endsWith("/wait")).length, 1);
   });
 
-  test("waiting rounds bring back the last round's queue_ticket (its place); the try sends none", async () => {
+  test("waiting rounds bring back the last round's queue_ticket (its place), kept over a 503 and cleared by a refusal without one; the try sends none", async () => {
     let rounds = 0;
     const stub = stubFetch((req) => {
       if (req.method === "DELETE") return new Response(null, { status: 204 });
       if (!req.url.pathname.endsWith("/wait")) return json(200, { acquired: false, blocked_by: "s:b" });
       rounds++;
-      if (rounds < 3) return json(200, { acquired: false, blocked_by: "s:b", queue_ticket: `t${rounds}` });
+      if (rounds === 1 || rounds === 4) return json(200, { acquired: false, blocked_by: "s:b", queue_ticket: `t${rounds}` });
+      if (rounds === 2) return problem(503, "service-unavailable", {}, { "retry-after": "0" });
+      if (rounds === 3) return json(200, { acquired: false, blocked_by: "s:b" });
       const names = req.body?.names as string[];
       return json(200, { acquired: true, set_id: "set-x1", locks: names.map((r, i) => lockDoc(r, String(req.body?.owner), 10 + i)) });
     });
     const c = new Client(BASE, { fetch: stub.fetch, backoff: { baseMs: 10, maxMs: 50 } });
     const set = await c.acquireSet(["s:a", "s:b"], { waitMs: 10_000, keepAlive: false });
-    assert.deepEqual(stub.calls.map((r) => r.url.pathname), ["/locksets/s%3A", "/locksets/s%3A/wait", "/locksets/s%3A/wait", "/locksets/s%3A/wait"]);
-    assert.deepEqual(stub.calls.map((r) => r.body?.queue_ticket), [undefined, undefined, "t1", "t2"]);
+    const posts = stub.calls.filter((r) => r.method === "POST");
+    assert.deepEqual(posts.map((r) => r.url.pathname), ["/locksets/s%3A", ...Array(5).fill("/locksets/s%3A/wait")]);
+    assert.deepEqual(posts.map((r) => r.body?.queue_ticket), [undefined, undefined, "t1", "t1", undefined, "t4"]);
     await set.release();
   });
 

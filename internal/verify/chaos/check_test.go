@@ -881,15 +881,23 @@ func TestCheckSetProgressCountsAskingOnly(t *testing.T) {
 // 2026-12-07), and is one when it outlived the answer.
 func TestCheckSetRollbackExpiredTake(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		ttlMs int
-		want  []string
+		name    string
+		ttlMs   int
+		offsets []time.Duration // the instances' clock offsets (instance clock = real + offset)
+		want    []string
 	}{
-		{"expired 1.5 s before the answer", 3000, nil},
-		{"live 0.5 s past the answer", 5000, []string{RuleSetRollback}},
+		{"expired 1.5 s before the answer", 3000, nil, nil},
+		{"live 0.5 s past the answer", 5000, nil, []string{RuleSetRollback}},
+		// Another instance's clock runs 2 s behind: on it the lease
+		// ends 0.5 s after the answer.
+		{"expired, but not on an instance 2 s behind", 3000, []time.Duration{0, -2 * time.Second}, []string{RuleSetRollback}},
+		{"expired on an instance 1 s ahead too", 3000, []time.Duration{0, time.Second}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
+			if tt.offsets != nil {
+				f.h.Offsets = tt.offsets
+			}
 			f.op(7, SetAcquire, 0, 4500, 200, `{"acquired":false,"blocked_by":"r"}`, func(o *Op) {
 				o.Owner, o.Resource, o.Names, o.Ask, o.Wait = "s0", "p", []string{"r", "r2"}, 1, 1
 			})

@@ -79,14 +79,18 @@ func (c *client) runSets(ctx context.Context, phase Phase, until time.Time) {
 	}
 }
 
-// askSet asks for one set, as the clients' AcquireSet does: the same
+// askSet asks for one set as the clients' AcquireSet does: the same
 // names throughout, a try first, then (with SetWaits) waiting rounds of ⅔
 // of the lease's local validity in whole seconds, each bringing back the
-// previous round's queue_ticket, until the set is granted or the time is
-// up. A lease too short for a round of 1 s (1 s) is asked for 2 s: a
-// client that waits chooses a lease it can wait for. Without waiting it
-// polls (tries after a pause of up to 50 ms) for 1 to 3 s and gives up:
-// no queue place is kept for a poll, so no progress is owed to it.
+// ticket of the last round answered (a round answered 503 or not at all,
+// which may still run at the service, leaves it as it was; a refusal
+// without one clears it), until the set is granted or the time is up. A
+// lease too short for a round of 1 s (1 s) is asked for 2 s: a client
+// that waits chooses a lease it can wait for. Unlike the clients, it asks
+// again within 50 ms after a 503 rather than after Retry-After: it asks
+// more often than they do. Without waiting it polls (tries after a pause
+// of up to 50 ms) for 1 to 3 s and gives up: no queue place is kept for a
+// poll, so no progress is owed to it.
 func (c *client) askSet(ctx context.Context, phase Phase, until time.Time, ttl int64) {
 	cfg := c.w.cfg
 	margin := cfg.Check.margin()
@@ -112,16 +116,18 @@ func (c *client) askSet(ctx context.Context, phase Phase, until time.Time, ttl i
 			w = 0
 		}
 		op := c.setCall(ctx, phase, SetAcquire, names, nil, ttl, w)
-		c.ticket = ""
 		if op.Granted {
+			c.ticket = ""
 			return
 		}
-		if w > 0 && op.Ticket != "" {
-			c.ticket = op.Ticket
-			continue
+		if w > 0 && op.Status == 200 {
+			if c.ticket = op.Ticket; c.ticket != "" {
+				continue // at once, as the clients do after a round that waited
+			}
 		}
 		sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
 	}
+	c.ticket = ""
 }
 
 // pickSet draws 2 to 4 of the workers' resources (at most all of them),
