@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -19,15 +18,18 @@ import (
 
 // setStub is a scripted lock set service for the names acct:1 and acct:2
 // (prefix "acct:"): acquires are held until grantAt; the waiting route
-// answers refuseWait when it is set, and otherwise, when hold is set,
-// keeps the request until hold is closed or the request's context ends,
-// then grants. Every request's method, path and body are recorded.
+// answers waitAnswers in order when they are set, and grants once they
+// are used up; otherwise it answers refuseWait when it is set, and
+// otherwise, when hold is set, keeps the request until hold is closed or
+// the request's context ends, then grants. Every request's method, path
+// and body are recorded.
 type setStub struct {
-	mu         sync.Mutex
-	grantAt    time.Time
-	refuseWait func() *http.Response
-	hold       chan struct{}
-	calls      []rwCall
+	mu          sync.Mutex
+	grantAt     time.Time
+	waitAnswers []func() *http.Response
+	refuseWait  func() *http.Response
+	hold        chan struct{}
+	calls       []rwCall
 }
 
 func (s *setStub) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -38,10 +40,18 @@ func (s *setStub) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, rwCall{r.Method, r.URL.Path, body})
-	grantAt, refuse, hold := s.grantAt, s.refuseWait, s.hold
-	s.mu.Unlock()
+	grantAt, refuse, hold, scripted := s.grantAt, s.refuseWait, s.hold, s.waitAnswers != nil
 	wait := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/wait")
+	var next func() *http.Response
+	if wait && len(s.waitAnswers) > 0 {
+		next, s.waitAnswers = s.waitAnswers[0], s.waitAnswers[1:]
+	}
+	s.mu.Unlock()
 	switch {
+	case next != nil:
+		return next(), nil
+	case wait && scripted:
+		// The scripted answers are used up: grant.
 	case wait && refuse != nil:
 		return refuse(), nil
 	case wait && hold != nil:
@@ -149,53 +159,37 @@ func TestAcquireSetFallsBackToPolling(t *testing.T) {
 // clears it.
 func TestAcquireSetBringsBackTicket(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var sent []any // each request's queue_ticket (nil: none)
-	rounds := 0
-	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		var body map[string]any
-		data, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(data, &body)
-		mu.Lock()
-		defer mu.Unlock()
-		sent = append(sent, body["queue_ticket"])
-		switch {
-		case r.Method == http.MethodDelete:
-			return &http.Response{StatusCode: 204, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
-		case !strings.HasSuffix(r.URL.Path, "/wait"):
-			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2"}), nil
+	refused := func(ticket string) func() *http.Response {
+		return func() *http.Response {
+			body := map[string]any{"acquired": false, "blocked_by": "acct:2"}
+			if ticket != "" {
+				body["queue_ticket"] = ticket
+			}
+			return jsonResponse(200, nil, body)
 		}
-		rounds++
-		switch rounds {
-		case 1, 4:
-			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2",
-				"queue_ticket": fmt.Sprintf("t%d", rounds)}), nil
-		case 2:
-			return problemResponse(503, "service-unavailable"), nil
-		case 3:
-			return jsonResponse(200, nil, map[string]any{"acquired": false, "blocked_by": "acct:2"}), nil
-		}
-		var locks []map[string]any
-		for i, n := range []string{"acct:1", "acct:2"} {
-			locks = append(locks, map[string]any{"resource": n, "owner": body["owner"], "fencing_token": 70 + i,
-				"acquired_at": time.Now().Format(time.RFC3339Nano), "expires_at": time.Now().Add(time.Minute).Format(time.RFC3339Nano)})
-		}
-		return jsonResponse(200, nil, map[string]any{"acquired": true, "set_id": "set-x1", "locks": locks}), nil
-	})
-	c, err := client.New("http://lock.test", client.WithHTTPClient(&http.Client{Transport: rt}),
-		client.WithBackoff(10*time.Millisecond, 200*time.Millisecond), client.WithoutKeepAlive())
-	if err != nil {
-		t.Fatal(err)
 	}
+	s := &setStub{grantAt: time.Now().Add(time.Hour), waitAnswers: []func() *http.Response{
+		refused("t1"),
+		func() *http.Response { return problemResponse(503, "service-unavailable") },
+		refused(""),
+		refused("t4"),
+	}}
+	c := newSetStubClient(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.AcquireSet(ctx, []string{"acct:1", "acct:2"}, "o1", 30*time.Second); err != nil {
 		t.Fatalf("AcquireSet: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sent []any // each acquire's queue_ticket (nil: none)
+	for _, call := range s.calls {
+		if call.method == http.MethodPost {
+			sent = append(sent, call.body["queue_ticket"])
+		}
+	}
 	if want := []any{nil, nil, "t1", "t1", nil, "t4"}; !slices.Equal(sent, want) {
-		t.Errorf("queue_ticket of each request: got %v, want %v", sent, want)
+		t.Errorf("queue_ticket of each acquire: got %v, want %v", sent, want)
 	}
 }
 

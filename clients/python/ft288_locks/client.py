@@ -75,6 +75,7 @@ from .errors import (
     LockError,
     TransportError,
     ValidationError,
+    attach_queue_ticket,
     no_wait_route,
     problem_from_answer,
 )
@@ -513,8 +514,7 @@ class Client(AdminCalls):
                 held = HeldError(resource, expires_at=parse_time(doc.get("free_at")), retry_after=retry_after)
             else:
                 held = HeldError(resource, expires_at=parse_time(doc.get("expires_at")), retry_after=retry_after)
-            ticket = doc.get("queue_ticket")
-            held._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
+            attach_queue_ticket(held, doc)
             raise held
         if rw:
             grant: Any = parse_rw_lease(doc.get("lease"), what, resource, rw)
@@ -1099,8 +1099,7 @@ class Client(AdminCalls):
             unreleased = [n for n in doc.get("unreleased") or [] if isinstance(n, str)]
             held = LockSetHeldError(blocked, parse_time(doc.get("free_at")),
                                     parse_retry_after(resp.headers.get("retry-after")), unreleased)
-            ticket = doc.get("queue_ticket")
-            held._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
+            attach_queue_ticket(held, doc)
             raise held
         set_id, docs = doc.get("set_id"), doc.get("locks")
         if not isinstance(set_id, str) or not isinstance(docs, list):

@@ -250,8 +250,7 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
             err.permits = doc["permits"]
         # A waiting round's 503 may carry the waiter's place in the queue
         # (its queue write may have landed): the next round reclaims it.
-        ticket = doc.get("queue_ticket")
-        err._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
+        attach_queue_ticket(err, doc)
         return err
     title = _str(doc.get("message")) if isinstance(doc, Mapping) else ""
     cls = GatewayError
@@ -262,6 +261,13 @@ def problem_from_answer(status: int, doc: Any, retry_after: Optional[float], rea
     err = cls(status, title=title or reason, retry_after=retry_after)
     err._json_message = isinstance(doc, Mapping) and isinstance(doc.get("message"), str)  # type: ignore[attr-defined]
     return err
+
+
+def attach_queue_ticket(err: BaseException, doc: Mapping[str, Any]) -> None:
+    """Sets err's ``_queue_ticket`` to the answer doc's queue_ticket (None:
+    no place), the place a waiting round's next round brings back."""
+    ticket = doc.get("queue_ticket")
+    err._queue_ticket = ticket if isinstance(ticket, str) and ticket else None  # type: ignore[attr-defined]
 
 
 def no_wait_route(e: BaseException) -> bool:

@@ -257,6 +257,11 @@ interface RequestOptions {
   timeoutMs?: number;
 }
 
+/** The `queue_ticket` of a refused waiting round's answer (undefined: no place), which the next round brings back. */
+function queueTicketIn(body: Record<string, unknown>): string | undefined {
+  return typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
+}
+
 type SetAttemptResult =
   | { granted: true; id: string; locks: LockInfo[]; t0: number }
   | { granted: false; held: LockSetHeldError; queueTicket?: string };
@@ -1126,7 +1131,7 @@ export class Client {
       return {
         granted: false,
         held: new LockSetHeldError(body.blocked_by, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")), unreleased),
-        queueTicket: typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined,
+        queueTicket: queueTicketIn(body),
       };
     }
     throw new UnexpectedAnswerError(`${op}: malformed answer: no "acquired"`);
@@ -1310,8 +1315,7 @@ export class Client {
     if (rw && body.acquired === false) {
       const at = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
       const held = new HeldError(resource, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")));
-      const queueTicket = typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
-      return { granted: false, held, queueTicket };
+      return { granted: false, held, queueTicket: queueTicketIn(body) };
     }
     if (permits && body.acquired === true) {
       const permit = decodePermit(body.permit);
@@ -1321,8 +1325,7 @@ export class Client {
     if (permits && body.acquired === false) {
       const at = typeof body.free_at === "string" ? new Date(body.free_at) : undefined;
       const full = new FullError(resource, at && !Number.isNaN(at.getTime()) ? at : undefined, parseRetryAfter(ans.headers.get("retry-after")));
-      const queueTicket = typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
-      return { granted: false, held: full, queueTicket };
+      return { granted: false, held: full, queueTicket: queueTicketIn(body) };
     }
     if (body.acquired === true) return { granted: true, lock: parseLock(op, body.lock), t0 };
     if (body.acquired === false) {
@@ -1330,8 +1333,7 @@ export class Client {
       const expiresAt = exp && !Number.isNaN(exp.getTime()) ? exp : undefined;
       const held = new HeldError(resource, expiresAt, parseRetryAfter(ans.headers.get("retry-after")));
       // A waiting round that ended held answers its place in the lock's queue.
-      const queueTicket = typeof body.queue_ticket === "string" && body.queue_ticket !== "" ? body.queue_ticket : undefined;
-      return { granted: false, held, queueTicket };
+      return { granted: false, held, queueTicket: queueTicketIn(body) };
     }
     throw new UnexpectedAnswerError(`${op}: malformed answer: no "acquired"`);
   }

@@ -109,7 +109,7 @@ func (c *client) askSet(ctx context.Context, phase Phase, until time.Time, ttl i
 	}
 	names := c.pickSet()
 	c.asks++
-	c.ticket = ""
+	defer func() { c.ticket = "" }() // the place is this ask's
 	for try := 0; ctx.Err() == nil && time.Now().Before(giveUp); try++ {
 		w := wait
 		if try == 0 {
@@ -117,7 +117,6 @@ func (c *client) askSet(ctx context.Context, phase Phase, until time.Time, ttl i
 		}
 		op := c.setCall(ctx, phase, SetAcquire, names, nil, ttl, w)
 		if op.Granted {
-			c.ticket = ""
 			return
 		}
 		if w > 0 && op.Status == 200 {
@@ -127,7 +126,6 @@ func (c *client) askSet(ctx context.Context, phase Phase, until time.Time, ttl i
 		}
 		sleepUntil(ctx, time.Now().Add(time.Duration(c.rng.IntN(50))*time.Millisecond))
 	}
-	c.ticket = ""
 }
 
 // pickSet draws 2 to 4 of the workers' resources (at most all of them),
