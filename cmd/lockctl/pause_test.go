@@ -132,12 +132,15 @@ func testCtrlZPastLease(t *testing.T, bin, self string) {
 	var mu sync.Mutex
 	rounds(t, 20, 5, func(i int) error {
 		var (
-			name string
-			p    *proc
-			pid  int
-			err  error
+			name    string
+			p       *proc
+			pid     int
+			err     error
+			exited  <-chan struct{}
+			stopped time.Time // when lockctl was sent SIGTSTP (zero: not yet)
 		)
 		for attempt := 1; ; attempt++ {
+			stopped = time.Time{}
 			name = fmt.Sprintf("%s-%d-%d", uniqueName(t), i, attempt)
 			// --grace 100ms: a local deadline 0.8 s after each renewal's
 			// request.
@@ -147,26 +150,23 @@ func testCtrlZPastLease(t *testing.T, bin, self string) {
 				_, err = p.line("working with token ")
 			}
 			if err == nil {
+				exited = testenv.Exited(pid)
+				stopped, err = stopBoth(p, pid)
+			}
+			if err == nil {
 				break
 			}
 			// A lease lost before the pause (no renewal in time on a
-			// loaded machine) tests nothing: try again, twice at most.
-			if code, xerr := p.exit(5 * time.Second); xerr != nil || code != cli.ExitLeaseLost || attempt == 3 {
+			// loaded machine: the command was killed before it could be
+			// stopped, or never started work) tests nothing: try again,
+			// twice at most. lostBeforePause lets lockctl go on if it
+			// was stopped, and reads its exit.
+			if p == nil || !lostBeforePause(p, stopped) || attempt == 3 {
 				return err
 			}
 			mu.Lock()
 			retries++
 			mu.Unlock()
-		}
-		exited := testenv.Exited(pid)
-		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
-			return err
-		}
-		if err := awaitState(p.cmd.Process.Pid, "lockctl", true); err != nil {
-			return err
-		}
-		if err := awaitState(pid, "the command", true); err != nil {
-			return err
 		}
 		// The deliberate pause: until another owner holds the lock.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -228,6 +228,43 @@ func testCtrlZPastLease(t *testing.T, bin, self string) {
 	})
 	t.Logf("20 rounds: %d work steps and %d SIGTERM handlers ran after the resume; --on-lost after the kill in %d; %d rounds started again (the lease lost before the pause)",
 		steps, terms, lateHooks, retries)
+}
+
+// stopBoth stops lockctl (p) with SIGTSTP, as Ctrl-Z does, and waits
+// until both it and its command (pid) are stopped. It returns when the
+// signal was sent.
+func stopBoth(p *proc, pid int) (time.Time, error) {
+	sent := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+		return sent, err
+	}
+	if err := awaitState(p.cmd.Process.Pid, "lockctl", true); err != nil {
+		return sent, err
+	}
+	return sent, awaitState(pid, "the command", true)
+}
+
+// lostBeforePause reports whether lockctl's lease was lost before the
+// pause: it exited ExitLeaseLost, and, when it was sent SIGTSTP (stopped
+// not zero), its --on-lost ran before that. It continues lockctl first
+// (SIGCONT: it may be stopped) and waits for its exit.
+func lostBeforePause(p *proc, stopped time.Time) bool {
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	if code, err := p.exit(10 * time.Second); err != nil || code != cli.ExitLeaseLost {
+		return false
+	}
+	if stopped.IsZero() {
+		return true
+	}
+	hook, ok := findLine(p.stderr.String(), "on-lost at ")
+	var ns int64
+	if !ok {
+		return false
+	}
+	if _, err := fmt.Sscanf(hook, "%d", &ns); err != nil {
+		return false
+	}
+	return time.Unix(0, ns).Before(stopped)
 }
 
 // front is a proxy in front of the lock service at target that passes
