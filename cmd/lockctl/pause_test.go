@@ -132,15 +132,14 @@ func testCtrlZPastLease(t *testing.T, bin, self string) {
 	var mu sync.Mutex
 	rounds(t, 20, 5, func(i int) error {
 		var (
-			name    string
-			p       *proc
-			pid     int
-			err     error
-			exited  <-chan struct{}
-			stopped time.Time // when lockctl was sent SIGTSTP (zero: not yet)
+			name   string
+			p      *proc
+			pid    int
+			err    error
+			exited <-chan struct{}
 		)
 		for attempt := 1; ; attempt++ {
-			stopped = time.Time{}
+			var stopped time.Time // when lockctl was sent SIGTSTP (zero: not yet)
 			name = fmt.Sprintf("%s-%d-%d", uniqueName(t), i, attempt)
 			// --grace 100ms: a local deadline 0.8 s after each renewal's
 			// request.
